@@ -1,0 +1,374 @@
+// ltctl: the client. Every verb is one RPC to ltd over its Unix socket.
+// Exit codes follow SPEC.md: the job's for submit/attach/wait, 1 for an
+// error of ltctl or ltd, always with a one-line message saying what to do.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "duration.h"
+#include "ltd.grpc.pb.h"
+#include "render.h"
+
+extern char** environ;
+
+namespace ltd {
+namespace {
+
+constexpr int kErrorExit = 1;
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "ltctl: %s\n", message.c_str());
+  std::exit(kErrorExit);
+}
+
+struct Globals {
+  std::string socket;
+  bool json = false;
+};
+
+// Reachability first, with the OS's own words, so that "ltd is not running"
+// reads as such rather than as a gRPC transport error.
+void CheckReachable(const std::string& path) {
+  const std::string how = "; start it with `ltd --socket " + path + "` or `systemctl start ltd`";
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) {
+    Die("socket path " + path + " is longer than the " + std::to_string(sizeof addr.sun_path - 1) +
+        " bytes Unix sockets allow; use a shorter --socket");
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
+  const int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) Die("cannot reach ltd at " + path + ": " + std::strerror(err) + how);
+}
+
+std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
+  CheckReachable(g.socket);
+  return v1::Ltd::NewStub(
+      grpc::CreateChannel("unix:" + g.socket, grpc::InsecureChannelCredentials()));
+}
+
+[[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      s.error_message().find("connect") != std::string::npos) {
+    Die("cannot reach ltd at " + g.socket + ": " + s.error_message());
+  }
+  Die(s.error_message());
+}
+
+Millis DurationFlag(const std::string& flag, const std::string& value) {
+  auto d = ParseDuration(value);
+  if (!d)
+    Die(flag + " '" + value + "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds");
+  return *d;
+}
+
+int ParseSignal(const std::string& text) {
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+    const int n = std::atoi(text.c_str());
+    if (n > 0 && n < NSIG) return n;
+  } else {
+    std::string name = text;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (name.starts_with("SIG")) name = name.substr(3);
+    for (int n = 1; n < NSIG; ++n) {
+      const char* abbrev = sigabbrev_np(n);
+      if (abbrev != nullptr && name == abbrev) return n;
+    }
+  }
+  Die("--signal '" + text + "' is not a signal; use a name such as TERM, INT, USR1 or a number");
+}
+
+// Prints one event of a stream. `prefix`: "[R] " before each rank line.
+// Returns the job's exit code once `ended` arrives.
+std::optional<int> PrintEvent(const v1::JobEvent& ev, bool prefix, bool quiet_end) {
+  switch (ev.event_case()) {
+    case v1::JobEvent::kOutput: {
+      const auto& o = ev.output();
+      FILE* out = o.stderr() ? stderr : stdout;
+      if (prefix) std::fprintf(out, "[%d] ", o.rank());
+      std::fwrite(o.data().data(), 1, o.data().size(), out);
+      std::fputc('\n', out);
+      if (o.stderr()) std::fflush(stderr);
+      return std::nullopt;
+    }
+    case v1::JobEvent::kLog:
+      std::fwrite(ev.log().data(), 1, ev.log().size(), stdout);
+      return std::nullopt;
+    case v1::JobEvent::kNotice:
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s\n", ev.notice().c_str());
+      return std::nullopt;
+    case v1::JobEvent::kEnded: {
+      const auto& e = ev.ended();
+      std::fflush(stdout);
+      if (!quiet_end && e.state() != "SUCCEEDED") {
+        nlohmann::json cause = {{"rank", e.root_cause().rank()},
+                                {"reason", e.root_cause().reason()},
+                                {"exit_code", e.root_cause().exit_code()},
+                                {"signal", e.root_cause().signal()},
+                                {"message", e.root_cause().message()}};
+        std::fprintf(stderr, "ltctl: job %s %s: %s (exit code %d)\n", e.job_id().c_str(),
+                     e.state().c_str(), DescribeCause(cause).c_str(), e.exit_code());
+      }
+      return e.exit_code();
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+int Drain(const Globals& g, grpc::ClientReaderInterface<v1::JobEvent>& reader, bool prefix,
+          bool quiet_end = false) {
+  v1::JobEvent ev;
+  std::optional<int> code;
+  while (reader.Read(&ev)) {
+    if (auto c = PrintEvent(ev, prefix, quiet_end)) code = c;
+  }
+  std::fflush(stdout);
+  grpc::Status s = reader.Finish();
+  if (!s.ok()) DieRpc(g, s);
+  return code.value_or(0);
+}
+
+struct SubmitArgs {
+  int devices = 0;
+  std::string name;
+  bool detach = false;
+  std::string heartbeat_timeout, startup_timeout, grace = "10s";
+  std::vector<std::string> env;
+  int max_restarts = 0;
+  std::vector<std::string> command;
+};
+
+int Submit(const Globals& g, const SubmitArgs& a) {
+  v1::SubmitRequest req;
+  req.set_devices(a.devices);
+  req.set_name(a.name);
+  for (const auto& arg : a.command) req.add_argv(arg);
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == nullptr)
+    Die(std::string("cannot read the working directory: ") + std::strerror(errno));
+  req.set_cwd(cwd);
+  for (char** e = environ; *e != nullptr; ++e) req.add_env(*e);
+  for (const auto& kv : a.env) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=')
+      Die("--env takes KEY=VALUE, got '" + kv + "'");
+    req.add_extra_env(kv);
+  }
+  if (!a.heartbeat_timeout.empty())
+    req.set_heartbeat_timeout_ms(DurationFlag("--heartbeat-timeout", a.heartbeat_timeout).count());
+  if (!a.startup_timeout.empty())
+    req.set_startup_timeout_ms(DurationFlag("--startup-timeout", a.startup_timeout).count());
+  req.set_grace_ms(DurationFlag("--grace", a.grace).count());
+  req.set_max_restarts(a.max_restarts);
+  req.set_detach(a.detach);
+
+  auto stub = Connect(g);
+  // Ctrl-C while attached: the first tears the job down, ltctl stays to
+  // report the outcome; a second one leaves at once.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  if (!a.detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  grpc::ClientContext ctx;
+  auto reader = stub->Submit(&ctx, req);
+  v1::JobEvent ev;
+  if (!reader->Read(&ev)) DieRpc(g, reader->Finish());
+  const std::string id = ev.accepted();
+  if (a.detach) {
+    std::printf("%s\n", id.c_str());
+    while (reader->Read(&ev)) {
+    }
+    grpc::Status s = reader->Finish();
+    if (!s.ok()) DieRpc(g, s);
+    return 0;
+  }
+  std::thread([&g, id, set] {
+    int sig = 0;
+    int presses = 0;
+    while (sigwait(&set, &sig) == 0) {
+      if (++presses > 1) std::_Exit(130);
+      std::fprintf(stderr, "ltctl: tearing down job %s (Ctrl-C again to leave without waiting)\n",
+                   id.c_str());
+      auto stub2 = v1::Ltd::NewStub(
+          grpc::CreateChannel("unix:" + g.socket, grpc::InsecureChannelCredentials()));
+      grpc::ClientContext kctx;
+      kctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::KillRequest kreq;
+      kreq.set_job(id);
+      v1::KillReply kreply;
+      (void)stub2->Kill(&kctx, kreq, &kreply);
+    }
+  }).detach();
+  return Drain(g, *reader, /*prefix=*/true);
+}
+
+std::vector<nlohmann::json> ListJobs(const Globals& g, bool all) {
+  auto stub = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListRequest req;
+  req.set_all(all);
+  v1::ListReply reply;
+  grpc::Status s = stub->List(&ctx, req, &reply);
+  if (!s.ok()) DieRpc(g, s);
+  std::vector<nlohmann::json> jobs;
+  for (const auto& j : reply.jobs())
+    jobs.push_back(nlohmann::json::parse(j.json(), nullptr, false));
+  return jobs;
+}
+
+int Ps(const Globals& g, bool all) {
+  auto jobs = ListJobs(g, all);
+  if (g.json) {
+    std::printf("%s\n", nlohmann::json(jobs).dump(2).c_str());
+  } else {
+    PrintJobTable(jobs, stdout);
+  }
+  return 0;
+}
+
+int Show(const Globals& g, const std::string& job) {
+  auto stub = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::JobRef req;
+  req.set_job(job);
+  v1::Job reply;
+  grpc::Status s = stub->Show(&ctx, req, &reply);
+  if (!s.ok()) DieRpc(g, s);
+  auto j = nlohmann::json::parse(reply.json(), nullptr, false);
+  if (g.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    PrintJob(j, stdout);
+  }
+  return 0;
+}
+
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
+  if (tail < 0) Die("--tail must be >= 0");
+  auto stub = Connect(g);
+  grpc::ClientContext ctx;
+  v1::LogsRequest req;
+  req.set_job(job);
+  req.set_rank(rank);
+  req.set_follow(follow);
+  req.set_tail(tail);
+  auto reader = stub->Logs(&ctx, req);
+  Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
+  return 0;
+}
+
+int Follow(const Globals& g, const std::string& job, bool output) {
+  auto stub = Connect(g);
+  grpc::ClientContext ctx;
+  v1::JobRef req;
+  req.set_job(job);
+  auto reader = output ? stub->Attach(&ctx, req) : stub->Wait(&ctx, req);
+  return Drain(g, *reader, /*prefix=*/true, /*quiet_end=*/!output);
+}
+
+int Kill(const Globals& g, const std::string& job, const std::string& signal) {
+  auto stub = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::KillRequest req;
+  req.set_job(job);
+  if (!signal.empty()) req.set_signal(ParseSignal(signal));
+  v1::KillReply reply;
+  grpc::Status s = stub->Kill(&ctx, req, &reply);
+  if (!s.ok()) DieRpc(g, s);
+  std::printf("%s\n", reply.job_id().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace ltd
+
+int main(int argc, char** argv) {
+  using namespace ltd;
+  Globals g;
+  const char* env_socket = std::getenv("LTD_SOCKET");
+  g.socket = env_socket != nullptr && *env_socket != '\0' ? env_socket : "/run/ltd/ltd.sock";
+
+  CLI::App app{"ltctl: run and watch multi-rank training jobs under ltd"};
+  app.require_subcommand(1);
+  app.add_option("--socket", g.socket,
+                 "ltd's socket (default: $LTD_SOCKET, else /run/ltd/ltd.sock)");
+  app.add_flag("--json", g.json, "print records as JSON");
+
+  SubmitArgs sa;
+  auto* submit = app.add_subcommand("submit", "start a job of N ranks");
+  submit->add_option("--devices", sa.devices, "number of ranks, one per device")->required();
+  submit->add_option("--name", sa.name, "a name to refer to the job by");
+  submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
+  submit->add_option("--heartbeat-timeout", sa.heartbeat_timeout,
+                     "hung after this long without a heartbeat");
+  submit->add_option("--startup-timeout", sa.startup_timeout,
+                     "hung if no first heartbeat within this");
+  submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
+  submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)");
+  submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
+      ->check(CLI::NonNegativeNumber);
+  submit->add_option("command", sa.command, "-- PROGRAM [ARGS...]")->required();
+
+  bool all = false;
+  auto* ps = app.add_subcommand("ps", "running and pending jobs");
+  ps->add_flag("-a,--all", all, "include finished jobs");
+
+  std::string job;
+  auto* show = app.add_subcommand("show", "one job: state, ranks, root cause, hang report");
+  show->add_option("JOB", job, "job id or unique name")->required();
+
+  int rank = -1;
+  bool follow = false;
+  int64_t tail = 0;
+  auto* logs = app.add_subcommand("logs", "rank output");
+  logs->add_option("JOB", job, "job id or unique name")->required();
+  logs->add_option("--rank", rank, "only this rank's output");
+  logs->add_flag("-f,--follow", follow, "follow until the job ends");
+  logs->add_option("--tail", tail, "only the last N lines");
+
+  auto* attach = app.add_subcommand("attach", "stream the job's output; exit with its exit code");
+  attach->add_option("JOB", job, "job id or unique name")->required();
+  auto* wait = app.add_subcommand("wait", "block until the job ends; exit with its exit code");
+  wait->add_option("JOB", job, "job id or unique name")->required();
+
+  std::string signal;
+  auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
+  kill->add_option("JOB", job, "job id or unique name")->required();
+  kill->add_option("--signal,-s", signal, "only send this signal (e.g. USR1) to every rank");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kErrorExit;
+  }
+  if (submit->parsed()) {
+    if (sa.devices < 1) Die("--devices must be at least 1");
+    return Submit(g, sa);
+  }
+  if (ps->parsed()) return Ps(g, all);
+  if (show->parsed()) return Show(g, job);
+  if (logs->parsed()) return Logs(g, job, rank, follow, tail);
+  if (attach->parsed()) return Follow(g, job, true);
+  if (wait->parsed()) return Follow(g, job, false);
+  if (kill->parsed()) return Kill(g, job, signal);
+  return kErrorExit;
+}

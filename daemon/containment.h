@@ -1,0 +1,36 @@
+// How the processes of a job are held so that none outlives it. The
+// launcher spawns and reaps ranks; a Containment knows every process a job
+// made, ranks' descendants included, and can kill them all.
+//
+//   process-group  each rank leads its own group; escapees are missed
+//   subreaper      ltd is a child subreaper; descendants carry LT_JOB_ID
+//   cgroup         a cgroup v2 leaf per rank under a job cgroup
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ltd {
+
+class Containment {
+ public:
+  virtual ~Containment() = default;
+  virtual std::string_view name() const = 0;
+  virtual absl::Status BeginJob(const std::string& job_id) = 0;
+  // What the exec shim needs to put rank `rank` in place (a cgroup dir, or
+  // empty when the rank needs nothing).
+  virtual std::string RankCgroup(const std::string& job_id, int rank) = 0;
+  // SIGKILL everything of the job. `rank_pids` are the ranks' pids, which
+  // lead their process groups.
+  virtual void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) = 0;
+  // on_empty once nothing of the job is left; later, never re-entrantly.
+  virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+};
+
+}  // namespace ltd

@@ -1,0 +1,57 @@
+#include "heartbeat.h"
+
+#include <charconv>
+
+namespace ltd {
+namespace {
+
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool Printable(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 && c != '\t') return false;
+    if (c == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<HeartbeatMessage> ParseHeartbeatLine(std::string_view line) {
+  line = TrimRight(line);
+  const size_t space = line.find(' ');
+  const std::string_view verb = line.substr(0, space);
+  const std::string_view arg =
+      space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+  HeartbeatMessage msg;
+  if (verb == "hb") {
+    msg.kind = HeartbeatMessage::Kind::kBeat;
+    if (arg.empty()) return msg;
+    int64_t step = 0;
+    auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), step);
+    if (ec != std::errc() || end != arg.data() + arg.size() || step < 0) return std::nullopt;
+    msg.step = step;
+    return msg;
+  }
+  if (verb == "timeout") {
+    auto d = ParseDuration(arg);
+    if (!d) return std::nullopt;
+    msg.kind = HeartbeatMessage::Kind::kTimeout;
+    msg.timeout = *d;
+    return msg;
+  }
+  if (verb == "error" || verb == "exec_failed") {
+    if (!Printable(arg)) return std::nullopt;
+    msg.kind =
+        verb == "error" ? HeartbeatMessage::Kind::kError : HeartbeatMessage::Kind::kExecFailed;
+    msg.text = std::string(arg);
+    return msg;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ltd

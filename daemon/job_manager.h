@@ -1,0 +1,139 @@
+// The job manager: every job's life from submit to its final record. It
+// decides (place on devices, start ranks, watch heartbeats, pick the root
+// cause, tear down, restart, persist); the process layer acts. It runs on
+// the loop thread only and knows neither libuv nor gRPC, so its tests drive
+// it with a fake launcher and a fake clock.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "clock.h"
+#include "job.h"
+#include "job_store.h"
+#include "process.h"
+#include "rank_runtime.h"
+
+namespace ltd {
+
+// Picks a MASTER_PORT that is free on the host and not in `in_use`.
+class PortAllocator {
+ public:
+  virtual ~PortAllocator() = default;
+  virtual absl::StatusOr<int> Pick(const std::set<int>& in_use) = 0;
+};
+
+// Receives a job's live output and its end. Called on the loop thread.
+class JobObserver {
+ public:
+  virtual ~JobObserver() = default;
+  virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  virtual void OnEnded(const Job& job) = 0;
+};
+
+// Gathers a hung rank's stack (faulthandler or gdb), off the loop thread.
+// `done` runs on the loop with whatever could be had, maybe nothing.
+class StackSampler {
+ public:
+  virtual ~StackSampler() = default;
+  virtual void Sample(const std::vector<pid_t>& pids, Millis budget,
+                      std::function<void(std::vector<std::string>)> done) = 0;
+};
+
+struct ManagerConfig {
+  // Device slots; `gpu_ids` non-empty means they are GPUs with these ids.
+  int slots = 1;
+  std::vector<std::string> gpu_ids;
+  Millis stack_budget{3000};
+};
+
+class JobManager {
+ public:
+  JobManager(Clock& clock, ProcessLauncher& launcher, const JobStore& store, PortAllocator& ports,
+             StackSampler* sampler, ManagerConfig config);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  // Loads the records of an earlier ltd; jobs it left running become LOST.
+  void Recover();
+
+  // Validates and queues a job; returns its id. A program that cannot run
+  // still makes a job, which ends FAILED with reason spawn_failed.
+  absl::StatusOr<std::string> Submit(JobSpec spec, std::string user);
+
+  // JOB as users type it: an id or a unique name.
+  absl::StatusOr<const Job*> Resolve(std::string_view ref) const;
+  std::vector<const Job*> List(bool all) const;
+
+  // signal 0: tear the job down (cancelled). Else send it to every rank.
+  absl::Status Kill(const std::string& id, int signal);
+
+  // Live output and the end of an unfinished job; false if it has ended.
+  using ObserverId = uint64_t;
+  std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
+  void Unobserve(const std::string& id, ObserverId observer);
+
+  // The log file of one rank, or of the whole job with rank -1 (lines as
+  // attach prints them), and how many bytes of it are written now.
+  std::string LogPath(const std::string& id, int rank) const;
+  uint64_t LogSize(const std::string& id, int rank) const;
+
+  // Refuses new jobs, tears every live job down, then calls `done`.
+  void Shutdown(std::function<void()> done);
+
+  int total_slots() const { return config_.slots; }
+  size_t active_jobs() const { return runtimes_.size(); }
+
+ private:
+  struct JobRuntime;
+
+  Job* FindMutable(const std::string& id);
+  absl::StatusOr<std::string> ResolveProgram(const JobSpec& spec) const;
+  void Schedule();
+  void Start(Job& job);
+  void SpawnRanks(Job& job, JobRuntime& rt);
+  std::vector<std::string> RankEnv(const Job& job, const JobRuntime& rt, int rank) const;
+  void OnOutput(Job& job, int rank, Stream stream, std::string_view data);
+  void OnControl(Job& job, int rank, std::string_view data);
+  void OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
+  void OnExit(Job& job, int rank, ExitStatus status);
+  void ArmWatchdog(Job& job, JobRuntime& rt);
+  void OnWatchdog(const std::string& id);
+  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason);
+  void Fail(Job& job, JobRuntime& rt, RootCause cause);
+  void Teardown(Job& job, JobRuntime& rt);
+  void OnGraceExpired(const std::string& id);
+  void OnRanksGone(Job& job, JobRuntime& rt);
+  void OnJobEmpty(const std::string& id);
+  void Finish(Job& job, std::optional<RootCause> cause);
+  void SetState(Job& job, JobState state);
+  void SetRankState(Job& job, Rank& rank, RankState state);
+  void Persist(const Job& job);
+  void MaybeFinishShutdown();
+
+  Clock& clock_;
+  ProcessLauncher& launcher_;
+  const JobStore& store_;
+  PortAllocator& ports_;
+  StackSampler* sampler_;
+  ManagerConfig config_;
+
+  std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
+  std::map<std::string, std::unique_ptr<JobRuntime>, std::less<>> runtimes_;  // live ones
+  std::deque<std::string> pending_;  // FIFO of PENDING job ids
+  std::vector<bool> slot_busy_;
+  std::set<int> ports_in_use_;
+  uint64_t next_id_ = 1;
+  ObserverId next_observer_ = 1;
+  bool shutting_down_ = false;
+  std::function<void()> shutdown_done_;
+};
+
+}  // namespace ltd

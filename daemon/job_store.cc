@@ -1,0 +1,106 @@
+#include "job_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+absl::Status MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err) {
+  return absl::Status(absl::StatusCode::kUnavailable,
+                      Cat(call, "(", object, "): ", std::strerror(err)));
+}
+
+absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
+  if (auto s = MakeDir(state_dir, 0755); !s.ok()) return s;
+  if (auto s = MakeDir(state_dir + "/jobs", 0755); !s.ok()) return s;
+  // Prove the directory is writable now rather than at the first job.
+  const std::string probe = state_dir + "/.write-test";
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("open", probe, errno);
+  close(fd);
+  unlink(probe.c_str());
+  return JobStore(state_dir);
+}
+
+std::string JobStore::JobDir(const std::string& job_id) const {
+  return state_dir_ + "/jobs/" + job_id;
+}
+
+absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
+  return MakeDir(JobDir(job_id), 0755);
+}
+
+absl::Status JobStore::Save(const Job& job) const {
+  const std::string dir = JobDir(job.id);
+  const std::string path = dir + "/job.json";
+  const std::string tmp = path + ".tmp";
+  const std::string text = ToJson(job).dump(2) + "\n";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("open", tmp, errno);
+  absl::Status status = WriteAll(fd, text, tmp);
+  if (status.ok() && fdatasync(fd) != 0) status = ErrnoStatus("fdatasync", tmp, errno);
+  if (close(fd) != 0 && status.ok()) status = ErrnoStatus("close", tmp, errno);
+  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0)
+    status = ErrnoStatus("rename", tmp, errno);
+  if (!status.ok()) unlink(tmp.c_str());
+  return status;
+}
+
+std::vector<Job> JobStore::LoadAll() const {
+  std::vector<Job> jobs;
+  const std::string root = state_dir_ + "/jobs";
+  DIR* dir = opendir(root.c_str());
+  if (dir == nullptr) {
+    spdlog::warn("cannot list {}: {}", root, std::strerror(errno));
+    return jobs;
+  }
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string path = root + "/" + entry->d_name + "/job.json";
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    auto job = JobFromJson(parsed);
+    if (!job) {
+      spdlog::warn("skipping unreadable job record {}", path);
+      continue;
+    }
+    jobs.push_back(std::move(*job));
+  }
+  closedir(dir);
+  return jobs;
+}
+
+}  // namespace ltd

@@ -1,0 +1,123 @@
+#include "listener.h"
+
+#include <fcntl.h>
+#include <grpcpp/server_posix.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "job_store.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+
+absl::Status CheckSocketPath(const std::string& path) {
+  constexpr size_t kMax = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.empty()) return absl::InvalidArgumentError("the socket path is empty");
+  if (path.size() > kMax) {
+    return absl::InvalidArgumentError(Cat("socket path ", path, " is ", path.size(),
+                                          " bytes; Unix sockets allow at most ", kMax,
+                                          ": choose a shorter --socket"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path) {
+  if (auto s = CheckSocketPath(path); !s.ok()) return s;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+
+  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus("socket", "AF_UNIX", errno);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno != EADDRINUSE) return ErrnoStatus("bind", path, errno);
+    // A socket file is there: is an ltd behind it, or is it stale?
+    Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      return absl::AlreadyExistsError(Cat("another ltd is already listening on ", path,
+                                          "; stop it first or give this one another --socket"));
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      return absl::AlreadyExistsError(
+          Cat(path, " exists and is not a socket; remove it or choose another --socket"));
+    }
+    unlink(path.c_str());
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      return ErrnoStatus("bind", path, errno);
+    }
+  }
+  // Every local user may submit; who they are comes from SO_PEERCRED.
+  if (chmod(path.c_str(), 0666) != 0) return ErrnoStatus("chmod", path, errno);
+  if (listen(fd.get(), 128) != 0) return ErrnoStatus("listen", path, errno);
+  auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd)));
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "listener", errno);
+  listener->wake_[0].reset(p[0]);
+  listener->wake_[1].reset(p[1]);
+  return listener;
+}
+
+Listener::~Listener() {
+  Stop();
+  unlink(path_.c_str());
+}
+
+void Listener::Start(grpc::Server* server) {
+  thread_ = std::thread([this, server] { AcceptLoop(server); });
+}
+
+void Listener::Stop() {
+  if (!thread_.joinable()) return;
+  (void)!write(wake_[1].get(), "x", 1);
+  thread_.join();
+}
+
+std::optional<PeerCreds> Listener::Lookup(const std::string& peer) const {
+  std::lock_guard lock(mu_);
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Listener::AcceptLoop(grpc::Server* server) {
+  for (;;) {
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("poll on {}: {}", path_, std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) {
+      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        spdlog::warn("accept on {}: {}", path_, std::strerror(errno));
+      }
+      continue;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("SO_PEERCRED: {}; dropping the connection", std::strerror(errno));
+      close(conn);
+      continue;
+    }
+    {
+      // gRPC names a connection handed over by fd "fd:N"; N is unique among
+      // open connections, and a reused N is overwritten here first.
+      std::lock_guard lock(mu_);
+      peers_[Cat("fd:", conn)] = PeerCreds{cred.uid, cred.gid, cred.pid};
+    }
+    grpc::AddInsecureChannelFromFd(server, conn);
+  }
+}
+
+}  // namespace ltd

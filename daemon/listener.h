@@ -1,0 +1,56 @@
+// ltd's Unix socket. ltd accepts connections itself, so that it learns the
+// peer's uid/gid/pid (SO_PEERCRED) before handing the connection to gRPC;
+// RPC handlers then look the caller up by the connection's peer name.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <sys/types.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "fd.h"
+
+namespace ltd {
+
+struct PeerCreds {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  pid_t pid = 0;
+};
+
+class Listener {
+ public:
+  // Binds `path`, refusing when another ltd answers there; replaces a
+  // stale socket file left by an ltd that died.
+  static absl::StatusOr<std::unique_ptr<Listener>> Bind(const std::string& path);
+  ~Listener();  // stops accepting and removes the socket file
+
+  // Starts handing accepted connections to `server`.
+  void Start(grpc::Server* server);
+  // Stops accepting; connections already handed over stay.
+  void Stop();
+
+  // The caller of an RPC, from its context's peer name.
+  std::optional<PeerCreds> Lookup(const std::string& peer) const;
+
+ private:
+  Listener(std::string path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  void AcceptLoop(grpc::Server* server);
+
+  std::string path_;
+  Fd fd_;
+  Fd wake_[2];  // a pipe that tells the accept thread to stop
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::map<std::string, PeerCreds> peers_;  // guarded by mu_; "fd:N" -> creds
+};
+
+// Fails with a message naming the limit when `path` cannot fit sun_path.
+absl::Status CheckSocketPath(const std::string& path);
+
+}  // namespace ltd

@@ -1,0 +1,202 @@
+// ltd: the daemon. Runs in the foreground and logs to stderr (systemd
+// style). Threads: the main thread runs the libuv loop that owns all job
+// state; gRPC runs on its own threads and posts work to the loop; one
+// thread accepts connections on the socket.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "containment_factory.h"
+#include "job_manager.h"
+#include "job_store.h"
+#include "listener.h"
+#include "loop.h"
+#include "ports.h"
+#include "service.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+#include "stack_sampler.h"
+#include "uv_clock.h"
+#include "uv_launcher.h"
+
+#ifndef LTD_LIBEXECDIR
+#define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
+#endif
+
+namespace ltd {
+namespace {
+
+struct Options {
+  std::string socket = "/run/ltd/ltd.sock";
+  std::string state_dir = "/var/lib/ltd";
+  int devices = 0;
+  std::string gpus;
+  std::string log_level = "info";
+  std::string containment = "auto";
+};
+
+int CountGpus() {
+  int n = 0;
+  while (access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
+  return n;
+}
+
+std::string FindExecShim() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = self.parent_path() / "lt-exec";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  const std::string installed = std::string(LTD_LIBEXECDIR) + "/lt-exec";
+  if (access(installed.c_str(), X_OK) == 0) return installed;
+  return "";
+}
+
+int Run(const Options& opt) {
+  auto level = spdlog::level::from_str(opt.log_level);
+  if (level == spdlog::level::off && opt.log_level != "off") {
+    std::fprintf(stderr, "ltd: unknown --log-level '%s'; use trace, debug, info, warn or error\n",
+                 opt.log_level.c_str());
+    return 1;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ltd"));
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  ManagerConfig config;
+  if (!opt.gpus.empty()) {
+    std::stringstream ss(opt.gpus);
+    for (std::string id; std::getline(ss, id, ',');) {
+      if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
+        std::fprintf(stderr, "ltd: --gpus takes GPU indices such as 0,1,2,3; got '%s'\n",
+                     opt.gpus.c_str());
+        return 1;
+      }
+      config.gpu_ids.push_back(id);
+    }
+    config.slots = static_cast<int>(config.gpu_ids.size());
+  } else if (opt.devices > 0) {
+    config.slots = opt.devices;
+  } else if (const int gpus = CountGpus(); gpus > 0) {
+    for (int i = 0; i < gpus; ++i) config.gpu_ids.push_back(std::to_string(i));
+    config.slots = gpus;
+  } else {
+    config.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  const std::string shim = FindExecShim();
+  if (shim.empty()) {
+    std::fprintf(stderr, "ltd: cannot find lt-exec beside ltd or in %s; reinstall ltd\n",
+                 LTD_LIBEXECDIR);
+    return 1;
+  }
+  if (auto s = CheckSocketPath(opt.socket); !s.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  auto store = JobStore::Open(opt.state_dir);
+  if (!store.ok()) {
+    std::fprintf(
+        stderr,
+        "ltd: state dir %s is not usable: %s; fix its permissions or choose another --state-dir\n",
+        opt.state_dir.c_str(), std::string(store.status().message()).c_str());
+    return 1;
+  }
+  // Refuse a second ltd before touching anything the first one owns.
+  auto listener = Listener::Bind(opt.socket);
+  if (!listener.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());
+    return 1;
+  }
+
+  signal(SIGPIPE, SIG_IGN);
+  Loop loop;
+  auto containment = MakeContainment(loop.get(), opt.containment, *store);
+  if (!containment.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(containment.status().message()).c_str());
+    return 1;
+  }
+  int exit_code = 0;
+  {
+    UvClock clock(loop.get());
+    UvLauncher launcher(loop.get(), std::move(*containment), shim);
+    KernelPortAllocator ports;
+    UvStackSampler sampler(loop.get());
+    JobManager manager(clock, launcher, *store, ports, &sampler, config);
+    manager.Recover();
+
+    LtdService service(loop, manager, **listener);
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server) {
+      std::fprintf(stderr, "ltd: gRPC server failed to start\n");
+      return 1;
+    }
+    (*listener)->Start(server.get());
+    spdlog::info("ltd listening on {}; state in {}; {} device slot(s){}; containment: {}",
+                 opt.socket, opt.state_dir, config.slots, config.gpu_ids.empty() ? "" : " (GPUs)",
+                 launcher.containment());
+
+    // SIGTERM/SIGINT: refuse new jobs, tear every job down, record, exit 0.
+    uv_signal_t sigterm{}, sigint{};
+    bool stopping = false;
+    auto on_signal = [&](int signum) {
+      if (stopping) return;
+      stopping = true;
+      spdlog::info("{} received: stopping", sigabbrev_np(signum));
+      service.Close();
+      manager.Shutdown([&] { loop.Stop(); });
+    };
+    struct SignalCtx {
+      std::function<void(int)> fn;
+    } ctx{on_signal};
+    for (auto [handle, signum] : {std::pair{&sigterm, SIGTERM}, std::pair{&sigint, SIGINT}}) {
+      uv_signal_init(loop.get(), handle);
+      handle->data = &ctx;
+      uv_signal_start(
+          handle, [](uv_signal_t* h, int s) { static_cast<SignalCtx*>(h->data)->fn(s); }, signum);
+    }
+    loop.Run();
+
+    (*listener)->Stop();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
+    spdlog::info("ltd stopped");
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace ltd
+
+int main(int argc, char** argv) {
+  ltd::Options opt;
+  CLI::App app{"ltd: supervises multi-rank training jobs; control it with ltctl"};
+  app.set_config("--config", "/etc/ltd/ltd.toml", "TOML file with the same keys as the options");
+  app.add_option("--socket", opt.socket, "Unix socket to listen on")->capture_default_str();
+  app.add_option("--state-dir", opt.state_dir, "job records and rank logs")->capture_default_str();
+  auto* devices = app.add_option("--devices", opt.devices, "N logical device slots")
+                      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--gpus", opt.gpus, "GPU indices jobs are placed on, e.g. 0,1,2,3")
+      ->excludes(devices);
+  app.add_option("--log-level", opt.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
+      ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return ltd::Run(opt);
+}

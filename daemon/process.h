@@ -1,0 +1,67 @@
+// The process layer as the job manager sees it. Only implementations of
+// this interface create, signal and reap processes; the job manager decides
+// when. Tests inject a fake launcher with made-up pids.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ltd {
+
+enum class Stream { kStdout, kStderr };
+
+struct ExitStatus {
+  int exit_code = 0;    // valid when term_signal == 0
+  int term_signal = 0;  // the signal that killed it, or 0
+};
+
+struct SpawnRequest {
+  std::string job_id;
+  int rank = 0;
+  std::vector<std::string> argv;  // argv[0] already resolved to a path
+  std::vector<std::string> env;   // K=V
+  std::string cwd;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Callbacks run on the loop thread. `on_exit` comes once, after the
+// process is reaped and everything it wrote to its pipes was delivered.
+struct RankCallbacks {
+  std::function<void(Stream, std::string_view)> on_output;
+  std::function<void(std::string_view)> on_control;  // heartbeat fd bytes
+  std::function<void(ExitStatus)> on_exit;
+};
+
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+
+  // How jobs are contained: "cgroup", "subreaper" or "process-group".
+  virtual std::string_view containment() const = 0;
+
+  // Prepares what holds a job's processes (its cgroup, say).
+  virtual absl::Status BeginJob(const std::string& job_id) = 0;
+
+  virtual absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) = 0;
+
+  // Sends `sig` to the rank's whole process group.
+  virtual void SignalRank(pid_t pid, int sig) = 0;
+
+  // SIGKILLs everything of the job still alive, escaped descendants included.
+  virtual void KillJob(const std::string& job_id) = 0;
+
+  // Calls `on_empty` once no process of the job is left, and releases what
+  // BeginJob made. Kills nothing by itself. `on_empty` always runs later
+  // from the loop, never from within EndJob.
+  virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+};
+
+}  // namespace ltd

@@ -1,0 +1,31 @@
+// The weakest containment, used when neither cgroups nor a subreaper can
+// be had: every rank's process group is killed, descendants that left it
+// are missed.
+#pragma once
+
+#include <uv.h>
+
+#include "containment.h"
+
+namespace ltd {
+
+class ProcessGroupContainment final : public Containment {
+ public:
+  explicit ProcessGroupContainment(uv_loop_t* loop) : loop_(loop) {}
+  std::string_view name() const override { return "process-group"; }
+  absl::Status BeginJob(const std::string&) override { return absl::OkStatus(); }
+  std::string RankCgroup(const std::string&, int) override { return ""; }
+  void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
+  void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+
+ private:
+  uv_loop_t* loop_;
+};
+
+// Runs `fn` on the next loop iteration (a zero-delay one-shot timer).
+void RunSoon(uv_loop_t* loop, std::function<void()> fn);
+
+// SIGKILL to each rank's process group; ESRCH is the expected "already gone".
+void KillProcessGroups(const std::vector<pid_t>& rank_pids);
+
+}  // namespace ltd

@@ -1,0 +1,409 @@
+#include "service.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "event_stream.h"
+#include "job_store.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+std::string UserName(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+void FillEnded(const Job& job, v1::Ended* ended) {
+  ended->set_job_id(job.id);
+  ended->set_state(std::string(ToString(job.state)));
+  ended->set_exit_code(job.exit_code.value_or(1));
+  if (job.root_cause) {
+    const RootCause& c = *job.root_cause;
+    auto* rc = ended->mutable_root_cause();
+    rc->set_rank(c.rank);
+    rc->set_reason(std::string(ToString(c.reason)));
+    rc->set_exit_code(c.exit_code);
+    rc->set_signal(c.signal);
+    rc->set_at(FormatTime(c.at));
+    rc->set_message(c.message);
+  }
+}
+
+v1::JobEvent EndedEvent(const Job& job) {
+  v1::JobEvent ev;
+  FillEnded(job, ev.mutable_ended());
+  return ev;
+}
+
+absl::Status MayControl(const PeerCreds& who, const Job& job) {
+  if (who.uid == 0 || who.uid == job.spec.uid) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      Cat("job ", job.id, " belongs to ", job.user, "; only its owner or root may do that"));
+}
+
+// Forwards a job's live events to one stream. Loop thread only. While
+// `held`, events wait here so that a log file's older bytes go out first.
+class StreamObserver final : public JobObserver {
+ public:
+  StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
+      : out_(std::move(out)), output_(output), rank_(rank) {}
+
+  void OnOutput(int rank, Stream stream, std::string_view line) override {
+    if (!output_ || (rank_ >= 0 && rank != rank_)) return;
+    v1::JobEvent ev;
+    if (rank < 0) {
+      ev.set_notice(std::string(line));
+    } else {
+      auto* out = ev.mutable_output();
+      out->set_rank(rank);
+      out->set_stderr(stream == Stream::kStderr);
+      out->set_data(std::string(line));
+    }
+    Send(std::move(ev));
+  }
+
+  void OnEnded(const Job& job) override {
+    Send(EndedEvent(job));
+    ended_ = true;
+    if (!held_) out_->Finish(grpc::Status::OK);
+  }
+
+  void Release() {
+    held_ = false;
+    for (auto& ev : backlog_) out_->Push(std::move(ev));
+    backlog_.clear();
+    if (ended_) out_->Finish(grpc::Status::OK);
+  }
+  void Hold() { held_ = true; }
+
+ private:
+  void Send(v1::JobEvent ev) {
+    if (held_) {
+      backlog_.push_back(std::move(ev));
+    } else {
+      out_->Push(std::move(ev));
+    }
+  }
+
+  std::shared_ptr<EventStream::Handle> out_;
+  const bool output_;
+  const int rank_;
+  bool held_ = false;
+  bool ended_ = false;
+  std::vector<v1::JobEvent> backlog_;
+};
+
+// Sends [from, to) of a log file as `log` chunks; with tail > 0, only its
+// last `tail` lines. Runs on libuv's thread pool, never on the loop.
+void SendLogFile(const std::string& path, uint64_t from, uint64_t to, int64_t tail,
+                 EventStream::Handle& out) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || to <= from) return;
+  constexpr size_t kChunk = 64 * 1024;
+  std::string buf;
+  if (tail > 0) {
+    // Walk back from the end a chunk at a time until `tail` newlines are seen.
+    uint64_t pos = to;
+    int64_t newlines = 0;
+    bool last_is_newline = false;
+    {
+      char c = 0;
+      if (pread(fd.get(), &c, 1, static_cast<off_t>(to - 1)) == 1) last_is_newline = c == '\n';
+    }
+    const int64_t wanted = tail + (last_is_newline ? 1 : 0);
+    while (pos > from && newlines < wanted) {
+      const uint64_t n = std::min<uint64_t>(kChunk, pos - from);
+      buf.resize(n);
+      if (pread(fd.get(), buf.data(), n, static_cast<off_t>(pos - n)) != static_cast<ssize_t>(n))
+        break;
+      for (uint64_t i = n; i-- > 0;) {
+        if (buf[i] == '\n' && ++newlines == wanted) {
+          from = pos - n + i + 1;
+          break;
+        }
+      }
+      if (newlines < wanted) pos -= n;
+    }
+  }
+  for (uint64_t off = from; off < to;) {
+    buf.resize(std::min<uint64_t>(kChunk, to - off));
+    const ssize_t n = pread(fd.get(), buf.data(), buf.size(), static_cast<off_t>(off));
+    if (n <= 0) return;
+    buf.resize(static_cast<size_t>(n));
+    v1::JobEvent ev;
+    ev.set_log(buf);
+    if (!out.Push(std::move(ev))) return;
+    off += static_cast<uint64_t>(n);
+  }
+}
+
+struct LogWork {
+  uv_work_t req{};
+  std::string path;
+  uint64_t size = 0;
+  int64_t tail = 0;
+  std::shared_ptr<EventStream::Handle> out;
+  std::function<void()> after;  // on the loop
+};
+
+}  // namespace
+
+nlohmann::json JobView(const Job& job) {
+  Job view = job;
+  int64_t max_step = -1;
+  for (const Rank& r : view.ranks) max_step = std::max(max_step, r.last_step);
+  for (Rank& r : view.ranks) {
+    // Lagging the leader by two or more steps: DDP ranks move in lockstep,
+    // so one step apart is normal, two is a rank holding the others back.
+    r.straggler =
+        view.state == JobState::kRunning && r.last_step >= 0 && max_step - r.last_step >= 2;
+    if (r.state != RankState::kRunning) r.steps_per_second = 0;
+  }
+  return ToJson(view);
+}
+
+void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
+                                   JobManager::ObserverId oid) {
+  auto unobserve = [this, id, oid] {
+    loop_.Post([this, id, oid] { manager_.Unobserve(id, oid); });
+  };
+  if (!out.OnGone(unobserve)) manager_.Unobserve(id, oid);  // gone already; we are on the loop
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerContext* ctx,
+                                                           const v1::SubmitRequest* req) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (closed_) {
+    out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
+    return stream;
+  }
+  JobSpec spec;
+  spec.devices = req->devices();
+  spec.name = req->name();
+  spec.argv.assign(req->argv().begin(), req->argv().end());
+  spec.cwd = req->cwd();
+  spec.env.assign(req->env().begin(), req->env().end());
+  for (const std::string& kv : req->extra_env()) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "--env takes KEY=VALUE, got '" + kv + "'"));
+      return stream;
+    }
+    const std::string key = kv.substr(0, eq + 1);
+    std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
+    spec.env.push_back(kv);
+  }
+  spec.uid = who->uid;
+  spec.gid = who->gid;
+  spec.heartbeat_timeout = Millis(req->heartbeat_timeout_ms());
+  spec.startup_timeout = Millis(req->startup_timeout_ms());
+  spec.grace = Millis(req->grace_ms());
+  spec.max_restarts = req->max_restarts();
+  const bool detach = req->detach();
+  loop_.Post([this, spec = std::move(spec), out, detach, user = UserName(who->uid)]() mutable {
+    auto id = manager_.Submit(std::move(spec), user);
+    if (!id.ok()) return out->Finish(ToGrpc(id.status()));
+    v1::JobEvent accepted;
+    accepted.set_accepted(*id);
+    out->Push(std::move(accepted));
+    if (detach) return out->Finish(grpc::Status::OK);
+    auto observer = std::make_shared<StreamObserver>(out, true, -1);
+    auto oid = manager_.Observe(*id, observer);
+    if (!oid) {  // ended already (the program could not start)
+      auto job = manager_.Resolve(*id);
+      if (job.ok()) out->Push(EndedEvent(**job));
+      return out->Finish(grpc::Status::OK);
+    }
+    // The client may go away first; its observer must go with it.
+    UnobserveWhenGone(*out, *id, *oid);
+  });
+  return stream;
+}
+
+grpc::ServerUnaryReactor* LtdService::List(grpc::CallbackServerContext* ctx,
+                                           const v1::ListRequest* req, v1::ListReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  loop_.Post([this, all = req->all(), reply, reactor] {
+    for (const Job* job : manager_.List(all)) reply->add_jobs()->set_json(JobView(*job).dump());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                           v1::Job* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  loop_.Post([this, ref = req->job(), reply, reactor] {
+    auto job = manager_.Resolve(ref);
+    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+    reply->set_json(JobView(**job).dump());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
+                                           const v1::KillRequest* req, v1::KillReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return reactor;
+  }
+  if (req->signal() < 0 || req->signal() >= NSIG) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no such signal"));
+    return reactor;
+  }
+  loop_.Post([this, ref = req->job(), sig = req->signal(), who = *who, reply, reactor] {
+    auto job = manager_.Resolve(ref);
+    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+    if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
+    const std::string id = (*job)->id;
+    if (auto s = manager_.Kill(id, sig); !s.ok()) return reactor->Finish(ToGrpc(s));
+    reply->set_job_id(id);
+    reply->set_state(std::string(ToString((*job)->state)));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerContext* ctx,
+                                                           const v1::JobRef* req) {
+  return Follow(ctx, req->job(), /*output=*/true);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerContext* ctx,
+                                                         const v1::JobRef* req) {
+  return Follow(ctx, req->job(), /*output=*/false);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerContext* ctx,
+                                                           const std::string& ref, bool output) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  loop_.Post([this, ref, output, out, who = *who] {
+    auto job = manager_.Resolve(ref);
+    if (!job.ok()) return out->Finish(ToGrpc(job.status()));
+    if (output) {
+      if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
+    }
+    const std::string id = (*job)->id;
+    auto oid = manager_.Observe(id, std::make_shared<StreamObserver>(out, output, -1));
+    if (!oid) {
+      out->Push(EndedEvent(**job));
+      return out->Finish(grpc::Status::OK);
+    }
+    UnobserveWhenGone(*out, id, *oid);
+  });
+  return stream;
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerContext* ctx,
+                                                         const v1::LogsRequest* req) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  loop_.Post([this, r = *req, out, who = *who] {
+    auto job = manager_.Resolve(r.job());
+    if (!job.ok()) return out->Finish(ToGrpc(job.status()));
+    if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
+    const Job& j = **job;
+    if (r.rank() >= j.spec.devices || r.rank() < -1) {
+      return out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      Cat("--rank ", r.rank(), " is out of range: job ", j.id,
+                                          " has ranks 0..", j.spec.devices - 1)));
+    }
+    auto work = new LogWork;
+    work->req.data = work;
+    work->path = manager_.LogPath(j.id, r.rank());
+    work->size = manager_.LogSize(j.id, r.rank());
+    work->tail = r.tail();
+    work->out = out;
+    std::shared_ptr<StreamObserver> observer;
+    if (r.follow() && !IsFinal(j.state)) {
+      observer = std::make_shared<StreamObserver>(out, true, r.rank());
+      observer->Hold();
+      auto oid = manager_.Observe(j.id, observer);
+      if (oid) {
+        UnobserveWhenGone(*out, j.id, *oid);
+      } else {
+        observer.reset();
+      }
+    }
+    work->after = [this, observer, out, id = j.id, rank = r.rank(), path = work->path,
+                   size = work->size] {
+      if (!observer) return out->Finish(grpc::Status::OK);
+      // Bytes written while the pool thread read; small, read on the loop.
+      SendLogFile(path, size, manager_.LogSize(id, rank), 0, *out);
+      observer->Release();
+    };
+    uv_queue_work(
+        loop_.get(), &work->req,
+        [](uv_work_t* w) {
+          auto* lw = static_cast<LogWork*>(w->data);
+          SendLogFile(lw->path, 0, lw->size, lw->tail, *lw->out);
+        },
+        [](uv_work_t* w, int) {
+          auto* lw = static_cast<LogWork*>(w->data);
+          lw->after();
+          delete lw;
+        });
+  });
+  return stream;
+}
+
+}  // namespace ltd

@@ -1,0 +1,57 @@
+// The gRPC edge: validates and copies each request, posts the work onto
+// the loop, and finishes the reply from there. The only file that knows
+// both protobuf and the job manager.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+
+#include "event_stream.h"
+#include "job_manager.h"
+#include "listener.h"
+#include "loop.h"
+#include "ltd.grpc.pb.h"
+
+namespace ltd {
+
+class LtdService final : public v1::Ltd::CallbackService {
+ public:
+  LtdService(Loop& loop, JobManager& manager, const Listener& listener)
+      : loop_(loop), manager_(manager), listener_(listener) {}
+
+  grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* ctx,
+                                                 const v1::SubmitRequest* req) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx, const v1::ListRequest* req,
+                                 v1::ListReply* reply) override;
+  grpc::ServerUnaryReactor* Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                 v1::Job* reply) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* Logs(grpc::CallbackServerContext* ctx,
+                                               const v1::LogsRequest* req) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* Attach(grpc::CallbackServerContext* ctx,
+                                                 const v1::JobRef* req) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* Wait(grpc::CallbackServerContext* ctx,
+                                               const v1::JobRef* req) override;
+  grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const v1::KillRequest* req,
+                                 v1::KillReply* reply) override;
+
+  // Refuse new work from now on (ltd is stopping).
+  void Close() { closed_ = true; }
+
+ private:
+  // Unobserves once the client is gone. Loop thread.
+  void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
+                         JobManager::ObserverId oid);
+  grpc::ServerWriteReactor<v1::JobEvent>* Follow(grpc::CallbackServerContext* ctx,
+                                                 const std::string& ref, bool output);
+
+  Loop& loop_;
+  JobManager& manager_;
+  const Listener& listener_;
+  std::atomic<bool> closed_{false};
+};
+
+// A job record for the API and `show --json`, with live progress marks.
+nlohmann::json JobView(const Job& job);
+
+}  // namespace ltd

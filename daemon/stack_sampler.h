@@ -1,0 +1,27 @@
+// Where a hung rank is: its stack, taken before teardown. Python ranks
+// (PYTHONFAULTHANDLER=1) print every thread's traceback to stderr on
+// SIGABRT, which the job manager collects from the rank's output; native
+// ranks are read with `gdb -p PID` in batch mode, on libuv's thread pool.
+#pragma once
+
+#include <uv.h>
+
+#include "job_manager.h"
+
+namespace ltd {
+
+// True when the process runs a Python interpreter.
+bool IsPythonProcess(pid_t pid);
+
+class UvStackSampler final : public StackSampler {
+ public:
+  explicit UvStackSampler(uv_loop_t* loop);
+  void Sample(const std::vector<pid_t>& pids, Millis budget,
+              std::function<void(std::vector<std::string>)> done) override;
+
+ private:
+  uv_loop_t* loop_;
+  std::string gdb_;  // empty when gdb is not installed
+};
+
+}  // namespace ltd

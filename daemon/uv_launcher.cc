@@ -1,0 +1,236 @@
+#include "uv_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+
+namespace {
+constexpr int kStdout = 0, kStderr = 1, kControl = 2;
+}
+
+struct UvLauncher::Pipe {
+  uv_pipe_t handle{};
+  Child* child = nullptr;
+  int index = 0;
+  bool reading = false;
+};
+
+struct UvLauncher::Child {
+  UvLauncher* launcher = nullptr;
+  uv_process_t proc{};
+  Pipe pipes[3];
+  RankCallbacks callbacks;
+  std::string job_id;
+  int rank = 0;
+  pid_t pid = 0;
+  int open_handles = 0;  // freed when the last close callback ran
+};
+
+UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
+                       std::string exec_shim)
+    : loop_(loop), containment_(std::move(containment)), exec_shim_(std::move(exec_shim)) {}
+
+UvLauncher::~UvLauncher() {
+  // ltd stops only after every job ended; a child left here means a bug, and
+  // it must not outlive us either.
+  for (Child* child : children_) {
+    if (child->pid > 0) kill(-child->pid, SIGKILL);
+  }
+}
+
+absl::Status UvLauncher::BeginJob(const std::string& job_id) {
+  job_pids_[job_id];
+  return containment_->BeginJob(job_id);
+}
+
+absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks callbacks) {
+  auto child = std::make_unique<Child>();
+  child->launcher = this;
+  child->callbacks = std::move(callbacks);
+  child->job_id = req.job_id;
+  child->rank = req.rank;
+
+  // lt-exec [--cgroup DIR] [--parent PID] -- PROGRAM ARGS...
+  std::vector<std::string> argv;
+  if (!exec_shim_.empty()) {
+    argv.push_back(exec_shim_);
+    const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
+    if (!cgroup.empty()) {
+      argv.push_back("--cgroup");
+      argv.push_back(cgroup);
+    }
+    argv.push_back("--parent");
+    argv.push_back(std::to_string(getpid()));
+    argv.push_back("--");
+  }
+  argv.insert(argv.end(), req.argv.begin(), req.argv.end());
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<std::string> env_copy = req.env;
+  std::vector<char*> env;
+  for (std::string& e : env_copy) env.push_back(e.data());
+  env.push_back(nullptr);
+
+  uv_stdio_container_t stdio[4];
+  stdio[0].flags = UV_IGNORE;  // /dev/null: ranks never read a terminal
+  for (int i = 0; i < 3; ++i) {
+    Pipe& p = child->pipes[i];
+    p.child = child.get();
+    p.index = i;
+    uv_pipe_init(loop_, &p.handle, 0);
+    p.handle.data = &p;
+    stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&p.handle);
+  }
+  uv_process_options_t options{};
+  options.exit_cb = &UvLauncher::OnExit;
+  options.file = args[0];
+  options.args = args.data();
+  options.env = env.data();
+  options.cwd = req.cwd.c_str();
+  options.stdio = stdio;
+  options.stdio_count = 4;
+  // Each rank leads a new session, hence its own process group.
+  options.flags = UV_PROCESS_DETACHED;
+  if (req.uid != geteuid() || req.gid != getegid()) {
+    options.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    options.uid = req.uid;
+    options.gid = req.gid;
+  }
+  child->proc.data = child.get();
+  const int rc = uv_spawn(loop_, &child->proc, &options);
+  Child* raw = child.release();
+  children_.insert(raw);
+  raw->open_handles = 4;
+  if (rc != 0) {
+    for (Pipe& p : raw->pipes)
+      uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
+    uv_close(reinterpret_cast<uv_handle_t*>(&raw->proc), &UvLauncher::OnClosed);
+    return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", uv_strerror(rc)));
+  }
+  raw->pid = raw->proc.pid;
+  job_pids_[req.job_id].push_back(raw->pid);
+  for (Pipe& p : raw->pipes) {
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
+                  &UvLauncher::OnRead);
+    p.reading = true;
+  }
+  spdlog::debug("job={} rank={} pid={} spawned", req.job_id, req.rank, raw->pid);
+  return raw->pid;
+}
+
+void UvLauncher::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  auto* pipe = static_cast<Pipe*>(handle->data);
+  UvLauncher* self = pipe->child->launcher;
+  *buf = uv_buf_init(self->read_buf_, sizeof self->read_buf_);
+}
+
+void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* pipe = static_cast<Pipe*>(stream->data);
+  Child& child = *pipe->child;
+  if (nread > 0) {
+    child.launcher->Deliver(child, pipe->index,
+                            std::string_view(buf->base, static_cast<size_t>(nread)));
+    return;
+  }
+  if (nread == 0) return;  // EAGAIN
+  // EOF or an error: this stream is done; the rank may live on.
+  uv_read_stop(stream);
+  pipe->reading = false;
+  if (pipe->index != kControl) child.launcher->Deliver(child, pipe->index, {});
+  uv_close(reinterpret_cast<uv_handle_t*>(stream), &UvLauncher::OnClosed);
+}
+
+void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
+  switch (index) {
+    case kStdout:
+      if (child.callbacks.on_output) child.callbacks.on_output(Stream::kStdout, data);
+      break;
+    case kStderr:
+      if (child.callbacks.on_output) child.callbacks.on_output(Stream::kStderr, data);
+      break;
+    default:
+      if (child.callbacks.on_control && !data.empty()) child.callbacks.on_control(data);
+  }
+}
+
+void UvLauncher::DrainAndClose(Child& child) {
+  // The rank is gone, so what it wrote is already in the pipes: read up to
+  // EAGAIN without blocking. A descendant still holding a pipe loses the rest.
+  for (Pipe& p : child.pipes) {
+    if (!p.reading) continue;
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&p.handle));
+    p.reading = false;
+    uv_os_fd_t fd = -1;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&p.handle), &fd) == 0) {
+      for (;;) {
+        const ssize_t n = read(fd, read_buf_, sizeof read_buf_);
+        if (n > 0) {
+          Deliver(child, p.index, std::string_view(read_buf_, static_cast<size_t>(n)));
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        break;
+      }
+    }
+    if (p.index != kControl) Deliver(child, p.index, {});
+    uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
+  }
+}
+
+void UvLauncher::OnExit(uv_process_t* proc, int64_t exit_status, int term_signal) {
+  auto* child = static_cast<Child*>(proc->data);
+  UvLauncher* self = child->launcher;
+  self->DrainAndClose(*child);
+  ExitStatus status;
+  status.exit_code = static_cast<int>(exit_status);
+  status.term_signal = term_signal;
+  auto on_exit = std::move(child->callbacks.on_exit);
+  child->callbacks = {};
+  uv_close(reinterpret_cast<uv_handle_t*>(proc), &UvLauncher::OnClosed);
+  if (on_exit) on_exit(status);
+}
+
+void UvLauncher::OnClosed(uv_handle_t* handle) {
+  Child* child;
+  if (handle->type == UV_PROCESS) {
+    child = static_cast<Child*>(handle->data);
+  } else {
+    child = static_cast<Pipe*>(handle->data)->child;
+  }
+  child->launcher->MaybeFree(child);
+}
+
+void UvLauncher::MaybeFree(Child* child) {
+  if (--child->open_handles > 0) return;
+  children_.erase(child);
+  delete child;
+}
+
+void UvLauncher::SignalRank(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  if (kill(-pid, sig) != 0 && errno == ESRCH) kill(pid, sig);
+}
+
+void UvLauncher::KillJob(const std::string& job_id) {
+  auto it = job_pids_.find(job_id);
+  containment_->KillJob(job_id, it == job_pids_.end() ? std::vector<pid_t>{} : it->second);
+}
+
+void UvLauncher::EndJob(const std::string& job_id, std::function<void()> on_empty) {
+  containment_->EndJob(job_id, [this, job_id, on_empty = std::move(on_empty)] {
+    job_pids_.erase(job_id);
+    on_empty();
+  });
+}
+
+}  // namespace ltd

@@ -1,0 +1,51 @@
+// ProcessLauncher on libuv: uv_spawn through the exec shim, one pipe each
+// for stdout, stderr and the heartbeat fd (3), exits from libuv's SIGCHLD
+// handling. Containment beyond process groups is delegated.
+#pragma once
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <set>
+
+#include "containment.h"
+#include "process.h"
+
+namespace ltd {
+
+class UvLauncher final : public ProcessLauncher {
+ public:
+  // `exec_shim`: the lt-exec binary every rank starts through.
+  UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment, std::string exec_shim);
+  ~UvLauncher() override;
+
+  std::string_view containment() const override { return containment_->name(); }
+  absl::Status BeginJob(const std::string& job_id) override;
+  absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
+  void SignalRank(pid_t pid, int sig) override;
+  void KillJob(const std::string& job_id) override;
+  void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+
+  size_t live_children() const { return children_.size(); }
+
+ private:
+  struct Child;
+  struct Pipe;
+  static void OnExit(uv_process_t* proc, int64_t exit_status, int term_signal);
+  static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void OnClosed(uv_handle_t* handle);
+  void Deliver(Child& child, int index, std::string_view data);
+  void DrainAndClose(Child& child);
+  void MaybeFree(Child* child);
+
+  uv_loop_t* loop_;
+  std::unique_ptr<Containment> containment_;
+  std::string exec_shim_;
+  char read_buf_[64 * 1024];   // one loop thread: every read is consumed before the next
+  std::set<Child*> children_;  // spawned, not yet freed
+  std::map<std::string, std::vector<pid_t>> job_pids_;  // every rank pid of a job
+};
+
+}  // namespace ltd
