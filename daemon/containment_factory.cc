@@ -1,14 +1,129 @@
 #include "containment_factory.h"
 
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+
+#include "cgroup_containment.h"
+#include "cgroup_fs.h"
 #include "process_group_containment.h"
+#include "process_scan.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+#include "subreaper_containment.h"
 
 namespace ltd {
+namespace {
+
+std::string Hex(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return out;
+}
+
+// Unique per ltd process, so a dead ltd's guardian and a new ltd on the
+// same state dir never mistake each other's jobs.
+std::string InstanceId() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    v = static_cast<uint64_t>(getpid()) << 32 ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return Hex(v);
+}
+
+}  // namespace
+
+std::string StateTag(const std::string& state_dir) {
+  char resolved[PATH_MAX];
+  const std::string path = realpath(state_dir.c_str(), resolved) != nullptr ? resolved : state_dir;
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: stable across builds and hosts
+  for (unsigned char c : path) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return Hex(h);
+}
+
+absl::StatusOr<ContainmentSetup> SetUpContainment(uv_loop_t* loop, const std::string& mode,
+                                                  const JobStore& store) {
+  const std::string tag = StateTag(store.state_dir());
+  const std::string instance = InstanceId();
+  ContainmentSetup setup;
+  setup.rank_marker = Cat("LT_DAEMON_TAG=", tag, ".", instance);
+
+  // What an earlier ltd on this state dir left, should it have died with
+  // its guardian unable to clean up: its cgroups and its marked processes.
+  // Its jobs are marked LOST by the job manager's Recover().
+  auto own = OwnCgroupDir();
+  const std::string base = own.ok() ? Cat(*own, "/ltd-", tag) : "";
+  if (!base.empty() && access(base.c_str(), F_OK) == 0) {
+    const int swept = SweepCgroupLeftovers(base, "run-" + instance, std::chrono::seconds(5));
+    if (swept > 0) spdlog::warn("removed {} cgroup subtree(s) left by an earlier ltd", swept);
+  }
+  const std::string tag_prefix = Cat("LT_DAEMON_TAG=", tag, ".");
+  const int killed =
+      KillProcesses([&](const ProcEnviron& env) { return env.HasPrefix(tag_prefix); }, 20);
+  if (killed > 0) spdlog::warn("killed {} process(es) left by an earlier ltd", killed);
+
+  if (mode == "cgroup" || mode == "auto") {
+    absl::Status why = own.status();
+    if (own.ok()) {
+      auto cg = CgroupContainment::Create(loop, base, "run-" + instance);
+      if (cg.ok()) {
+        spdlog::info("containment: cgroup, jobs under {}", (*cg)->run_dir());
+        setup.guardian_args = {"--cgroup", (*cg)->run_dir()};
+        setup.containment = std::move(*cg);
+      } else {
+        why = cg.status();
+      }
+    }
+    if (!setup.containment && mode == "cgroup") {
+      return absl::FailedPreconditionError(
+          Cat("--containment cgroup: cgroups cannot be used here (", std::string(why.message()),
+              "); run ltd as root or under systemd with Delegate=yes, or use --containment "
+              "subreaper"));
+    }
+    if (!setup.containment) {
+      spdlog::warn("cgroup containment unavailable ({}); falling back to subreaper",
+                   std::string(why.message()));
+    }
+  }
+  if (!setup.containment && (mode == "subreaper" || mode == "auto")) {
+    auto sr = SubreaperContainment::Create(loop, setup.rank_marker);
+    if (sr.ok()) {
+      spdlog::info("containment: subreaper, jobs known by {} and LT_JOB_ID", setup.rank_marker);
+      setup.containment = std::move(*sr);
+    } else if (mode == "subreaper") {
+      return absl::FailedPreconditionError(
+          Cat("--containment subreaper: ", std::string(sr.status().message()),
+              "; use --containment process-group"));
+    } else {
+      spdlog::warn("subreaper containment unavailable ({}); falling back to process groups",
+                   std::string(sr.status().message()));
+    }
+  }
+  if (!setup.containment) {
+    spdlog::warn(
+        "containment: process-group; processes that leave their rank's process group survive "
+        "teardown while ltd lives");
+    setup.containment = std::make_unique<ProcessGroupContainment>(loop);
+  }
+  setup.guardian_args.push_back("--marker");
+  setup.guardian_args.push_back(setup.rank_marker);
+  return setup;
+}
 
 absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
                                                              const std::string& mode,
-                                                             const JobStore&) {
-  (void)mode;
-  return std::make_unique<ProcessGroupContainment>(loop);
+                                                             const JobStore& store) {
+  auto setup = SetUpContainment(loop, mode, store);
+  if (!setup.ok()) return setup.status();
+  return std::move(setup->containment);
 }
 
 }  // namespace ltd

@@ -32,15 +32,13 @@ class HeartbeatParser {
   template <typename OnMessage, typename OnMalformed>
   void Feed(std::string_view data, OnMessage&& on_message, OnMalformed&& on_malformed) {
     splitter_.Feed(data, [&](std::string_view line, bool overlong) {
+      // The splitter marks every piece of an overlong line, its tail too.
       if (overlong) {
         if (!line_was_overlong_) on_malformed("line longer than 4096 bytes");
         line_was_overlong_ = true;
         return;
       }
-      if (line_was_overlong_) {  // the tail of an overlong line
-        line_was_overlong_ = false;
-        return;
-      }
+      line_was_overlong_ = false;
       if (auto msg = ParseHeartbeatLine(line)) {
         on_message(*msg);
       } else {
@@ -51,7 +49,7 @@ class HeartbeatParser {
 
  private:
   LineSplitter splitter_{kMaxLine};
-  bool line_was_overlong_ = false;
+  bool line_was_overlong_ = false;  // report each overlong line once
 };
 
 }  // namespace ltd

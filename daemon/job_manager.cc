@@ -314,6 +314,7 @@ void JobManager::Start(Job& job) {
         open(Cat(dir, "/rank-", r, ".log").c_str(), flags, 0644));
   }
   if (!job.started_at) job.started_at = now;
+  job.root_cause.reset();  // a new attempt: the last one's cause is in attempts
   Attempt attempt;
   attempt.restart_count = job.restart_count;
   attempt.master_port = job.master_port;
@@ -369,6 +370,7 @@ std::vector<std::string> JobManager::RankEnv(const Job& job, const JobRuntime& r
   }
   if (!HasEnv(job.spec.env, "OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
   for (const auto& [k, v] : vars) env.push_back(Cat(k, "=", v));
+  env.insert(env.end(), config_.extra_rank_env.begin(), config_.extra_rank_env.end());
   return env;
 }
 
@@ -482,7 +484,10 @@ void JobManager::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartbeat
           rr.rate_anchor_time = now;
         }
       }
-      return;  // the deadline only moved later: the armed timer stays valid
+      // The deadline only moved later, so an armed timer stays valid; only
+      // the first beat (nothing armed yet) needs one.
+      if (!rt.watchdog_at) ArmWatchdog(job, rt);
+      return;
     case HeartbeatMessage::Kind::kTimeout:
       rr.timeout = msg.timeout;
       rr.last_beat = now;
@@ -650,6 +655,8 @@ void JobManager::Fail(Job& job, JobRuntime& rt, RootCause cause) {
     spdlog::warn("job={} root cause: rank={} reason={} {}", job.id, cause.rank,
                  ToString(cause.reason), cause.message);
     rt.cause = std::move(cause);
+    job.root_cause = rt.cause;  // visible while the teardown runs
+    Persist(job);
   }
   Teardown(job, rt);
 }

@@ -51,6 +51,8 @@ struct ManagerConfig {
   int slots = 1;
   std::vector<std::string> gpu_ids;
   Millis stack_budget{3000};
+  // K=V added to every rank's environment (containment markers).
+  std::vector<std::string> extra_rank_env;
 };
 
 class JobManager {

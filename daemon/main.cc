@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "containment_factory.h"
+#include "guardian.h"
 #include "job_manager.h"
 #include "job_store.h"
 #include "listener.h"
@@ -47,14 +48,16 @@ int CountGpus() {
   return n;
 }
 
-std::string FindExecShim() {
+// A helper binary (lt-exec, lt-guardian): beside ltd in a build tree, in
+// libexec once installed.
+std::string FindHelper(const std::string& name) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const auto beside = self.parent_path() / "lt-exec";
+    const auto beside = self.parent_path() / name;
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
-  const std::string installed = std::string(LTD_LIBEXECDIR) + "/lt-exec";
+  const std::string installed = std::string(LTD_LIBEXECDIR) + "/" + name;
   if (access(installed.c_str(), X_OK) == 0) return installed;
   return "";
 }
@@ -91,10 +94,11 @@ int Run(const Options& opt) {
     config.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  const std::string shim = FindExecShim();
-  if (shim.empty()) {
-    std::fprintf(stderr, "ltd: cannot find lt-exec beside ltd or in %s; reinstall ltd\n",
-                 LTD_LIBEXECDIR);
+  const std::string shim = FindHelper("lt-exec");
+  const std::string guardian_bin = FindHelper("lt-guardian");
+  if (shim.empty() || guardian_bin.empty()) {
+    std::fprintf(stderr, "ltd: cannot find %s beside ltd or in %s; reinstall ltd\n",
+                 shim.empty() ? "lt-exec" : "lt-guardian", LTD_LIBEXECDIR);
     return 1;
   }
   if (auto s = CheckSocketPath(opt.socket); !s.ok()) {
@@ -118,15 +122,23 @@ int Run(const Options& opt) {
 
   signal(SIGPIPE, SIG_IGN);
   Loop loop;
-  auto containment = MakeContainment(loop.get(), opt.containment, *store);
+  auto containment = SetUpContainment(loop.get(), opt.containment, *store);
   if (!containment.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(containment.status().message()).c_str());
     return 1;
   }
+  config.extra_rank_env.push_back(containment->rank_marker);
   int exit_code = 0;
   {
+    // Declared first so it goes last: it stays on watch until every job
+    // and the containment are gone.
+    auto guardian = Guardian::Start(loop.get(), guardian_bin, containment->guardian_args);
+    if (!guardian.ok()) {
+      std::fprintf(stderr, "ltd: %s\n", std::string(guardian.status().message()).c_str());
+      return 1;
+    }
     UvClock clock(loop.get());
-    UvLauncher launcher(loop.get(), std::move(*containment), shim);
+    UvLauncher launcher(loop.get(), std::move(containment->containment), shim);
     KernelPortAllocator ports;
     UvStackSampler sampler(loop.get());
     JobManager manager(clock, launcher, *store, ports, &sampler, config);

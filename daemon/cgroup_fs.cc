@@ -1,0 +1,271 @@
+#include "cgroup_fs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "fd.h"
+#include "str_util.h"
+
+namespace ltd {
+
+absl::Status SysError(std::string_view call, std::string_view object, int err) {
+  std::string message = Cat(call, "(", object, "): ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+namespace {
+
+std::vector<std::string_view> SplitFields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (start < line.size()) {
+    size_t end = line.find(' ', start);
+    if (end == std::string_view::npos) end = line.size();
+    if (end > start) fields.push_back(line.substr(start, end - start));
+    start = end + 1;
+  }
+  return fields;
+}
+
+// mountinfo writes space, tab, newline and backslash in paths as \ooo.
+std::string UnescapeOctal(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// Cgroups live on a pseudo filesystem, so a name in the tree is one path
+// component; this keeps joins readable.
+std::string Join2(const std::string& dir, std::string_view name) { return Cat(dir, "/", name); }
+
+}  // namespace
+
+absl::StatusOr<Cgroup2Mount> ParseCgroup2Mount(std::string_view mountinfo) {
+  size_t start = 0;
+  while (start < mountinfo.size()) {
+    size_t end = mountinfo.find('\n', start);
+    if (end == std::string_view::npos) end = mountinfo.size();
+    const std::vector<std::string_view> f = SplitFields(mountinfo.substr(start, end - start));
+    start = end + 1;
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 1 >= f.size() || f[dash + 1] != "cgroup2") continue;
+    return Cgroup2Mount{UnescapeOctal(f[3]), UnescapeOctal(f[4])};
+  }
+  return absl::NotFoundError("no cgroup2 filesystem in /proc/self/mountinfo");
+}
+
+absl::StatusOr<std::string> ParseUnifiedCgroup(std::string_view proc_cgroup) {
+  size_t start = 0;
+  while (start < proc_cgroup.size()) {
+    size_t end = proc_cgroup.find('\n', start);
+    if (end == std::string_view::npos) end = proc_cgroup.size();
+    const std::string_view line = proc_cgroup.substr(start, end - start);
+    start = end + 1;
+    if (line.starts_with("0::")) return std::string(line.substr(3));
+  }
+  return absl::NotFoundError("no cgroup v2 (\"0::\") line in /proc/self/cgroup");
+}
+
+absl::StatusOr<std::string> OwnCgroupDir() {
+  auto mountinfo = ReadWholeFile("/proc/self/mountinfo");
+  if (!mountinfo.ok()) return mountinfo.status();
+  auto mount = ParseCgroup2Mount(*mountinfo);
+  if (!mount.ok()) return mount.status();
+  auto cgroup = ReadWholeFile("/proc/self/cgroup");
+  if (!cgroup.ok()) return cgroup.status();
+  auto own = ParseUnifiedCgroup(*cgroup);
+  if (!own.ok()) return own.status();
+  // A bind-mounted subtree shows cgroup ROOT at the mount point; our path
+  // must lie below it or we cannot reach our own cgroup at all.
+  std::string rel = *own;
+  if (mount->root != "/") {
+    if (!rel.starts_with(mount->root)) {
+      return absl::FailedPreconditionError(Cat("own cgroup ", rel, " is outside the cgroup2 mount ",
+                                               mount->mount_point, " (root ", mount->root, ")"));
+    }
+    rel = rel.substr(mount->root.size());
+  }
+  if (rel.ends_with(" (deleted)")) {
+    return absl::FailedPreconditionError(Cat("own cgroup ", *own, " was removed"));
+  }
+  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  return mount->mount_point + rel;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return SysError("open", path, errno);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return text;
+    } else if (errno != EINTR) {
+      // A process that exits while its /proc files are read gives ESRCH.
+      return SysError("read", path, errno);
+    }
+  }
+}
+
+absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return SysError("open", path, errno);
+  ssize_t n;
+  do {
+    n = write(fd.get(), text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return SysError("write", path, errno);
+  if (static_cast<size_t>(n) != text.size()) {
+    return absl::InternalError(Cat("write(", path, "): short write"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CgroupPopulated(const std::string& dir) {
+  const std::string path = Join2(dir, "cgroup.events");
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  const size_t at = text->find("populated ");
+  if (at == std::string::npos || at + 10 >= text->size()) {
+    return absl::InternalError(Cat("read(", path, "): no populated field"));
+  }
+  return (*text)[at + 10] == '1';
+}
+
+absl::Status KillCgroup(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
+  const std::string kill_file = Join2(dir, "cgroup.kill");
+  if (access(kill_file.c_str(), F_OK) != 0 && errno == ENOENT) return KillCgroupByFreezing(dir);
+  return WriteWholeFile(kill_file, "1");
+}
+
+namespace {
+
+// Every cgroup of the subtree at `dir`, `dir` first.
+void CollectTree(const std::string& dir, std::vector<std::string>& out) {
+  out.push_back(dir);
+  for (const std::string& child : ChildCgroups(dir)) CollectTree(Join2(dir, child), out);
+}
+
+bool Frozen(const std::string& dir) {
+  auto text = ReadWholeFile(Join2(dir, "cgroup.events"));
+  return text.ok() && text->find("frozen 1") != std::string::npos;
+}
+
+}  // namespace
+
+absl::Status KillCgroupByFreezing(const std::string& dir) {
+  const std::string freeze = Join2(dir, "cgroup.freeze");
+  // Kernels before 5.2 have no cgroup v2 freezer; then kill in rounds
+  // until a round finds nobody new, which forks can only delay.
+  const absl::Status froze = WriteWholeFile(freeze, "1");
+  if (froze.ok()) {
+    // Freezing is asynchronous; a bounded wait, then kill regardless.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!Frozen(dir) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } else if (!absl::IsNotFound(froze)) {
+    return froze;
+  }
+  std::set<pid_t> killed;
+  for (int round = 0; round < 100; ++round) {
+    std::vector<std::string> tree;
+    CollectTree(dir, tree);
+    bool fresh = false;
+    for (const std::string& cg : tree) {
+      for (pid_t pid : CgroupProcs(cg)) {
+        if (!killed.insert(pid).second) continue;
+        fresh = true;
+        if (kill(pid, SIGKILL) != 0 && errno != ESRCH) {
+          return SysError("kill", Cat("pid ", pid, " in ", cg), errno);
+        }
+      }
+    }
+    if (!fresh) break;
+  }
+  // Killed tasks in a frozen cgroup die anyway, but thawing lets the
+  // cgroup be used again should the caller keep it.
+  if (froze.ok()) {
+    if (absl::Status s = WriteWholeFile(freeze, "0"); !s.ok()) return s;
+  }
+  if (struct stat st{}; stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ChildCgroups(const std::string& dir) {
+  std::vector<std::string> children;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return children;
+  while (dirent* e = readdir(d)) {
+    if (e->d_type != DT_DIR) continue;
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    children.emplace_back(e->d_name);
+  }
+  closedir(d);
+  return children;
+}
+
+std::vector<pid_t> CgroupProcs(const std::string& dir) {
+  std::vector<pid_t> pids;
+  auto text = ReadWholeFile(Join2(dir, "cgroup.procs"));
+  if (!text.ok()) return pids;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    const long pid = std::strtol(text->c_str() + start, nullptr, 10);
+    if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
+    start = end + 1;
+  }
+  return pids;
+}
+
+int CountCgroupProcs(const std::string& dir) {
+  int n = static_cast<int>(CgroupProcs(dir).size());
+  for (const std::string& child : ChildCgroups(dir)) n += CountCgroupProcs(Join2(dir, child));
+  return n;
+}
+
+absl::Status RemoveCgroupTree(const std::string& dir) {
+  for (const std::string& child : ChildCgroups(dir)) {
+    if (absl::Status s = RemoveCgroupTree(Join2(dir, child)); !s.ok()) return s;
+  }
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return SysError("rmdir", dir, errno);
+  return absl::OkStatus();
+}
+
+}  // namespace ltd

@@ -1,0 +1,149 @@
+#include "subreaper_containment.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "process_group_containment.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+// Nothing tells ltd when the last marked process is gone, so an ending
+// job is looked at this often; a SIGKILLed process is gone within a few.
+constexpr uint64_t kRecheckMs = 10;
+// Stragglers are killed again, loudly, this often.
+constexpr int kRekillEvery = 100;  // checks, i.e. about 1 s
+// Scans per KillJob: each one catches what forked during the previous.
+constexpr int kKillRounds = 20;
+
+// Every process below the live ranks in the parent tree. Catches
+// descendants that left the rank's process group but are still in its tree
+// even if their environment was scrubbed. A rank pid counts only while it
+// is still our child with the job's markers: a reaped rank's pid may have
+// been reused by anyone.
+std::vector<pid_t> Descendants(const std::vector<pid_t>& ranks, const EnvMatch& job) {
+  const std::vector<ProcEntry> all = ListProcesses();
+  const pid_t self = getpid();
+  std::set<pid_t> tree;
+  for (const ProcEntry& e : all) {
+    if (e.ppid != self || e.state == 'Z') continue;
+    if (std::find(ranks.begin(), ranks.end(), e.pid) == ranks.end()) continue;
+    if (auto env = ProcEnviron::Read(e.pid); env && job(*env)) tree.insert(e.pid);
+  }
+  if (tree.empty()) return {};
+  std::vector<pid_t> found;
+  // Parents may be listed after their children: repeat until stable.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const ProcEntry& e : all) {
+      if (tree.count(e.ppid) != 0 && tree.insert(e.pid).second) {
+        found.push_back(e.pid);
+        grew = true;
+      }
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+struct SubreaperContainment::Waiter {
+  SubreaperContainment* owner = nullptr;  // null once released
+  std::string job_id;
+  std::function<void()> on_empty;
+  uv_timer_t timer{};
+  int checks = 0;
+};
+
+absl::StatusOr<std::unique_ptr<SubreaperContainment>> SubreaperContainment::Create(
+    uv_loop_t* loop, std::string instance_marker) {
+  if (absl::Status s = BecomeChildSubreaper(); !s.ok()) return s;
+  return std::unique_ptr<SubreaperContainment>(
+      new SubreaperContainment(loop, std::move(instance_marker)));
+}
+
+SubreaperContainment::SubreaperContainment(uv_loop_t* loop, std::string instance_marker)
+    : loop_(loop), marker_(std::move(instance_marker)), reaper_(loop) {}
+
+SubreaperContainment::~SubreaperContainment() {
+  for (auto& [id, w] : waiters_) Release(w);
+  waiters_.clear();
+  // ltd stops only after every job ended; anything marked still alive is a
+  // bug, and still must not outlive ltd.
+  const int left =
+      KillProcesses([&](const ProcEnviron& env) { return env.Has(marker_); }, kKillRounds);
+  if (left > 0) spdlog::error("{} process(es) of ltd's jobs were alive at exit; killed", left);
+}
+
+EnvMatch SubreaperContainment::JobMatch(const std::string& job_id) const {
+  return [job = Cat("LT_JOB_ID=", job_id), marker = marker_](const ProcEnviron& env) {
+    return env.Has(job) && env.Has(marker);
+  };
+}
+
+void SubreaperContainment::KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) {
+  // The ranks' trees first, while the parent links still hold them.
+  for (pid_t pid : Descendants(rank_pids, JobMatch(job_id)))
+    kill(pid, SIGKILL);  // ESRCH: gone already
+  KillProcessGroups(rank_pids);
+  const int killed = KillProcesses(JobMatch(job_id), kKillRounds);
+  if (killed > 0) spdlog::debug("job={} SIGKILL to {} marked process(es)", job_id, killed);
+}
+
+void SubreaperContainment::EndJob(const std::string& job_id, std::function<void()> on_empty) {
+  if (auto it = waiters_.find(job_id); it != waiters_.end()) {
+    spdlog::warn("job={} EndJob while already ending; the first caller is dropped", job_id);
+    Release(it->second);
+    waiters_.erase(it);
+  }
+  auto* w = new Waiter;
+  w->owner = this;
+  w->job_id = job_id;
+  w->on_empty = std::move(on_empty);
+  w->timer.data = w;
+  waiters_[job_id] = w;
+  uv_timer_init(loop_, &w->timer);
+  // The first look comes on the next loop turn: on_empty never runs from
+  // within EndJob.
+  uv_timer_start(
+      &w->timer,
+      [](uv_timer_t* t) {
+        auto* w = static_cast<Waiter*>(t->data);
+        if (w->owner != nullptr) w->owner->Check(w);
+      },
+      0, kRecheckMs);
+}
+
+void SubreaperContainment::Check(Waiter* w) {
+  const std::vector<pid_t> left = FindProcesses(JobMatch(w->job_id));
+  if (left.empty()) {
+    // Zombies among them are reaped by reaper_ as their SIGCHLD comes.
+    reaper_.ReapNow();
+    waiters_.erase(w->job_id);
+    auto on_empty = std::move(w->on_empty);
+    Release(w);
+    on_empty();  // may begin the job's next attempt, with a new waiter
+    return;
+  }
+  if (++w->checks % kRekillEvery != 0) return;
+  spdlog::warn(
+      "job={} {} marked process(es) still alive {}s after teardown (first pid={}); "
+      "killing again",
+      w->job_id, left.size(), w->checks / kRekillEvery, left.front());
+  KillProcesses(JobMatch(w->job_id), kKillRounds);
+}
+
+void SubreaperContainment::Release(Waiter* w) {
+  w->owner = nullptr;
+  w->on_empty = nullptr;
+  uv_timer_stop(&w->timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->timer),
+           [](uv_handle_t* h) { delete static_cast<Waiter*>(h->data); });
+}
+
+}  // namespace ltd

@@ -1,0 +1,294 @@
+// ltd and ltctl end to end: real daemon, real client, real ranks.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+TEST_F(E2E, CleanFourRankJobGetsTheTorchrunEnvironment) {
+  CmdResult r =
+      d_.Ctl({"submit", "--devices", "4", "--env", "LT_TEST_EXTRA=yes", "--", kChild, "env"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string p = "[" + std::to_string(rank) + "] ";
+    EXPECT_NE(r.out.find(p + "RANK=" + std::to_string(rank) + "\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(p + "LOCAL_RANK=" + std::to_string(rank) + "\n"), std::string::npos);
+  }
+  for (const char* kv :
+       {"WORLD_SIZE=4", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=0", "NODE_RANK=0", "ROLE_NAME=default",
+        "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=1", "TORCHELASTIC_RESTART_COUNT=0",
+        "TORCHELASTIC_MAX_RESTARTS=0", "OMP_NUM_THREADS=1", "PYTHONFAULTHANDLER=1", "LT_JOB_ID=1",
+        "LT_HEARTBEAT_FD=3", "LT_TEST_EXTRA=yes", "GROUP_WORLD_SIZE=1"}) {
+    EXPECT_NE(r.out.find(std::string("] ") + kv + "\n"), std::string::npos) << kv << "\n" << r.out;
+  }
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["state"], "SUCCEEDED");
+  EXPECT_EQ(job["exit_code"], 0);
+  EXPECT_TRUE(job["root_cause"].is_null());
+  const int port = job["master_port"];
+  EXPECT_NE(r.out.find("MASTER_PORT=" + std::to_string(port) + "\n"), std::string::npos);
+  ASSERT_EQ(job["ranks"].size(), 4u);
+  for (const auto& rank : job["ranks"]) {
+    EXPECT_EQ(rank["state"], "EXITED");
+    EXPECT_EQ(rank["exit_code"], 0);
+  }
+  for (const char* key : {"id", "name", "user", "state", "exit_code", "devices", "master_port",
+                          "submitted_at", "started_at", "ended_at", "root_cause", "ranks"}) {
+    EXPECT_TRUE(job.contains(key)) << key;
+  }
+}
+
+TEST_F(E2E, RankExitingThreeTearsDownTheOthers) {
+  CmdResult r =
+      d_.Ctl({"submit", "--devices", "4", "--", kChild, "--rank", "2", "sleep:100,exit:3", "hang"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("rank 2 exited with code 3"), std::string::npos) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["exit_code"], 3);
+  EXPECT_EQ(job["root_cause"]["rank"], 2);
+  EXPECT_EQ(job["root_cause"]["reason"], "exited");
+  EXPECT_EQ(job["root_cause"]["exit_code"], 3);
+  for (const auto& rank : job["ranks"]) {
+    if (rank["rank"] == 2) {
+      EXPECT_EQ(rank["state"], "FAILED");
+    } else {
+      EXPECT_EQ(rank["state"], "KILLED");
+      EXPECT_EQ(rank["signal"], SIGTERM);
+    }
+  }
+}
+
+TEST_F(E2E, SegfaultingRankExits139) {
+  CmdResult r = d_.Ctl(
+      {"submit", "--devices", "3", "--", kChild, "--rank", "1", "sleep:50,signal:11", "hang"});
+  EXPECT_EQ(r.exit_code, 139) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "signaled");
+  EXPECT_EQ(job["root_cause"]["signal"], 11);
+  EXPECT_EQ(job["root_cause"]["rank"], 1);
+}
+
+TEST_F(E2E, KillCancelsTheJobAndWaitReports130) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--name", "victim", "--", kChild, "hang"});
+  ASSERT_EQ(id, "1");
+  CmdResult k = d_.Ctl({"kill", "victim"});
+  EXPECT_EQ(k.exit_code, 0) << k.err;
+  CmdResult w = d_.Ctl({"wait", id});
+  EXPECT_EQ(w.exit_code, 130) << w.err;
+  nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_EQ(job["root_cause"]["reason"], "cancelled");
+  EXPECT_TRUE(job["root_cause"]["rank"].is_null());
+}
+
+TEST_F(E2E, RankIgnoringSigtermIsKilledAfterGrace) {
+  const std::string id = SubmitDetached({"--devices", "2", "--grace", "300ms", "--", kChild,
+                                         "--rank", "0", "sleep:100,exit:1", "ignore-term,hang"});
+  nlohmann::json job = d_.WaitEnded(id);
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["ranks"][1]["signal"], SIGKILL);
+}
+
+TEST_F(E2E, DetachThenWaitAndAttach) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild, "sleep:300,print:3,exit:0"});
+  CmdResult a = d_.Ctl({"attach", id});
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("[1] line 2 of 3"), std::string::npos) << a.out;
+  CmdResult w = d_.Ctl({"wait", id});
+  EXPECT_EQ(w.exit_code, 0);
+  EXPECT_EQ(d_.Ctl({"attach", id}).exit_code, 0);  // an ended job: its outcome at once
+}
+
+TEST_F(E2E, LogsAllRanksOneRankTailAndFollow) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild, "print:5,stderr:oops,exit:0"});
+  d_.WaitEnded(id);
+  CmdResult all = d_.Ctl({"logs", id});
+  EXPECT_EQ(all.exit_code, 0);
+  EXPECT_NE(all.out.find("[0] line 4 of 5\n"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("[1] oops\n"), std::string::npos) << all.out;
+  CmdResult one = d_.Ctl({"logs", id, "--rank", "1"});
+  EXPECT_EQ(one.out, "line 0 of 5\nline 1 of 5\nline 2 of 5\nline 3 of 5\nline 4 of 5\noops\n");
+  CmdResult tail = d_.Ctl({"logs", id, "--rank", "0", "--tail", "2"});
+  EXPECT_EQ(tail.out, "line 4 of 5\noops\n");
+  CmdResult bad = d_.Ctl({"logs", id, "--rank", "7"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("out of range"), std::string::npos);
+
+  const std::string live =
+      SubmitDetached({"--devices", "1", "--", kChild, "print:2,sleep:500,print:1,exit:0"});
+  CmdResult f = d_.Ctl({"logs", "-f", live});
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_EQ(f.out, "[0] line 0 of 2\n[0] line 1 of 2\n[0] line 0 of 1\n");
+}
+
+TEST_F(E2E, PrintingALotKeepsEveryLine) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kChild, "print:20000,exit:0"}, 60s);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("[1] line 19999 of 20000\n"), std::string::npos);
+  CmdResult logs = d_.Ctl({"logs", "1", "--rank", "1", "--tail", "1"});
+  EXPECT_EQ(logs.out, "line 19999 of 20000\n");
+}
+
+TEST_F(E2E, RankClosingStdoutEarlyStillEndsCleanly) {
+  CmdResult r =
+      d_.Ctl({"submit", "--devices", "2", "--", kChild, "print:1,close-stdout,sleep:200,exit:0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(E2E, PsAndShowSurviveARestartAndRunningJobsBecomeLost) {
+  SubmitDetached({"--devices", "1", "--name", "done", "--", kChild, "exit:0"});
+  d_.WaitEnded("1");
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 10s));
+  d_.KillHard();
+  // The rank goes with ltd (PDEATHSIG), and the next ltd calls it LOST.
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 5s));
+  ASSERT_TRUE(d_.Start());
+  CmdResult ps = d_.Ctl({"ps", "-a"});
+  EXPECT_NE(ps.out.find("SUCCEEDED"), std::string::npos) << ps.out;
+  EXPECT_NE(ps.out.find("LOST"), std::string::npos) << ps.out;
+  nlohmann::json lost = d_.Show(id);
+  EXPECT_EQ(lost["state"], "LOST");
+  EXPECT_EQ(lost["root_cause"]["reason"], "daemon_lost");
+  EXPECT_EQ(d_.Show("done")["state"], "SUCCEEDED");
+  // Ids keep counting from where the old ltd stopped.
+  EXPECT_EQ(SubmitDetached({"--devices", "1", "--", kChild, "exit:0"}), "3");
+}
+
+TEST_F(E2E, ClientDisconnectingMidStreamLeavesTheJobAlone) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild, "print:10,sleep:1500,exit:0"});
+  CmdResult cut = d_.Ctl({"attach", id}, 300ms);  // killed by the harness mid-stream
+  EXPECT_EQ(cut.exit_code, 128 + SIGKILL);
+  nlohmann::json job = d_.WaitEnded(id);
+  EXPECT_EQ(job["state"], "SUCCEEDED");
+}
+
+TEST_F(E2E, MasterPortsAreDistinctAcrossRunningJobs) {
+  const std::string a = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  const std::string b = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  EXPECT_NE(d_.Show(a)["master_port"], d_.Show(b)["master_port"]);
+  d_.Ctl({"kill", a});
+  d_.Ctl({"kill", b});
+  d_.WaitEnded(a);
+  d_.WaitEnded(b);
+}
+
+TEST_F(E2E, JobsWaitForDevices) {
+  const std::string big = SubmitDetached({"--devices", "6", "--", kChild, "sleep:400,exit:0"});
+  const std::string next = SubmitDetached({"--devices", "4", "--", kChild, "exit:0"});
+  EXPECT_EQ(d_.Show(next)["state"], "PENDING");
+  EXPECT_EQ(d_.WaitEnded(next)["state"], "SUCCEEDED");
+  EXPECT_EQ(d_.Show(big)["state"], "SUCCEEDED");
+}
+
+// ---- bad input: a one-line error, exit 1, nothing changed ----
+
+void ExpectOneLineError(const CmdResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(E2E, BadDeviceCounts) {
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "0", "--", kChild, "exit:0"}), "at least 1");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "99", "--", kChild, "exit:0"}),
+                     "more than the 8");
+  EXPECT_EQ(d_.Ctl({"ps", "-a"}).out.find("\n1 "), std::string::npos);  // no job was made
+}
+
+TEST_F(E2E, MissingOrNonExecutableProgramFailsWithSpawnFailed) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "3", "--", "./no-such-program"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["root_cause"]["reason"], "spawn_failed");
+  for (const auto& rank : job["ranks"]) EXPECT_EQ(rank["pid"], 0);  // none started
+
+  const std::string plain = d_.dir() + "/not-executable";
+  std::ofstream(plain) << "data\n";
+  chmod(plain.c_str(), 0644);
+  CmdResult n = d_.Ctl({"submit", "--devices", "2", "--", plain});
+  EXPECT_EQ(n.exit_code, 126);
+  EXPECT_NE(n.err.find("Permission denied"), std::string::npos) << n.err;
+}
+
+TEST_F(E2E, UnknownAndAmbiguousJobs) {
+  ExpectOneLineError(d_.Ctl({"show", "42"}), "no job '42'");
+  SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});
+  d_.WaitEnded("1");
+  SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});
+  d_.WaitEnded("2");
+  ExpectOneLineError(d_.Ctl({"show", "twin"}), "ambiguous");
+  ExpectOneLineError(d_.Ctl({"kill", "nope"}), "no job 'nope'");
+  ExpectOneLineError(d_.Ctl({"kill", "1"}), "already ended");
+  ExpectOneLineError(
+      d_.Ctl({"submit", "--devices", "1", "--heartbeat-timeout", "soon", "--", kChild, "exit:0"}),
+      "not a duration");
+  ExpectOneLineError(d_.Ctl({"kill", "--signal", "BOGUS", "1"}), "not a signal");
+}
+
+TEST(E2ENoDaemon, LtctlSaysHowToStartLtd) {
+  Daemon d;  // never started
+  CmdResult r = d.Ctl({"ps"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot reach ltd at " + d.socket()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("start it with"), std::string::npos);
+}
+
+TEST(E2ENoDaemon, SocketPathTooLong) {
+  const std::string long_path = "/tmp/" + std::string(120, 'x') + ".sock";
+  CmdResult c = RunCommand({LtctlPath(), "--socket", long_path, "ps"}, {}, 10s);
+  EXPECT_EQ(c.exit_code, 1);
+  EXPECT_NE(c.err.find("longer than"), std::string::npos) << c.err;
+  Daemon d;
+  CmdResult l =
+      RunCommand({LtdPath(), "--socket", long_path, "--state-dir", d.state_dir()}, {}, 10s);
+  EXPECT_EQ(l.exit_code, 1);
+  EXPECT_NE(l.err.find("choose a shorter --socket"), std::string::npos) << l.err;
+}
+
+TEST(E2ENoDaemon, UnwritableStateDirIsRefused) {
+  Daemon d;
+  const std::string file = d.dir() + "/a-file";
+  std::ofstream(file) << "x";
+  CmdResult l =
+      RunCommand({LtdPath(), "--socket", d.socket(), "--state-dir", file + "/state"}, {}, 10s);
+  EXPECT_EQ(l.exit_code, 1);
+  EXPECT_NE(l.err.find("state dir"), std::string::npos) << l.err;
+  EXPECT_FALSE(std::filesystem::exists(d.socket()));
+}
+
+TEST_F(E2E, SecondLtdOnTheSameSocketIsRefused) {
+  Daemon other;
+  CmdResult second =
+      RunCommand({LtdPath(), "--socket", d_.socket(), "--state-dir", other.state_dir()}, {}, 10s);
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("another ltd is already listening"), std::string::npos) << second.err;
+  EXPECT_EQ(d_.Ctl({"ps"}).exit_code, 0);  // the first keeps running
+}
+
+TEST_F(E2E, SigtermToLtdTearsJobsDownAndRecordsThem) {
+  const std::string id = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 10s));
+  EXPECT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(d_.Start());
+  nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_EQ(job["root_cause"]["message"], "ltd shut down");
+}
+
+}  // namespace
+}  // namespace ltd::test

@@ -1,0 +1,145 @@
+// Fakes for the job manager's seams: a clock that moves only when told, a
+// launcher with made-up pids that records what it was asked to do.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "job_manager.h"
+#include "process.h"
+
+namespace ltd::test {
+
+class FakeClock final : public Clock {
+ public:
+  WallTime Now() override { return WallTime(std::chrono::seconds(1'800'000'000)) + now_; }
+  Millis Monotonic() override { return now_; }
+  TimerId StartTimer(Millis delay, std::function<void()> fn) override {
+    const TimerId id = next_++;
+    timers_[id] = {now_ + std::max(delay, Millis(0)), std::move(fn)};
+    return id;
+  }
+  void CancelTimer(TimerId id) override { timers_.erase(id); }
+
+  // Moves time forward, firing due timers in deadline order.
+  void Advance(Millis d) {
+    const Millis target = now_ + d;
+    for (;;) {
+      auto due = timers_.end();
+      for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+        if (it->second.at <= target && (due == timers_.end() || it->second.at < due->second.at))
+          due = it;
+      }
+      if (due == timers_.end()) break;
+      now_ = std::max(now_, due->second.at);
+      auto fn = std::move(due->second.fn);
+      timers_.erase(due);
+      fn();
+    }
+    now_ = target;
+  }
+  size_t pending_timers() const { return timers_.size(); }
+
+ private:
+  struct Timer {
+    Millis at;
+    std::function<void()> fn;
+  };
+  Millis now_{0};
+  TimerId next_ = 1;
+  std::map<TimerId, Timer> timers_;
+};
+
+class FakeLauncher final : public ProcessLauncher {
+ public:
+  explicit FakeLauncher(FakeClock& clock) : clock_(clock) {}
+
+  struct Proc {
+    SpawnRequest request;
+    RankCallbacks callbacks;
+    pid_t pid = 0;
+    bool exited = false;
+  };
+
+  std::string_view containment() const override { return "fake"; }
+  absl::Status BeginJob(const std::string& job_id) override {
+    begun.push_back(job_id);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override {
+    if (fail_rank == request.rank)
+      return absl::UnavailableError("cannot start: Resource temporarily unavailable");
+    const pid_t pid = next_pid_++;
+    procs.push_back({request, std::move(callbacks), pid, false});
+    return pid;
+  }
+  void SignalRank(pid_t pid, int sig) override { signals.emplace_back(pid, sig); }
+  void KillJob(const std::string& job_id) override { killed_jobs.push_back(job_id); }
+  void EndJob(const std::string& job_id, std::function<void()> on_empty) override {
+    ended_jobs.push_back(job_id);
+    clock_.StartTimer(Millis(0), std::move(on_empty));
+  }
+
+  // The process of `job`'s rank `rank` in its latest attempt.
+  Proc& Find(const std::string& job, int rank) {
+    for (auto it = procs.rbegin(); it != procs.rend(); ++it) {
+      if (it->request.job_id == job && it->request.rank == rank) return *it;
+    }
+    throw std::runtime_error("no such rank");
+  }
+  void Exit(const std::string& job, int rank, int code, int sig = 0) {
+    Proc& p = Find(job, rank);
+    p.exited = true;
+    p.callbacks.on_exit(ExitStatus{code, sig});
+  }
+  void Control(const std::string& job, int rank, std::string_view bytes) {
+    Find(job, rank).callbacks.on_control(bytes);
+  }
+  void Output(const std::string& job, int rank, Stream s, std::string_view bytes) {
+    Find(job, rank).callbacks.on_output(s, bytes);
+  }
+  // Every rank that got SIGTERM exits of it, as well-behaved ranks do.
+  void ExitSignalled(const std::string& job, int sig = 15) {
+    for (auto& p : procs) {
+      if (p.request.job_id != job || p.exited) continue;
+      for (auto [pid, s] : signals) {
+        if (pid == p.pid && s == 15) {
+          p.exited = true;
+          p.callbacks.on_exit(ExitStatus{0, sig});
+          break;
+        }
+      }
+    }
+  }
+  std::string Env(const std::string& job, int rank, const std::string& key) {
+    for (const auto& kv : Find(job, rank).request.env) {
+      if (kv.starts_with(key + "=")) return kv.substr(key.size() + 1);
+    }
+    return "<unset>";
+  }
+
+  int fail_rank = -1;
+  std::vector<Proc> procs;
+  std::vector<std::pair<pid_t, int>> signals;
+  std::vector<std::string> begun, killed_jobs, ended_jobs;
+
+ private:
+  FakeClock& clock_;
+  pid_t next_pid_ = 1000;
+};
+
+class FakePorts final : public PortAllocator {
+ public:
+  absl::StatusOr<int> Pick(const std::set<int>& in_use) override {
+    int p = 30000;
+    while (in_use.contains(p)) ++p;
+    picks.push_back(p);
+    return p;
+  }
+  std::vector<int> picks;
+};
+
+}  // namespace ltd::test

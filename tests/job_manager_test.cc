@@ -1,0 +1,451 @@
+// The job state machine through the job manager, with a fake launcher and
+// a fake clock: every transition, the root-cause choice, exit codes,
+// watchdogs, restarts, recovery. No process is started, nothing sleeps.
+#include "job_manager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "fakes.h"
+
+namespace ltd::test {
+namespace {
+
+class Recorder final : public JobObserver {
+ public:
+  void OnOutput(int rank, Stream s, std::string_view line) override {
+    lines.push_back(std::to_string(rank) + (s == Stream::kStderr ? "E " : " ") + std::string(line));
+  }
+  void OnEnded(const Job& job) override { ended = std::string(ToString(job.state)); }
+  std::vector<std::string> lines;
+  std::string ended;
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest() {
+    char tmpl[] = "/tmp/ltd-jm.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
+    Reset();
+  }
+  ~JobManagerTest() override { std::filesystem::remove_all(dir_); }
+
+  void Reset(int slots = 8) {
+    ManagerConfig config;
+    config.slots = slots;
+    manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, nullptr, config);
+  }
+
+  JobSpec Spec(int devices, std::vector<std::string> argv = {"/bin/true"}) {
+    JobSpec s;
+    s.devices = devices;
+    s.argv = std::move(argv);
+    s.cwd = "/";
+    s.uid = getuid();
+    s.gid = getgid();
+    s.env = {"PATH=/usr/bin:/bin", "HOME=/root"};
+    s.grace = Millis(1000);
+    return s;
+  }
+
+  std::string Submit(JobSpec spec) {
+    auto id = manager_->Submit(std::move(spec), "alice");
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : "";
+  }
+
+  const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
+
+  std::string dir_;
+  FakeClock clock_;
+  FakeLauncher launcher_{clock_};
+  FakePorts ports_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<JobManager> manager_;
+};
+
+TEST_F(JobManagerTest, CleanJobSucceeds) {
+  const std::string id = Submit(Spec(4));
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  ASSERT_EQ(launcher_.procs.size(), 4u);
+  EXPECT_EQ(launcher_.Env(id, 3, "RANK"), "3");
+  EXPECT_EQ(launcher_.Env(id, 3, "WORLD_SIZE"), "4");
+  EXPECT_EQ(launcher_.Env(id, 0, "MASTER_PORT"), "30000");
+  EXPECT_EQ(launcher_.Env(id, 0, "OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(launcher_.Env(id, 0, "HOME"), "/root");
+  for (int r = 0; r < 4; ++r) launcher_.Exit(id, r, 0);
+  EXPECT_EQ(Get(id).state, JobState::kRunning);  // until the job is known empty
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.exit_code, 0);
+  EXPECT_FALSE(job.root_cause);
+  EXPECT_TRUE(launcher_.signals.empty());
+  EXPECT_EQ(launcher_.killed_jobs, std::vector<std::string>{id});  // leftovers swept anyway
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+}
+
+TEST_F(JobManagerTest, ClientOmpNumThreadsWins) {
+  JobSpec spec = Spec(1);
+  spec.env.push_back("OMP_NUM_THREADS=8");
+  const std::string id = Submit(spec);
+  EXPECT_EQ(launcher_.Env(id, 0, "OMP_NUM_THREADS"), "8");
+}
+
+TEST_F(JobManagerTest, FirstNonZeroExitIsTheRootCauseAndTearsDownTheRest) {
+  const std::string id = Submit(Spec(4));
+  launcher_.Exit(id, 2, 3);
+  EXPECT_EQ(launcher_.signals.size(), 3u);
+  for (auto [pid, sig] : launcher_.signals) EXPECT_EQ(sig, SIGTERM);
+  launcher_.Exit(id, 0, 1);  // a consequence, not a cause
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.exit_code, 3);
+  ASSERT_TRUE(job.root_cause);
+  EXPECT_EQ(job.root_cause->rank, 2);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kExited);
+  EXPECT_EQ(job.ranks[2].state, RankState::kFailed);
+  EXPECT_EQ(job.ranks[0].state, RankState::kKilled);
+  EXPECT_EQ(job.ranks[1].state, RankState::kKilled);
+  EXPECT_EQ(clock_.pending_timers(), 0u);  // the grace timer went with the ranks
+}
+
+TEST_F(JobManagerTest, SignalDeathMapsTo128PlusN) {
+  const std::string id = Submit(Spec(2));
+  launcher_.Exit(id, 1, 0, SIGSEGV);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 139);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kSignaled);
+  EXPECT_EQ(Get(id).root_cause->signal, SIGSEGV);
+}
+
+TEST_F(JobManagerTest, GraceExpiryKillsWhatIsLeft) {
+  const std::string id = Submit(Spec(2));
+  launcher_.Exit(id, 0, 7);
+  clock_.Advance(Millis(999));
+  EXPECT_TRUE(launcher_.killed_jobs.empty());
+  clock_.Advance(Millis(1));
+  EXPECT_EQ(launcher_.killed_jobs, std::vector<std::string>{id});
+  launcher_.Exit(id, 1, 0, SIGKILL);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+  EXPECT_EQ(Get(id).exit_code, 7);
+  EXPECT_EQ(Get(id).ranks[1].signal, SIGKILL);
+}
+
+TEST_F(JobManagerTest, ErrorLineBecomesTheRootCauseMessage) {
+  const std::string id = Submit(Spec(2));
+  launcher_.Control(id, 1, "error CUDA out of memory\n");
+  launcher_.Exit(id, 1, 1);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).root_cause->message, "CUDA out of memory");
+}
+
+TEST_F(JobManagerTest, TorchElasticErrorFileIsRead) {
+  const std::string id = Submit(Spec(1));
+  const std::string path = launcher_.Env(id, 0, "TORCHELASTIC_ERROR_FILE");
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(R"({"message": {"message": "ValueError: bad batch", "extraInfo": {}}})", f);
+  fclose(f);
+  launcher_.Exit(id, 0, 1);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).root_cause->message, "ValueError: bad batch");
+}
+
+TEST_F(JobManagerTest, KillCancelsWith130) {
+  const std::string id = Submit(Spec(2));
+  ASSERT_TRUE(manager_->Kill(id, 0).ok());
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kCancelled);
+  EXPECT_EQ(job.exit_code, 130);
+  EXPECT_EQ(job.root_cause->rank, -1);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kCancelled);
+  EXPECT_FALSE(manager_->Kill(id, 0).ok());  // already ended
+}
+
+TEST_F(JobManagerTest, KillWithSignalOnlySignals) {
+  const std::string id = Submit(Spec(2));
+  ASSERT_TRUE(manager_->Kill(id, SIGUSR1).ok());
+  EXPECT_EQ(launcher_.signals.size(), 2u);
+  EXPECT_EQ(launcher_.signals[0].second, SIGUSR1);
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
+TEST_F(JobManagerTest, MissingProgramFailsBeforeAnyRankStarts) {
+  const std::string id = Submit(Spec(3, {"/nonexistent/train"}));
+  EXPECT_TRUE(launcher_.procs.empty());
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.exit_code, 127);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kSpawnFailed);
+  EXPECT_NE(job.root_cause->message.find("No such file"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, ProgramIsFoundInTheClientsPath) {
+  const std::string id = Submit(Spec(1, {"true"}));
+  ASSERT_EQ(launcher_.procs.size(), 1u);
+  EXPECT_EQ(launcher_.procs[0].request.argv[0].substr(0, 1), "/");
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
+TEST_F(JobManagerTest, SpawnFailureMidwayTearsDownStartedRanks) {
+  launcher_.fail_rank = 2;
+  const std::string id = Submit(Spec(4));
+  EXPECT_EQ(launcher_.procs.size(), 2u);  // ranks 0 and 1 ran, 3 never did
+  EXPECT_EQ(launcher_.signals.size(), 2u);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kSpawnFailed);
+  EXPECT_EQ(job.root_cause->rank, 2);
+  EXPECT_EQ(job.ranks[3].pid, 0);
+}
+
+TEST_F(JobManagerTest, BadRequestsChangeNothing) {
+  EXPECT_FALSE(manager_->Submit(Spec(0), "a").ok());
+  EXPECT_FALSE(manager_->Submit(Spec(9), "a").ok());
+  JobSpec digits = Spec(1);
+  digits.name = "123";
+  EXPECT_FALSE(manager_->Submit(digits, "a").ok());
+  JobSpec spaces = Spec(1);
+  spaces.name = "a b";
+  EXPECT_FALSE(manager_->Submit(spaces, "a").ok());
+  EXPECT_TRUE(manager_->List(true).empty());
+  EXPECT_TRUE(launcher_.procs.empty());
+}
+
+TEST_F(JobManagerTest, JobsQueueForDevicesInOrder) {
+  const std::string a = Submit(Spec(6));
+  const std::string b = Submit(Spec(4));
+  const std::string c = Submit(Spec(1));
+  EXPECT_EQ(Get(b).state, JobState::kPending);
+  EXPECT_EQ(Get(c).state, JobState::kPending);  // FIFO: no overtaking b
+  for (int r = 0; r < 6; ++r) launcher_.Exit(a, r, 0);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(b).state, JobState::kRunning);
+  EXPECT_EQ(Get(c).state, JobState::kRunning);
+  EXPECT_NE(Get(b).master_port, Get(c).master_port);
+}
+
+TEST_F(JobManagerTest, CancellingAPendingJob) {
+  Submit(Spec(8));
+  const std::string b = Submit(Spec(2));
+  ASSERT_TRUE(manager_->Kill(b, 0).ok());
+  EXPECT_EQ(Get(b).state, JobState::kCancelled);
+  EXPECT_EQ(Get(b).exit_code, 130);
+}
+
+TEST_F(JobManagerTest, HeartbeatTimeoutIsAHangWithAReport) {
+  JobSpec spec = Spec(3);
+  spec.heartbeat_timeout = Millis(500);
+  const std::string id = Submit(spec);
+  for (int step = 0; step < 5; ++step) {
+    for (int r = 0; r < 3; ++r) {
+      if (r == 1 && step > 2) continue;  // rank 1 stalls after step 2
+      launcher_.Control(id, r, "hb " + std::to_string(step) + "\n");
+    }
+    clock_.Advance(Millis(100));
+  }
+  // Ranks 0 and 2 keep beating; rank 1's deadline passes first.
+  for (int i = 0; i < 4; ++i) {
+    launcher_.Control(id, 0, "hb 5\n");
+    launcher_.Control(id, 2, "hb 5\n");
+    clock_.Advance(Millis(100));
+  }
+  const Job& job = Get(id);
+  ASSERT_TRUE(job.root_cause);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kHang);
+  EXPECT_EQ(job.root_cause->rank, 1);
+  ASSERT_TRUE(job.hang_report);
+  EXPECT_EQ(job.hang_report->stalled_ranks, std::vector<int>{1});
+  EXPECT_EQ(job.hang_report->straggler_ranks, std::vector<int>{1});
+  EXPECT_EQ(job.hang_report->ranks[1].last_step, 2);
+  EXPECT_EQ(job.hang_report->ranks[0].last_step, 5);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+}
+
+TEST_F(JobManagerTest, NoHeartbeatBeforeTheFirstMeansNoHang) {
+  JobSpec spec = Spec(1);
+  spec.heartbeat_timeout = Millis(200);
+  const std::string id = Submit(spec);
+  clock_.Advance(Millis(10'000));
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  EXPECT_EQ(clock_.pending_timers(), 0u);  // nothing to watch: no timer at all
+}
+
+TEST_F(JobManagerTest, StartupTimeout) {
+  JobSpec spec = Spec(2);
+  spec.startup_timeout = Millis(300);
+  spec.heartbeat_timeout = Millis(1000);
+  const std::string id = Submit(spec);
+  launcher_.Control(id, 0, "hb\n");
+  clock_.Advance(Millis(299));
+  EXPECT_FALSE(Get(id).root_cause);
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kStartupTimeout);
+  EXPECT_EQ(Get(id).root_cause->rank, 1);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+}
+
+TEST_F(JobManagerTest, TimeoutZeroTurnsTheWatchdogOffAndTimeoutDurWidensIt) {
+  JobSpec spec = Spec(2);
+  spec.heartbeat_timeout = Millis(100);
+  const std::string id = Submit(spec);
+  launcher_.Control(id, 0, "hb 1\ntimeout 0\n");
+  launcher_.Control(id, 1, "hb 1\ntimeout 5s\n");
+  clock_.Advance(Millis(4'900));
+  EXPECT_FALSE(Get(id).root_cause);
+  clock_.Advance(Millis(100));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->rank, 1);
+  EXPECT_EQ(Get(id).hang_report->stalled_ranks, std::vector<int>{1});
+}
+
+TEST_F(JobManagerTest, TimeoutCanShrinkTheDeadline) {
+  JobSpec spec = Spec(1);
+  spec.heartbeat_timeout = Millis(10'000);
+  const std::string id = Submit(spec);
+  launcher_.Control(id, 0, "hb\n");
+  launcher_.Control(id, 0, "timeout 200ms\n");
+  clock_.Advance(Millis(200));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
+}
+
+TEST_F(JobManagerTest, StepRateIsMeasured) {
+  const std::string id = Submit(Spec(1));
+  for (int step = 0; step <= 30; ++step) {
+    launcher_.Control(id, 0, "hb " + std::to_string(step) + "\n");
+    clock_.Advance(Millis(100));
+  }
+  EXPECT_NEAR(Get(id).ranks[0].steps_per_second, 10.0, 0.5);
+  EXPECT_EQ(Get(id).ranks[0].last_step, 30);
+}
+
+TEST_F(JobManagerTest, MalformedHeartbeatsAreIgnored) {
+  JobSpec spec = Spec(1);
+  spec.heartbeat_timeout = Millis(100);
+  const std::string id = Submit(spec);
+  launcher_.Control(id, 0, "hb -1\nhb x\nbogus\n" + std::string(10'000, 'a') + "\nhb 4\n");
+  EXPECT_EQ(Get(id).ranks[0].last_step, 4);
+  EXPECT_FALSE(Get(id).root_cause);
+}
+
+TEST_F(JobManagerTest, RestartsAfterCompleteTeardown) {
+  JobSpec spec = Spec(2);
+  spec.max_restarts = 2;
+  const std::string id = Submit(spec);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    EXPECT_EQ(launcher_.Env(id, 0, "TORCHELASTIC_RESTART_COUNT"), std::to_string(attempt));
+    launcher_.Exit(id, 1, 5);
+    launcher_.ExitSignalled(id);
+    EXPECT_EQ(launcher_.procs.size(), 2u * (attempt + 1));  // not before the job is empty
+    clock_.Advance(Millis(0));
+  }
+  ASSERT_EQ(launcher_.procs.size(), 6u);
+  EXPECT_EQ(launcher_.Env(id, 1, "TORCHELASTIC_RESTART_COUNT"), "2");
+  EXPECT_EQ(launcher_.Env(id, 1, "TORCHELASTIC_MAX_RESTARTS"), "2");
+  launcher_.Exit(id, 0, 0);
+  launcher_.Exit(id, 1, 0);
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.restart_count, 2);
+  ASSERT_EQ(job.attempts.size(), 3u);
+  EXPECT_EQ(job.attempts[0].root_cause->exit_code, 5);
+  EXPECT_FALSE(job.attempts[2].root_cause);
+  EXPECT_EQ(ports_.picks.size(), 3u);
+}
+
+TEST_F(JobManagerTest, RestartsRunOut) {
+  JobSpec spec = Spec(1);
+  spec.max_restarts = 1;
+  const std::string id = Submit(spec);
+  launcher_.Exit(id, 0, 9);
+  clock_.Advance(Millis(0));
+  launcher_.Exit(id, 0, 9);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+  EXPECT_EQ(Get(id).exit_code, 9);
+  EXPECT_EQ(Get(id).attempts.size(), 2u);
+}
+
+TEST_F(JobManagerTest, ObserversSeeLinesAndTheEnd) {
+  const std::string id = Submit(Spec(2));
+  auto rec = std::make_shared<Recorder>();
+  ASSERT_TRUE(manager_->Observe(id, rec));
+  launcher_.Output(id, 0, Stream::kStdout, "hel");
+  launcher_.Output(id, 0, Stream::kStdout, "lo\nwor");
+  launcher_.Output(id, 1, Stream::kStderr, "bad\n");
+  launcher_.Output(id, 0, Stream::kStdout, "");  // EOF flushes "wor"
+  launcher_.Exit(id, 0, 0);
+  launcher_.Exit(id, 1, 0);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(rec->lines, (std::vector<std::string>{"0 hello", "1E bad", "0 wor"}));
+  EXPECT_EQ(rec->ended, "SUCCEEDED");
+  EXPECT_FALSE(manager_->Observe(id, rec));  // ended: nothing more to observe
+}
+
+TEST_F(JobManagerTest, ResolveByIdNameAndAmbiguity) {
+  JobSpec s = Spec(1);
+  s.name = "train";
+  const std::string a = Submit(s);
+  EXPECT_EQ((*manager_->Resolve("train"))->id, a);
+  const std::string b = Submit(s);
+  // Two of that name, both live: ambiguous; ids always work.
+  EXPECT_EQ(manager_->Resolve("train").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*manager_->Resolve(b))->id, b);
+  launcher_.Exit(a, 0, 0);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ((*manager_->Resolve("train"))->id, b);  // the one still live
+  EXPECT_EQ(manager_->Resolve("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, RecoverMarksRunningJobsLostAndKeepsCounting) {
+  const std::string done = Submit(Spec(1));
+  launcher_.Exit(done, 0, 0);
+  clock_.Advance(Millis(0));
+  const std::string running = Submit(Spec(2));
+  Reset();  // a new ltd on the same state dir
+  manager_->Recover();
+  EXPECT_EQ(Get(done).state, JobState::kSucceeded);
+  const Job& lost = Get(running);
+  EXPECT_EQ(lost.state, JobState::kLost);
+  EXPECT_EQ(lost.root_cause->reason, CauseReason::kDaemonLost);
+  EXPECT_EQ(lost.ranks[0].state, RankState::kLost);
+  EXPECT_EQ(Submit(Spec(1)), "3");
+}
+
+TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
+  const std::string a = Submit(Spec(2));
+  Submit(Spec(8));  // pending
+  bool done = false;
+  manager_->Shutdown([&] { done = true; });
+  EXPECT_FALSE(done);
+  EXPECT_FALSE(manager_->Submit(Spec(1), "a").ok());
+  launcher_.ExitSignalled(a);
+  clock_.Advance(Millis(0));
+  EXPECT_TRUE(done);
+  EXPECT_EQ(Get(a).state, JobState::kCancelled);
+  EXPECT_EQ(Get(a).root_cause->message, "ltd shut down");
+}
+
+}  // namespace
+}  // namespace ltd::test

@@ -1,0 +1,178 @@
+// The real process layer with real children (lt_test_child through
+// lt-exec): spawning, pipes, exits, signals, and no leaks: every test ends
+// with no child of ours left, no zombie, and a loop that closes clean.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "harness.h"
+#include "loop.h"
+#include "process_group_containment.h"
+#include "uv_launcher.h"
+
+namespace ltd::test {
+namespace {
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    launcher_.reset();
+    loop_.reset();  // asserts uv_loop_close() == 0 in its destructor (logged)
+    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+    EXPECT_EQ(errno, ECHILD) << "a child is left";
+  }
+
+  struct Rank {
+    std::string out, err, control;
+    std::optional<ExitStatus> exit;
+  };
+
+  pid_t Spawn(Rank& rank, std::vector<std::string> args, std::vector<std::string> env = {}) {
+    SpawnRequest req;
+    req.job_id = "t";
+    req.argv = {TestChildPath()};
+    req.argv.insert(req.argv.end(), args.begin(), args.end());
+    req.env = std::move(env);
+    req.env.push_back("RANK=0");
+    req.cwd = "/";
+    req.uid = geteuid();
+    req.gid = getegid();
+    RankCallbacks cb;
+    cb.on_output = [&rank](Stream s, std::string_view d) {
+      (s == Stream::kStdout ? rank.out : rank.err).append(d);
+    };
+    cb.on_control = [&rank](std::string_view d) { rank.control.append(d); };
+    cb.on_exit = [&rank](ExitStatus s) { rank.exit = s; };
+    auto pid = launcher_->Spawn(req, std::move(cb));
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    return pid.ok() ? *pid : -1;
+  }
+
+  // Runs the loop until `done` holds, at most `timeout`.
+  bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
+    // A timer bounds each blocking loop iteration, so the deadline holds
+    // even when no event ever comes.
+    uv_timer_t tick;
+    uv_timer_init(loop_->get(), &tick);
+    uv_timer_start(
+        &tick, [](uv_timer_t*) {}, 20, 20);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool ok = true;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ok = false;
+        break;
+      }
+      uv_run(loop_->get(), UV_RUN_ONCE);
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
+    uv_run(loop_->get(), UV_RUN_NOWAIT);  // let the close complete
+    return ok;
+  }
+
+  std::unique_ptr<Loop> loop_ = std::make_unique<Loop>();
+  std::unique_ptr<UvLauncher> launcher_ = std::make_unique<UvLauncher>(
+      loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM);
+};
+
+TEST_F(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {
+  Rank r;
+  Spawn(r, {"print:3,stderr:warn,line:hb 5,exit:7"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->exit_code, 7);
+  EXPECT_EQ(r.exit->term_signal, 0);
+  EXPECT_EQ(r.out, "line 0 of 3\nline 1 of 3\nline 2 of 3\n");
+  EXPECT_EQ(r.err, "warn\n");
+  EXPECT_EQ(r.control, "hb 5\n");
+  EXPECT_EQ(launcher_->live_children(), 0u);
+}
+
+TEST_F(LauncherTest, SignalDeathIsReported) {
+  Rank r;
+  Spawn(r, {"signal:11"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->term_signal, SIGSEGV);
+}
+
+TEST_F(LauncherTest, SignalRankReachesTheWholeGroup) {
+  Rank r;
+  const pid_t pid = Spawn(r, {"fork:3,hang"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value() || ProcessAlive(pid); }));
+  launcher_->SignalRank(pid, SIGTERM);
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->term_signal, SIGTERM);
+}
+
+TEST_F(LauncherTest, IgnoredSigtermNeedsKillJob) {
+  Rank r;
+  const pid_t pid = Spawn(r, {"ignore-term,line:ready,hang"});
+  ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
+  launcher_->SignalRank(pid, SIGTERM);
+  EXPECT_FALSE(RunUntil([&] { return r.exit.has_value(); }, 200ms));
+  launcher_->KillJob("t");
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->term_signal, SIGKILL);
+}
+
+TEST_F(LauncherTest, StoppedRankIsStillKilled) {
+  Rank r;
+  const pid_t pid = Spawn(r, {"stop"});
+  ASSERT_TRUE(RunUntil([&] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), {});
+    return s.find(") T ") != std::string::npos;
+  }));
+  launcher_->KillJob("t");
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->term_signal, SIGKILL);
+}
+
+TEST_F(LauncherTest, ManyLinesAreAllDelivered) {
+  Rank r;
+  Spawn(r, {"print:50000,exit:0"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 50000);
+}
+
+TEST_F(LauncherTest, ClosingStdoutEarlyDoesNotEndTheRank) {
+  Rank r;
+  Spawn(r, {"print:1,close-stdout,line:still here,exit:0"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.out, "line 0 of 1\n");
+  EXPECT_EQ(r.control, "still here\n");
+  EXPECT_EQ(r.exit->exit_code, 0);
+}
+
+TEST_F(LauncherTest, ExecFailureIsReportedOnTheHeartbeatFd) {
+  Rank r;
+  SpawnRequest req;
+  req.job_id = "t";
+  req.argv = {"/nonexistent/program"};
+  req.cwd = "/";
+  req.uid = geteuid();
+  req.gid = getegid();
+  RankCallbacks cb;
+  cb.on_output = [&](Stream, std::string_view) {};
+  cb.on_control = [&](std::string_view d) { r.control.append(d); };
+  cb.on_exit = [&](ExitStatus s) { r.exit = s; };
+  ASSERT_TRUE(launcher_->Spawn(req, std::move(cb)).ok());
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->exit_code, 127);
+  EXPECT_NE(r.control.find("exec_failed cannot execute /nonexistent/program"), std::string::npos)
+      << r.control;
+}
+
+TEST_F(LauncherTest, OnlyStdioAndTheHeartbeatFdAreInherited) {
+  const int leaky = open("/dev/null", O_RDONLY);  // no O_CLOEXEC, on purpose
+  Rank r;
+  Spawn(r, {"fds,exit:0"});
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  close(leaky);
+  EXPECT_EQ(r.out, "fds=0,1,2,3\n");
+}
+
+}  // namespace
+}  // namespace ltd::test

@@ -1,0 +1,206 @@
+// lt_test_child: the one program every integration and end-to-end test
+// runs as its ranks. It performs a list of actions, chosen per rank:
+//
+//   lt_test_child [--rank R ACTIONS]... DEFAULT_ACTIONS
+//
+// ACTIONS is a comma-separated sequence, for example `beat:3:50,hang`:
+//   exit:N          exit with code N
+//   signal:N        die of signal N (raise it with default handling)
+//   hang            sleep forever (SIGTERM ends it as usual)
+//   ignore-term     ignore SIGTERM and SIGHUP from now on
+//   sleep:MS        sleep MS milliseconds
+//   print:N         print N numbered lines to stdout
+//   stderr:TEXT     one line to stderr
+//   close-stdout    close stdout and stderr
+//   beat:N:MS       N heartbeats "hb STEP", MS apart
+//   line:TEXT       write TEXT and a newline to the heartbeat fd
+//   escape          setsid + double fork: a grandchild outside the group
+//                   that ignores SIGTERM and SIGHUP and sleeps forever
+//   fork:N          N children that sleep forever in the rank's group
+//   stop            SIGSTOP itself
+//   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
+//   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
+//   fds             print "fds=0,1,2,3" (the open file descriptors)
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string pidfile;
+
+void RecordPid() {
+  if (pidfile.empty()) return;
+  if (FILE* f = std::fopen(pidfile.c_str(), "a")) {
+    std::fprintf(f, "%d\n", getpid());
+    std::fclose(f);
+  }
+}
+
+[[noreturn]] void SleepForever() {
+  for (;;) pause();
+}
+
+void Beat(long step) {
+  char line[64];
+  const int n = std::snprintf(line, sizeof line, "hb %ld\n", step);
+  (void)!write(3, line, static_cast<size_t>(n));
+}
+
+void Escape() {
+  const pid_t child = fork();
+  if (child < 0) std::exit(99);
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
+    return;
+  }
+  setsid();
+  if (fork() != 0) _exit(0);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  RecordPid();
+  SleepForever();
+}
+
+void Run(const std::string& action) {
+  const auto colon = action.find(':');
+  const std::string verb = action.substr(0, colon);
+  const std::string arg = colon == std::string::npos ? "" : action.substr(colon + 1);
+  if (verb == "exit") {
+    std::fflush(stdout);
+    std::exit(std::atoi(arg.c_str()));
+  } else if (verb == "signal") {
+    const int sig = std::atoi(arg.c_str());
+    std::fflush(stdout);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    SleepForever();
+  } else if (verb == "hang") {
+    std::fflush(stdout);
+    SleepForever();
+  } else if (verb == "ignore-term") {
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+  } else if (verb == "sleep") {
+    usleep(static_cast<useconds_t>(std::atol(arg.c_str()) * 1000));
+  } else if (verb == "print") {
+    const long n = std::atol(arg.c_str());
+    for (long i = 0; i < n; ++i) std::printf("line %ld of %ld\n", i, n);
+    std::fflush(stdout);
+  } else if (verb == "stderr") {
+    std::fprintf(stderr, "%s\n", arg.c_str());
+  } else if (verb == "close-stdout") {
+    std::fflush(stdout);
+    close(1);
+    close(2);
+  } else if (verb == "beat") {
+    const long n = std::atol(arg.c_str());
+    const auto c2 = arg.find(':');
+    const long ms = c2 == std::string::npos ? 0 : std::atol(arg.c_str() + c2 + 1);
+    for (long i = 0; i < n; ++i) {
+      Beat(i);
+      if (ms > 0) usleep(static_cast<useconds_t>(ms * 1000));
+    }
+  } else if (verb == "line") {
+    const std::string line = arg + "\n";
+    (void)!write(3, line.data(), line.size());
+  } else if (verb == "escape") {
+    Escape();
+  } else if (verb == "fork") {
+    const long n = std::atol(arg.c_str());
+    for (long i = 0; i < n; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        RecordPid();
+        SleepForever();
+      }
+      if (pid < 0) std::exit(98);
+    }
+  } else if (verb == "stop") {
+    raise(SIGSTOP);
+  } else if (verb == "env") {
+    for (const char* key : {"RANK",
+                            "LOCAL_RANK",
+                            "WORLD_SIZE",
+                            "LOCAL_WORLD_SIZE",
+                            "GROUP_RANK",
+                            "NODE_RANK",
+                            "ROLE_RANK",
+                            "ROLE_WORLD_SIZE",
+                            "GROUP_WORLD_SIZE",
+                            "ROLE_NAME",
+                            "MASTER_ADDR",
+                            "MASTER_PORT",
+                            "TORCHELASTIC_RUN_ID",
+                            "TORCHELASTIC_RESTART_COUNT",
+                            "TORCHELASTIC_MAX_RESTARTS",
+                            "TORCHELASTIC_ERROR_FILE",
+                            "OMP_NUM_THREADS",
+                            "PYTHONFAULTHANDLER",
+                            "CUDA_VISIBLE_DEVICES",
+                            "LT_JOB_ID",
+                            "LT_HEARTBEAT_FD",
+                            "LT_TEST_EXTRA"}) {
+      const char* v = std::getenv(key);
+      std::printf("%s=%s\n", key, v != nullptr ? v : "<unset>");
+    }
+    std::fflush(stdout);
+  } else if (verb == "fds") {
+    std::string list;
+    DIR* dir = opendir("/proc/self/fd");
+    std::vector<int> fds;
+    while (dirent* e = dir != nullptr ? readdir(dir) : nullptr) {
+      if (e->d_name[0] == '.' || std::atoi(e->d_name) == dirfd(dir)) continue;
+      fds.push_back(std::atoi(e->d_name));
+    }
+    if (dir != nullptr) closedir(dir);
+    std::sort(fds.begin(), fds.end());
+    for (int fd : fds) list += (list.empty() ? "" : ",") + std::to_string(fd);
+    std::printf("fds=%s\n", list.c_str());
+    std::fflush(stdout);
+  } else if (verb == "pidfile") {
+    pidfile = arg;
+    RecordPid();
+  } else {
+    std::fprintf(stderr, "lt_test_child: unknown action '%s'\n", action.c_str());
+    std::exit(90);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* rank_env = std::getenv("RANK");
+  const std::string rank = rank_env != nullptr ? rank_env : "0";
+  std::string defaults, mine;
+  bool have_mine = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--rank") == 0 && i + 2 < argc) {
+      if (argv[i + 1] == rank) {
+        mine = argv[i + 2];
+        have_mine = true;
+      }
+      i += 2;
+    } else {
+      defaults = argv[i];
+    }
+  }
+  const std::string actions = have_mine ? mine : defaults;
+  size_t start = 0;
+  while (start <= actions.size() && !actions.empty()) {
+    size_t end = actions.find(',', start);
+    if (end == std::string::npos) end = actions.size();
+    Run(actions.substr(start, end - start));
+    start = end + 1;
+  }
+  std::fflush(stdout);
+  return 0;
+}
