@@ -49,81 +49,80 @@ std::string StateTag(const std::string& state_dir) {
   return Hex(h);
 }
 
-absl::StatusOr<ContainmentSetup> SetUpContainment(uv_loop_t* loop, const std::string& mode,
-                                                  const JobStore& store) {
-  const std::string tag = StateTag(store.state_dir());
-  const std::string instance = InstanceId();
-  ContainmentSetup setup;
-  setup.rank_marker = Cat("LT_DAEMON_TAG=", tag, ".", instance);
+ContainmentPlan PlanContainment(const JobStore& store) {
+  ContainmentPlan plan;
+  plan.state_tag = StateTag(store.state_dir());
+  plan.instance = InstanceId();
+  plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
+  if (auto own = OwnCgroupDir(); own.ok()) {
+    plan.cgroup_base = Cat(*own, "/ltd-", plan.state_tag);
+    plan.guardian_args = {"--cgroup", plan.run_dir()};
+  } else {
+    plan.cgroup_error = own.status();
+  }
+  plan.guardian_args.push_back("--marker");
+  plan.guardian_args.push_back(plan.rank_marker);
+  return plan;
+}
 
+absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
+                                                              const std::string& mode,
+                                                              const ContainmentPlan& plan) {
   // What an earlier ltd on this state dir left, should it have died with
   // its guardian unable to clean up: its cgroups and its marked processes.
   // Its jobs are marked LOST by the job manager's Recover().
-  auto own = OwnCgroupDir();
-  const std::string base = own.ok() ? Cat(*own, "/ltd-", tag) : "";
+  const std::string& base = plan.cgroup_base;
   if (!base.empty() && access(base.c_str(), F_OK) == 0) {
-    const int swept = SweepCgroupLeftovers(base, "run-" + instance, std::chrono::seconds(5));
+    const int swept = SweepCgroupLeftovers(base, "run-" + plan.instance, std::chrono::seconds(5));
     if (swept > 0) spdlog::warn("removed {} cgroup subtree(s) left by an earlier ltd", swept);
   }
-  const std::string tag_prefix = Cat("LT_DAEMON_TAG=", tag, ".");
+  const std::string tag_prefix = Cat("LT_DAEMON_TAG=", plan.state_tag, ".");
   const int killed =
       KillProcesses([&](const ProcEnviron& env) { return env.HasPrefix(tag_prefix); }, 20);
   if (killed > 0) spdlog::warn("killed {} process(es) left by an earlier ltd", killed);
 
   if (mode == "cgroup" || mode == "auto") {
-    absl::Status why = own.status();
-    if (own.ok()) {
-      auto cg = CgroupContainment::Create(loop, base, "run-" + instance);
+    absl::Status why = plan.cgroup_error;
+    if (!base.empty()) {
+      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance);
       if (cg.ok()) {
         spdlog::info("containment: cgroup, jobs under {}", (*cg)->run_dir());
-        setup.guardian_args = {"--cgroup", (*cg)->run_dir()};
-        setup.containment = std::move(*cg);
-      } else {
-        why = cg.status();
+        return std::unique_ptr<Containment>(std::move(*cg));
       }
+      why = cg.status();
     }
-    if (!setup.containment && mode == "cgroup") {
+    if (mode == "cgroup") {
       return absl::FailedPreconditionError(
-          Cat("--containment cgroup: cgroups cannot be used here (", std::string(why.message()),
+          Cat("--containment cgroup: cgroups cannot be used here (", why.message(),
               "); run ltd as root or under systemd with Delegate=yes, or use --containment "
               "subreaper"));
     }
-    if (!setup.containment) {
-      spdlog::warn("cgroup containment unavailable ({}); falling back to subreaper",
-                   std::string(why.message()));
-    }
+    spdlog::warn("cgroup containment unavailable ({}); falling back to subreaper",
+                 std::string(why.message()));
   }
-  if (!setup.containment && (mode == "subreaper" || mode == "auto")) {
-    auto sr = SubreaperContainment::Create(loop, setup.rank_marker);
+  if (mode == "subreaper" || mode == "auto") {
+    auto sr = SubreaperContainment::Create(loop, plan.rank_marker);
     if (sr.ok()) {
-      spdlog::info("containment: subreaper, jobs known by {} and LT_JOB_ID", setup.rank_marker);
-      setup.containment = std::move(*sr);
-    } else if (mode == "subreaper") {
-      return absl::FailedPreconditionError(
-          Cat("--containment subreaper: ", std::string(sr.status().message()),
-              "; use --containment process-group"));
-    } else {
-      spdlog::warn("subreaper containment unavailable ({}); falling back to process groups",
-                   std::string(sr.status().message()));
+      spdlog::info("containment: subreaper, jobs known by {} and LT_JOB_ID", plan.rank_marker);
+      return std::unique_ptr<Containment>(std::move(*sr));
     }
+    if (mode == "subreaper") {
+      return absl::FailedPreconditionError(Cat("--containment subreaper: ", sr.status().message(),
+                                               "; use --containment process-group"));
+    }
+    spdlog::warn("subreaper containment unavailable ({}); falling back to process groups",
+                 std::string(sr.status().message()));
   }
-  if (!setup.containment) {
-    spdlog::warn(
-        "containment: process-group; processes that leave their rank's process group survive "
-        "teardown while ltd lives");
-    setup.containment = std::make_unique<ProcessGroupContainment>(loop);
-  }
-  setup.guardian_args.push_back("--marker");
-  setup.guardian_args.push_back(setup.rank_marker);
-  return setup;
+  spdlog::warn(
+      "containment: process-group; processes that leave their rank's process group survive "
+      "teardown while ltd lives");
+  return std::unique_ptr<Containment>(std::make_unique<ProcessGroupContainment>(loop));
 }
 
 absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
                                                              const std::string& mode,
                                                              const JobStore& store) {
-  auto setup = SetUpContainment(loop, mode, store);
-  if (!setup.ok()) return setup.status();
-  return std::move(setup->containment);
+  return SetUpContainment(loop, mode, PlanContainment(store));
 }
 
 }  // namespace ltd

@@ -1,7 +1,11 @@
 // Picks how jobs are contained on this host: cgroup v2 where ltd may write
-// its cgroup subtree, else a child subreaper, else process groups. Also
-// sweeps what an earlier ltd on the same state dir left when it died, and
-// names what lt-guardian must kill should this ltd die.
+// its cgroup subtree, else a child subreaper, else process groups. In two
+// steps, so that lt-guardian can be on watch before anything exists that
+// it would have to clean up:
+//
+//   plan  = PlanContainment(store);            // names only, creates nothing
+//   Guardian::Start(..., plan.guardian_args);  // kills all that, should ltd die
+//   SetUpContainment(loop, mode, plan);        // sweeps leftovers, creates
 #pragma once
 
 #include <uv.h>
@@ -16,23 +20,33 @@
 
 namespace ltd {
 
-struct ContainmentSetup {
-  std::unique_ptr<Containment> containment;
+struct ContainmentPlan {
   // LT_DAEMON_TAG=<state tag>.<instance>: goes into every rank's
   // environment (ManagerConfig::extra_rank_env) and marks this ltd
   // process's jobs for the subreaper mode and the guardian.
   std::string rank_marker;
-  // lt-guardian's arguments: --cgroup RUN_DIR (cgroup mode), --marker K=V.
+  std::string state_tag;  // shared by every ltd on this state dir
+  std::string instance;   // this ltd process
+  // <own cgroup>/ltd-<state tag>, or empty with the reason in cgroup_error.
+  std::string cgroup_base;
+  absl::Status cgroup_error;
+  std::string run_dir() const { return cgroup_base + "/run-" + instance; }
+  // lt-guardian's arguments: --cgroup RUN_DIR (if there is a cgroup2
+  // mount; the cgroup may never be made), --marker K=V.
   std::vector<std::string> guardian_args;
 };
 
-// `mode`: "auto", "cgroup", "subreaper" or "process-group". Fails, with a
-// one-line message that says what to do, when the mode asked for cannot
-// be had; "auto" falls back instead and logs why.
-absl::StatusOr<ContainmentSetup> SetUpContainment(uv_loop_t* loop, const std::string& mode,
-                                                  const JobStore& store);
+ContainmentPlan PlanContainment(const JobStore& store);
 
-// SetUpContainment's containment alone.
+// Sweeps what an earlier ltd on this state dir left, then builds the
+// containment. `mode`: "auto", "cgroup", "subreaper" or "process-group".
+// Fails, with a one-line message that says what to do, when the mode asked
+// for cannot be had; "auto" falls back instead and logs why.
+absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
+                                                              const std::string& mode,
+                                                              const ContainmentPlan& plan);
+
+// Both steps, without a guardian.
 absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
                                                              const std::string& mode,
                                                              const JobStore& store);

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -51,11 +52,13 @@ bool WaitForEof() {
   }
 }
 
-// Kills and removes ltd's run cgroup; returns how many processes were in it.
+// Kills and removes ltd's run cgroup; returns how many processes were in
+// it, or -1 when there is no such cgroup (ltd did not use cgroups).
 int SweepCgroup(const std::string& dir) {
   const int procs = ltd::CountCgroupProcs(dir);
   if (absl::Status s = ltd::KillCgroup(dir); !s.ok()) {
-    if (!absl::IsNotFound(s)) Say(std::string(s.message()));
+    if (absl::IsNotFound(s)) return -1;
+    Say(std::string(s.message()));
     return procs;
   }
   const auto deadline = std::chrono::steady_clock::now() + kSweepTimeout;
@@ -126,15 +129,16 @@ int main(int argc, char** argv) {
   }
 
   const bool clean = WaitForEof();
-  const int in_cgroup = cgroup.empty() ? 0 : SweepCgroup(cgroup);
+  const int in_cgroup = cgroup.empty() ? -1 : SweepCgroup(cgroup);
   const int marked = marker.empty() ? 0 : SweepMarked(marker);
+  const int total = std::max(in_cgroup, 0) + marked;
   if (!clean) {
-    Say("ltd (pid " + ltd_pid + ") is gone; killed its jobs: " + std::to_string(in_cgroup) +
-        " process(es) in " + (cgroup.empty() ? "no cgroup" : cgroup) + ", " +
-        std::to_string(marked) + " marked process(es)");
-  } else if (in_cgroup + marked > 0) {
-    Say("ltd stopped with " + std::to_string(in_cgroup + marked) +
-        " job process(es) alive; killed");
+    std::string what = std::to_string(marked) + " marked process(es)";
+    if (in_cgroup >= 0)
+      what = std::to_string(in_cgroup) + " process(es) in " + cgroup + ", " + what;
+    Say("ltd (pid " + ltd_pid + ") is gone; killed its jobs: " + what);
+  } else if (total > 0) {
+    Say("ltd stopped with " + std::to_string(total) + " job process(es) alive; killed");
   }
   return 0;
 }

@@ -122,23 +122,24 @@ int Run(const Options& opt) {
 
   signal(SIGPIPE, SIG_IGN);
   Loop loop;
-  auto containment = SetUpContainment(loop.get(), opt.containment, *store);
+  // The guardian goes on watch before anything exists that it would have
+  // to clean up, and is declared before the launcher so it goes last.
+  const ContainmentPlan plan = PlanContainment(*store);
+  auto guardian = Guardian::Start(loop.get(), guardian_bin, plan.guardian_args);
+  if (!guardian.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(guardian.status().message()).c_str());
+    return 1;
+  }
+  auto containment = SetUpContainment(loop.get(), opt.containment, plan);
   if (!containment.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(containment.status().message()).c_str());
     return 1;
   }
-  config.extra_rank_env.push_back(containment->rank_marker);
+  config.extra_rank_env.push_back(plan.rank_marker);
   int exit_code = 0;
   {
-    // Declared first so it goes last: it stays on watch until every job
-    // and the containment are gone.
-    auto guardian = Guardian::Start(loop.get(), guardian_bin, containment->guardian_args);
-    if (!guardian.ok()) {
-      std::fprintf(stderr, "ltd: %s\n", std::string(guardian.status().message()).c_str());
-      return 1;
-    }
     UvClock clock(loop.get());
-    UvLauncher launcher(loop.get(), std::move(containment->containment), shim);
+    UvLauncher launcher(loop.get(), std::move(*containment), shim);
     KernelPortAllocator ports;
     UvStackSampler sampler(loop.get());
     JobManager manager(clock, launcher, *store, ports, &sampler, config);

@@ -1,0 +1,440 @@
+// Containment end to end: a real ltd in each containment mode (cgroup and
+// the subreaper fallback) running ranks that escape, ignore SIGTERM, stop,
+// fork hundreds of children or outlive ltd itself. After each job: no
+// process of it left anywhere in /proc, no zombie, ltd's fd count where it
+// was, and (cgroup mode) no cgroup of it left.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cgroup_fs.h"
+#include "e2e_fixture.h"
+#include "process_scan.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+std::vector<pid_t> ReadPids(const std::string& path) {
+  std::vector<pid_t> pids;
+  std::ifstream in(path);
+  for (long pid; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The cgroup v2 directory a process is in, or "" when it is gone.
+std::string CgroupOf(pid_t pid) {
+  auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/cgroup");
+  if (!text.ok()) return "";
+  auto path = ParseUnifiedCgroup(*text);
+  auto mountinfo = ReadWholeFile("/proc/self/mountinfo");
+  auto mount = mountinfo.ok() ? ParseCgroup2Mount(*mountinfo) : absl::StatusOr<Cgroup2Mount>();
+  if (!path.ok() || !mount.ok()) return "";
+  return mount->mount_point + (*path == "/" ? "" : *path);
+}
+
+pid_t SessionOf(pid_t pid) { return getsid(pid); }
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+// Whether this test may make cgroups: root, a cgroup2 mount, a writable
+// own cgroup. Otherwise the cgroup cases are skipped and only the
+// subreaper fallback runs.
+bool CgroupsWritable() {
+  auto own = OwnCgroupDir();
+  return own.ok() && access((*own + "/cgroup.procs").c_str(), W_OK) == 0 &&
+         access(own->c_str(), W_OK) == 0;
+}
+
+class Containment : public E2E, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--containment", GetParam()}; }
+
+  void SetUp() override {
+    if (GetParam() == "cgroup" && !CgroupsWritable()) {
+      GTEST_SKIP() << "cgroup v2 is not writable here; only the subreaper fallback is tested";
+    }
+    E2E::SetUp();
+    if (HasFatalFailure()) return;
+    // libuv opens /dev/null once, on the first spawn, and keeps it; gRPC
+    // sets up its pollers on the first call. Count fds after both. (The
+    // socket answers before ltd is fully up; a job's answer means it is.)
+    ASSERT_EQ(d_.Ctl({"submit", "--devices", "1", "--", "/bin/true"}).exit_code, 0);
+    baseline_fds_ = CountOpenFds(d_.pid());
+    run_dir_ = RunDir();
+    if (GetParam() == "cgroup") {
+      ASSERT_TRUE(Exists(run_dir_)) << "'" << run_dir_ << "'";
+    }
+  }
+
+  void TearDown() override {
+    E2E::TearDown();
+    // ltd removes its subtree when it stops; the guardian would otherwise.
+    if (GetParam() == "cgroup" && !run_dir_.empty()) {
+      EXPECT_TRUE(WaitFor([&] { return !Exists(run_dir_); }, 5s)) << run_dir_ << " left behind";
+      const std::string base = run_dir_.substr(0, run_dir_.rfind('/'));
+      EXPECT_TRUE(WaitFor([&] { return !Exists(base); }, 5s)) << base << " left behind";
+    }
+  }
+
+  // This ltd's run cgroup, as it logged it at start ("" outside cgroup mode).
+  std::string RunDir() const {
+    const std::string log = d_.log();
+    const std::string key = "jobs under ";
+    const size_t at = log.rfind(key);
+    if (at == std::string::npos) return "";
+    const size_t end = log.find('\n', at);
+    return log.substr(at + key.size(), end - at - key.size());
+  }
+
+  std::string Submit(std::vector<std::string> args) { return SubmitDetached(std::move(args)); }
+
+  // Every promise of teardown, checked the moment the job is reported
+  // ended: ltd reports that only once nothing of the job is left.
+  nlohmann::json ExpectEndedClean(const std::string& id, std::chrono::milliseconds timeout = 30s) {
+    nlohmann::json job = d_.WaitEnded(id, timeout);
+    const std::string state = job.value("state", "");
+    EXPECT_TRUE(state != "RUNNING" && state != "PENDING" && !state.empty()) << job.dump();
+    const std::vector<pid_t> left = ProcessesWithMarker(d_.marker());
+    EXPECT_TRUE(left.empty()) << left.size() << " process(es) of the job alive, first pid "
+                              << left.front();
+    EXPECT_EQ(job.value("containment", ""), GetParam());
+    // Orphans are ltd's children (it is a subreaper) and ltd reaps them.
+    EXPECT_TRUE(WaitFor([&] { return ZombieChildrenOf(d_.pid()).empty(); }, 5s))
+        << ZombieChildrenOf(d_.pid()).size() << " zombie(s) under ltd";
+    EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
+    // The client's connection may take a moment to be closed on ltd's side.
+    EXPECT_TRUE(WaitFor([&] { return CountOpenFds(d_.pid()) == baseline_fds_; }, 5s))
+        << "ltd has " << CountOpenFds(d_.pid()) << " fds, had " << baseline_fds_;
+    if (GetParam() == "cgroup") {
+      EXPECT_FALSE(Exists(run_dir_ + "/job-" + id));
+    }
+    return job;
+  }
+
+  void ExpectAllDead(const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids) EXPECT_FALSE(ProcessAlive(pid)) << "pid " << pid << " survived";
+  }
+
+  const nlohmann::json& Rank(const nlohmann::json& job, int rank) {
+    for (const auto& r : job["ranks"]) {
+      if (r["rank"] == rank) return r;
+    }
+    static const nlohmann::json kNone;
+    return kNone;
+  }
+
+  std::string run_dir_;
+  int baseline_fds_ = 0;
+};
+
+TEST_P(Containment, EscapedGrandchildIgnoringTermAndHupIsKilled) {
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id = Submit({"--devices", "2", "--grace", "2s", "--", kChild, "--rank", "0",
+                                 "pidfile:" + pidfile + ",escape,hang", "hang"});
+  // The rank and its escaped grandchild.
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
+  const std::vector<pid_t> pids = ReadPids(pidfile);
+  const pid_t rank = pids[0], escapee = pids[1];
+  ASSERT_TRUE(ProcessAlive(escapee));
+  EXPECT_NE(SessionOf(escapee), SessionOf(rank)) << "the grandchild did not leave the session";
+  if (GetParam() == "cgroup") {
+    EXPECT_EQ(CgroupOf(rank), run_dir_ + "/job-" + id + "/rank-0");
+    EXPECT_EQ(CgroupOf(escapee), run_dir_ + "/job-" + id + "/rank-0");
+  }
+  CmdResult k = d_.Ctl({"kill", id});
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  nlohmann::json job = ExpectEndedClean(id);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  ExpectAllDead(pids);
+}
+
+TEST_P(Containment, RankIgnoringSigtermIsKilledAfterGrace) {
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id = Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
+                                 "ignore-term,pidfile:" + pidfile + ",hang", "hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 1; }, 10s));
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  nlohmann::json job = ExpectEndedClean(id);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_EQ(Rank(job, 0)["signal"], SIGKILL) << job.dump();
+  EXPECT_EQ(Rank(job, 1)["signal"], SIGTERM) << job.dump();
+  ExpectAllDead(ReadPids(pidfile));
+}
+
+TEST_P(Containment, StoppedRankIsKilled) {
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id = Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
+                                 "pidfile:" + pidfile + ",stop", "hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 1; }, 10s));
+  const pid_t stopped = ReadPids(pidfile)[0];
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadProcEntry(stopped).value_or(ProcEntry{}).state == 'T'; }, 10s));
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  nlohmann::json job = ExpectEndedClean(id);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_EQ(Rank(job, 0)["signal"], SIGKILL) << job.dump();
+  ExpectAllDead({stopped});
+}
+
+TEST_P(Containment, FailingRankWithTwoHundredChildren) {
+  const std::string pidfile = d_.dir() + "/pids";
+  // fork returns once the child exists, so all 200 live when rank 0 exits
+  // and leaves them orphaned.
+  const std::string id = Submit({"--devices", "2", "--grace", "2s", "--", kChild, "--rank", "0",
+                                 "pidfile:" + pidfile + ",fork:200,exit:4", "hang"});
+  nlohmann::json job = ExpectEndedClean(id);
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["exit_code"], 4);
+  EXPECT_EQ(job["root_cause"]["rank"], 0);
+  ExpectAllDead(ReadPids(pidfile));
+}
+
+TEST_P(Containment, RankClosingStdoutEarlyAndEscapeeHoldingThePipes) {
+  const std::string pidfile = d_.dir() + "/pids";
+  // Rank 0 closes its output long before it exits; rank 1's escapee keeps
+  // rank 1's pipes open after rank 1 exited. Neither may hold the job up.
+  const std::string id = Submit({"--devices", "2", "--", kChild, "--rank", "0",
+                                 "print:2,close-stdout,sleep:300,exit:0", "--rank", "1",
+                                 "pidfile:" + pidfile + ",escape,print:3,exit:0"});
+  nlohmann::json job = ExpectEndedClean(id);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << job.dump();
+  ExpectAllDead(ReadPids(pidfile));
+  CmdResult logs = d_.Ctl({"logs", id});
+  EXPECT_NE(logs.out.find("line 1 of 2"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("line 2 of 3"), std::string::npos) << logs.out;
+}
+
+TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
+  // Stand in for init: orphans of ltd's death come to this process, so the
+  // test can prove they were killed and leave no zombie.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id = Submit({"--devices", "2", "--grace", "5s", "--", kChild,
+                                 "pidfile:" + pidfile + ",escape,fork:3,hang"});
+  // Per rank: itself, its escapee, 3 children.
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 10; }, 10s));
+  ASSERT_EQ(d_.Show(id)["state"], "RUNNING");
+  const std::string old_run_dir = run_dir_;
+  d_.KillHard();
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 1s))
+      << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived ltd by 1s";
+  ExpectAllDead(ReadPids(pidfile));
+  // Reap every orphan, the guardian included once its sweep is done.
+  int reaped = 0;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (;;) {
+          const pid_t pid = waitpid(-1, nullptr, WNOHANG);
+          if (pid > 0) {
+            ++reaped;
+            continue;
+          }
+          return pid < 0 && errno == ECHILD;
+        }
+      },
+      5s))
+      << "a child of ltd (the guardian?) is still running";
+  EXPECT_GE(reaped, 1);
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+  if (GetParam() == "cgroup") {
+    EXPECT_FALSE(Exists(old_run_dir)) << "the guardian left it";
+  }
+
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  nlohmann::json job = d_.Show(id);
+  run_dir_ = RunDir();
+  if (GetParam() == "cgroup") {
+    EXPECT_NE(run_dir_, old_run_dir);
+  }
+  EXPECT_EQ(job["state"], "LOST");
+  EXPECT_EQ(job["root_cause"]["reason"], "daemon_lost");
+  EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
+}
+
+TEST_P(Containment, MaxRestartsTwoFailsTwiceThenSucceeds) {
+  // Each attempt leaves an escaped grandchild behind, checks that no
+  // process of an earlier attempt is alive, and fails until attempt 2.
+  const std::string script = d_.dir() + "/attempt.sh";
+  {
+    std::ofstream out(script);
+    out << R"(#!/bin/sh
+dir="$1"
+for f in "$dir"/pids.*; do
+  [ -f "$f" ] || continue
+  case "$f" in "$dir/pids.$TORCHELASTIC_RESTART_COUNT".*) continue ;; esac
+  for pid in $(cat "$f"); do
+    state=$(sed -n 's/^.*) \(.\).*$/\1/p' /proc/$pid/stat 2>/dev/null)
+    if [ -n "$state" ] && [ "$state" != Z ]; then
+      echo "attempt $TORCHELASTIC_RESTART_COUNT: pid $pid of an earlier attempt is alive" >&2
+      exit 9
+    fi
+  done
+done
+)" << kChild
+        << R"( "pidfile:$dir/pids.$TORCHELASTIC_RESTART_COUNT.$RANK,escape"
+[ "$TORCHELASTIC_RESTART_COUNT" -ge 2 ] && exit 0
+exit 7
+)";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::string id = Submit({"--devices", "2", "--max-restarts", "2", "--", script, d_.dir()});
+  nlohmann::json job = ExpectEndedClean(id, 60s);
+  EXPECT_EQ(job["state"], "SUCCEEDED")
+      << job.dump(2) << Slurp(d_.state_dir() + "/jobs/" + id + "/output.log");
+  EXPECT_EQ(job["exit_code"], 0);
+  EXPECT_EQ(job["restart_count"], 2);
+  ASSERT_EQ(job["attempts"].size(), 3u) << job.dump(2);
+  for (int i = 0; i < 3; ++i) {
+    const auto& a = job["attempts"][static_cast<size_t>(i)];
+    EXPECT_EQ(a["restart_count"], i);
+    if (i < 2) {
+      EXPECT_EQ(a["root_cause"]["exit_code"], 7) << a.dump();
+    } else {
+      EXPECT_TRUE(a["root_cause"].is_null()) << a.dump();
+    }
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string f =
+          d_.dir() + "/pids." + std::to_string(attempt) + "." + std::to_string(rank);
+      // In a failed attempt a rank may be torn down before it wrote any.
+      if (attempt == 2) {
+        EXPECT_GE(ReadPids(f).size(), 1u) << f;
+      }
+      ExpectAllDead(ReadPids(f));
+    }
+  }
+  // The human view lists every attempt too: a header and three rows.
+  CmdResult show = d_.Ctl({"show", id});
+  EXPECT_EQ(show.exit_code, 0);
+  const size_t at = show.out.find("Attempts:\n");
+  ASSERT_NE(at, std::string::npos) << show.out;
+  std::istringstream table(show.out.substr(at + 10));
+  int rows = 0;
+  for (std::string line; std::getline(table, line) && !line.empty();) ++rows;
+  EXPECT_EQ(rows, 4) << show.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Containment, ::testing::Values("cgroup", "subreaper"),
+                         [](const auto& info) { return info.param; });
+
+// Without a usable cgroup2 mount, `--containment cgroup` refuses to start
+// with a one-line reason and `auto` falls back to the subreaper.
+TEST(ContainmentModes, CgroupUnavailableFailsClearlyOrFallsBack) {
+  if (getuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and unshare to hide the cgroup2 mount";
+  }
+  auto mountinfo = ReadWholeFile("/proc/self/mountinfo");
+  ASSERT_TRUE(mountinfo.ok());
+  auto mount = ParseCgroup2Mount(*mountinfo);
+  if (!mount.ok()) GTEST_SKIP() << "no cgroup2 here to hide";
+  Daemon d;
+  const std::string hide = "umount -l " + mount->mount_point + " && exec \"$@\"";
+  auto run = [&](const std::string& mode) {
+    return RunCommand({"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                       hide, "sh", LtdPath(), "--socket", d.socket(), "--state-dir", d.state_dir(),
+                       "--devices", "1", "--containment", mode},
+                      {}, 20s);
+  };
+  CmdResult forced = run("cgroup");
+  EXPECT_EQ(forced.exit_code, 1);
+  EXPECT_NE(forced.err.find("--containment cgroup: cgroups cannot be used here"), std::string::npos)
+      << forced.err;
+  EXPECT_EQ(std::count(forced.err.begin(), forced.err.end(), '\n'), 1) << forced.err;
+}
+
+TEST(CgroupFs, ParsesMountinfoOnHybridAndUnifiedHosts) {
+  const std::string hybrid =
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n";
+  auto m = ParseCgroup2Mount(hybrid);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->mount_point, "/sys/fs/cgroup/unified");
+  EXPECT_EQ(m->root, "/");
+  auto escaped = ParseCgroup2Mount("7 1 0:5 /a\\040b /mnt/c\\040g rw - cgroup2 none rw\n");
+  ASSERT_TRUE(escaped.ok());
+  EXPECT_EQ(escaped->mount_point, "/mnt/c g");
+  EXPECT_EQ(escaped->root, "/a b");
+  EXPECT_TRUE(absl::IsNotFound(ParseCgroup2Mount(hybrid.substr(0, hybrid.find("41 "))).status()));
+
+  auto own = ParseUnifiedCgroup("12:pids:/x\n0::/system.slice/ltd.service\n");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(*own, "/system.slice/ltd.service");
+  EXPECT_FALSE(ParseUnifiedCgroup("1:name=systemd:/\n").ok());
+}
+
+// The pre-5.14 kill (freeze, SIGKILL each pid, thaw), run on a kernel
+// that has cgroup.kill, so it is tested all the same.
+TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
+  if (!CgroupsWritable()) GTEST_SKIP() << "cgroup v2 is not writable here";
+  auto own = OwnCgroupDir();
+  ASSERT_TRUE(own.ok());
+  const std::string dir = *own + "/lt-containment-test-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << std::strerror(errno);
+  // The orphaned grandchildren come to this process, which reaps them.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!WriteWholeFile(dir + "/cgroup.procs", "0").ok()) _exit(1);
+    setsid();
+    for (int i = 0; i < 5; ++i) {
+      if (fork() == 0) {
+        if (fork() != 0) _exit(0);  // double fork: the grandchild is orphaned
+        signal(SIGTERM, SIG_IGN);
+        for (;;) pause();
+      }
+    }
+    (void)!write(ready[1], "x", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  ASSERT_TRUE(WaitFor([&] { return CountCgroupProcs(dir) >= 6; }, 5s)) << CountCgroupProcs(dir);
+  ASSERT_TRUE(CgroupPopulated(dir).value_or(false));
+
+  ASSERT_TRUE(KillCgroupByFreezing(dir).ok());
+  EXPECT_TRUE(WaitFor([&] { return !CgroupPopulated(dir).value_or(true); }, 5s));
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(Slurp(dir + "/cgroup.events").find("frozen 1") != std::string::npos)
+      << "left frozen";
+  EXPECT_TRUE(RemoveCgroupTree(dir).ok());
+  EXPECT_FALSE(Exists(dir));
+  EXPECT_TRUE(WaitFor(
+      [] {
+        while (waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        return errno == ECHILD;
+      },
+      5s))
+      << "an orphan was not killed";
+  EXPECT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+}
+
+}  // namespace
+}  // namespace ltd::test
