@@ -69,6 +69,28 @@ std::string Progress(const nlohmann::json& job) {
   return buf;
 }
 
+// The stack of a hung rank, shortened for a terminal: `--json` has it all.
+void PrintStack(const std::string& stack, FILE* out) {
+  constexpr int kMaxLines = 24;
+  int shown = 0, skipped = 0;
+  size_t start = 0;
+  while (start < stack.size()) {
+    size_t end = stack.find('\n', start);
+    if (end == std::string::npos) end = stack.size();
+    std::string line = stack.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    if (shown >= kMaxLines) {
+      ++skipped;
+      continue;
+    }
+    if (line.size() > 160) line = line.substr(0, 157) + "...";
+    std::fprintf(out, "      %s\n", line.c_str());
+    ++shown;
+  }
+  if (skipped > 0) std::fprintf(out, "      ... %d more lines (ltctl --json show)\n", skipped);
+}
+
 }  // namespace
 
 std::string DescribeCause(const nlohmann::json& c) {
@@ -173,16 +195,7 @@ void PrintJob(const nlohmann::json& j, FILE* out) {
                    Str(r, "last_step").c_str(), Str(r, "last_heartbeat_at").c_str(),
                    r.value("stalled", false) ? ", STALLED" : "",
                    r.value("straggler", false) ? ", straggler" : "");
-      const std::string stack = Str(r, "stack", "");
-      if (!stack.empty()) {
-        size_t start = 0;
-        while (start < stack.size()) {
-          size_t end = stack.find('\n', start);
-          if (end == std::string::npos) end = stack.size();
-          std::fprintf(out, "      %s\n", stack.substr(start, end - start).c_str());
-          start = end + 1;
-        }
-      }
+      PrintStack(Str(r, "stack", ""), out);
     }
   }
 }

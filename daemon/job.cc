@@ -201,6 +201,7 @@ nlohmann::json ToJson(const Job& job) {
           {"last_heartbeat_at", OptTime(r.last_heartbeat_at)},
           {"stalled", r.stalled},
           {"straggler", r.straggler},
+          {"in_collective", r.in_collective},
           {"stack", r.stack},
       });
     }
@@ -228,6 +229,7 @@ nlohmann::json ToJson(const Job& job) {
       {"submitted_at", FormatTime(job.submitted_at)},
       {"started_at", OptTime(job.started_at)},
       {"ended_at", OptTime(job.ended_at)},
+      {"teardown_at", OptTime(job.teardown_at)},
       {"root_cause", job.root_cause ? ToJson(*job.root_cause) : nlohmann::json(nullptr)},
       {"hang_report", hang},
       {"ranks", ranks},
@@ -271,6 +273,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   job.submitted_at = TimeField(j, "submitted_at").value_or(WallTime{});
   job.started_at = TimeField(j, "started_at");
   job.ended_at = TimeField(j, "ended_at");
+  job.teardown_at = TimeField(j, "teardown_at");
   if (auto it = j.find("root_cause"); it != j.end()) job.root_cause = CauseFromJson(*it);
   if (auto it = j.find("ranks"); it != j.end() && it->is_array()) {
     for (const auto& rj : *it) {
@@ -315,6 +318,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
         r.last_heartbeat_at = TimeField(rj, "last_heartbeat_at");
         r.stalled = Field<bool>(rj, "stalled").value_or(false);
         r.straggler = Field<bool>(rj, "straggler").value_or(false);
+        r.in_collective = Field<bool>(rj, "in_collective").value_or(false);
         r.stack = Field<std::string>(rj, "stack").value_or("");
         h.ranks.push_back(std::move(r));
       }

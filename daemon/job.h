@@ -58,9 +58,10 @@ struct HangReportRank {
   int rank = 0;
   int64_t last_step = -1;
   std::optional<WallTime> last_heartbeat_at;
-  bool stalled = false;    // its deadline passed first
-  bool straggler = false;  // its step lags the others'
-  std::string stack;       // where it was, when it could be had
+  bool stalled = false;        // its deadline passed first
+  bool straggler = false;      // its step lags the others'
+  bool in_collective = false;  // its stack waits in a collective
+  std::string stack;           // where it was, when it could be had
 };
 
 struct HangReport {
@@ -121,6 +122,7 @@ struct Job {
   WallTime submitted_at{};
   std::optional<WallTime> started_at;
   std::optional<WallTime> ended_at;
+  std::optional<WallTime> teardown_at;  // when the last teardown began
   std::optional<RootCause> root_cause;
   std::optional<HangReport> hang_report;
   std::vector<Rank> ranks;

@@ -16,19 +16,6 @@
 
 namespace ltd {
 
-struct JobManager::JobRuntime {
-  std::vector<RankRuntime> ranks;
-  Fd output_log;  // output.log: every rank's lines as "[R] line"
-  std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
-  std::optional<RootCause> cause;  // of the current attempt
-  int live = 0;                    // ranks not yet reaped
-  bool tearing_down = false;
-  bool sampling_stacks = false;
-  Clock::TimerId grace_timer = 0;
-  Clock::TimerId watchdog_timer = 0;
-  std::optional<Millis> watchdog_at;
-};
-
 namespace {
 
 std::string EnvValue(const std::vector<std::string>& env, std::string_view key) {
@@ -436,6 +423,7 @@ void JobManager::OnOutput(Job& job, int rank, Stream stream, std::string_view da
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
   const std::string prefix = Cat("[", rank, "] ");
   auto emit = [&](std::string_view line, bool) {
+    if (rr.capturing_stack && stream == Stream::kStderr) CaptureStack(rt, rank, line);
     WriteLog(rr.log, line);
     WriteLog(rt.output_log, prefix, line);
     for (auto& [oid, obs] : rt.observers) obs->OnOutput(rank, stream, line);
@@ -503,104 +491,6 @@ void JobManager::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartbeat
   }
 }
 
-void JobManager::ArmWatchdog(Job& job, JobRuntime& rt) {
-  if (rt.tearing_down) return;
-  std::optional<Millis> earliest;
-  for (const RankRuntime& rr : rt.ranks) {
-    auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
-    if (d && (!earliest || *d < *earliest)) earliest = d;
-  }
-  if (rt.watchdog_at && earliest && *rt.watchdog_at <= *earliest) return;  // fires soon enough
-  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
-  rt.watchdog_timer = 0;
-  rt.watchdog_at.reset();
-  if (!earliest) return;
-  const Millis delay = std::max(Millis(0), *earliest - clock_.Monotonic());
-  rt.watchdog_at = earliest;
-  rt.watchdog_timer = clock_.StartTimer(delay, [this, id = job.id] { OnWatchdog(id); });
-}
-
-void JobManager::OnWatchdog(const std::string& id) {
-  Job* job = FindMutable(id);
-  auto it = runtimes_.find(id);
-  if (job == nullptr || it == runtimes_.end()) return;
-  JobRuntime& rt = *it->second;
-  rt.watchdog_timer = 0;
-  rt.watchdog_at.reset();
-  if (rt.tearing_down) return;
-  const Millis now = clock_.Monotonic();
-  std::vector<int> stalled;
-  bool startup = true;
-  for (size_t r = 0; r < rt.ranks.size(); ++r) {
-    auto d = rt.ranks[r].Deadline(job->spec.heartbeat_timeout, job->spec.startup_timeout);
-    if (d && *d <= now) {
-      stalled.push_back(static_cast<int>(r));
-      if (rt.ranks[r].last_beat) startup = false;
-    }
-  }
-  if (stalled.empty()) return ArmWatchdog(*job, rt);
-  ReportHang(*job, rt, std::move(stalled),
-             startup ? CauseReason::kStartupTimeout : CauseReason::kHang);
-}
-
-void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
-                            CauseReason reason) {
-  const WallTime now = clock_.Now();
-  HangReport report;
-  report.at = now;
-  report.stalled_ranks = stalled;
-  int64_t max_step = -1;
-  for (const Rank& r : job.ranks) max_step = std::max(max_step, r.last_step);
-  for (const Rank& r : job.ranks) {
-    HangReportRank hr;
-    hr.rank = r.rank;
-    hr.last_step = r.last_step;
-    hr.last_heartbeat_at = r.last_heartbeat_at;
-    hr.stalled = std::find(stalled.begin(), stalled.end(), r.rank) != stalled.end();
-    hr.straggler = max_step >= 0 && r.last_step < max_step;
-    if (hr.straggler) report.straggler_ranks.push_back(r.rank);
-    report.ranks.push_back(std::move(hr));
-  }
-  RootCause cause;
-  cause.rank = stalled.front();
-  cause.reason = reason;
-  cause.at = now;
-  const Millis waited =
-      reason == CauseReason::kHang
-          ? rt.ranks[static_cast<size_t>(cause.rank)].timeout.value_or(job.spec.heartbeat_timeout)
-          : job.spec.startup_timeout;
-  cause.message =
-      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
-          FormatDuration(waited), " from rank(s) ", Join(stalled, ","));
-  spdlog::error("job={} hang: {}", job.id, cause.message);
-  job.hang_report = std::move(report);
-  Persist(job);  // the report is kept before anything is killed
-
-  if (sampler_ == nullptr) return Fail(job, rt, std::move(cause));
-  // Stacks first, then teardown: the sampler may kill what it samples.
-  std::vector<pid_t> pids;
-  for (const Rank& r : job.ranks) pids.push_back(r.pid);
-  rt.sampling_stacks = true;
-  rt.tearing_down = true;  // no second verdict while stacks are taken
-  rt.cause = cause;
-  sampler_->Sample(
-      pids, config_.stack_budget, [this, id = job.id, cause](std::vector<std::string> stacks) {
-        Job* j = FindMutable(id);
-        auto it = runtimes_.find(id);
-        if (j == nullptr || it == runtimes_.end()) return;
-        JobRuntime& r = *it->second;
-        r.sampling_stacks = false;
-        if (j->hang_report) {
-          for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size(); ++i) {
-            j->hang_report->ranks[i].stack = std::move(stacks[i]);
-          }
-        }
-        r.tearing_down = false;
-        Fail(*j, r, cause);
-        if (r.live == 0) OnRanksGone(*j, r);
-      });
-}
-
 void JobManager::OnExit(Job& job, int rank, ExitStatus status) {
   auto it = runtimes_.find(job.id);
   if (it == runtimes_.end()) return;
@@ -647,7 +537,12 @@ void JobManager::OnExit(Job& job, int rank, ExitStatus status) {
     if (!rec.error_message.empty()) cause.message = rec.error_message;
     Fail(job, rt, std::move(cause));
   }
-  if (rt.live == 0 && !rt.sampling_stacks) OnRanksGone(job, rt);
+  if (rr.capturing_stack) {
+    // Its output is drained, so its traceback is complete; the end of the
+    // investigation takes the job from here.
+    return StackCaptured(job.id, rt, rank);
+  }
+  if (rt.live == 0 && !rt.investigating) OnRanksGone(job, rt);
 }
 
 void JobManager::Fail(Job& job, JobRuntime& rt, RootCause cause) {
@@ -667,6 +562,7 @@ void JobManager::Teardown(Job& job, JobRuntime& rt) {
   if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
   rt.watchdog_timer = 0;
   rt.watchdog_at.reset();
+  job.teardown_at = clock_.Now();
   if (rt.live == 0) return;
   spdlog::info("job={} teardown: SIGTERM to {} rank(s), SIGKILL after {}", job.id, rt.live,
                FormatDuration(job.spec.grace));

@@ -16,9 +16,9 @@
 #include "absl/status/statusor.h"
 #include "clock.h"
 #include "job.h"
+#include "job_runtime.h"
 #include "job_store.h"
 #include "process.h"
-#include "rank_runtime.h"
 
 namespace ltd {
 
@@ -42,6 +42,9 @@ class JobObserver {
 class StackSampler {
  public:
   virtual ~StackSampler() = default;
+  // Python ranks are asked for their stacks through faulthandler instead.
+  virtual bool IsPython(pid_t pid) = 0;
+  // One stack per pid (empty where none could be had; pid 0 is skipped).
   virtual void Sample(const std::vector<pid_t>& pids, Millis budget,
                       std::function<void(std::vector<std::string>)> done) = 0;
 };
@@ -50,7 +53,8 @@ struct ManagerConfig {
   // Device slots; `gpu_ids` non-empty means they are GPUs with these ids.
   int slots = 1;
   std::vector<std::string> gpu_ids;
-  Millis stack_budget{3000};
+  // How long stacks of a hung job may take before its teardown starts.
+  Millis stack_budget{5000};
   // K=V added to every rank's environment (containment markers).
   std::vector<std::string> extra_rank_env;
 };
@@ -78,7 +82,7 @@ class JobManager {
   absl::Status Kill(const std::string& id, int signal);
 
   // Live output and the end of an unfinished job; false if it has ended.
-  using ObserverId = uint64_t;
+  using ObserverId = JobRuntime::ObserverId;
   std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
   void Unobserve(const std::string& id, ObserverId observer);
 
@@ -94,8 +98,6 @@ class JobManager {
   size_t active_jobs() const { return runtimes_.size(); }
 
  private:
-  struct JobRuntime;
-
   Job* FindMutable(const std::string& id);
   absl::StatusOr<std::string> ResolveProgram(const JobSpec& spec) const;
   void Schedule();
@@ -109,6 +111,9 @@ class JobManager {
   void ArmWatchdog(Job& job, JobRuntime& rt);
   void OnWatchdog(const std::string& id);
   void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason);
+  void FinishInvestigation(const std::string& id);
+  void CaptureStack(JobRuntime& rt, int rank, std::string_view line);
+  void StackCaptured(const std::string& id, JobRuntime& rt, int rank);
   void Fail(Job& job, JobRuntime& rt, RootCause cause);
   void Teardown(Job& job, JobRuntime& rt);
   void OnGraceExpired(const std::string& id);

@@ -54,6 +54,8 @@ class ProcessLauncher {
 
   // Sends `sig` to the rank's whole process group.
   virtual void SignalRank(pid_t pid, int sig) = 0;
+  // Sends `sig` to the rank's process alone (its workers are spared).
+  virtual void SignalProcess(pid_t pid, int sig) = 0;
 
   // SIGKILLs everything of the job still alive, escaped descendants included.
   virtual void KillJob(const std::string& job_id) = 0;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -13,51 +14,105 @@
 namespace ltd {
 namespace {
 
-// Runs gdb on one pid, its output capped, killed when the deadline passes.
-std::string GdbStack(const std::string& gdb, pid_t pid, Millis budget) {
+// At most this many gdbs at once; a bigger job gets stacks for its first
+// ranks (the stalled ones come first), and the budget holds regardless.
+constexpr size_t kMaxConcurrentGdb = 16;
+constexpr size_t kMaxStackBytes = 64 * 1024;
+
+struct Gdb {
+  size_t index = 0;
+  pid_t child = -1;
+  Fd out;
+  std::string text;
+};
+
+// Starts `gdb --batch -p PID` printing every thread's backtrace. About a
+// second of CPU for a LibTorch process, most of it reading symbols.
+bool StartGdb(const std::string& gdb, pid_t pid, Gdb& g) {
   int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return "";
+  if (pipe2(p, O_CLOEXEC) != 0) return false;
   Fd rd(p[0]), wr(p[1]);
   const std::string pid_str = std::to_string(pid);
   const pid_t child = fork();
-  if (child < 0) return "";
+  if (child < 0) return false;
   if (child == 0) {
     dup2(wr.get(), STDOUT_FILENO);
     dup2(wr.get(), STDERR_FILENO);
-    execl(gdb.c_str(), "gdb", "--batch", "--nx", "-p", pid_str.c_str(), "-ex", "set pagination off",
-          "-ex", "thread apply all bt 30", static_cast<char*>(nullptr));
+    execl(gdb.c_str(), "gdb", "--batch", "--nx", "-iex", "set auto-load off", "-iex",
+          "set debuginfod enabled off", "-p", pid_str.c_str(), "-ex", "set pagination off", "-ex",
+          "set print frame-arguments none", "-ex", "set print address off", "-ex",
+          "thread apply all bt 30", static_cast<char*>(nullptr));
     _exit(127);
   }
-  wr.reset();
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  char buf[8192];
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd pfd{rd.get(), POLLIN, 0};
-    if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) break;
-    const ssize_t n = read(rd.get(), buf, sizeof buf);
-    if (n <= 0) break;
-    if (out.size() < 64 * 1024) out.append(buf, static_cast<size_t>(n));
-  }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  // Keep the frames, drop gdb's chatter about symbols and threads.
-  std::string frames;
+  g.child = child;
+  g.out = std::move(rd);
+  return true;
+}
+
+// Keeps the frames and thread headers, drops gdb's chatter, and puts the
+// main thread (gdb's "Thread 1", printed last) first: that is where a
+// training loop stands.
+std::string Frames(const std::string& out) {
+  std::vector<std::string> threads;
   size_t start = 0;
   while (start < out.size()) {
     size_t end = out.find('\n', start);
     if (end == std::string::npos) end = out.size();
     std::string_view line(out.data() + start, end - start);
-    if (line.starts_with("#") || line.starts_with("Thread ")) {
-      frames.append(line);
-      frames.push_back('\n');
-    }
     start = end + 1;
+    if (line.starts_with("Thread ") || (threads.empty() && line.starts_with("#")))
+      threads.emplace_back();
+    if (line.starts_with("#") || line.starts_with("Thread ")) {
+      threads.back().append(line);
+      threads.back().push_back('\n');
+    }
   }
+  std::stable_partition(threads.begin(), threads.end(),
+                        [](const std::string& t) { return t.starts_with("Thread 1 "); });
+  std::string frames;
+  for (const std::string& t : threads) frames += t;
   return frames;
+}
+
+// Runs gdb on every non-zero pid at once, all within `budget`.
+std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid_t>& pids,
+                                   Millis budget) {
+  std::vector<std::string> stacks(pids.size());
+  std::vector<Gdb> running;
+  for (size_t i = 0; i < pids.size() && running.size() < kMaxConcurrentGdb; ++i) {
+    if (pids[i] <= 0) continue;
+    Gdb g;
+    g.index = i;
+    if (StartGdb(gdb, pids[i], g)) running.push_back(std::move(g));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  char buf[8192];
+  size_t open = running.size();
+  while (open > 0) {
+    const auto left =
+        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::vector<pollfd> fds;
+    for (const Gdb& g : running) fds.push_back({g.out.get(), POLLIN, 0});
+    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) break;
+    for (size_t k = 0; k < running.size(); ++k) {
+      if (fds[k].fd < 0 || fds[k].revents == 0) continue;
+      const ssize_t n = read(fds[k].fd, buf, sizeof buf);
+      Gdb& g = running[k];
+      if (n > 0) {
+        if (g.text.size() < kMaxStackBytes) g.text.append(buf, static_cast<size_t>(n));
+      } else {
+        g.out.reset();  // done (or broken): stop polling it
+        --open;
+      }
+    }
+  }
+  for (Gdb& g : running) {
+    kill(g.child, SIGKILL);  // past the budget, or finished: either way gone
+    waitpid(g.child, nullptr, 0);
+    stacks[g.index] = Frames(g.text);
+  }
+  return stacks;
 }
 
 struct SampleWork {
@@ -98,15 +153,8 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, Millis budget,
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        const auto deadline = std::chrono::steady_clock::now() + w->budget;
+        if (!w->gdb.empty()) w->stacks = GdbStacks(w->gdb, w->pids, w->budget);
         w->stacks.resize(w->pids.size());
-        for (size_t i = 0; i < w->pids.size(); ++i) {
-          const auto left =
-              std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-          if (w->gdb.empty() || left.count() <= 0 || w->pids[i] <= 0) continue;
-          if (IsPythonProcess(w->pids[i])) continue;  // faulthandler covers it
-          w->stacks[i] = GdbStack(w->gdb, w->pids[i], left);
-        }
       },
       [](uv_work_t* req, int) {
         auto* w = static_cast<SampleWork*>(req->data);

@@ -16,6 +16,7 @@ bool IsPythonProcess(pid_t pid);
 class UvStackSampler final : public StackSampler {
  public:
   explicit UvStackSampler(uv_loop_t* loop);
+  bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
   void Sample(const std::vector<pid_t>& pids, Millis budget,
               std::function<void(std::vector<std::string>)> done) override;
 

@@ -221,6 +221,10 @@ void UvLauncher::SignalRank(pid_t pid, int sig) {
   if (kill(-pid, sig) != 0 && errno == ESRCH) kill(pid, sig);
 }
 
+void UvLauncher::SignalProcess(pid_t pid, int sig) {
+  if (pid > 0) kill(pid, sig);
+}
+
 void UvLauncher::KillJob(const std::string& job_id) {
   auto it = job_pids_.find(job_id);
   containment_->KillJob(job_id, it == job_pids_.end() ? std::vector<pid_t>{} : it->second);

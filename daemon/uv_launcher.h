@@ -24,6 +24,7 @@ class UvLauncher final : public ProcessLauncher {
   absl::Status BeginJob(const std::string& job_id) override;
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
   void SignalRank(pid_t pid, int sig) override;
+  void SignalProcess(pid_t pid, int sig) override;
   void KillJob(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
 

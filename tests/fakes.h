@@ -77,6 +77,7 @@ class FakeLauncher final : public ProcessLauncher {
     return pid;
   }
   void SignalRank(pid_t pid, int sig) override { signals.emplace_back(pid, sig); }
+  void SignalProcess(pid_t pid, int sig) override { process_signals.emplace_back(pid, sig); }
   void KillJob(const std::string& job_id) override { killed_jobs.push_back(job_id); }
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override {
     ended_jobs.push_back(job_id);
@@ -123,12 +124,32 @@ class FakeLauncher final : public ProcessLauncher {
 
   int fail_rank = -1;
   std::vector<Proc> procs;
-  std::vector<std::pair<pid_t, int>> signals;
+  std::vector<std::pair<pid_t, int>> signals, process_signals;
   std::vector<std::string> begun, killed_jobs, ended_jobs;
 
  private:
   FakeClock& clock_;
   pid_t next_pid_ = 1000;
+};
+
+// Pretends some pids are Python; hands out canned native stacks when told.
+class FakeSampler final : public StackSampler {
+ public:
+  bool IsPython(pid_t pid) override { return python.contains(pid); }
+  void Sample(const std::vector<pid_t>& pids, Millis,
+              std::function<void(std::vector<std::string>)> done) override {
+    requested = pids;
+    pending = std::move(done);
+  }
+  // Completes the pending sample: stacks[i] for pids[i].
+  void Deliver(std::vector<std::string> stacks) {
+    auto done = std::move(pending);
+    pending = nullptr;
+    done(std::move(stacks));
+  }
+  std::set<pid_t> python;
+  std::vector<pid_t> requested;
+  std::function<void(std::vector<std::string>)> pending;
 };
 
 class FakePorts final : public PortAllocator {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "fakes.h"
+#include "hang_report.h"
 
 namespace ltd::test {
 namespace {
@@ -33,10 +34,11 @@ class JobManagerTest : public ::testing::Test {
   }
   ~JobManagerTest() override { std::filesystem::remove_all(dir_); }
 
-  void Reset(int slots = 8) {
+  void Reset(int slots = 8, StackSampler* sampler = nullptr) {
     ManagerConfig config;
     config.slots = slots;
-    manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, nullptr, config);
+    config.stack_budget = Millis(3000);
+    manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, sampler, config);
   }
 
   JobSpec Spec(int devices, std::vector<std::string> argv = {"/bin/true"}) {
@@ -445,6 +447,105 @@ TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
   EXPECT_TRUE(done);
   EXPECT_EQ(Get(a).state, JobState::kCancelled);
   EXPECT_EQ(Get(a).root_cause->message, "ltd shut down");
+}
+
+class HangInvestigationTest : public JobManagerTest {
+ protected:
+  HangInvestigationTest() { Reset(8, &sampler_); }
+
+  // Three ranks beat to step 4; then every one stalls.
+  std::string HungJob() {
+    JobSpec spec = Spec(3);
+    spec.heartbeat_timeout = Millis(1000);
+    const std::string id = Submit(spec);
+    for (int r = 0; r < 3; ++r) launcher_.Control(id, r, "hb 4\n");
+    clock_.Advance(Millis(1000));
+    return id;
+  }
+
+  FakeSampler sampler_;
+};
+
+TEST_F(HangInvestigationTest, StacksComeBeforeTheTeardownAndNameTheCulprit) {
+  const std::string id = HungJob();
+  ASSERT_TRUE(Get(id).hang_report);  // recorded at once, before any signal
+  EXPECT_TRUE(launcher_.signals.empty());
+  ASSERT_TRUE(sampler_.pending);
+  EXPECT_EQ(sampler_.requested.size(), 3u);
+  sampler_.Deliver({"#0 c10d::Work::wait\n", "#0 injected_hang (rank, step) at train.cc:43\n",
+                    "#0 gloo::transport::tcp::UnboundBuffer::waitRecv\n"});
+  const Job& job = Get(id);
+  EXPECT_EQ(job.root_cause->rank, 1);  // the others wait in the allreduce for it
+  EXPECT_EQ(job.hang_report->stalled_ranks, std::vector<int>{1});
+  EXPECT_NE(job.hang_report->ranks[1].stack.find("injected_hang"), std::string::npos);
+  EXPECT_EQ(launcher_.signals.size(), 3u);  // now the teardown
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+}
+
+TEST_F(HangInvestigationTest, PythonRanksDumpTheirStacksThroughFaulthandler) {
+  JobSpec spec = Spec(2);
+  spec.heartbeat_timeout = Millis(500);
+  const std::string id = Submit(spec);
+  sampler_.python = {launcher_.Find(id, 0).pid, launcher_.Find(id, 1).pid};
+  launcher_.Control(id, 0, "hb 1\n");
+  launcher_.Control(id, 1, "hb 1\n");
+  clock_.Advance(Millis(500));
+  EXPECT_FALSE(sampler_.pending);  // no gdb for Python ranks
+  ASSERT_EQ(launcher_.process_signals.size(), 2u);
+  EXPECT_EQ(launcher_.process_signals[0].second, SIGABRT);
+  launcher_.Output(id, 1, Stream::kStderr,
+                   "Fatal Python error: Aborted\n  File \"train.py\", line 9 in stuck_loader\n");
+  launcher_.Output(id, 1, Stream::kStdout, "not a stack\n");
+  launcher_.Exit(id, 1, 0, SIGABRT);
+  EXPECT_TRUE(launcher_.signals.empty());  // rank 0 has not dumped yet
+  launcher_.Output(id, 0, Stream::kStderr,
+                   "  File \"torch/distributed/distributed_c10d.py\", line 1 in all_reduce\n");
+  launcher_.Exit(id, 0, 0, SIGABRT);
+  clock_.Advance(Millis(0));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.root_cause->rank, 1);
+  EXPECT_NE(job.hang_report->ranks[1].stack.find("stuck_loader"), std::string::npos);
+  EXPECT_EQ(job.hang_report->ranks[1].stack.find("not a stack"), std::string::npos);
+  EXPECT_EQ(job.ranks[0].state, RankState::kKilled);
+}
+
+TEST_F(HangInvestigationTest, StacksThatNeverComeDoNotHoldTheTeardown) {
+  const std::string id = HungJob();
+  ASSERT_TRUE(sampler_.pending);
+  clock_.Advance(Millis(3499));
+  EXPECT_TRUE(launcher_.signals.empty());
+  clock_.Advance(Millis(1));
+  EXPECT_EQ(launcher_.signals.size(), 3u);
+  sampler_.Deliver({"late", "late", "late"});  // ignored: the job moved on
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+  EXPECT_EQ(Get(id).root_cause->rank, 0);
+}
+
+TEST(HangReport, CollectiveWaitsAreRecognised) {
+  EXPECT_TRUE(WaitsInCollective("#5 c10d::Work::wait(std::chrono::duration)"));
+  EXPECT_TRUE(WaitsInCollective(
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\""));
+  EXPECT_FALSE(WaitsInCollective("#3 injected_hang (rank, step) at train.cc:43"));
+  HangReport all_wait;
+  all_wait.ranks = {{0, 1, {}, true, false, false, "c10d::Work::wait"},
+                    {1, 1, {}, true, false, false, "c10d::Work::wait"}};
+  all_wait.stalled_ranks = {0, 1};
+  EXPECT_EQ(AttributeHang(all_wait), -1);  // nothing to tell them apart
+  EXPECT_EQ(all_wait.stalled_ranks, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(all_wait.ranks[0].in_collective);
+  // Only rank 0 missed its deadline, but it waits for rank 1, which does not.
+  HangReport one;
+  one.ranks = {{0, 1, {}, true, false, false, "c10d::Work::wait"},
+               {1, 1, {}, false, false, false, "injected_hang"}};
+  one.stalled_ranks = {0};
+  EXPECT_EQ(AttributeHang(one), 1);
+  EXPECT_EQ(one.stalled_ranks, std::vector<int>{1});
+  EXPECT_FALSE(one.ranks[0].stalled);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   job.ranks = {Rank{}, r};
   HangReport h;
   h.stalled_ranks = {1};
-  h.ranks = {HangReportRank{1, 99, std::nullopt, true, true, "#0 injected_hang"}};
+  h.ranks = {HangReportRank{1, 99, std::nullopt, true, true, false, "#0 injected_hang"}};
   job.hang_report = h;
   Attempt a;
   a.master_port = 29500;

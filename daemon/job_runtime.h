@@ -1,12 +1,18 @@
-// What the job manager tracks of a live rank beyond its record: output
-// buffers, the heartbeat parser, the log file and the watchdog's clock.
+// What the job manager tracks of a live job and its ranks beyond their
+// records: output buffers, heartbeat parsers, log files, the watchdog's
+// clock, timers, observers and a hang being investigated. Loop thread only.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "clock.h"
 #include "fd.h"
 #include "heartbeat.h"
+#include "job.h"
 #include "line_splitter.h"
 
 namespace ltd {
@@ -21,6 +27,10 @@ struct RankRuntime {
   bool alive = false;
   bool malformed_logged = false;
   std::string exec_error;  // the exec shim could not start the program
+  // A Python rank sent SIGABRT for its faulthandler traceback: its stderr
+  // until it exits is its stack.
+  bool capturing_stack = false;
+  std::string stack;
 
   // Watchdog, in monotonic time. The deadline is derived, never stored, so a
   // heartbeat costs one assignment and no timer work.
@@ -44,6 +54,28 @@ struct RankRuntime {
     if (startup_timeout.count() <= 0) return std::nullopt;
     return started + startup_timeout;
   }
+};
+
+class JobObserver;
+
+struct JobRuntime {
+  using ObserverId = uint64_t;
+
+  std::vector<RankRuntime> ranks;
+  Fd output_log;  // output.log: every rank's lines as "[R] line"
+  std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
+  std::optional<RootCause> cause;  // of the current attempt
+  int live = 0;                    // ranks not yet reaped
+  bool tearing_down = false;
+  Clock::TimerId grace_timer = 0;
+  Clock::TimerId watchdog_timer = 0;
+  std::optional<Millis> watchdog_at;
+
+  // A hang found, stacks being taken before the teardown.
+  bool investigating = false;
+  int pending_python_stacks = 0;
+  bool pending_native_stacks = false;
+  Clock::TimerId investigation_timer = 0;
 };
 
 }  // namespace ltd

@@ -1,0 +1,22 @@
+// Reading a hang report: which stalled ranks are victims waiting inside a
+// collective for a peer, and which one is the rank they wait for.
+#pragma once
+
+#include <string_view>
+
+#include "job.h"
+
+namespace ltd {
+
+// True when a stack (gdb's or Python's faulthandler's) shows its rank
+// blocked in a collective: c10d work waits, gloo transfers, NCCL/CUDA
+// synchronisation, torch.distributed calls.
+bool WaitsInCollective(std::string_view stack);
+
+// With stacks in hand: if the ranks whose deadline passed wait in a
+// collective, they wait for a peer; the ranks whose stacks show no
+// collective are the ones that stalled. Marks `in_collective` on every
+// rank; returns the rank to blame, or -1 to keep the deadline order.
+int AttributeHang(HangReport& report);
+
+}  // namespace ltd

@@ -1,0 +1,189 @@
+// The job manager's watchdog: per-rank heartbeat deadlines driven by one
+// timer per job, and the investigation of a hang (report, stacks) that
+// comes before its teardown.
+#include <signal.h>
+
+#include <algorithm>
+
+#include "hang_report.h"
+#include "job_manager.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+// How long to wait past the stack budget for faulthandler output before
+// tearing down regardless.
+constexpr Millis kInvestigationSlack{500};
+constexpr size_t kMaxStack = 64 * 1024;
+
+}  // namespace
+
+void JobManager::ArmWatchdog(Job& job, JobRuntime& rt) {
+  if (rt.tearing_down || rt.investigating) return;
+  // One timer per job at the earliest deadline: a beat never touches it,
+  // so 1,000 ranks beating often cost no timer work at all.
+  std::optional<Millis> earliest;
+  for (const RankRuntime& rr : rt.ranks) {
+    auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
+    if (d && (!earliest || *d < *earliest)) earliest = d;
+  }
+  if (rt.watchdog_at && earliest && *rt.watchdog_at <= *earliest) return;  // fires soon enough
+  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
+  rt.watchdog_timer = 0;
+  rt.watchdog_at.reset();
+  if (!earliest) return;
+  const Millis delay = std::max(Millis(0), *earliest - clock_.Monotonic());
+  rt.watchdog_at = earliest;
+  rt.watchdog_timer = clock_.StartTimer(delay, [this, id = job.id] { OnWatchdog(id); });
+}
+
+void JobManager::OnWatchdog(const std::string& id) {
+  Job* job = FindMutable(id);
+  auto it = runtimes_.find(id);
+  if (job == nullptr || it == runtimes_.end()) return;
+  JobRuntime& rt = *it->second;
+  rt.watchdog_timer = 0;
+  rt.watchdog_at.reset();
+  if (rt.tearing_down || rt.investigating) return;
+  const Millis now = clock_.Monotonic();
+  // Stalled: every rank past its deadline, earliest deadline first.
+  std::vector<std::pair<Millis, int>> expired;
+  bool startup = true;
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    auto d = rt.ranks[r].Deadline(job->spec.heartbeat_timeout, job->spec.startup_timeout);
+    if (d && *d <= now) {
+      expired.emplace_back(*d, static_cast<int>(r));
+      if (rt.ranks[r].last_beat) startup = false;
+    }
+  }
+  if (expired.empty()) return ArmWatchdog(*job, rt);  // a deadline moved: sleep again
+  std::sort(expired.begin(), expired.end());
+  std::vector<int> stalled;
+  for (const auto& [deadline, rank] : expired) stalled.push_back(rank);
+  ReportHang(*job, rt, std::move(stalled),
+             startup ? CauseReason::kStartupTimeout : CauseReason::kHang);
+}
+
+void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
+                            CauseReason reason) {
+  const WallTime now = clock_.Now();
+  HangReport report;
+  report.at = now;
+  report.stalled_ranks = stalled;
+  int64_t max_step = -1;
+  for (const Rank& r : job.ranks) max_step = std::max(max_step, r.last_step);
+  for (const Rank& r : job.ranks) {
+    HangReportRank hr;
+    hr.rank = r.rank;
+    hr.last_step = r.last_step;
+    hr.last_heartbeat_at = r.last_heartbeat_at;
+    hr.stalled = std::find(stalled.begin(), stalled.end(), r.rank) != stalled.end();
+    hr.straggler = max_step >= 0 && r.last_step < max_step;
+    if (hr.straggler) report.straggler_ranks.push_back(r.rank);
+    report.ranks.push_back(std::move(hr));
+  }
+  RootCause cause;
+  cause.rank = stalled.front();
+  cause.reason = reason;
+  cause.at = now;
+  const Millis waited =
+      reason == CauseReason::kHang
+          ? rt.ranks[static_cast<size_t>(cause.rank)].timeout.value_or(job.spec.heartbeat_timeout)
+          : job.spec.startup_timeout;
+  cause.message =
+      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
+          FormatDuration(waited), " from rank(s) ", Join(stalled, ","));
+  spdlog::error("job={} hang: {}", job.id, cause.message);
+  // The report and the verdict are on disk before anything is signalled.
+  job.hang_report = std::move(report);
+  job.root_cause = cause;
+  rt.cause = std::move(cause);
+  Persist(job);
+
+  rt.investigating = true;
+  std::vector<pid_t> native(rt.ranks.size(), 0);
+  bool any_native = false;
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    RankRuntime& rr = rt.ranks[r];
+    const pid_t pid = job.ranks[r].pid;
+    if (!rr.alive || sampler_ == nullptr) continue;
+    if (sampler_->IsPython(pid)) {
+      // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
+      // rank dies of the signal; its stderr until then is its stack.
+      rr.capturing_stack = true;
+      ++rt.pending_python_stacks;
+      launcher_.SignalProcess(pid, SIGABRT);
+    } else {
+      native[r] = pid;
+      any_native = true;
+    }
+  }
+  if (any_native) {
+    rt.pending_native_stacks = true;
+    sampler_->Sample(
+        native, config_.stack_budget, [this, id = job.id](std::vector<std::string> stacks) {
+          Job* j = FindMutable(id);
+          auto it = runtimes_.find(id);
+          if (j == nullptr || it == runtimes_.end() || !it->second->investigating) return;
+          it->second->pending_native_stacks = false;
+          for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size(); ++i) {
+            if (!stacks[i].empty()) j->hang_report->ranks[i].stack = std::move(stacks[i]);
+          }
+          if (it->second->pending_python_stacks == 0) FinishInvestigation(id);
+        });
+  }
+  if (!rt.pending_native_stacks && rt.pending_python_stacks == 0)
+    return FinishInvestigation(job.id);
+  rt.investigation_timer = clock_.StartTimer(config_.stack_budget + kInvestigationSlack,
+                                             [this, id = job.id] { FinishInvestigation(id); });
+}
+
+void JobManager::FinishInvestigation(const std::string& id) {
+  Job* job = FindMutable(id);
+  auto it = runtimes_.find(id);
+  if (job == nullptr || it == runtimes_.end() || !it->second->investigating) return;
+  JobRuntime& rt = *it->second;
+  rt.investigating = false;
+  if (rt.investigation_timer != 0) clock_.CancelTimer(rt.investigation_timer);
+  rt.investigation_timer = 0;
+  HangReport& report = *job->hang_report;
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    RankRuntime& rr = rt.ranks[r];
+    if (!rr.stack.empty()) report.ranks[r].stack = std::move(rr.stack);
+    rr.stack.clear();
+    rr.capturing_stack = false;
+  }
+  if (const int culprit = AttributeHang(report); culprit >= 0 && culprit != rt.cause->rank) {
+    // Ranks that already died of the stack dump were judged by the old verdict.
+    Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
+    if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);
+    Rank& now = job->ranks[static_cast<size_t>(culprit)];
+    if (now.state == RankState::kKilled) SetRankState(*job, now, RankState::kFailed);
+    rt.cause->rank = culprit;
+    rt.cause->message += Cat("; rank(s) ", Join(report.stalled_ranks, ","),
+                             " stalled outside a collective, the others wait in one");
+    spdlog::warn("job={} hang attributed to rank {} from the stacks", id, culprit);
+  }
+  job->root_cause = rt.cause;
+  Persist(*job);
+  Teardown(*job, rt);
+  if (rt.live == 0) OnRanksGone(*job, rt);
+}
+
+void JobManager::CaptureStack(JobRuntime& rt, int rank, std::string_view line) {
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  if (rr.stack.size() + line.size() + 1 > kMaxStack) return;
+  rr.stack.append(line);
+  rr.stack.push_back('\n');
+}
+
+void JobManager::StackCaptured(const std::string& id, JobRuntime& rt, int rank) {
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  if (!rr.capturing_stack) return;
+  rr.capturing_stack = false;
+  if (--rt.pending_python_stacks == 0 && !rt.pending_native_stacks) FinishInvestigation(id);
+}
+
+}  // namespace ltd

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what ltd needs to build, test and run its examples on Debian 12.
+# Run as root. Installs only what is missing, so a second run is quick.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libuv1-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
+  libtorch-dev libgloo-dev python3-torch gdb procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

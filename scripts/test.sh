@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+# Tests that need a GPU skip themselves where there is none.
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 300 -j2
