@@ -6,7 +6,9 @@
 namespace ltd {
 
 bool WaitsInCollective(std::string_view stack) {
-  static constexpr std::array<std::string_view, 12> kMarkers = {"c10d::Work::wait",
+  // Frames of a rank waiting for its peers. In Python, DDP's gradient
+  // allreduce runs inside backward(), so autograd's frames count too.
+  static constexpr std::array<std::string_view, 14> kMarkers = {"c10d::Work::wait",
                                                                 "WorkNCCL::wait",
                                                                 "WorkNCCL::synchronize",
                                                                 "UnboundBuffer::waitRecv",
@@ -15,6 +17,8 @@ bool WaitsInCollective(std::string_view stack) {
                                                                 "cudaDeviceSynchronize",
                                                                 "ncclCommGetAsyncError",
                                                                 "distributed_c10d.py",
+                                                                "nn/parallel/distributed.py",
+                                                                "torch/autograd/",
                                                                 "in all_reduce",
                                                                 "in barrier",
                                                                 "in wait"};

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "fd.h"
+#include "spdlog/spdlog.h"
 
 namespace ltd {
 namespace {
@@ -36,6 +37,11 @@ bool StartGdb(const std::string& gdb, pid_t pid, Gdb& g) {
   const pid_t child = fork();
   if (child < 0) return false;
   if (child == 0) {
+    // Forked from a libuv pool thread, which blocks every signal: gdb
+    // needs SIGCHLD and friends back.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     dup2(wr.get(), STDOUT_FILENO);
     dup2(wr.get(), STDERR_FILENO);
     execl(gdb.c_str(), "gdb", "--batch", "--nx", "-iex", "set auto-load off", "-iex",
@@ -111,6 +117,9 @@ std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid
     kill(g.child, SIGKILL);  // past the budget, or finished: either way gone
     waitpid(g.child, nullptr, 0);
     stacks[g.index] = Frames(g.text);
+    if (stacks[g.index].empty()) {
+      spdlog::debug("gdb gave no stack for pid {}: {}", pids[g.index], g.text.substr(0, 500));
+    }
   }
   return stacks;
 }

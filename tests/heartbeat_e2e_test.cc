@@ -1,0 +1,182 @@
+// Heartbeats end to end: the watchdog, hang reports with stacks, and the
+// worker runtimes (C, C++, Python) against a real ltd, up to real
+// torch.distributed and LibTorch DDP jobs.
+#include <filesystem>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+const std::string kRanks = LT_TEST_RANKS_DIR;
+const std::string kPython = "/usr/bin/python3";
+
+std::vector<std::string> PythonEnv() { return {"PYTHONPATH=" LT_PYTHON_DIR}; }
+
+bool HasTorch() {
+  static const bool has =
+      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 60s).exit_code == 0;
+  return has;
+}
+
+class Heartbeats : public E2E {};
+
+TEST_F(Heartbeats, RankThatStopsBeatingIsAHang) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "500ms", "--", kChild,
+                        "--rank", "2", "beat:3:20,hang", "beat:1000000:20"},
+                       60s);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("rank 2 hung"), std::string::npos) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang");
+  EXPECT_EQ(job["root_cause"]["rank"], 2);
+  const auto& report = job["hang_report"];
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["stalled_ranks"], nlohmann::json::array({2}));
+  EXPECT_EQ(report["ranks"][2]["last_step"], 2);
+  EXPECT_EQ(report["straggler_ranks"], nlohmann::json::array({2}));
+  EXPECT_GT(report["ranks"][0]["last_step"].get<int>(), 2);
+  // Where the stall is: gdb's view of the native rank, when gdb is here.
+  if (std::filesystem::exists("/usr/bin/gdb")) {
+    EXPECT_NE(report["ranks"][2]["stack"].get<std::string>().find("pause"), std::string::npos)
+        << report["ranks"][2]["stack"];
+  }
+}
+
+TEST_F(Heartbeats, RankThatNeverBeatsHitsTheStartupTimeout) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--startup-timeout", "400ms", "--", kChild,
+                        "--rank", "0", "beat:1:0,hang", "hang"});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "startup_timeout");
+  EXPECT_EQ(job["root_cause"]["rank"], 1);
+}
+
+TEST_F(Heartbeats, TimeoutZeroTurnsTheWatchdogOff) {
+  const std::string id = SubmitDetached({"--devices", "1", "--heartbeat-timeout", "200ms", "--",
+                                         kChild, "beat:1:0,line:timeout 0,sleep:800,exit:0"});
+  nlohmann::json job = d_.WaitEnded(id);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << job.dump();
+}
+
+TEST_F(Heartbeats, GarbageOnTheHeartbeatFdHarmsNothing) {
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--heartbeat-timeout", "2s", "--", "/bin/sh", "-c",
+                      "head -c 200000 /dev/urandom >&3; echo >&3; echo hb 9 >&3; exit 0"});
+  nlohmann::json job = d_.WaitEnded(id);
+  EXPECT_EQ(job["state"], "SUCCEEDED");
+  EXPECT_EQ(job["ranks"][0]["last_step"], 9);
+  EXPECT_EQ(d_.Ctl({"ps"}).exit_code, 0);  // ltd is fine
+}
+
+TEST_F(Heartbeats, ShellRankBeatsThroughFd3) {
+  const std::string id = SubmitDetached(
+      {"--devices", "2", "--", "/bin/sh", "-c", "echo hb 7 >&$LT_HEARTBEAT_FD; sleep 0.3"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id)["ranks"][1]["last_step"] == 7; }, 10s));
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
+TEST_F(Heartbeats, CRuntimeReportsStepsAndItsError) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--heartbeat-timeout", "5s", "--", LT_C_RANK});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["message"], "c_rank: loss is NaN at step 4");
+  EXPECT_EQ(job["ranks"][0]["last_step"], 4);
+}
+
+TEST_F(Heartbeats, CppRuntimeReportsStepsAndItsError) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "1", "--", LT_CPP_RANK});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["message"],
+            "cpp_rank: checkpoint write failed: No space left on device");
+  EXPECT_EQ(job["ranks"][0]["last_step"], 6);
+}
+
+TEST_F(Heartbeats, PythonRankStalledInAFunctionIsNamedInTheReport) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--heartbeat-timeout", "1s", "--", kPython,
+                        kRanks + "/stall.py"},
+                       60s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  const auto& report = job["hang_report"];
+  ASSERT_TRUE(report.is_object()) << job.dump();
+  const int rank = job["root_cause"]["rank"];
+  const std::string stack = report["ranks"][rank]["stack"];
+  EXPECT_NE(stack.find("stuck_in_data_loader"), std::string::npos) << stack;
+  EXPECT_NE(stack.find("stall.py"), std::string::npos) << stack;
+}
+
+TEST_F(Heartbeats, TorchDistributedDdpJobWithAHungRank) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  // Clean first: the job trains and ends.
+  CmdResult ok = d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "20s", "--", kPython,
+                         kRanks + "/ddp_hang.py", "--steps", "20"},
+                        120s, PythonEnv());
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("[0] trained 20 steps on 3 ranks"), std::string::npos) << ok.out;
+
+  CmdResult r =
+      d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", kPython,
+              kRanks + "/ddp_hang.py", "--steps", "1000", "--hang-rank", "1", "--hang-step", "5"},
+             120s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("2");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang");
+  // Every rank stops beating; the stacks tell that ranks 0 and 2 wait in
+  // DDP's allreduce for rank 1.
+  EXPECT_EQ(job["root_cause"]["rank"], 1) << job["hang_report"].dump(1);
+  const auto& report = job["hang_report"];
+  EXPECT_EQ(report["stalled_ranks"], nlohmann::json::array({1}));
+  EXPECT_NE(report["ranks"][1]["stack"].get<std::string>().find("rank_stalls_outside_collective"),
+            std::string::npos);
+  EXPECT_TRUE(report["ranks"][0]["in_collective"].get<bool>());
+  EXPECT_EQ(report["ranks"][1]["last_step"], 4);
+}
+
+#ifdef LT_TRAIN
+TEST_F(Heartbeats, LibTorchTrainerCleanCrashAndHang) {
+  CmdResult clean = d_.Ctl(
+      {"submit", "--devices", "4", "--heartbeat-timeout", "30s", "--", LT_TRAIN, "--steps", "60"},
+      120s);
+  EXPECT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_NE(clean.out.find("params in sync"), std::string::npos) << clean.out;
+  EXPECT_EQ(d_.Show("1")["ranks"][3]["last_step"], 60);
+
+  CmdResult crash =
+      d_.Ctl({"submit", "--devices", "4", "--heartbeat-timeout", "30s", "--", LT_TRAIN, "--steps",
+              "100000", "--crash-rank", "2", "--crash-step", "5"},
+             120s);
+  EXPECT_EQ(crash.exit_code, 3) << crash.err;
+  nlohmann::json c = d_.Show("2");
+  EXPECT_EQ(c["root_cause"]["rank"], 2);
+  EXPECT_EQ(c["root_cause"]["message"], "injected crash at step 5");
+
+  CmdResult hang = d_.Ctl({"submit", "--devices", "4", "--heartbeat-timeout", "3s", "--", LT_TRAIN,
+                           "--steps", "100000", "--hang-rank", "1", "--hang-step", "5"},
+                          120s);
+  EXPECT_EQ(hang.exit_code, 124) << hang.err;
+  nlohmann::json h = d_.Show("3");
+  EXPECT_EQ(h["root_cause"]["reason"], "hang");
+  const auto& report = h["hang_report"];
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["ranks"][1]["last_step"], 4);
+  // gdb needs about a second of CPU per rank; on a loaded 2-core machine
+  // some stacks may miss the budget. Any stack of rank 1 shows the stall,
+  // and once every stack is in, the verdict is rank 1.
+  const std::string stack1 = report["ranks"][1]["stack"];
+  if (!stack1.empty()) {
+    EXPECT_NE(stack1.find("injected_hang"), std::string::npos) << stack1;
+  }
+  bool all_stacks = true;
+  for (const auto& rank : report["ranks"])
+    all_stacks = all_stacks && !rank["stack"].get<std::string>().empty();
+  if (all_stacks) {
+    EXPECT_EQ(h["root_cause"]["rank"], 1);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace ltd::test
