@@ -1,5 +1,6 @@
 #include "cgroup_containment.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <thread>
 
 #include "cgroup_fs.h"
-#include "fd.h"
 #include "process_group_containment.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"

@@ -188,12 +188,15 @@ bool Frozen(const std::string& dir) {
 }  // namespace
 
 absl::Status KillCgroupByFreezing(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
   const std::string freeze = Join2(dir, "cgroup.freeze");
   // Kernels before 5.2 have no cgroup v2 freezer; then kill in rounds
   // until a round finds nobody new, which forks can only delay.
   const absl::Status froze = WriteWholeFile(freeze, "1");
   if (froze.ok()) {
-    // Freezing is asynchronous; a bounded wait, then kill regardless.
+    // Freezing is asynchronous; a bounded wait, then kill regardless (a
+    // task in uninterruptible sleep may never report frozen).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (!Frozen(dir) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -201,8 +204,9 @@ absl::Status KillCgroupByFreezing(const std::string& dir) {
   } else if (!absl::IsNotFound(froze)) {
     return froze;
   }
+  absl::Status result = absl::OkStatus();
   std::set<pid_t> killed;
-  for (int round = 0; round < 100; ++round) {
+  for (int round = 0; round < 100 && result.ok(); ++round) {
     std::vector<std::string> tree;
     CollectTree(dir, tree);
     bool fresh = false;
@@ -211,19 +215,18 @@ absl::Status KillCgroupByFreezing(const std::string& dir) {
         if (!killed.insert(pid).second) continue;
         fresh = true;
         if (kill(pid, SIGKILL) != 0 && errno != ESRCH) {
-          return SysError("kill", Cat("pid ", pid, " in ", cg), errno);
+          result = SysError("kill", Cat("pid ", pid, " in ", cg), errno);
         }
       }
     }
     if (!fresh) break;
   }
-  // Killed tasks in a frozen cgroup die anyway, but thawing lets the
-  // cgroup be used again should the caller keep it.
+  // SIGKILLed tasks die even while frozen, but a cgroup left frozen would
+  // freeze whatever joins it next.
   if (froze.ok()) {
-    if (absl::Status s = WriteWholeFile(freeze, "0"); !s.ok()) return s;
+    if (absl::Status s = WriteWholeFile(freeze, "0"); !s.ok() && result.ok()) result = s;
   }
-  if (struct stat st{}; stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
-  return absl::OkStatus();
+  return result;
 }
 
 std::vector<std::string> ChildCgroups(const std::string& dir) {

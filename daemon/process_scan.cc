@@ -44,10 +44,14 @@ std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
   // the fields start after the last ')'.
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 4 >= stat.size()) return std::nullopt;
+  // STATE PPID PGRP SESSION ...
   ProcEntry e;
   e.pid = pid;
   e.state = stat[close + 2];
-  e.ppid = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, nullptr, 10));
+  char* next = nullptr;
+  e.ppid = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, &next, 10));
+  std::strtol(next, &next, 10);  // pgrp
+  e.session = static_cast<pid_t>(std::strtol(next, nullptr, 10));
   return e;
 }
 

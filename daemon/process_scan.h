@@ -18,6 +18,7 @@ namespace ltd {
 struct ProcEntry {
   pid_t pid = 0;
   pid_t ppid = 0;
+  pid_t session = 0;
   char state = 0;  // R, S, D, T, Z, ... as in /proc/PID/stat
 };
 

@@ -83,8 +83,10 @@ void AdoptedChildReaper::ReapNow() {
       },
       &libuv_pids);
   const pid_t self = getpid();
+  const pid_t own_session = getsid(0);
   for (const ProcEntry& e : ListProcesses()) {
     if (e.ppid != self || e.state != 'Z' || libuv_pids.count(e.pid) != 0) continue;
+    if (e.session == own_session) continue;
     int status = 0;
     pid_t rc;
     do {

@@ -20,7 +20,10 @@ absl::Status BecomeChildSubreaper();
 // were reparented to ltd. libuv waitpid()s only the pids of its own
 // uv_process_t handles, so this never calls waitpid(-1), which would take
 // a rank's exit status away from libuv; it waits for exactly the zombies
-// it finds whose pid no process handle of the loop holds.
+// it finds whose pid no process handle of the loop holds, and that are
+// outside ltd's own session: every rank starts a new session, so no job
+// process can be in ltd's, while helpers ltd forks itself (gdb for a hang
+// report) are, and their forker waits for them.
 class AdoptedChildReaper {
  public:
   explicit AdoptedChildReaper(uv_loop_t* loop);  // starts watching SIGCHLD
