@@ -26,6 +26,12 @@ bool WaitsInCollective(std::string_view stack) {
                      [&](std::string_view m) { return stack.find(m) != std::string_view::npos; });
 }
 
+bool IsStraggler(int64_t step, int64_t max_step) {
+  if (max_step < 0) return false;
+  const int64_t lag = max_step - std::max<int64_t>(step, -1);
+  return lag > 2 && lag * 10 > max_step;
+}
+
 int AttributeHang(HangReport& report) {
   // Only meaningful when the ranks that missed their deadline wait in a
   // collective: then they wait for a peer, and the peers whose stacks show

@@ -2,6 +2,7 @@
 // collective for a peer, and which one is the rank they wait for.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "job.h"
@@ -12,6 +13,10 @@ namespace ltd {
 // blocked in a collective: c10d work waits, gloo transfers, NCCL/CUDA
 // synchronisation, torch.distributed calls.
 bool WaitsInCollective(std::string_view stack);
+
+// A rank lags the leader's step by more than jitter: more than 2 steps and
+// more than a tenth of the leader's count.
+bool IsStraggler(int64_t step, int64_t max_step);
 
 // With stacks in hand: if the ranks whose deadline passed wait in a
 // collective, they wait for a peer; the ranks whose stacks show no

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "event_stream.h"
+#include "hang_report.h"
 #include "job_store.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -190,10 +191,7 @@ nlohmann::json JobView(const Job& job) {
   int64_t max_step = -1;
   for (const Rank& r : view.ranks) max_step = std::max(max_step, r.last_step);
   for (Rank& r : view.ranks) {
-    // Lagging the leader by two or more steps: DDP ranks move in lockstep,
-    // so one step apart is normal, two is a rank holding the others back.
-    r.straggler =
-        view.state == JobState::kRunning && r.last_step >= 0 && max_step - r.last_step >= 2;
+    r.straggler = view.state == JobState::kRunning && IsStraggler(r.last_step, max_step);
     if (r.state != RankState::kRunning) r.steps_per_second = 0;
   }
   return ToJson(view);

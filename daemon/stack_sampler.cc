@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -100,7 +101,9 @@ std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid
     if (left.count() <= 0) break;
     std::vector<pollfd> fds;
     for (const Gdb& g : running) fds.push_back({g.out.get(), POLLIN, 0});
-    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) break;
+    const int ready = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;  // SIGCHLD from a gdb that finished
+    if (ready <= 0) break;
     for (size_t k = 0; k < running.size(); ++k) {
       if (fds[k].fd < 0 || fds[k].revents == 0) continue;
       const ssize_t n = read(fds[k].fd, buf, sizeof buf);
@@ -114,11 +117,16 @@ std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid
     }
   }
   for (Gdb& g : running) {
-    kill(g.child, SIGKILL);  // past the budget, or finished: either way gone
-    waitpid(g.child, nullptr, 0);
+    // Still talking past the budget: stop it. One that closed its output
+    // has exited and may already be reaped (by the subreaper's sweep), so
+    // its pid is not ours to signal any more.
+    if (g.out.valid()) kill(g.child, SIGKILL);
+    int status = 0;
+    waitpid(g.child, &status, 0);
     stacks[g.index] = Frames(g.text);
     if (stacks[g.index].empty()) {
-      spdlog::debug("gdb gave no stack for pid {}: {}", pids[g.index], g.text.substr(0, 500));
+      spdlog::debug("gdb gave no stack for pid {} (wait status {:#x}): {}", pids[g.index], status,
+                    g.text.substr(0, 500));
     }
   }
   return stacks;

@@ -80,7 +80,7 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
     hr.last_step = r.last_step;
     hr.last_heartbeat_at = r.last_heartbeat_at;
     hr.stalled = std::find(stalled.begin(), stalled.end(), r.rank) != stalled.end();
-    hr.straggler = max_step >= 0 && r.last_step < max_step;
+    hr.straggler = IsStraggler(r.last_step, max_step);
     if (hr.straggler) report.straggler_ranks.push_back(r.rank);
     report.ranks.push_back(std::move(hr));
   }
