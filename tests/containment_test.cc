@@ -54,6 +54,23 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// Reaps every exited child of this process; true once it has no child at
+// all (tests that stand in for init adopt ltd's orphans).
+bool ReapedAll() {
+  for (;;) {
+    const pid_t pid = waitpid(-1, nullptr, WNOHANG);
+    if (pid > 0) continue;
+    return pid < 0 && errno == ECHILD;
+  }
+}
+
+// Reaps every exited child of this process; true once none is a zombie.
+bool NoZombieChildren() {
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  return ZombieChildrenOf(getpid()).empty();
+}
+
 // Whether this test may make cgroups: root, a cgroup2 mount, a writable
 // own cgroup. Otherwise the cgroup cases are skipped and only the
 // subreaper fallback runs.
@@ -240,21 +257,7 @@ TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
       << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived ltd by 1s";
   ExpectAllDead(ReadPids(pidfile));
   // Reap every orphan, the guardian included once its sweep is done.
-  int reaped = 0;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (;;) {
-          const pid_t pid = waitpid(-1, nullptr, WNOHANG);
-          if (pid > 0) {
-            ++reaped;
-            continue;
-          }
-          return pid < 0 && errno == ECHILD;
-        }
-      },
-      5s))
-      << "a child of ltd (the guardian?) is still running";
-  EXPECT_GE(reaped, 1);
+  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "a child of ltd (the guardian?) is still running";
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
   if (GetParam() == "cgroup") {
     EXPECT_FALSE(Exists(old_run_dir)) << "the guardian left it";
@@ -269,6 +272,81 @@ TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
   EXPECT_EQ(job["state"], "LOST");
   EXPECT_EQ(job["root_cause"]["reason"], "daemon_lost");
   EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
+}
+
+// ltd's guardian, found among its children by name.
+pid_t GuardianOf(pid_t ltd) {
+  for (const ProcEntry& e : ListProcesses()) {
+    if (e.ppid != ltd || e.state == 'Z') continue;
+    if (Slurp("/proc/" + std::to_string(e.pid) + "/comm") == "lt-guardian\n") return e.pid;
+  }
+  return 0;
+}
+
+TEST_P(Containment, GuardianKilledIsReplacedAndStillCoversLtdsDeath) {
+  const pid_t first = GuardianOf(d_.pid());
+  ASSERT_GT(first, 0) << "no lt-guardian under ltd";
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  pid_t second = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        second = GuardianOf(d_.pid());
+        return second > 0 && second != first;
+      },
+      5s));
+  EXPECT_NE(d_.log().find("restarting it"), std::string::npos);
+
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id =
+      Submit({"--devices", "1", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
+  d_.KillHard();
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 1s));
+  ExpectAllDead(ReadPids(pidfile));
+  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "a child of ltd (the guardian?) is still running";
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  EXPECT_EQ(d_.Show(id)["state"], "LOST");
+  run_dir_ = RunDir();
+}
+
+// ltd and its guardian both die (the guardian first, while ltd is stopped
+// and cannot replace it): the escapee survives them, and the next ltd on
+// the same state dir must find and kill it, and remove the old cgroups.
+TEST_P(Containment, StartupSweepsWhatADeadLtdAndGuardianLeft) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id =
+      Submit({"--devices", "1", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
+  const pid_t escapee = ReadPids(pidfile)[1];
+  const pid_t guardian = GuardianOf(d_.pid());
+  ASSERT_GT(guardian, 0);
+  ASSERT_EQ(kill(d_.pid(), SIGSTOP), 0);
+  ASSERT_EQ(kill(guardian, SIGKILL), 0);
+  d_.KillHard();
+  // The rank went with ltd (PDEATHSIG); its escapee did not.
+  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(ReadPids(pidfile)[0]); }, 5s));
+  ASSERT_TRUE(ProcessAlive(escapee)) << "the escapee should have outlived ltd and its guardian";
+  const std::string old_run_dir = run_dir_;
+  if (GetParam() == "cgroup") {
+    ASSERT_TRUE(Exists(old_run_dir));
+  }
+
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  // ltd answers RPCs only once its start-up sweep is done.
+  nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job["state"], "LOST");
+  EXPECT_FALSE(ProcessAlive(escapee));
+  EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
+  EXPECT_NE(d_.log().find("left by an earlier ltd"), std::string::npos);
+  run_dir_ = RunDir();
+  if (GetParam() == "cgroup") {
+    EXPECT_FALSE(Exists(old_run_dir));
+  }
+  EXPECT_TRUE(WaitFor(NoZombieChildren, 5s));
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
 }
 
 TEST_P(Containment, MaxRestartsTwoFailsTwiceThenSucceeds) {
@@ -427,14 +505,7 @@ TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
       << "left frozen";
   EXPECT_TRUE(RemoveCgroupTree(dir).ok());
   EXPECT_FALSE(Exists(dir));
-  EXPECT_TRUE(WaitFor(
-      [] {
-        while (waitpid(-1, nullptr, WNOHANG) > 0) {
-        }
-        return errno == ECHILD;
-      },
-      5s))
-      << "an orphan was not killed";
+  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "an orphan was not killed";
   EXPECT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
 }
 
