@@ -123,33 +123,34 @@ int ExitCodeFor(const RootCause& cause) {
 }
 
 std::string FormatTime(WallTime t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  // Microseconds: teardowns take milliseconds, and records are read by tools.
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(us.count() / 1000000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[40];
   const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms.count() % 1000));
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(us.count() % 1000000));
   return buf;
 }
 
 std::optional<WallTime> ParseTime(std::string_view s) {
   std::tm tm{};
-  int millis = 0;
   const std::string str(s);
   const char* rest = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (rest == nullptr) return std::nullopt;
+  int64_t micros = 0;
   if (*rest == '.') {
-    char* end = nullptr;
-    const long frac = std::strtol(rest + 1, &end, 10);
-    const long digits = end - (rest + 1);
-    millis = static_cast<int>(digits >= 3 ? frac / static_cast<long>(std::pow(10, digits - 3))
-                                          : frac * static_cast<long>(std::pow(10, 3 - digits)));
-    rest = end;
+    // Any number of digits; the first six are microseconds.
+    int digits = 0;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest, ++digits) {
+      if (digits < 6) micros = micros * 10 + (*rest - '0');
+    }
+    for (; digits < 6; ++digits) micros *= 10;
   }
   if (*rest != 'Z') return std::nullopt;
   const std::time_t secs = timegm(&tm);
-  return WallTime(std::chrono::seconds(secs)) + std::chrono::milliseconds(millis);
+  return WallTime(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
 }
 
 nlohmann::json ToJson(const RootCause& c) {

@@ -197,9 +197,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     return id;
   }
   ref.spec.argv.front() = *program;
-  Persist(ref);
   pending_.push_back(id);
   Schedule();
+  if (ref.state == JobState::kPending) Persist(ref);  // a started job was saved by Start()
   return id;
 }
 

@@ -17,6 +17,7 @@ class JobStore {
   // Creates the directory tree if needed; fails if it cannot be written.
   static absl::StatusOr<JobStore> Open(const std::string& state_dir);
 
+  // Atomic; durable (fdatasync) once the job is final.
   absl::Status Save(const Job& job) const;
   // Every readable record; unreadable ones are logged and skipped.
   std::vector<Job> LoadAll() const;

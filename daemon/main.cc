@@ -4,15 +4,18 @@
 // thread accepts connections on the socket.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "containment_factory.h"
+#include "duration.h"
 #include "guardian.h"
 #include "job_manager.h"
 #include "job_store.h"
@@ -40,7 +43,18 @@ struct Options {
   std::string gpus;
   std::string log_level = "info";
   std::string containment = "auto";
+  std::string stack_budget = "5s";
 };
+
+// Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
+// cap a host at ~300 ranks, so take what the hard limit allows.
+void RaiseFdLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    spdlog::warn("setrlimit(RLIMIT_NOFILE): {}", std::strerror(errno));
+}
 
 int CountGpus() {
   int n = 0;
@@ -74,6 +88,15 @@ int Run(const Options& opt) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
   ManagerConfig config;
+  auto budget = ParseDuration(opt.stack_budget);
+  if (!budget) {
+    std::fprintf(stderr,
+                 "ltd: --stack-budget '%s' is not a duration; use e.g. 5s or 0 to take no stacks\n",
+                 opt.stack_budget.c_str());
+    return 1;
+  }
+  config.stack_budget = *budget;
+  RaiseFdLimit();
   if (!opt.gpus.empty()) {
     std::stringstream ss(opt.gpus);
     for (std::string id; std::getline(ss, id, ',');) {
@@ -205,6 +228,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
       ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
+      ->capture_default_str();
+  app.add_option("--stack-budget", opt.stack_budget,
+                 "time a hung job's stacks may take before its teardown; 0: take none")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -108,7 +108,7 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     RankRuntime& rr = rt.ranks[r];
     const pid_t pid = job.ranks[r].pid;
-    if (!rr.alive || sampler_ == nullptr) continue;
+    if (!rr.alive || sampler_ == nullptr || config_.stack_budget.count() <= 0) continue;
     if (sampler_->IsPython(pid)) {
       // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
       // rank dies of the signal; its stderr until then is its stack.

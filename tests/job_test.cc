@@ -29,9 +29,10 @@ TEST(ExitCode, FollowsTheSpec) {
 TEST(Time, Rfc3339RoundTrip) {
   const WallTime t = WallTime(std::chrono::milliseconds(1'796'000'123'456));
   const std::string s = FormatTime(t);
-  EXPECT_EQ(s, "2026-11-30T00:55:23.456Z");
+  EXPECT_EQ(s, "2026-11-30T00:55:23.456000Z");
   EXPECT_EQ(ParseTime(s), t);
   EXPECT_FALSE(ParseTime("yesterday"));
+  EXPECT_EQ(ParseTime("2026-11-30T00:55:23.456Z"), t);  // fewer digits read too
 }
 
 TEST(JobRecord, JsonRoundTripKeepsEverything) {

@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""Core benchmark of ltd: how fast jobs start, fail, hang and end.
+
+Prints medians (and spread) of:
+  1. end to end: `ltctl submit --devices 8 -- /bin/true`, submit to exit;
+  2. failure to teardown: one rank of 8 exits 1, the others wait; the time
+     from that exit (as ltd saw it) until every rank is reaped and nothing
+     of the job is left (the job's `ended_at`);
+  3. hang detection: a rank stops beating under --heartbeat-timeout; the
+     time from its deadline to the hang verdict and to the teardown start
+     (with --stack-budget 0: no stacks taken);
+  4. ltd's CPU and RSS while 1,000 ranks each beat 10 times a second;
+  5. the C runtime's cost of one lt_heartbeat_step call (bench/hb_cost).
+With torchrun installed (Debian's python3-torch), the same workloads of 1
+and 2 under `torchrun --no-python --nproc_per_node 8`, and the ratios.
+
+Not a test: nothing is asserted; a shared 2-core machine is noisy.
+Usage: bench/core_bench.py [--build DIR] [--runs N] [--ranks N]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def parse_time(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def median_line(name, values, unit="ms", scale=1000.0):
+    vals = sorted(v * scale for v in values)
+    if not vals:
+        print(f"{name:<48} no data")
+        return None
+    med = statistics.median(vals)
+    print(f"{name:<48} median {med:9.2f} {unit}  (min {vals[0]:.2f}, max {vals[-1]:.2f}, n={len(vals)})")
+    return med
+
+
+class Ltd:
+    def __init__(self, build, devices, extra=()):
+        self.build = build
+        self.dir = tempfile.mkdtemp(prefix="ltd-bench.")
+        self.sock = os.path.join(self.dir, "ltd.sock")
+        self.log = open(os.path.join(self.dir, "ltd.log"), "w")
+        self.proc = subprocess.Popen(
+            [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", f"{self.dir}/state",
+             "--devices", str(devices), "--log-level", "warn", *extra],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 10
+        while not os.path.exists(self.sock):
+            if time.time() > deadline or self.proc.poll() is not None:
+                sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
+            time.sleep(0.01)
+
+    def ctl(self, *args, check=True):
+        r = subprocess.run([f"{self.build}/client/ltctl", "--socket", self.sock, *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        if check and r.returncode not in (0,):
+            raise RuntimeError(f"ltctl {' '.join(args)}: {r.returncode} {r.stderr}")
+        return r
+
+    def show(self, job):
+        return json.loads(self.ctl("--json", "show", job).stdout)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bench_submit(ltd, runs):
+    times = []
+    ltd.ctl("submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        ltd.ctl("submit", "--devices", "8", "--", "/bin/true")
+        times.append(time.perf_counter() - t0)
+    return median_line("ltd: submit --devices 8 /bin/true, end to end", times)
+
+
+def bench_teardown(ltd, child, runs):
+    times = []
+    for _ in range(runs):
+        job = ltd.ctl("submit", "-d", "--devices", "8", "--", child, "--rank", "0",
+                      "sleep:200,exit:1", "hang").stdout.strip()
+        ltd.ctl("wait", job, check=False)
+        j = ltd.show(job)
+        times.append(parse_time(j["ended_at"]) - parse_time(j["root_cause"]["at"]))
+    return median_line("ltd: failure to every rank reaped (8 ranks)", times)
+
+
+def bench_hang(ltd, child, runs):
+    detect, teardown = [], []
+    for _ in range(runs):
+        job = ltd.ctl("submit", "-d", "--devices", "2", "--heartbeat-timeout", "300ms", "--", child,
+                      "--rank", "1", "beat:3:10,hang", "beat:1000000:50").stdout.strip()
+        ltd.ctl("wait", job, check=False)
+        j = ltd.show(job)
+        rank = j["ranks"][1]
+        deadline = parse_time(rank["last_heartbeat_at"]) + 0.3
+        detect.append(parse_time(j["root_cause"]["at"]) - deadline)
+        teardown.append(parse_time(j["teardown_at"]) - deadline)
+    median_line("ltd: hang deadline passed to verdict", detect)
+    return median_line("ltd: hang deadline passed to teardown started", teardown)
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def bench_many_ranks(build, child, ranks, seconds):
+    ltd = Ltd(build, ranks, ["--stack-budget", "0"])
+    try:
+        rss_idle = rss_mib(ltd.proc.pid)
+        job = ltd.ctl("submit", "-d", "--devices", str(ranks), "--heartbeat-timeout", "30s", "--", child,
+                      f"beat:{int(seconds * 10 + 200)}:100").stdout.strip()
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            j = ltd.show(job)
+            if sum(1 for r in j["ranks"] if r["last_step"] is not None and r["last_step"] >= 5) == ranks:
+                break
+            time.sleep(0.5)
+        c0, t0 = cpu_seconds(ltd.proc.pid), time.time()
+        time.sleep(seconds)
+        c1, t1 = cpu_seconds(ltd.proc.pid), time.time()
+        rss = rss_mib(ltd.proc.pid)
+        j = ltd.show(job)
+        rate = statistics.median(r["steps_per_second"] for r in j["ranks"])
+        print(f"{'ltd: ' + str(ranks) + ' ranks beating, CPU of one core':<48} {100 * (c1 - c0) / (t1 - t0):9.2f} %"
+              f"  (median rank rate {rate:.1f} beats/s over {seconds:.0f} s)")
+        print(f"{'ltd: RSS idle -> with ' + str(ranks) + ' ranks':<48} {rss_idle:9.1f} -> {rss:.1f} MiB")
+        ltd.ctl("kill", job)
+        ltd.ctl("wait", job, check=False)
+    finally:
+        ltd.stop()
+
+
+def torchrun_no_python_flag():
+    # torchrun 1.x spells it --no_python; 2.x accepts --no-python too.
+    help_text = subprocess.run(["torchrun", "--help"], stdout=subprocess.PIPE, text=True).stdout
+    return "--no-python" if "--no-python" in help_text else "--no_python"
+
+
+def torchrun_true(runs):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(["torchrun", torchrun_no_python_flag(), "--nproc_per_node", "8", "/bin/true"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - t0)
+    return median_line("torchrun: --nproc_per_node 8 /bin/true", times)
+
+
+def torchrun_teardown(runs):
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        stamp = os.path.join(tmp, "failed-at")
+        script = os.path.join(tmp, "rank.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\nif [ \"$RANK\" = 0 ]; then sleep 0.2; date +%s.%N > {stamp}; exit 1; fi\n"
+                    "exec sleep 600\n")
+        os.chmod(script, 0o755)
+        for _ in range(runs):
+            subprocess.run(["torchrun", torchrun_no_python_flag(), "--nproc_per_node", "8", script],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            end = time.time()
+            with open(stamp) as f:
+                times.append(end - float(f.read()))
+    return median_line("torchrun: failure to torchrun exit (8 ranks)", times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--torchrun-runs", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=10)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    child = f"{build}/tests/lt_test_child"
+
+    ltd = Ltd(build, 8, ["--stack-budget", "0"])
+    try:
+        submit = bench_submit(ltd, args.runs)
+        teardown = bench_teardown(ltd, child, args.runs)
+        bench_hang(ltd, child, max(5, args.runs // 2))
+    finally:
+        ltd.stop()
+    if args.ranks > 0:
+        bench_many_ranks(build, child, args.ranks, args.seconds)
+    hb = f"{build}/bench/hb_cost"
+    if os.path.exists(hb):
+        subprocess.run([hb], check=False)
+    if shutil.which("torchrun"):
+        tr = torchrun_true(args.torchrun_runs)
+        print(f"{'ratio torchrun / ltd, end to end':<48} {tr / submit:9.1f} x")
+        trd = torchrun_teardown(args.torchrun_runs)
+        print(f"{'ratio torchrun / ltd, failure to teardown':<48} {trd / teardown:9.1f} x")
+    else:
+        print("torchrun not installed: no comparison (apt-get install python3-torch)")
+
+
+if __name__ == "__main__":
+    main()
