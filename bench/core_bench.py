@@ -160,13 +160,22 @@ def torchrun_no_python_flag():
     return "--no-python" if "--no-python" in help_text else "--no_python"
 
 
+def torchrun(*args, log_dir):
+    # Debian 12's torchrun (torch 1.13 on Python 3.11) cannot parse the
+    # default --redirects/--tee "0" (a Flag enum quirk) and crashes; "1"
+    # (stdout to a log file, teed) parses, and ltd logs output too.
+    return ["torchrun", torchrun_no_python_flag(), "--nproc_per_node", "8", "--redirects", "1", "--tee", "1",
+            "--log_dir", log_dir, *args]
+
+
 def torchrun_true(runs):
     times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(["torchrun", torchrun_no_python_flag(), "--nproc_per_node", "8", "/bin/true"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t0)
+        with tempfile.TemporaryDirectory() as logs:
+            t0 = time.perf_counter()
+            subprocess.run(torchrun("/bin/true", log_dir=logs), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
+            times.append(time.perf_counter() - t0)
     return median_line("torchrun: --nproc_per_node 8 /bin/true", times)
 
 
@@ -180,8 +189,9 @@ def torchrun_teardown(runs):
                     "exec sleep 600\n")
         os.chmod(script, 0o755)
         for _ in range(runs):
-            subprocess.run(["torchrun", torchrun_no_python_flag(), "--nproc_per_node", "8", script],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(torchrun(script, log_dir=os.path.join(tmp, "logs")), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            shutil.rmtree(os.path.join(tmp, "logs"), ignore_errors=True)
             end = time.time()
             with open(stamp) as f:
                 times.append(end - float(f.read()))

@@ -457,7 +457,11 @@ void JobManager::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartbeat
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   const Millis now = clock_.Monotonic();
   switch (msg.kind) {
-    case HeartbeatMessage::Kind::kBeat:
+    case HeartbeatMessage::Kind::kBeat: {
+      // The first beat swaps a startup deadline for a heartbeat one, which
+      // may be earlier; later beats only move the deadline later, so an
+      // armed timer stays valid and a beat costs no timer work.
+      const bool first = !rr.last_beat;
       rr.last_beat = now;
       rec.last_heartbeat_at = clock_.Now();
       if (msg.step) {
@@ -472,10 +476,9 @@ void JobManager::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartbeat
           rr.rate_anchor_time = now;
         }
       }
-      // The deadline only moved later, so an armed timer stays valid; only
-      // the first beat (nothing armed yet) needs one.
-      if (!rt.watchdog_at) ArmWatchdog(job, rt);
+      if (first) ArmWatchdog(job, rt);
       return;
+    }
     case HeartbeatMessage::Kind::kTimeout:
       rr.timeout = msg.timeout;
       rr.last_beat = now;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -36,9 +37,34 @@ struct UvLauncher::Child {
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
                        std::string exec_shim)
-    : loop_(loop), containment_(std::move(containment)), exec_shim_(std::move(exec_shim)) {}
+    : loop_(loop), containment_(std::move(containment)), exec_shim_(std::move(exec_shim)) {
+  coalesce_ = new uv_check_t;
+  coalesce_->data = this;
+  uv_check_init(loop_, coalesce_);
+  uv_check_start(coalesce_, &UvLauncher::OnCheck);
+  uv_unref(reinterpret_cast<uv_handle_t*>(coalesce_));  // never keeps the loop alive
+}
+
+void UvLauncher::OnCheck(uv_check_t* handle) {
+  auto* self = static_cast<UvLauncher*>(handle->data);
+  const uint64_t now = uv_now(self->loop_);
+  if (now - self->window_start_ms_ >= 1000) {
+    self->coalescing_ = self->window_reads_ > kCoalesceAbove;
+    self->window_reads_ = 0;
+    self->window_start_ms_ = now;
+  }
+  self->window_reads_ += self->control_reads_;
+  if (self->coalescing_ && self->control_reads_ > 0) {
+    const timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  self->control_reads_ = 0;
+}
 
 UvLauncher::~UvLauncher() {
+  uv_check_stop(coalesce_);
+  uv_close(reinterpret_cast<uv_handle_t*>(coalesce_),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_check_t*>(h); });
   // ltd stops only after every job ended; a child left here means a bug, and
   // it must not outlive us either.
   for (Child* child : children_) {
@@ -138,6 +164,7 @@ void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
   auto* pipe = static_cast<Pipe*>(stream->data);
   Child& child = *pipe->child;
   if (nread > 0) {
+    if (pipe->index == kControl) ++child.launcher->control_reads_;
     child.launcher->Deliver(child, pipe->index,
                             std::string_view(buf->base, static_cast<size_t>(nread)));
     return;

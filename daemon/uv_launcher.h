@@ -37,6 +37,7 @@ class UvLauncher final : public ProcessLauncher {
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnClosed(uv_handle_t* handle);
+  static void OnCheck(uv_check_t* handle);
   void Deliver(Child& child, int index, std::string_view data);
   void DrainAndClose(Child& child);
   void MaybeFree(Child* child);
@@ -44,7 +45,18 @@ class UvLauncher final : public ProcessLauncher {
   uv_loop_t* loop_;
   std::unique_ptr<Containment> containment_;
   std::string exec_shim_;
-  char read_buf_[64 * 1024];   // one loop thread: every read is consumed before the next
+  char read_buf_[64 * 1024];
+
+  // Heartbeats from many ranks arrive one or two per loop wakeup. Past
+  // kCoalesceAbove reads a second, the loop pauses 1 ms after an iteration
+  // that read heartbeats, so that epoll hands over dozens at once: at most
+  // 1 ms of latency for most of the wakeups (interrupt coalescing).
+  static constexpr uint64_t kCoalesceAbove = 2000;
+  uv_check_t* coalesce_ = nullptr;  // freed in its close callback
+  uint64_t control_reads_ = 0;      // this iteration
+  uint64_t window_reads_ = 0;       // this second
+  uint64_t window_start_ms_ = 0;
+  bool coalescing_ = false;    // one loop thread: every read is consumed before the next
   std::set<Child*> children_;  // spawned, not yet freed
   std::map<std::string, std::vector<pid_t>> job_pids_;  // every rank pid of a job
 };
