@@ -99,11 +99,9 @@ class JobManager {
 
  private:
   Job* FindMutable(const std::string& id);
-  absl::StatusOr<std::string> ResolveProgram(const JobSpec& spec) const;
   void Schedule();
   void Start(Job& job);
   void SpawnRanks(Job& job, JobRuntime& rt);
-  std::vector<std::string> RankEnv(const Job& job, const JobRuntime& rt, int rank) const;
   void OnOutput(Job& job, int rank, Stream stream, std::string_view data);
   void OnControl(Job& job, int rank, std::string_view data);
   void OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);

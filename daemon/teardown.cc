@@ -1,0 +1,131 @@
+// The end of an attempt: the root cause is fixed, every rank gets SIGTERM
+// and after the grace period SIGKILL, the job is known empty, then it
+// restarts or ends with its final record.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "job_manager.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+
+void JobManager::Fail(Job& job, JobRuntime& rt, RootCause cause) {
+  if (!rt.cause) {
+    spdlog::warn("job={} root cause: rank={} reason={} {}", job.id, cause.rank,
+                 ToString(cause.reason), cause.message);
+    rt.cause = std::move(cause);
+    job.root_cause = rt.cause;  // visible while the teardown runs
+    Persist(job);
+  }
+  Teardown(job, rt);
+}
+
+void JobManager::Teardown(Job& job, JobRuntime& rt) {
+  if (rt.tearing_down) return;
+  rt.tearing_down = true;
+  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
+  rt.watchdog_timer = 0;
+  rt.watchdog_at.reset();
+  job.teardown_at = clock_.Now();
+  if (rt.live == 0) return;
+  spdlog::info("job={} teardown: SIGTERM to {} rank(s), SIGKILL after {}", job.id, rt.live,
+               FormatDuration(job.spec.grace));
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    if (rt.ranks[r].alive) launcher_.SignalRank(job.ranks[r].pid, SIGTERM);
+  }
+  rt.grace_timer = clock_.StartTimer(job.spec.grace, [this, id = job.id] { OnGraceExpired(id); });
+}
+
+void JobManager::OnGraceExpired(const std::string& id) {
+  auto it = runtimes_.find(id);
+  if (it == runtimes_.end()) return;
+  it->second->grace_timer = 0;
+  spdlog::warn("job={} grace period over: SIGKILL to whatever is left", id);
+  launcher_.KillJob(id);
+}
+
+void JobManager::OnRanksGone(Job& job, JobRuntime& rt) {
+  if (rt.grace_timer != 0) clock_.CancelTimer(rt.grace_timer);
+  rt.grace_timer = 0;
+  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
+  rt.watchdog_timer = 0;
+  rt.watchdog_at.reset();
+  // Every rank is reaped; whatever they left behind goes now.
+  launcher_.KillJob(job.id);
+  launcher_.EndJob(job.id, [this, id = job.id] { OnJobEmpty(id); });
+}
+
+void JobManager::OnJobEmpty(const std::string& id) {
+  Job* job = FindMutable(id);
+  auto it = runtimes_.find(id);
+  if (job == nullptr || it == runtimes_.end()) return;
+  JobRuntime& rt = *it->second;
+  std::optional<RootCause> cause = rt.cause;
+  // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.
+  if (cause && cause->rank >= 0) {
+    const std::string path = Cat(store_.JobDir(id), "/error-", cause->rank, ".json");
+    if (FILE* f = fopen(path.c_str(), "re")) {
+      std::string text(64 * 1024, '\0');
+      text.resize(fread(text.data(), 1, text.size(), f));
+      fclose(f);
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_object() && j.contains("message")) {
+        const auto& m = j["message"];
+        if (m.is_string()) {
+          cause->message = m.get<std::string>();
+        } else if (m.is_object() && m.contains("message") && m["message"].is_string()) {
+          cause->message = m["message"].get<std::string>();
+        }
+      }
+    }
+  }
+  Attempt& attempt = job->attempts.back();
+  attempt.ended_at = clock_.Now();
+  attempt.root_cause = cause;
+  const bool restartable = cause && cause->reason != CauseReason::kCancelled &&
+                           job->restart_count < job->spec.max_restarts && !shutting_down_;
+  if (restartable) {
+    ++job->restart_count;
+    spdlog::info("job={} restarting ({} of {})", id, job->restart_count, job->spec.max_restarts);
+    for (auto& [oid, obs] : rt.observers) {
+      (void)oid;
+      obs->OnOutput(-1, Stream::kStderr,
+                    Cat("ltd: restarting job ", id, " (", job->restart_count, " of ",
+                        job->spec.max_restarts, ") after: ", cause->message));
+    }
+    ports_in_use_.erase(job->master_port);
+    Start(*job);  // a fresh runtime, keeping the observers, and a fresh port
+    return;
+  }
+  Finish(*job, std::move(cause));
+}
+
+void JobManager::Finish(Job& job, std::optional<RootCause> cause) {
+  const WallTime now = clock_.Now();
+  if (cause) {
+    job.root_cause = cause;
+    job.exit_code = ExitCodeFor(*cause);
+    SetState(job,
+             cause->reason == CauseReason::kCancelled ? JobState::kCancelled : JobState::kFailed);
+  } else {
+    job.exit_code = 0;
+    SetState(job, JobState::kSucceeded);
+  }
+  job.ended_at = now;
+  if (!job.started_at) job.started_at = now;
+  for (int slot : job.device_slots) slot_busy_[static_cast<size_t>(slot)] = false;
+  if (job.master_port != 0) ports_in_use_.erase(job.master_port);
+  std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
+  if (auto it = runtimes_.find(job.id); it != runtimes_.end()) {
+    observers = std::move(it->second->observers);
+    runtimes_.erase(it);
+  }
+  Persist(job);
+  for (auto& [id, obs] : observers) obs->OnEnded(job);
+  Schedule();
+  MaybeFinishShutdown();
+}
+
+}  // namespace ltd
