@@ -177,13 +177,14 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
 
-  auto stub = Connect(g);
   // Ctrl-C while attached: the first tears the job down, ltctl stays to
-  // report the outcome; a second one leaves at once.
+  // report the outcome; a second one leaves at once. Blocked before gRPC
+  // starts any thread, so that only the waiting thread below takes it.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   if (!a.detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto stub = Connect(g);
   grpc::ClientContext ctx;
   auto reader = stub->Submit(&ctx, req);
   v1::JobEvent ev;

@@ -16,31 +16,11 @@ namespace ltd {
 namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {
+  // absl and gRPC both number their codes after google.rpc.Code.
+  static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
+                static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
   if (s.ok()) return grpc::Status::OK;
-  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      code = grpc::StatusCode::INVALID_ARGUMENT;
-      break;
-    case absl::StatusCode::kNotFound:
-      code = grpc::StatusCode::NOT_FOUND;
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-      code = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
-    case absl::StatusCode::kPermissionDenied:
-      code = grpc::StatusCode::PERMISSION_DENIED;
-      break;
-    case absl::StatusCode::kUnavailable:
-      code = grpc::StatusCode::UNAVAILABLE;
-      break;
-    case absl::StatusCode::kResourceExhausted:
-      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
-      break;
-    default:
-      break;
-  }
-  return grpc::Status(code, std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 std::string UserName(uid_t uid) {

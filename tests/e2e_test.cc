@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "e2e_fixture.h"
 
@@ -88,6 +89,23 @@ TEST_F(E2E, KillCancelsTheJobAndWaitReports130) {
   EXPECT_EQ(job["state"], "CANCELLED");
   EXPECT_EQ(job["root_cause"]["reason"], "cancelled");
   EXPECT_TRUE(job["root_cause"]["rank"].is_null());
+}
+
+TEST_F(E2E, CtrlCOnAnAttachedSubmitTearsTheJobDownAndReportsIt) {
+  std::thread interrupter;
+  CmdResult r = RunCommand(
+      {LtctlPath(), "--socket", d_.socket(), "submit", "--devices", "2", "--", kChild, "hang"},
+      {d_.marker()}, 30s, [&](pid_t pid) {
+        interrupter = std::thread([this, pid] {
+          WaitFor([&] { return d_.Show("1").value("state", "") == "RUNNING"; }, 10s);
+          kill(pid, SIGINT);
+        });
+      });
+  interrupter.join();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("tearing down job 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("job 1 CANCELLED"), std::string::npos) << r.err;
+  EXPECT_EQ(d_.Show("1")["state"], "CANCELLED");
 }
 
 TEST_F(E2E, RankIgnoringSigtermIsKilledAfterGrace) {

@@ -62,13 +62,15 @@ std::string LtdPath() { return LT_LTD; }
 std::string LtctlPath() { return LT_LTCTL; }
 
 CmdResult RunCommand(const std::vector<std::string>& argv,
-                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout) {
+                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+                     const std::function<void(pid_t)>& started) {
   CmdResult result;
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return result;
   const pid_t pid = Spawn(argv, extra_env, out[1], err[1]);
   close(out[1]);
   close(err[1]);
+  if (started && pid > 0) started(pid);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool killed = false;
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};

@@ -23,8 +23,10 @@ struct CmdResult {
 };
 
 // Runs argv with extra env; kills it at the deadline (then exit_code 137).
+// `started`, if given, is called with the pid right after the spawn.
 CmdResult RunCommand(const std::vector<std::string>& argv,
-                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout);
+                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+                     const std::function<void(pid_t)>& started = nullptr);
 
 // Polls `pred` every few ms until it holds or the deadline passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
