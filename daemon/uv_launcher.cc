@@ -93,6 +93,10 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
       argv.push_back("--cgroup");
       argv.push_back(cgroup);
     }
+    if (req.uid != geteuid() || req.gid != getegid()) {
+      argv.push_back("--user");
+      argv.push_back(Cat(req.uid, ":", req.gid));
+    }
     argv.push_back("--parent");
     argv.push_back(std::to_string(getpid()));
     argv.push_back("--");
@@ -127,7 +131,9 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   options.stdio_count = 4;
   // Each rank leads a new session, hence its own process group.
   options.flags = UV_PROCESS_DETACHED;
-  if (req.uid != geteuid() || req.gid != getegid()) {
+  if (exec_shim_.empty() && (req.uid != geteuid() || req.gid != getegid())) {
+    // Without the shim libuv changes the user (the shim does it itself,
+    // after joining the rank's cgroup as root).
     options.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
     options.uid = req.uid;
     options.gid = req.gid;

@@ -1,6 +1,7 @@
 // ltd and ltctl end to end: real daemon, real client, real ranks.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -256,6 +257,38 @@ TEST_F(E2E, UnknownAndAmbiguousJobs) {
       d_.Ctl({"submit", "--devices", "1", "--heartbeat-timeout", "soon", "--", kChild, "exit:0"}),
       "not a duration");
   ExpectOneLineError(d_.Ctl({"kill", "--signal", "BOGUS", "1"}), "not a signal");
+}
+
+void ExpectOneLineError(const CmdResult& r, const std::string& needle);
+
+// Users share the server: ranks run as the submitting user, and only the
+// owner (or root) may control a job.
+TEST_F(E2E, RanksRunAsTheSubmittingUserWhoAloneControlsTheJob) {
+  if (geteuid() != 0 || !std::filesystem::exists("/usr/bin/setpriv"))
+    GTEST_SKIP() << "needs root and setpriv";
+  chmod(d_.dir().c_str(), 0755);  // mkdtemp made it 0700: let nobody reach the socket
+  auto as_nobody = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups",   LtctlPath(),     "--socket",
+                                     d_.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, {d_.marker()}, 30s);
+  };
+  CmdResult mine = as_nobody(
+      {"submit", "--devices", "2", "--", "/bin/sh", "-c", "echo uid=$(id -u) gid=$(id -g)"});
+  EXPECT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_NE(mine.out.find("[1] uid=65534 gid=65534"), std::string::npos) << mine.out;
+  EXPECT_EQ(d_.Show("1")["user"], "nobody");
+
+  const std::string roots = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  CmdResult denied = as_nobody({"kill", roots});
+  ExpectOneLineError(denied, "only its owner or root");
+  EXPECT_EQ(d_.Show(roots)["state"], "RUNNING");
+  EXPECT_NE(as_nobody({"logs", roots}).err.find("only its owner or root"), std::string::npos);
+  EXPECT_EQ(as_nobody({"ps"}).exit_code, 0);      // everyone may look
+  EXPECT_EQ(d_.Ctl({"logs", "1"}).exit_code, 0);  // root may read anyone's
+  EXPECT_EQ(d_.Ctl({"kill", roots}).exit_code, 0);
+  d_.WaitEnded(roots);
 }
 
 TEST(E2ENoDaemon, LtctlSaysHowToStartLtd) {
