@@ -4,8 +4,8 @@
 //
 // libltworker reads LT_HEARTBEAT_FD once per process, so the enabled path
 // is measured in a re-executed copy of this program that inherits fd 3.
-#include <ltworker/ltworker.h>
 #include <fcntl.h>
+#include <ltworker/ltworker.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -184,9 +184,9 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   if (!a.detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
-  auto reader = stub->Submit(&ctx, req);
+  auto reader = api->Submit(&ctx, req);
   v1::JobEvent ev;
   if (!reader->Read(&ev)) DieRpc(g, reader->Finish());
   const std::string id = ev.accepted();
@@ -205,27 +205,27 @@ int Submit(const Globals& g, const SubmitArgs& a) {
       if (++presses > 1) std::_Exit(130);
       std::fprintf(stderr, "ltctl: tearing down job %s (Ctrl-C again to leave without waiting)\n",
                    id.c_str());
-      auto stub2 = v1::Ltd::NewStub(
+      auto killer = v1::Ltd::NewStub(
           grpc::CreateChannel("unix:" + g.socket, grpc::InsecureChannelCredentials()));
       grpc::ClientContext kctx;
       kctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
       v1::KillRequest kreq;
       kreq.set_job(id);
       v1::KillReply kreply;
-      (void)stub2->Kill(&kctx, kreq, &kreply);
+      (void)killer->Kill(&kctx, kreq, &kreply);
     }
   }).detach();
   return Drain(g, *reader, /*prefix=*/true);
 }
 
 std::vector<nlohmann::json> ListJobs(const Globals& g, bool all) {
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::ListRequest req;
   req.set_all(all);
   v1::ListReply reply;
-  grpc::Status s = stub->List(&ctx, req, &reply);
+  grpc::Status s = api->List(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
   std::vector<nlohmann::json> jobs;
   for (const auto& j : reply.jobs())
@@ -244,13 +244,13 @@ int Ps(const Globals& g, bool all) {
 }
 
 int Show(const Globals& g, const std::string& job) {
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::JobRef req;
   req.set_job(job);
   v1::Job reply;
-  grpc::Status s = stub->Show(&ctx, req, &reply);
+  grpc::Status s = api->Show(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
   auto j = nlohmann::json::parse(reply.json(), nullptr, false);
   if (g.json) {
@@ -263,36 +263,36 @@ int Show(const Globals& g, const std::string& job) {
 
 int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
   if (tail < 0) Die("--tail must be >= 0");
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
   v1::LogsRequest req;
   req.set_job(job);
   req.set_rank(rank);
   req.set_follow(follow);
   req.set_tail(tail);
-  auto reader = stub->Logs(&ctx, req);
+  auto reader = api->Logs(&ctx, req);
   Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
   return 0;
 }
 
 int Follow(const Globals& g, const std::string& job, bool output) {
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
   v1::JobRef req;
   req.set_job(job);
-  auto reader = output ? stub->Attach(&ctx, req) : stub->Wait(&ctx, req);
+  auto reader = output ? api->Attach(&ctx, req) : api->Wait(&ctx, req);
   return Drain(g, *reader, /*prefix=*/true, /*quiet_end=*/!output);
 }
 
 int Kill(const Globals& g, const std::string& job, const std::string& signal) {
-  auto stub = Connect(g);
+  auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::KillRequest req;
   req.set_job(job);
   if (!signal.empty()) req.set_signal(ParseSignal(signal));
   v1::KillReply reply;
-  grpc::Status s = stub->Kill(&ctx, req, &reply);
+  grpc::Status s = api->Kill(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
   std::printf("%s\n", reply.job_id().c_str());
   return 0;
