@@ -60,6 +60,15 @@ void JobManager::Recover() {
     jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(job)));
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
+  // Oldest first, by id: ids count up.
+  std::vector<std::pair<uint64_t, std::string>> done;
+  for (const auto& [id, job] : jobs_) {
+    uint64_t n = 0;
+    if (IsFinal(job->state) && absl::SimpleAtoi(id, &n)) done.emplace_back(n, id);
+  }
+  std::sort(done.begin(), done.end());
+  for (auto& [n, id] : done) finished_.push_back(std::move(id));
+  PruneFinished();
 }
 absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (shutting_down_)

@@ -55,6 +55,9 @@ struct ManagerConfig {
   std::vector<std::string> gpu_ids;
   // How long stacks of a hung job may take before its teardown starts.
   Millis stack_budget{5000};
+  // Finished jobs kept (records and logs); the oldest go first. Without a
+  // bound, a server that runs jobs for months grows without end.
+  size_t keep_finished = 10000;
   // K=V added to every rank's environment (containment markers).
   std::vector<std::string> extra_rank_env;
 };
@@ -122,6 +125,7 @@ class JobManager {
   void SetRankState(Job& job, Rank& rank, RankState state);
   void Persist(const Job& job);
   void MaybeFinishShutdown();
+  void PruneFinished();
 
   Clock& clock_;
   ProcessLauncher& launcher_;
@@ -132,7 +136,8 @@ class JobManager {
 
   std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
   std::map<std::string, std::unique_ptr<JobRuntime>, std::less<>> runtimes_;  // live ones
-  std::deque<std::string> pending_;  // FIFO of PENDING job ids
+  std::deque<std::string> pending_;   // FIFO of PENDING job ids
+  std::deque<std::string> finished_;  // final jobs, oldest first
   std::vector<bool> slot_busy_;
   std::set<int> ports_in_use_;
   uint64_t next_id_ = 1;

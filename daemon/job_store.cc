@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +59,13 @@ std::string JobStore::JobDir(const std::string& job_id) const {
 
 absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
   return MakeDir(JobDir(job_id), 0755);
+}
+
+absl::Status JobStore::Remove(const std::string& job_id) const {
+  std::error_code ec;
+  std::filesystem::remove_all(JobDir(job_id), ec);
+  if (ec) return absl::UnavailableError(Cat("remove(", JobDir(job_id), "): ", ec.message()));
+  return absl::OkStatus();
 }
 
 absl::Status JobStore::Save(const Job& job) const {

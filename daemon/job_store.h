@@ -22,6 +22,9 @@ class JobStore {
   // Every readable record; unreadable ones are logged and skipped.
   std::vector<Job> LoadAll() const;
 
+  // Deletes a job's record and logs.
+  absl::Status Remove(const std::string& job_id) const;
+
   std::string JobDir(const std::string& job_id) const;
   absl::Status CreateJobDir(const std::string& job_id) const;
   const std::string& state_dir() const { return state_dir_; }

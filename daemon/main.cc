@@ -44,6 +44,7 @@ struct Options {
   std::string log_level = "info";
   std::string containment = "auto";
   std::string stack_budget = "5s";
+  size_t keep_jobs = 10000;
 };
 
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
@@ -96,6 +97,7 @@ int Run(const Options& opt) {
     return 1;
   }
   config.stack_budget = *budget;
+  config.keep_finished = opt.keep_jobs;
   RaiseFdLimit();
   if (!opt.gpus.empty()) {
     std::stringstream ss(opt.gpus);
@@ -228,6 +230,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
       ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
+      ->capture_default_str();
+  app.add_option("--keep-jobs", opt.keep_jobs, "finished jobs whose records and logs are kept")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown; 0: take none")

@@ -124,8 +124,21 @@ void JobManager::Finish(Job& job, std::optional<RootCause> cause) {
   }
   Persist(job);
   for (auto& [id, obs] : observers) obs->OnEnded(job);
+  finished_.push_back(job.id);
   Schedule();
   MaybeFinishShutdown();
+  PruneFinished();  // last: it may drop `job` itself when nothing is kept
+}
+
+void JobManager::PruneFinished() {
+  while (finished_.size() > config_.keep_finished) {
+    const std::string id = std::move(finished_.front());
+    finished_.pop_front();
+    jobs_.erase(id);
+    if (auto s = store_.Remove(id); !s.ok()) {
+      spdlog::warn("job={} old record not removed: {}", id, std::string(s.message()));
+    }
+  }
 }
 
 }  // namespace ltd

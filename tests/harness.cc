@@ -251,9 +251,11 @@ CmdResult Daemon::Ctl(std::vector<std::string> args, std::chrono::milliseconds t
 }
 
 nlohmann::json Daemon::Show(const std::string& job) const {
+  // An empty object when there is no such job (yet): tests can poll it.
   CmdResult r = Ctl({"--json", "show", job});
-  if (r.exit_code != 0) return nullptr;
-  return nlohmann::json::parse(r.out, nullptr, false);
+  if (r.exit_code != 0) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
 }
 
 nlohmann::json Daemon::WaitEnded(const std::string& job, std::chrono::milliseconds timeout) const {
@@ -261,7 +263,7 @@ nlohmann::json Daemon::WaitEnded(const std::string& job, std::chrono::millisecon
   WaitFor(
       [&] {
         j = Show(job);
-        if (!j.is_object()) return false;
+        if (!j.contains("state")) return false;  // not known (yet)
         const std::string s = j.value("state", "");
         return s != "PENDING" && s != "RUNNING";
       },

@@ -61,6 +61,7 @@ class Daemon {
   // every rank inherits.
   CmdResult Ctl(std::vector<std::string> args, std::chrono::milliseconds timeout = 30s,
                 std::vector<std::string> env = {}) const;
+  // `show --json`; an empty object when ltctl fails (no such job yet).
   nlohmann::json Show(const std::string& job) const;
   // Waits until `show` reports the job in a final state.
   nlohmann::json WaitEnded(const std::string& job, std::chrono::milliseconds timeout = 30s) const;

@@ -34,9 +34,10 @@ class JobManagerTest : public ::testing::Test {
   }
   ~JobManagerTest() override { std::filesystem::remove_all(dir_); }
 
-  void Reset(int slots = 8, StackSampler* sampler = nullptr) {
+  void Reset(int slots = 8, StackSampler* sampler = nullptr, size_t keep = 10000) {
     ManagerConfig config;
     config.slots = slots;
+    config.keep_finished = keep;
     config.stack_budget = Millis(3000);
     manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, sampler, config);
   }
@@ -433,6 +434,27 @@ TEST_F(JobManagerTest, RecoverMarksRunningJobsLostAndKeepsCounting) {
   EXPECT_EQ(lost.root_cause->reason, CauseReason::kDaemonLost);
   EXPECT_EQ(lost.ranks[0].state, RankState::kLost);
   EXPECT_EQ(Submit(Spec(1)), "3");
+}
+
+TEST_F(JobManagerTest, OnlyTheNewestFinishedJobsAreKept) {
+  Reset(8, nullptr, 2);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(Submit(Spec(1)));
+    launcher_.Exit(ids.back(), 0, 0);
+    clock_.Advance(Millis(0));
+  }
+  const std::string live = Submit(Spec(1));  // running jobs never go
+  EXPECT_FALSE(manager_->Resolve(ids[0]).ok());
+  EXPECT_FALSE(std::filesystem::exists(store_->JobDir(ids[0])));
+  EXPECT_TRUE(manager_->Resolve(ids[1]).ok());
+  EXPECT_TRUE(manager_->Resolve(live).ok());
+  EXPECT_EQ(manager_->List(true).size(), 3u);
+  Reset(8, nullptr, 1);  // a restart with a smaller bound prunes at once
+  manager_->Recover();    // `live` is LOST now, and the newest final job
+  EXPECT_FALSE(manager_->Resolve(ids[2]).ok());
+  EXPECT_EQ(Get(live).state, JobState::kLost);
+  EXPECT_EQ(Submit(Spec(1)), "5");
 }
 
 TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
