@@ -85,6 +85,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     return absl::InvalidArgumentError(
         "no program given; usage: ltctl submit --devices N -- PROGRAM [ARGS...]");
   }
+  if (spec.name.size() > 128) {
+    return absl::InvalidArgumentError("--name is longer than 128 characters; choose a shorter one");
+  }
   if (!spec.name.empty()) {
     if (std::all_of(spec.name.begin(), spec.name.end(), ::isdigit)) {
       return absl::InvalidArgumentError("--name must not be all digits (those are job ids)");

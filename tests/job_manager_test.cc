@@ -221,6 +221,9 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
   JobSpec digits = Spec(1);
   digits.name = "123";
   EXPECT_FALSE(manager_->Submit(digits, "a").ok());
+  JobSpec huge = Spec(1);
+  huge.name = std::string(129, 'n');
+  EXPECT_FALSE(manager_->Submit(huge, "a").ok());
   JobSpec spaces = Spec(1);
   spaces.name = "a b";
   EXPECT_FALSE(manager_->Submit(spaces, "a").ok());
@@ -451,7 +454,7 @@ TEST_F(JobManagerTest, OnlyTheNewestFinishedJobsAreKept) {
   EXPECT_TRUE(manager_->Resolve(live).ok());
   EXPECT_EQ(manager_->List(true).size(), 3u);
   Reset(8, nullptr, 1);  // a restart with a smaller bound prunes at once
-  manager_->Recover();    // `live` is LOST now, and the newest final job
+  manager_->Recover();   // `live` is LOST now, and the newest final job
   EXPECT_FALSE(manager_->Resolve(ids[2]).ok());
   EXPECT_EQ(Get(live).state, JobState::kLost);
   EXPECT_EQ(Submit(Spec(1)), "5");
