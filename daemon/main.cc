@@ -161,7 +161,6 @@ int Run(const Options& opt) {
     return 1;
   }
   config.extra_rank_env.push_back(plan.rank_marker);
-  int exit_code = 0;
   {
     UvClock clock(loop.get());
     UvLauncher launcher(loop.get(), std::move(*containment), shim);
@@ -208,9 +207,10 @@ int Run(const Options& opt) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
+    uv_run(loop.get(), UV_RUN_NOWAIT);  // their close callbacks, while they still exist
     spdlog::info("ltd stopped");
   }
-  return exit_code;
+  return 0;
 }
 
 }  // namespace
