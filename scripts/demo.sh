@@ -34,10 +34,17 @@ echo "exit code: $?"
 ltctl ps -a
 ltctl show ddp
 
-step "rank 2 crashes at step 40: the other ranks are torn down at once"
+step "rank 2 crashes at step 400: ps while it trains, then the other ranks are torn down at once"
+ltctl submit -d --devices 4 --name crash --heartbeat-timeout 30s -- \
+  "$train" --steps 100000 --step-ms 5 --print-every 1000 --crash-rank 2 --crash-step 400
+for _ in $(seq 100); do
+  [ "$(ltctl --json show crash | grep -c '"last_step": [1-9]')" -ge 4 ] && break
+  sleep 0.1
+done
+sleep 2.5  # long enough for a step rate
+ltctl ps
 set +e
-ltctl submit --devices 4 --name crash --heartbeat-timeout 30s -- \
-  "$train" --steps 100000 --step-ms 5 --print-every 1000 --crash-rank 2 --crash-step 40
+ltctl attach crash
 echo "exit code: $?"
 set -e
 ltctl show crash
