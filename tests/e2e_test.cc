@@ -291,6 +291,29 @@ TEST_F(E2E, RanksRunAsTheSubmittingUserWhoAloneControlsTheJob) {
   d_.WaitEnded(roots);
 }
 
+class E2EGpus : public E2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--gpus", "5,7,9"}; }
+};
+
+TEST_F(E2EGpus, JobsGetTheirGpusInCudaVisibleDevices) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kChild, "env"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[0] CUDA_VISIBLE_DEVICES=5,7\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1] CUDA_VISIBLE_DEVICES=5,7\n"), std::string::npos) << r.out;
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "4", "--", kChild, "exit:0"}),
+                     "more than the 3");
+  // Two jobs at once share nothing.
+  const std::string a = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
+  const std::string b = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  EXPECT_EQ(d_.Show(a)["cuda_visible_devices"], "5,7");
+  EXPECT_EQ(d_.Show(b)["cuda_visible_devices"], "9");
+  d_.Ctl({"kill", a});
+  d_.Ctl({"kill", b});
+  d_.WaitEnded(a);
+  d_.WaitEnded(b);
+}
+
 TEST(E2ENoDaemon, LtctlSaysHowToStartLtd) {
   Daemon d;  // never started
   CmdResult r = d.Ctl({"ps"});
