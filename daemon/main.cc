@@ -2,6 +2,7 @@
 // style). Threads: the main thread runs the libuv loop that owns all job
 // state; gRPC runs on its own threads and posts work to the loop; one
 // thread accepts connections on the socket.
+#include <grpc/grpc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -169,6 +170,11 @@ int Run(const Options& opt) {
     JobManager manager(clock, launcher, *store, ports, &sampler, config);
     manager.Recover();
 
+    // gRPC's library shutdown (run by ~Server when it drops the last
+    // reference) joins an executor thread that may sit in a 10 s poll on a
+    // connection handed over by fd. ltd exits right after, so it keeps one
+    // reference of its own and never shuts the library down.
+    grpc_init();
     LtdService service(loop, manager, **listener);
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);

@@ -362,11 +362,12 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
         observer.reset();
       }
     }
-    work->after = [this, observer, out, id = j.id, rank = r.rank(), path = work->path,
-                   size = work->size] {
+    // The size was taken and the observer registered in this one loop
+    // turn: every line before is in the file's first `size` bytes, every
+    // line after reaches the observer, which holds it until those bytes
+    // are sent.
+    work->after = [observer, out] {
       if (!observer) return out->Finish(grpc::Status::OK);
-      // Bytes written while the pool thread read; small, read on the loop.
-      SendLogFile(path, size, manager_.LogSize(id, rank), 0, *out);
       observer->Release();
     };
     uv_queue_work(

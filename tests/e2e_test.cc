@@ -151,6 +151,19 @@ TEST_F(E2E, LogsAllRanksOneRankTailAndFollow) {
   EXPECT_EQ(f.out, "[0] line 0 of 2\n[0] line 1 of 2\n[0] line 0 of 1\n");
 }
 
+TEST_F(E2E, FollowingLogsOfABusyJobLosesAndRepeatsNothing) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild,
+                      "print:4000,sleep:100,print:4000,sleep:100,print:4000,exit:0"});
+  CmdResult f = d_.Ctl({"logs", "-f", id}, 60s);  // joins while the ranks print
+  EXPECT_EQ(f.exit_code, 0);
+  d_.WaitEnded(id);
+  CmdResult all = d_.Ctl({"logs", id}, 60s);
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 24000);
+  EXPECT_EQ(f.out.size(), all.out.size());
+  EXPECT_TRUE(f.out == all.out);
+}
+
 TEST_F(E2E, PrintingALotKeepsEveryLine) {
   CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kChild, "print:20000,exit:0"}, 60s);
   EXPECT_EQ(r.exit_code, 0);
