@@ -139,6 +139,7 @@ struct SampleWork {
   Millis budget{0};
   std::vector<std::string> stacks;
   std::function<void(std::vector<std::string>)> done;
+  std::weak_ptr<int> sampler_alive;
 };
 
 }  // namespace
@@ -166,6 +167,7 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, Millis budget,
   work->pids = pids;
   work->budget = budget;
   work->done = std::move(done);
+  work->sampler_alive = alive_;
   uv_queue_work(
       loop_, &work->req,
       [](uv_work_t* req) {
@@ -175,7 +177,7 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, Millis budget,
       },
       [](uv_work_t* req, int) {
         auto* w = static_cast<SampleWork*>(req->data);
-        w->done(std::move(w->stacks));
+        if (!w->sampler_alive.expired()) w->done(std::move(w->stacks));
         delete w;
       });
 }

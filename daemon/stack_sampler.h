@@ -6,6 +6,8 @@
 
 #include <uv.h>
 
+#include <memory>
+
 #include "job_manager.h"
 
 namespace ltd {
@@ -23,6 +25,9 @@ class UvStackSampler final : public StackSampler {
  private:
   uv_loop_t* loop_;
   std::string gdb_;  // empty when gdb is not installed
+  // Work outlives the sampler at shutdown; its callback runs only while
+  // this lives.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace ltd
