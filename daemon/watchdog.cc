@@ -34,7 +34,9 @@ void JobManager::ArmWatchdog(Job& job, JobRuntime& rt) {
   rt.watchdog_timer = 0;
   rt.watchdog_at.reset();
   if (!earliest) return;
-  const Millis delay = std::max(Millis(0), *earliest - clock_.Monotonic());
+  // Monotonic time is in whole milliseconds (floored): a deadline counts as
+  // passed one tick after it, so no rank is ever called hung early.
+  const Millis delay = std::max(Millis(0), *earliest - clock_.Monotonic()) + Millis(1);
   rt.watchdog_at = earliest;
   rt.watchdog_timer = clock_.StartTimer(delay, [this, id = job.id] { OnWatchdog(id); });
 }
@@ -53,7 +55,7 @@ void JobManager::OnWatchdog(const std::string& id) {
   bool startup = true;
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     auto d = rt.ranks[r].Deadline(job->spec.heartbeat_timeout, job->spec.startup_timeout);
-    if (d && *d <= now) {
+    if (d && *d < now) {
       expired.emplace_back(*d, static_cast<int>(r));
       if (rt.ranks[r].last_beat) startup = false;
     }

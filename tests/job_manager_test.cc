@@ -299,7 +299,7 @@ TEST_F(JobManagerTest, StartupTimeout) {
   spec.heartbeat_timeout = Millis(1000);
   const std::string id = Submit(spec);
   launcher_.Control(id, 0, "hb\n");
-  clock_.Advance(Millis(299));
+  clock_.Advance(Millis(300));  // a deadline passes one tick after it
   EXPECT_FALSE(Get(id).root_cause);
   clock_.Advance(Millis(1));
   ASSERT_TRUE(Get(id).root_cause);
@@ -318,7 +318,7 @@ TEST_F(JobManagerTest, TimeoutZeroTurnsTheWatchdogOffAndTimeoutDurWidensIt) {
   launcher_.Control(id, 1, "hb 1\ntimeout 5s\n");
   clock_.Advance(Millis(4'900));
   EXPECT_FALSE(Get(id).root_cause);
-  clock_.Advance(Millis(100));
+  clock_.Advance(Millis(101));
   ASSERT_TRUE(Get(id).root_cause);
   EXPECT_EQ(Get(id).root_cause->rank, 1);
   EXPECT_EQ(Get(id).hang_report->stalled_ranks, std::vector<int>{1});
@@ -330,7 +330,7 @@ TEST_F(JobManagerTest, TimeoutCanShrinkTheDeadline) {
   const std::string id = Submit(spec);
   launcher_.Control(id, 0, "hb\n");
   launcher_.Control(id, 0, "timeout 200ms\n");
-  clock_.Advance(Millis(200));
+  clock_.Advance(Millis(201));
   ASSERT_TRUE(Get(id).root_cause);
   EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
 }
@@ -484,7 +484,7 @@ class HangInvestigationTest : public JobManagerTest {
     spec.heartbeat_timeout = Millis(1000);
     const std::string id = Submit(spec);
     for (int r = 0; r < 3; ++r) launcher_.Control(id, r, "hb 4\n");
-    clock_.Advance(Millis(1000));
+    clock_.Advance(Millis(1001));
     return id;
   }
 
@@ -516,7 +516,7 @@ TEST_F(HangInvestigationTest, PythonRanksDumpTheirStacksThroughFaulthandler) {
   sampler_.python = {launcher_.Find(id, 0).pid, launcher_.Find(id, 1).pid};
   launcher_.Control(id, 0, "hb 1\n");
   launcher_.Control(id, 1, "hb 1\n");
-  clock_.Advance(Millis(500));
+  clock_.Advance(Millis(501));
   EXPECT_FALSE(sampler_.pending);  // no gdb for Python ranks
   ASSERT_EQ(launcher_.process_signals.size(), 2u);
   EXPECT_EQ(launcher_.process_signals[0].second, SIGABRT);
