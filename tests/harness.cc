@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -40,6 +41,25 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   const int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
+}
+
+// ltd for a test: like Spawn, and SIGTERMed if the test process dies
+// (an abort, a crash), so that even then ltd tears its jobs down.
+pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(1);
+  const int devnull = open("/dev/null", O_RDONLY);
+  dup2(devnull, 0);
+  dup2(log_fd, 1);
+  dup2(log_fd, 2);
+  execv(cargv[0], cargv.data());
+  _exit(127);
 }
 
 int DecodeStatus(int status) {
@@ -201,7 +221,7 @@ bool Daemon::Start(std::vector<std::string> extra_args) {
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int log =
       open((dir_ + "/ltd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_ = Spawn(argv, {}, log, log);
+  pid_ = SpawnDaemon(argv, log);
   close(log);
   if (pid_ <= 0) return false;
   return WaitFor(
