@@ -1,10 +1,14 @@
 // ltd and ltctl end to end: real daemon, real client, real ranks.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "e2e_fixture.h"
@@ -356,6 +360,28 @@ TEST(E2ENoDaemon, UnwritableStateDirIsRefused) {
   EXPECT_EQ(l.exit_code, 1);
   EXPECT_NE(l.err.find("state dir"), std::string::npos) << l.err;
   EXPECT_FALSE(std::filesystem::exists(d.socket()));
+}
+
+TEST_F(E2E, GarbageOnTheSocketHarmsNothing) {
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  std::mt19937 rng(7);
+  for (int conn = 0; conn < 20; ++conn) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, d_.socket().c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    std::string junk(1 + rng() % 65536, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    if (conn % 2 == 0)
+      junk.replace(0, 24, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");  // a preface, then junk
+    (void)!write(fd, junk.data(), junk.size());
+    close(fd);
+  }
+  EXPECT_EQ(d_.Ctl({"ps"}).exit_code, 0);
+  EXPECT_EQ(d_.Show(id)["state"], "RUNNING");
+  d_.Ctl({"kill", id});
+  d_.WaitEnded(id);
 }
 
 TEST_F(E2E, SecondLtdOnTheSameSocketIsRefused) {
