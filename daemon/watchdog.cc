@@ -164,8 +164,12 @@ void JobManager::FinishInvestigation(const std::string& id) {
     Rank& now = job->ranks[static_cast<size_t>(culprit)];
     if (now.state == RankState::kKilled) SetRankState(*job, now, RankState::kFailed);
     rt.cause->rank = culprit;
-    rt.cause->message += Cat("; rank(s) ", Join(report.stalled_ranks, ","),
-                             " stalled outside a collective, the others wait in one");
+    // "no heartbeat for 3s from rank(s) 3" named the first deadline; the
+    // stacks name the rank the others wait for.
+    std::string& m = rt.cause->message;
+    m = Cat(m.substr(0, m.find(" from rank(s) ")), "; the stacks show rank(s) ",
+            Join(report.stalled_ranks, ","),
+            " stalled outside a collective while the others wait in one");
     spdlog::warn("job={} hang attributed to rank {} from the stacks", id, culprit);
   }
   job->root_cause = rt.cause;

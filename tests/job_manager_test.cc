@@ -501,6 +501,9 @@ TEST_F(HangInvestigationTest, StacksComeBeforeTheTeardownAndNameTheCulprit) {
                     "#0 gloo::transport::tcp::UnboundBuffer::waitRecv\n"});
   const Job& job = Get(id);
   EXPECT_EQ(job.root_cause->rank, 1);  // the others wait in the allreduce for it
+  EXPECT_EQ(job.root_cause->message,
+            "no heartbeat for 1s; the stacks show rank(s) 1 stalled outside a collective while the "
+            "others wait in one");
   EXPECT_EQ(job.hang_report->stalled_ranks, std::vector<int>{1});
   EXPECT_NE(job.hang_report->ranks[1].stack.find("injected_hang"), std::string::npos);
   EXPECT_EQ(launcher_.signals.size(), 3u);  // now the teardown
