@@ -358,8 +358,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kErrorExit;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", e.what());
+    return kErrorExit;
   }
   if (submit->parsed()) {
     if (sa.devices < 1) Die("--devices must be at least 1");

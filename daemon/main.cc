@@ -246,7 +246,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", e.what());
+    return 1;
   }
   return ltd::Run(opt);
 }
