@@ -241,6 +241,8 @@ TEST_F(E2E, BadDeviceCounts) {
   ExpectOneLineError(d_.Ctl({"submit", "--devices", "0", "--", kChild, "exit:0"}), "at least 1");
   ExpectOneLineError(d_.Ctl({"submit", "--devices", "99", "--", kChild, "exit:0"}),
                      "more than the 8");
+  ExpectOneLineError(d_.Ctl({"submit", "--", kChild, "exit:0"}), "--devices is required");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "two", "--", kChild}), "--devices");
   EXPECT_EQ(d_.Ctl({"ps", "-a"}).out.find("\n1 "), std::string::npos);  // no job was made
 }
 
