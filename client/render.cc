@@ -63,7 +63,8 @@ std::string Progress(const nlohmann::json& job) {
     straggler = straggler || r.value("straggler", false);
   }
   if (step < 0) return "-";
-  if (job.value("state", "") != "RUNNING") return std::to_string(step);  // a rate only while it runs
+  if (job.value("state", "") != "RUNNING")
+    return std::to_string(step);  // a rate only while it runs
   char buf[64];
   std::snprintf(buf, sizeof buf, "%lld @ %.1f/s%s", static_cast<long long>(step), rate,
                 straggler ? " !" : "");
