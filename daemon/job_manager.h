@@ -97,9 +97,6 @@ class JobManager {
   // Refuses new jobs, tears every live job down, then calls `done`.
   void Shutdown(std::function<void()> done);
 
-  int total_slots() const { return config_.slots; }
-  size_t active_jobs() const { return runtimes_.size(); }
-
  private:
   Job* FindMutable(const std::string& id);
   void Schedule();
