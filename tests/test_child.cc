@@ -163,7 +163,10 @@ void Run(const std::string& action) {
     }
     if (dir != nullptr) closedir(dir);
     std::sort(fds.begin(), fds.end());
-    for (int fd : fds) list += (list.empty() ? "" : ",") + std::to_string(fd);
+    for (int fd : fds) {
+      if (!list.empty()) list.push_back(',');
+      list.append(std::to_string(fd));
+    }
     std::printf("fds=%s\n", list.c_str());
     std::fflush(stdout);
   } else if (verb == "pidfile") {
