@@ -26,8 +26,10 @@ class Containment {
   // What the exec shim needs to put rank `rank` in place (a cgroup dir, or
   // empty when the rank needs nothing).
   virtual std::string RankCgroup(const std::string& job_id, int rank) = 0;
-  // SIGKILL everything of the job. `rank_pids` are the ranks' pids, which
-  // lead their process groups.
+  // SIGKILL everything of the job. `rank_pids` are the ranks not yet
+  // reaped (checked by the caller just now, on the thread that reaps), so
+  // their pids and process groups are still theirs; a reaped rank's number
+  // may belong to anyone and is never passed.
   virtual void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) = 0;
   // on_empty once nothing of the job is left; later, never re-entrantly.
   virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;

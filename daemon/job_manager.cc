@@ -322,7 +322,7 @@ absl::Status JobManager::Kill(const std::string& id, int signal) {
   JobRuntime& rt = *runtimes_.at(id);
   if (signal != 0) {
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
-      if (rt.ranks[r].alive) launcher_.SignalRank(job->ranks[r].pid, signal);
+      if (rt.ranks[r].alive) launcher_.SignalRank(id, static_cast<int>(r), signal);
     }
     return absl::OkStatus();
   }

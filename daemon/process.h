@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,10 +53,18 @@ class ProcessLauncher {
 
   virtual absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) = 0;
 
-  // Sends `sig` to the rank's whole process group.
-  virtual void SignalRank(pid_t pid, int sig) = 0;
+  // Ranks are named by job and rank, never by pid: a launcher holds each
+  // rank's process through a pidfd from its spawn until it is reaped, so it
+  // can never signal a process (or group) whose number was reused. Once a
+  // rank is reaped these do nothing.
+
+  // Sends `sig` to the rank's whole process group (its workers too).
+  virtual void SignalRank(const std::string& job_id, int rank, int sig) = 0;
   // Sends `sig` to the rank's process alone (its workers are spared).
-  virtual void SignalProcess(pid_t pid, int sig) = 0;
+  virtual void SignalProcess(const std::string& job_id, int rank, int sig) = 0;
+  // Whether the rank's process is stopped (SIGSTOP, SIGTSTP, ...) and by
+  // which signal (0 when stopped but the signal cannot be told).
+  virtual std::optional<int> StopSignal(const std::string& job_id, int rank) = 0;
 
   // SIGKILLs everything of the job still alive, escaped descendants included.
   virtual void KillJob(const std::string& job_id) = 0;

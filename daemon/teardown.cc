@@ -33,7 +33,11 @@ void JobManager::Teardown(Job& job, JobRuntime& rt) {
   spdlog::info("job={} teardown: SIGTERM to {} rank(s), SIGKILL after {}", job.id, rt.live,
                FormatDuration(job.spec.grace));
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
-    if (rt.ranks[r].alive) launcher_.SignalRank(job.ranks[r].pid, SIGTERM);
+    if (!rt.ranks[r].alive) continue;
+    // SIGCONT after SIGTERM, as Slurm does: a stopped rank would hold its
+    // SIGTERM pending until the grace ran out; continued, it handles it.
+    launcher_.SignalRank(job.id, static_cast<int>(r), SIGTERM);
+    launcher_.SignalRank(job.id, static_cast<int>(r), SIGCONT);
   }
   rt.grace_timer = clock_.StartTimer(job.spec.grace, [this, id = job.id] { OnGraceExpired(id); });
 }

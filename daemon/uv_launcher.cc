@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 
+#include "fd.h"
+#include "pidfd.h"
+#include "process_scan.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -32,8 +36,27 @@ struct UvLauncher::Child {
   std::string job_id;
   int rank = 0;
   pid_t pid = 0;
+  // Held from spawn until the child is freed. While it answers signal 0 the
+  // process is not reaped, so its pid and its process group number (it
+  // leads its own session) are still its own.
+  Fd pidfd;
   int open_handles = 0;  // freed when the last close callback ran
 };
+
+namespace {
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+// libuv reaps every exited child in one pass and only then runs their exit
+// callbacks, so a child whose callback has not run yet may be reaped
+// already: only the pidfd can tell.
+bool NotReaped(const Fd& pidfd) {
+  return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0;
+}
+
+}  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
                        std::string exec_shim)
@@ -68,12 +91,11 @@ UvLauncher::~UvLauncher() {
   // ltd stops only after every job ended; a child left here means a bug, and
   // it must not outlive us either.
   for (Child* child : children_) {
-    if (child->pid > 0) kill(-child->pid, SIGKILL);
+    if (NotReaped(child->pidfd)) kill(-child->pid, SIGKILL);
   }
 }
 
 absl::Status UvLauncher::BeginJob(const std::string& job_id) {
-  job_pids_[job_id];
   return containment_->BeginJob(job_id);
 }
 
@@ -150,12 +172,23 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", uv_strerror(rc)));
   }
   raw->pid = raw->proc.pid;
-  job_pids_[req.job_id].push_back(raw->pid);
   for (Pipe& p : raw->pipes) {
     uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
                   &UvLauncher::OnRead);
     p.reading = true;
   }
+  // Nothing reaps on another thread, so the child is still unreaped here
+  // and the pidfd names it, not a successor.
+  raw->pidfd.reset(PidfdOpen(raw->pid));
+  if (!raw->pidfd.valid()) {
+    const int err = errno;
+    kill(raw->pid, SIGKILL);  // ours and unreaped: libuv reaps it, OnExit frees it
+    raw->callbacks = {};
+    return absl::UnavailableError(
+        Cat("pidfd_open(", raw->pid, "): ", std::strerror(err),
+            err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
+  }
+  live_[req.job_id][req.rank] = raw;
   spdlog::debug("job={} rank={} pid={} spawned", req.job_id, req.rank, raw->pid);
   return raw->pid;
 }
@@ -229,6 +262,11 @@ void UvLauncher::OnExit(uv_process_t* proc, int64_t exit_status, int term_signal
   status.term_signal = term_signal;
   auto on_exit = std::move(child->callbacks.on_exit);
   child->callbacks = {};
+  if (auto job = self->live_.find(child->job_id); job != self->live_.end()) {
+    if (auto it = job->second.find(child->rank); it != job->second.end() && it->second == child)
+      job->second.erase(it);
+    if (job->second.empty()) self->live_.erase(job);
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(proc), &UvLauncher::OnClosed);
   if (on_exit) on_exit(status);
 }
@@ -249,25 +287,56 @@ void UvLauncher::MaybeFree(Child* child) {
   delete child;
 }
 
-void UvLauncher::SignalRank(pid_t pid, int sig) {
-  if (pid <= 0) return;
-  if (kill(-pid, sig) != 0 && errno == ESRCH) kill(pid, sig);
+UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) const {
+  auto job = live_.find(job_id);
+  if (job == live_.end()) return nullptr;
+  auto it = job->second.find(rank);
+  if (it == job->second.end() || !NotReaped(it->second->pidfd)) return nullptr;
+  return it->second;
 }
 
-void UvLauncher::SignalProcess(pid_t pid, int sig) {
-  if (pid > 0) kill(pid, sig);
+void UvLauncher::SignalRank(const std::string& job_id, int rank, int sig) {
+  // kill() right after the check, on the one thread that reaps: the group
+  // number cannot change hands in between.
+  if (Child* child = Unreaped(job_id, rank)) kill(-child->pid, sig);
+}
+
+void UvLauncher::SignalProcess(const std::string& job_id, int rank, int sig) {
+  auto job = live_.find(job_id);
+  if (job == live_.end()) return;
+  if (auto it = job->second.find(rank); it != job->second.end())
+    PidfdSendSignal(it->second->pidfd.get(), sig);  // ESRCH once reaped
+}
+
+std::optional<int> UvLauncher::StopSignal(const std::string& job_id, int rank) {
+  Child* child = Unreaped(job_id, rank);
+  if (child == nullptr) return std::nullopt;
+  // The rank is our child: waitid tells the signal that stopped it, and
+  // WNOWAIT leaves that for libuv, which asks only for exits anyway.
+  siginfo_t info{};
+  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child->pidfd.get()), &info,
+             WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid != 0 && info.si_code == CLD_STOPPED) {
+    return info.si_status;
+  }
+  // Stopped before and already reported, or traced: /proc still says so.
+  if (auto entry = ReadProcEntry(child->pid); entry && (entry->state == 'T' || entry->state == 't'))
+    return 0;
+  return std::nullopt;
 }
 
 void UvLauncher::KillJob(const std::string& job_id) {
-  auto it = job_pids_.find(job_id);
-  containment_->KillJob(job_id, it == job_pids_.end() ? std::vector<pid_t>{} : it->second);
+  std::vector<pid_t> live;
+  if (auto job = live_.find(job_id); job != live_.end()) {
+    for (const auto& [rank, child] : job->second) {
+      if (NotReaped(child->pidfd)) live.push_back(child->pid);
+    }
+  }
+  containment_->KillJob(job_id, live);
 }
 
 void UvLauncher::EndJob(const std::string& job_id, std::function<void()> on_empty) {
-  containment_->EndJob(job_id, [this, job_id, on_empty = std::move(on_empty)] {
-    job_pids_.erase(job_id);
-    on_empty();
-  });
+  containment_->EndJob(job_id, std::move(on_empty));
 }
 
 }  // namespace ltd

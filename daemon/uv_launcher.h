@@ -23,8 +23,9 @@ class UvLauncher final : public ProcessLauncher {
   std::string_view containment() const override { return containment_->name(); }
   absl::Status BeginJob(const std::string& job_id) override;
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
-  void SignalRank(pid_t pid, int sig) override;
-  void SignalProcess(pid_t pid, int sig) override;
+  void SignalRank(const std::string& job_id, int rank, int sig) override;
+  void SignalProcess(const std::string& job_id, int rank, int sig) override;
+  std::optional<int> StopSignal(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
 
@@ -39,6 +40,8 @@ class UvLauncher final : public ProcessLauncher {
   static void OnClosed(uv_handle_t* handle);
   static void OnCheck(uv_check_t* handle);
   void Deliver(Child& child, int index, std::string_view data);
+  // The rank's process while it is not reaped; null once it is.
+  Child* Unreaped(const std::string& job_id, int rank) const;
   void DrainAndClose(Child& child);
   void MaybeFree(Child* child);
 
@@ -58,7 +61,9 @@ class UvLauncher final : public ProcessLauncher {
   uint64_t window_start_ms_ = 0;
   bool coalescing_ = false;    // one loop thread: every read is consumed before the next
   std::set<Child*> children_;  // spawned, not yet freed
-  std::map<std::string, std::vector<pid_t>> job_pids_;  // every rank pid of a job
+  // Ranks not yet reaped, by job and rank. A reaped rank leaves at once:
+  // its pid and process group number may belong to anyone after that.
+  std::map<std::string, std::map<int, Child*>> live_;
 };
 
 }  // namespace ltd

@@ -198,19 +198,74 @@ TEST_P(Containment, RankIgnoringSigtermIsKilledAfterGrace) {
   ExpectAllDead(ReadPids(pidfile));
 }
 
-TEST_P(Containment, StoppedRankIsKilled) {
+TEST_P(Containment, StoppedRankHandlesSigtermWithoutWaitingForTheGrace) {
   const std::string pidfile = d_.dir() + "/pids";
-  const std::string id = Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
+  // A grace far longer than the wait below: only SIGCONT after SIGTERM
+  // lets the stopped rank end before it.
+  const std::string id = Submit({"--devices", "2", "--grace", "10m", "--", kChild, "--rank", "0",
                                  "pidfile:" + pidfile + ",stop", "hang"});
   ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 1; }, 10s));
   const pid_t stopped = ReadPids(pidfile)[0];
   ASSERT_TRUE(
       WaitFor([&] { return ReadProcEntry(stopped).value_or(ProcEntry{}).state == 'T'; }, 10s));
   ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  nlohmann::json job = ExpectEndedClean(id, 60s);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_EQ(Rank(job, 0)["signal"], SIGTERM) << job.dump();
+  ExpectAllDead({stopped});
+}
+
+// Forks a child that leads a new process group and session numbered `pid`
+// (through ns_last_pid, root only); -1 when the number could not be had.
+pid_t ForkGroupLeaderWithPid(pid_t pid) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    {
+      std::ofstream last("/proc/sys/kernel/ns_last_pid");
+      last << pid - 1;
+      if (!last.flush()) return -1;
+    }
+    int ready[2];
+    if (pipe(ready) != 0) return -1;
+    const pid_t child = fork();
+    if (child == 0) {
+      setsid();
+      close(ready[0]);
+      (void)!write(ready[1], "x", 1);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char c;
+    (void)!read(ready[0], &c, 1);  // it leads its group now
+    close(ready[0]);
+    if (child == pid) return child;
+    kill(child, SIGKILL);  // another process took the number first
+    waitpid(child, nullptr, 0);
+  }
+  return -1;
+}
+
+TEST_P(Containment, AReapedRanksPidAndGroupAreNeverSignalled) {
+  if (geteuid() != 0) GTEST_SKIP() << "taking a given pid (ns_last_pid) needs root";
+  const std::string pidfile = d_.dir() + "/pids";
+  const std::string id = Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
+                                 "pidfile:" + pidfile + ",exit:0",
+                                 "pidfile:" + pidfile + ",ignore-term,hang"});
+  ASSERT_TRUE(WaitFor([&] { return Rank(d_.Show(id), 0).value("state", "") == "EXITED"; }, 10s));
+  const pid_t reaped = Rank(d_.Show(id), 0)["pid"];
+  // An unrelated process group now carries the reaped rank's number, as
+  // any process on the host may once the number is free.
+  const pid_t impostor = ForkGroupLeaderWithPid(reaped);
+  ASSERT_GT(impostor, 0) << "could not take pid " << reaped;
+  ASSERT_EQ(getpgid(impostor), reaped);
+  // The teardown: SIGTERM, SIGCONT, the grace, SIGKILL, then the sweep
+  // once every rank is reaped.
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
   nlohmann::json job = ExpectEndedClean(id);
   EXPECT_EQ(job["state"], "CANCELLED");
-  EXPECT_EQ(Rank(job, 0)["signal"], SIGKILL) << job.dump();
-  ExpectAllDead({stopped});
+  EXPECT_EQ(Rank(job, 1)["signal"], SIGKILL) << job.dump();
+  EXPECT_TRUE(ProcessAlive(impostor)) << "ltd signalled a process group it had reaped";
+  kill(impostor, SIGKILL);
+  waitpid(impostor, nullptr, 0);
 }
 
 TEST_P(Containment, FailingRankWithTwoHundredChildren) {

@@ -62,6 +62,7 @@ class FakeLauncher final : public ProcessLauncher {
     RankCallbacks callbacks;
     pid_t pid = 0;
     bool exited = false;
+    std::optional<int> stopped;  // the signal that stopped it
   };
 
   std::string_view containment() const override { return "fake"; }
@@ -73,11 +74,22 @@ class FakeLauncher final : public ProcessLauncher {
     if (fail_rank == request.rank)
       return absl::UnavailableError("cannot start: Resource temporarily unavailable");
     const pid_t pid = next_pid_++;
-    procs.push_back({request, std::move(callbacks), pid, false});
+    procs.push_back({request, std::move(callbacks), pid, false, std::nullopt});
     return pid;
   }
-  void SignalRank(pid_t pid, int sig) override { signals.emplace_back(pid, sig); }
-  void SignalProcess(pid_t pid, int sig) override { process_signals.emplace_back(pid, sig); }
+  void SignalRank(const std::string& job, int rank, int sig) override {
+    Proc& p = Find(job, rank);
+    if (!p.exited) signals.emplace_back(p.pid, sig);
+  }
+  void SignalProcess(const std::string& job, int rank, int sig) override {
+    Proc& p = Find(job, rank);
+    if (!p.exited) process_signals.emplace_back(p.pid, sig);
+  }
+  std::optional<int> StopSignal(const std::string& job, int rank) override {
+    Proc& p = Find(job, rank);
+    if (p.exited) return std::nullopt;
+    return p.stopped;
+  }
   void KillJob(const std::string& job_id) override { killed_jobs.push_back(job_id); }
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override {
     ended_jobs.push_back(job_id);
@@ -114,6 +126,14 @@ class FakeLauncher final : public ProcessLauncher {
         }
       }
     }
+  }
+  // The pids that got `sig` through SignalRank, in order.
+  std::vector<pid_t> Signalled(int sig) const {
+    std::vector<pid_t> pids;
+    for (auto [pid, s] : signals) {
+      if (s == sig) pids.push_back(pid);
+    }
+    return pids;
   }
   std::string Env(const std::string& job, int rank, const std::string& key) {
     for (const auto& kv : Find(job, rank).request.env) {

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "loop.h"
 #include "process_group_containment.h"
+#include "process_scan.h"
 #include "uv_launcher.h"
 
 namespace ltd::test {
@@ -101,16 +102,16 @@ TEST_F(LauncherTest, SignalRankReachesTheWholeGroup) {
   Rank r;
   const pid_t pid = Spawn(r, {"fork:3,hang"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value() || ProcessAlive(pid); }));
-  launcher_->SignalRank(pid, SIGTERM);
+  launcher_->SignalRank("t", 0, SIGTERM);
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   EXPECT_EQ(r.exit->term_signal, SIGTERM);
 }
 
 TEST_F(LauncherTest, IgnoredSigtermNeedsKillJob) {
   Rank r;
-  const pid_t pid = Spawn(r, {"ignore-term,line:ready,hang"});
+  Spawn(r, {"ignore-term,line:ready,hang"});
   ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
-  launcher_->SignalRank(pid, SIGTERM);
+  launcher_->SignalRank("t", 0, SIGTERM);
   EXPECT_FALSE(RunUntil([&] { return r.exit.has_value(); }, 200ms));
   launcher_->KillJob("t");
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
@@ -128,6 +129,24 @@ TEST_F(LauncherTest, StoppedRankIsStillKilled) {
   launcher_->KillJob("t");
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   EXPECT_EQ(r.exit->term_signal, SIGKILL);
+}
+
+TEST_F(LauncherTest, StopSignalTellsAStoppedRankAndWhatStoppedIt) {
+  Rank r;
+  const pid_t pid = Spawn(r, {"line:ready,stop,line:continued,hang"});
+  ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
+  ASSERT_TRUE(RunUntil([&] { return ReadProcEntry(pid).value_or(ProcEntry{}).state == 'T'; }));
+  EXPECT_EQ(launcher_->StopSignal("t", 0), SIGSTOP);
+  EXPECT_EQ(launcher_->StopSignal("t", 0), SIGSTOP);  // asking does not consume it
+  EXPECT_EQ(launcher_->StopSignal("t", 1), std::nullopt);
+  EXPECT_EQ(launcher_->StopSignal("other", 0), std::nullopt);
+  launcher_->SignalRank("t", 0, SIGCONT);
+  ASSERT_TRUE(RunUntil([&] { return r.control == "ready\ncontinued\n"; }));
+  EXPECT_EQ(launcher_->StopSignal("t", 0), std::nullopt);
+  launcher_->SignalRank("t", 0, SIGTERM);
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->term_signal, SIGTERM);
+  EXPECT_EQ(launcher_->StopSignal("t", 0), std::nullopt);  // reaped: nothing to ask
 }
 
 TEST_F(LauncherTest, ManyLinesAreAllDelivered) {
