@@ -2,28 +2,103 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
+
+#include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// One thread of a stack dump, innermost frame first.
+struct Thread {
+  bool current = false;  // faulthandler's "Current thread": took the signal
+  std::vector<std::string_view> frames;
+};
+
+bool Contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+template <size_t N>
+bool ContainsAny(std::string_view text, const std::array<std::string_view, N>& parts) {
+  return std::any_of(parts.begin(), parts.end(),
+                     [&](std::string_view p) { return Contains(text, p); });
+}
+
+// Both formats list the innermost frame first: faulthandler ("Thread
+// 0x...", "Current thread 0x...", then `  File "...", line N in f`) and
+// gdb ("Thread N (...)", then "#0 ..."); gdb's main thread is "Thread 1",
+// which the sampler puts first.
+std::vector<Thread> ParseThreads(std::string_view stack) {
+  std::vector<Thread> threads;
+  for (std::string_view line : Split(stack, '\n')) {
+    const size_t text = line.find_first_not_of(' ');
+    if (text == std::string_view::npos) continue;
+    line.remove_prefix(text);
+    if (line.starts_with("Thread ") || line.starts_with("Current thread ")) {
+      threads.emplace_back();
+      threads.back().current = line.starts_with("Current thread ");
+    } else if (line.starts_with("File \"") || line.starts_with("#")) {
+      if (threads.empty()) threads.emplace_back();
+      threads.back().frames.push_back(line);
+    }
+  }
+  return threads;
+}
+
+// The thread that runs the training loop. gdb: Thread 1. faulthandler
+// names no main thread; the one whose outermost frame is a script's
+// `<module>` runs the program, else the one that took the signal.
+const Thread* MainThread(const std::vector<Thread>& threads) {
+  for (const Thread& t : threads) {
+    if (!t.frames.empty() && t.frames.back().starts_with("File \"") &&
+        t.frames.back().ends_with(" in <module>"))
+      return &t;
+  }
+  for (const Thread& t : threads) {
+    if (t.current) return &t;
+  }
+  for (const Thread& t : threads) {
+    if (!t.frames.empty()) return &t;
+  }
+  return nullptr;
+}
+
+// Frames of the wait primitives every blocked thread shows, whatever it
+// waits for: they say nothing about what the rank is doing.
+bool IsWaitPrimitive(std::string_view frame) {
+  static constexpr std::array<std::string_view, 14> kRuntime = {
+      "libc.so",         "libpthread",        "libstdc++",      "ld-linux",
+      "__futex",         "futex_wait",        "pthread_cond",   "pthread_join",
+      "__GI_",           "syscall ()",        "__gthread",      "std::condition_variable",
+      "clock_nanosleep", "in ?? ()"};
+  return ContainsAny(frame, kRuntime);
+}
+
+// Frames of a rank waiting for its peers. In Python, DDP's gradient
+// allreduce runs inside backward(), so autograd's frames count too.
+bool IsCollective(std::string_view frame) {
+  static constexpr std::array<std::string_view, 12> kMarkers = {
+      "c10d::",         "gloo::",
+      "nccl",           "NCCL",
+      "ProcessGroup",   "cudaStreamSynchronize",
+      "cudaDeviceSynchronize", "torch/distributed/",
+      "nn/parallel/distributed.py", "torch/autograd/",
+      "_functional_collectives", "/c10d/"};
+  return ContainsAny(frame, kMarkers);
+}
+
+}  // namespace
 
 bool WaitsInCollective(std::string_view stack) {
-  // Frames of a rank waiting for its peers. In Python, DDP's gradient
-  // allreduce runs inside backward(), so autograd's frames count too.
-  static constexpr std::array<std::string_view, 14> kMarkers = {"c10d::Work::wait",
-                                                                "WorkNCCL::wait",
-                                                                "WorkNCCL::synchronize",
-                                                                "UnboundBuffer::waitRecv",
-                                                                "UnboundBuffer::waitSend",
-                                                                "cudaStreamSynchronize",
-                                                                "cudaDeviceSynchronize",
-                                                                "ncclCommGetAsyncError",
-                                                                "distributed_c10d.py",
-                                                                "nn/parallel/distributed.py",
-                                                                "torch/autograd/",
-                                                                "in all_reduce",
-                                                                "in barrier",
-                                                                "in wait"};
-  return std::any_of(kMarkers.begin(), kMarkers.end(),
-                     [&](std::string_view m) { return stack.find(m) != std::string_view::npos; });
+  const std::vector<Thread> threads = ParseThreads(stack);
+  const Thread* main = MainThread(threads);
+  if (main == nullptr) return false;
+  for (std::string_view frame : main->frames) {
+    if (IsWaitPrimitive(frame)) continue;
+    return IsCollective(frame);
+  }
+  return false;
 }
 
 bool IsStraggler(int64_t step, int64_t max_step) {

@@ -10,8 +10,12 @@
 namespace ltd {
 
 // True when a stack (gdb's or Python's faulthandler's) shows its rank
-// blocked in a collective: c10d work waits, gloo transfers, NCCL/CUDA
-// synchronisation, torch.distributed calls.
+// blocked in a collective. What a rank is doing is decided by its main
+// thread's innermost frames, not by whatever called them: a rank whose
+// innermost frames are user code (a sleep, I/O, a loop) is not waiting in a
+// collective even when DDP's forward called that code. Frames of libc,
+// pthreads and the C++ runtime (the wait primitives themselves) are looked
+// through.
 bool WaitsInCollective(std::string_view stack);
 
 // A rank lags the leader's step by more than jitter: more than 2 steps and

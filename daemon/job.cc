@@ -203,6 +203,7 @@ nlohmann::json ToJson(const Job& job) {
           {"stalled", r.stalled},
           {"straggler", r.straggler},
           {"in_collective", r.in_collective},
+          {"process_state", r.process_state},
           {"stack", r.stack},
       });
     }
@@ -320,6 +321,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
         r.stalled = Field<bool>(rj, "stalled").value_or(false);
         r.straggler = Field<bool>(rj, "straggler").value_or(false);
         r.in_collective = Field<bool>(rj, "in_collective").value_or(false);
+        r.process_state = Field<std::string>(rj, "process_state").value_or("");
         r.stack = Field<std::string>(rj, "stack").value_or("");
         h.ranks.push_back(std::move(r));
       }

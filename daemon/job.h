@@ -61,6 +61,7 @@ struct HangReportRank {
   bool stalled = false;        // its deadline passed first
   bool straggler = false;      // its step lags the others'
   bool in_collective = false;  // its stack waits in a collective
+  std::string process_state;   // "stopped (SIGSTOP)" when not simply running
   std::string stack;           // where it was, when it could be had
 };
 

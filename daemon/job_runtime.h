@@ -73,6 +73,8 @@ struct JobRuntime {
 
   // A hang found, stacks being taken before the teardown.
   bool investigating = false;
+  // The verdict names a stopped rank: no stack can overrule that.
+  bool cause_settled = false;
   int pending_python_stacks = 0;
   bool pending_native_stacks = false;
   Clock::TimerId investigation_timer = 0;

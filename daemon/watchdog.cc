@@ -86,6 +86,18 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
     if (hr.straggler) report.straggler_ranks.push_back(r.rank);
     report.ranks.push_back(std::move(hr));
   }
+  // A stopped rank (SIGSTOP, a Ctrl-Z, a debugger) is the plainest cause:
+  // it cannot run, so its peers wait for it. The kernel says so outright.
+  int stopped_rank = -1;
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    if (!rt.ranks[r].alive) continue;
+    auto sig = launcher_.StopSignal(job.id, static_cast<int>(r));
+    if (!sig) continue;
+    const char* name = *sig > 0 ? sigabbrev_np(*sig) : nullptr;
+    report.ranks[r].process_state =
+        name != nullptr ? Cat("stopped (SIG", name, ")") : std::string("stopped");
+    if (stopped_rank < 0) stopped_rank = static_cast<int>(r);
+  }
   RootCause cause;
   cause.rank = stalled.front();
   cause.reason = reason;
@@ -97,6 +109,14 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   cause.message =
       Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
           FormatDuration(waited), " from rank(s) ", Join(stalled, ","));
+  if (stopped_rank >= 0) {
+    cause.rank = stopped_rank;
+    cause.message = Cat("rank ", stopped_rank, " is ",
+                        report.ranks[static_cast<size_t>(stopped_rank)].process_state);
+    report.stalled_ranks = {stopped_rank};
+    for (HangReportRank& hr : report.ranks) hr.stalled = hr.rank == stopped_rank;
+    rt.cause_settled = true;
+  }
   spdlog::error("job={} hang: {}", job.id, cause.message);
   // The report and the verdict are on disk before anything is signalled.
   job.hang_report = std::move(report);
@@ -111,12 +131,15 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
     RankRuntime& rr = rt.ranks[r];
     const pid_t pid = job.ranks[r].pid;
     if (!rr.alive || sampler_ == nullptr || config_.stack_budget.count() <= 0) continue;
+    const bool stopped = !job.hang_report->ranks[r].process_state.empty();
     if (sampler_->IsPython(pid)) {
+      // faulthandler runs in the rank itself, which a stopped rank cannot.
+      if (stopped) continue;
       // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
       // rank dies of the signal; its stderr until then is its stack.
       rr.capturing_stack = true;
       ++rt.pending_python_stacks;
-      launcher_.SignalProcess(pid, SIGABRT);
+      launcher_.SignalProcess(job.id, static_cast<int>(r), SIGABRT);
     } else {
       native[r] = pid;
       any_native = true;
@@ -157,7 +180,10 @@ void JobManager::FinishInvestigation(const std::string& id) {
     rr.stack.clear();
     rr.capturing_stack = false;
   }
-  if (const int culprit = AttributeHang(report); culprit >= 0 && culprit != rt.cause->rank) {
+  if (rt.cause_settled) {
+    for (HangReportRank& r : report.ranks) r.in_collective = WaitsInCollective(r.stack);
+  } else if (const int culprit = AttributeHang(report);
+             culprit >= 0 && culprit != rt.cause->rank) {
     // Ranks that already died of the stack dump were judged by the old verdict.
     Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
     if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);

@@ -101,8 +101,15 @@ TEST_F(JobManagerTest, ClientOmpNumThreadsWins) {
 TEST_F(JobManagerTest, FirstNonZeroExitIsTheRootCauseAndTearsDownTheRest) {
   const std::string id = Submit(Spec(4));
   launcher_.Exit(id, 2, 3);
-  EXPECT_EQ(launcher_.signals.size(), 3u);
-  for (auto [pid, sig] : launcher_.signals) EXPECT_EQ(sig, SIGTERM);
+  // SIGTERM, then SIGCONT so that a stopped rank handles it; only live ranks.
+  ASSERT_EQ(launcher_.signals.size(), 6u);
+  for (size_t i = 0; i < 6; i += 2) {
+    EXPECT_EQ(launcher_.signals[i].second, SIGTERM);
+    EXPECT_EQ(launcher_.signals[i + 1], std::make_pair(launcher_.signals[i].first, SIGCONT));
+  }
+  EXPECT_EQ(launcher_.Signalled(SIGTERM),
+            (std::vector<pid_t>{launcher_.Find(id, 0).pid, launcher_.Find(id, 1).pid,
+                                launcher_.Find(id, 3).pid}));
   launcher_.Exit(id, 0, 1);  // a consequence, not a cause
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
@@ -205,7 +212,7 @@ TEST_F(JobManagerTest, SpawnFailureMidwayTearsDownStartedRanks) {
   launcher_.fail_rank = 2;
   const std::string id = Submit(Spec(4));
   EXPECT_EQ(launcher_.procs.size(), 2u);  // ranks 0 and 1 ran, 3 never did
-  EXPECT_EQ(launcher_.signals.size(), 2u);
+  EXPECT_EQ(launcher_.Signalled(SIGTERM).size(), 2u);
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
   const Job& job = Get(id);
@@ -506,7 +513,7 @@ TEST_F(HangInvestigationTest, StacksComeBeforeTheTeardownAndNameTheCulprit) {
             "others wait in one");
   EXPECT_EQ(job.hang_report->stalled_ranks, std::vector<int>{1});
   EXPECT_NE(job.hang_report->ranks[1].stack.find("injected_hang"), std::string::npos);
-  EXPECT_EQ(launcher_.signals.size(), 3u);  // now the teardown
+  EXPECT_EQ(launcher_.Signalled(SIGTERM).size(), 3u);  // now the teardown
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
   EXPECT_EQ(Get(id).exit_code, 124);
@@ -546,7 +553,7 @@ TEST_F(HangInvestigationTest, StacksThatNeverComeDoNotHoldTheTeardown) {
   clock_.Advance(Millis(3499));
   EXPECT_TRUE(launcher_.signals.empty());
   clock_.Advance(Millis(1));
-  EXPECT_EQ(launcher_.signals.size(), 3u);
+  EXPECT_EQ(launcher_.Signalled(SIGTERM).size(), 3u);
   sampler_.Deliver({"late", "late", "late"});  // ignored: the job moved on
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
@@ -554,26 +561,50 @@ TEST_F(HangInvestigationTest, StacksThatNeverComeDoNotHoldTheTeardown) {
   EXPECT_EQ(Get(id).root_cause->rank, 0);
 }
 
-TEST(HangReport, CollectiveWaitsAreRecognised) {
-  EXPECT_TRUE(WaitsInCollective("#5 c10d::Work::wait(std::chrono::duration)"));
-  EXPECT_TRUE(WaitsInCollective(
-      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\""));
-  EXPECT_FALSE(WaitsInCollective("#3 injected_hang (rank, step) at train.cc:43"));
-  HangReport all_wait;
-  all_wait.ranks = {{0, 1, {}, true, false, false, "c10d::Work::wait"},
-                    {1, 1, {}, true, false, false, "c10d::Work::wait"}};
-  all_wait.stalled_ranks = {0, 1};
-  EXPECT_EQ(AttributeHang(all_wait), -1);  // nothing to tell them apart
-  EXPECT_EQ(all_wait.stalled_ranks, (std::vector<int>{0, 1}));
-  EXPECT_TRUE(all_wait.ranks[0].in_collective);
-  // Only rank 0 missed its deadline, but it waits for rank 1, which does not.
-  HangReport one;
-  one.ranks = {{0, 1, {}, true, false, false, "c10d::Work::wait"},
-               {1, 1, {}, false, false, false, "injected_hang"}};
-  one.stalled_ranks = {0};
-  EXPECT_EQ(AttributeHang(one), 1);
-  EXPECT_EQ(one.stalled_ranks, std::vector<int>{1});
-  EXPECT_FALSE(one.ranks[0].stalled);
+TEST_F(HangInvestigationTest, AStoppedRankIsTheRootCauseAndGetsNoFaulthandler) {
+  JobSpec spec = Spec(3);
+  spec.heartbeat_timeout = Millis(1000);
+  const std::string id = Submit(spec);
+  for (int r = 0; r < 3; ++r) {
+    sampler_.python.insert(launcher_.Find(id, r).pid);
+    launcher_.Control(id, r, "hb 4\n");
+  }
+  launcher_.Control(id, 0, "hb 5\n");  // rank 0's deadline passes last
+  launcher_.Find(id, 1).stopped = SIGSTOP;
+  clock_.Advance(Millis(1001));
+  const Job& job = Get(id);
+  ASSERT_TRUE(job.root_cause);
+  EXPECT_EQ(job.root_cause->rank, 1);
+  EXPECT_EQ(job.root_cause->message, "rank 1 is stopped (SIGSTOP)");
+  EXPECT_EQ(job.hang_report->ranks[1].process_state, "stopped (SIGSTOP)");
+  EXPECT_EQ(job.hang_report->stalled_ranks, std::vector<int>{1});
+  // faulthandler runs inside the rank, which a stopped one cannot: only
+  // ranks 0 and 2 are asked for their stacks.
+  std::vector<pid_t> asked;
+  for (auto [pid, sig] : launcher_.process_signals) {
+    EXPECT_EQ(sig, SIGABRT);
+    asked.push_back(pid);
+  }
+  EXPECT_EQ(asked, (std::vector<pid_t>{launcher_.Find(id, 0).pid, launcher_.Find(id, 2).pid}));
+  // Rank 2's stack shows no collective; the stopped rank stays the cause.
+  launcher_.Output(id, 0, Stream::kStderr,
+                   "Current thread 0x1 (most recent call first):\n"
+                   "  File \"/torch/autograd/__init__.py\", line 197 in backward\n");
+  launcher_.Exit(id, 0, 0, SIGABRT);
+  launcher_.Output(id, 2, Stream::kStderr,
+                   "Current thread 0x1 (most recent call first):\n"
+                   "  File \"train.py\", line 9 in save_checkpoint\n");
+  launcher_.Exit(id, 2, 0, SIGABRT);
+  EXPECT_EQ(Get(id).root_cause->rank, 1);
+  // The teardown continues the stopped rank so that it handles SIGTERM.
+  EXPECT_EQ(launcher_.signals,
+            (std::vector<std::pair<pid_t, int>>{{launcher_.Find(id, 1).pid, SIGTERM},
+                                                {launcher_.Find(id, 1).pid, SIGCONT}}));
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+  EXPECT_EQ(Get(id).ranks[1].state, RankState::kFailed);
+  EXPECT_EQ(Get(id).ranks[2].state, RankState::kKilled);
 }
 
 }  // namespace

@@ -62,7 +62,14 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   job.ranks = {Rank{}, r};
   HangReport h;
   h.stalled_ranks = {1};
-  h.ranks = {HangReportRank{1, 99, std::nullopt, true, true, false, "#0 injected_hang"}};
+  HangReportRank rank;
+  rank.rank = 1;
+  rank.last_step = 99;
+  rank.stalled = true;
+  rank.straggler = true;
+  rank.process_state = "stopped (SIGSTOP)";
+  rank.stack = "#0 injected_hang";
+  h.ranks = {rank};
   job.hang_report = h;
   Attempt a;
   a.master_port = 29500;

@@ -1,0 +1,132 @@
+// Reading stacks: what a rank is doing is decided by its main thread's
+// innermost frames, in both formats ltd collects (faulthandler, gdb).
+#include "hang_report.h"
+
+#include <gtest/gtest.h>
+
+namespace ltd::test {
+namespace {
+
+// Lightning 1.9 under DDP, rank 1 blocked in the user's training_step (a
+// time.sleep, which faulthandler does not show: it is C), called from
+// DDP's forward; rank 0 in loss.backward(), waiting in the allreduce.
+constexpr char kUserCodeBelowDdpForward[] = R"(Fatal Python error: Aborted
+
+Thread 0x00007f43c9e5f6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 324 in wait
+  File "/usr/lib/python3.11/threading.py", line 622 in wait
+  File "/usr/lib/python3.11/threading.py", line 995 in _bootstrap
+
+Current thread 0x00007f43d6d0f040 (most recent call first):
+  File "/work/scripts/hang.py", line 31 in training_step
+  File "/site/pytorch_lightning/overrides/base.py", line 98 in forward
+  File "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", line 1194 in _call_impl
+  File "/usr/lib/python3/dist-packages/torch/nn/parallel/distributed.py", line 1040 in _run_ddp_forward
+  File "/usr/lib/python3/dist-packages/torch/nn/parallel/distributed.py", line 1098 in forward
+  File "/site/pytorch_lightning/strategies/ddp.py", line 351 in training_step
+  File "/site/pytorch_lightning/trainer/trainer.py", line 1103 in fit
+  File "/work/scripts/hang.py", line 60 in <module>
+)";
+
+constexpr char kBackwardInDdp[] = R"(Fatal Python error: Aborted
+
+Current thread 0x00007f00aa0f0040 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/autograd/__init__.py", line 197 in backward
+  File "/usr/lib/python3/dist-packages/torch/_tensor.py", line 488 in backward
+  File "/site/pytorch_lightning/core/module.py", line 1410 in backward
+  File "/site/pytorch_lightning/trainer/trainer.py", line 1103 in fit
+  File "/work/scripts/hang.py", line 60 in <module>
+)";
+
+// faulthandler's "Current thread" is whichever took the signal; the one
+// running the script's <module> is the main thread.
+constexpr char kSignalTakenByAWorkerThread[] = R"(Current thread 0x00007f1 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1321 in all_reduce
+  File "/usr/lib/python3.11/threading.py", line 995 in _bootstrap
+
+Thread 0x00007f2 (most recent call first):
+  File "/work/train.py", line 12 in write_checkpoint
+  File "/work/train.py", line 40 in <module>
+)";
+
+// gdb, LibTorch on gloo: Thread 1 (put first by the sampler) waits for a
+// peer's data under libc and libstdc++ frames.
+constexpr char kNativeGlooWait[] =
+    R"(Thread 1 (Thread 0x7f5e (LWP 4242) "train"):
+#0  0x00007f5e in __futex_abstimed_wait_common64 (private=0, cancel=true) at ./nptl/futex-internal.c:57
+#1  __futex_abstimed_wait_common (cancel=true) at ./nptl/futex-internal.c:87
+#2  0x00007f5e in __GI___futex_abstimed_wait_cancelable64 () at ./nptl/futex-internal.c:139
+#3  0x00007f5e in __pthread_cond_wait_common () at ./nptl/pthread_cond_wait.c:503
+#4  ___pthread_cond_wait () at ./nptl/pthread_cond_wait.c:618
+#5  0x00007f5e in std::condition_variable::wait(std::unique_lock<std::mutex>&) () from /lib/x86_64-linux-gnu/libstdc++.so.6
+#6  0x00007f5e in gloo::transport::tcp::UnboundBuffer::waitRecv(int*, std::chrono::duration<long, std::ratio<1l, 1000l> >) () from /lib/x86_64-linux-gnu/libgloo.so.0
+#7  0x00007f5e in c10d::ProcessGroupGloo::AsyncWork::wait() () from /lib/libtorch_cpu.so
+#8  0x000055 in main (argc=5, argv=0x7ffd) at /work/examples/train/train.cc:262
+Thread 2 (Thread 0x7f5f (LWP 4243) "train"):
+#0  0x00007f5e in epoll_wait () from /lib/x86_64-linux-gnu/libc.so.6
+)";
+
+constexpr char kNativeSleepingInUserCode[] =
+    R"(Thread 1 (Thread 0x7f5e (LWP 4250) "train"):
+#0  0x00007f5e in __GI___clock_nanosleep (clock_id=0, flags=0) at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71
+#1  0x00007f5e in __GI___nanosleep () at ./posix/nanosleep.c:25
+#2  0x000055 in std::this_thread::sleep_for<long, std::ratio<1l, 1l> > () at /usr/include/c++/12/bits/this_thread_sleep.h:80
+#3  injected_hang (rank=1, step=5) at /work/examples/train/train.cc:43
+#4  0x000055 in main (argc=5, argv=0x7ffd) at /work/examples/train/train.cc:262
+)";
+
+TEST(HangReport, TheInnermostFramesDecideNotTheCallers) {
+  EXPECT_FALSE(WaitsInCollective(kUserCodeBelowDdpForward));
+  EXPECT_TRUE(WaitsInCollective(kBackwardInDdp));
+  EXPECT_FALSE(WaitsInCollective(kSignalTakenByAWorkerThread));
+  EXPECT_TRUE(WaitsInCollective(kNativeGlooWait));
+  EXPECT_FALSE(WaitsInCollective(kNativeSleepingInUserCode));
+  EXPECT_FALSE(WaitsInCollective(""));
+  EXPECT_FALSE(WaitsInCollective("no frames at all\n\x01\xff"));
+  EXPECT_TRUE(WaitsInCollective(
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 3 "
+      "in barrier\n"));
+}
+
+HangReportRank Rank(int rank, bool stalled, std::string stack) {
+  HangReportRank r;
+  r.rank = rank;
+  r.stalled = stalled;
+  r.stack = std::move(stack);
+  return r;
+}
+
+TEST(HangReport, TheRankOthersWaitForIsTheCulprit) {
+  // Rank 0's deadline passed first (rank 1 beat once more), but rank 0
+  // waits in the allreduce for rank 1, which runs user code.
+  HangReport lightning;
+  lightning.ranks = {Rank(0, true, kBackwardInDdp), Rank(1, false, kUserCodeBelowDdpForward)};
+  lightning.stalled_ranks = {0};
+  EXPECT_EQ(AttributeHang(lightning), 1);
+  EXPECT_EQ(lightning.stalled_ranks, std::vector<int>{1});
+  EXPECT_TRUE(lightning.ranks[0].in_collective);
+  EXPECT_FALSE(lightning.ranks[0].stalled);
+  EXPECT_TRUE(lightning.ranks[1].stalled);
+
+  HangReport native;
+  native.ranks = {Rank(0, true, kNativeGlooWait), Rank(1, true, kNativeSleepingInUserCode),
+                  Rank(2, true, kNativeGlooWait)};
+  native.stalled_ranks = {0, 1, 2};
+  EXPECT_EQ(AttributeHang(native), 1);
+
+  // Every rank waits: nothing tells them apart, the deadline order stays.
+  HangReport all_wait;
+  all_wait.ranks = {Rank(0, true, kNativeGlooWait), Rank(1, true, kBackwardInDdp)};
+  all_wait.stalled_ranks = {0, 1};
+  EXPECT_EQ(AttributeHang(all_wait), -1);
+  EXPECT_EQ(all_wait.stalled_ranks, (std::vector<int>{0, 1}));
+
+  // The stalled rank does not wait in a collective: it is its own cause.
+  HangReport plain;
+  plain.ranks = {Rank(0, true, kNativeSleepingInUserCode), Rank(1, false, kNativeGlooWait)};
+  plain.stalled_ranks = {0};
+  EXPECT_EQ(AttributeHang(plain), -1);
+}
+
+}  // namespace
+}  // namespace ltd::test
