@@ -315,6 +315,11 @@ int main(int argc, char** argv) {
 
   SubmitArgs sa;
   auto* submit = app.add_subcommand("submit", "start a job of N ranks");
+  // Everything from PROGRAM on is PROGRAM's, with or without `--`, as with
+  // srun, docker run and torchrun: `submit --devices 2 python3 train.py
+  // --lr 3e-4 --name x` passes `--lr 3e-4 --name x` on. submit's own
+  // options (and the globals) come before PROGRAM.
+  submit->positionals_at_end();
   submit->add_option("--devices", sa.devices, "number of ranks, one per device")->required();
   submit->add_option("--name", sa.name, "a name to refer to the job by");
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
@@ -323,10 +328,16 @@ int main(int argc, char** argv) {
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
-  submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)");
+  // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
+  submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
+      ->allow_extra_args(false);
   submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
       ->check(CLI::NonNegativeNumber);
-  submit->add_option("command", sa.command, "-- PROGRAM [ARGS...]")->required();
+  submit
+      ->add_option("PROGRAM", sa.command,
+                   "the program and its arguments, all passed on as typed (`--` before it is "
+                   "optional)")
+      ->required();
 
   bool all = false;
   auto* ps = app.add_subcommand("ps", "running and pending jobs");
