@@ -309,9 +309,14 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ltctl: run and watch multi-rank training jobs under ltd"};
   app.require_subcommand(1);
+  // The globals are also taken after the verb (`ltctl show 7 --json`): an
+  // option a verb does not know falls through to here. Set before the
+  // verbs are added, which inherit it.
+  app.fallthrough();
   app.add_option("--socket", g.socket,
-                 "ltd's socket (default: $LTD_SOCKET, else /run/ltd/ltd.sock)");
-  app.add_flag("--json", g.json, "print records as JSON");
+                 "ltd's socket (default: $LTD_SOCKET, else /run/ltd/ltd.sock)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--json", g.json, "print ps and show records as JSON");
 
   SubmitArgs sa;
   auto* submit = app.add_subcommand("submit", "start a job of N ranks");
