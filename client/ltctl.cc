@@ -298,6 +298,19 @@ int Kill(const Globals& g, const std::string& job, const std::string& signal) {
   return 0;
 }
 
+// What was wrong, in the user's words. What CLI11 says first is not always
+// the mistake: a misspelt option (`submit --devcies 2 ./train`) shows up as
+// the required option missing, and a misspelt verb as no verb at all.
+std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
+  const bool have_verb = !app.get_subcommands().empty();
+  for (const std::string& extra : app.remaining(/*recurse=*/true)) {
+    if (extra == "--") continue;
+    if (extra.starts_with("-")) return "unknown option " + extra;
+    if (!have_verb) return "unknown verb '" + extra + "'";
+  }
+  return e.what();
+}
+
 }  // namespace
 }  // namespace ltd
 
@@ -375,7 +388,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", e.what());
+    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", ParseErrorText(app, e).c_str());
     return kErrorExit;
   }
   if (submit->parsed()) {
