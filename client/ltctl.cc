@@ -363,25 +363,25 @@ int main(int argc, char** argv) {
 
   std::string job;
   auto* show = app.add_subcommand("show", "one job: state, ranks, root cause, hang report");
-  show->add_option("JOB", job, "job id or unique name")->required();
+  show->add_option("JOB", job, "job id or name")->required();
 
   int rank = -1;
   bool follow = false;
   int64_t tail = 0;
   auto* logs = app.add_subcommand("logs", "rank output");
-  logs->add_option("JOB", job, "job id or unique name")->required();
+  logs->add_option("JOB", job, "job id or name")->required();
   logs->add_option("--rank", rank, "only this rank's output");
   logs->add_flag("-f,--follow", follow, "follow until the job ends");
   logs->add_option("--tail", tail, "only the last N lines");
 
   auto* attach = app.add_subcommand("attach", "stream the job's output; exit with its exit code");
-  attach->add_option("JOB", job, "job id or unique name")->required();
+  attach->add_option("JOB", job, "job id or name")->required();
   auto* wait = app.add_subcommand("wait", "block until the job ends; exit with its exit code");
-  wait->add_option("JOB", job, "job id or unique name")->required();
+  wait->add_option("JOB", job, "job id or name")->required();
 
   std::string signal;
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
-  kill->add_option("JOB", job, "job id or unique name")->required();
+  kill->add_option("JOB", job, "job id or name")->required();
   kill->add_option("--signal,-s", signal, "only send this signal (e.g. USR1) to every rank");
 
   try {
