@@ -298,6 +298,19 @@ int Kill(const Globals& g, const std::string& job, const std::string& signal) {
   return 0;
 }
 
+// What was wrong, in the user's words. What CLI11 says first is not always
+// the mistake: a misspelt option (`submit --devcies 2 ./train`) shows up as
+// the required option missing, and a misspelt verb as no verb at all.
+std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
+  const bool have_verb = !app.get_subcommands().empty();
+  for (const std::string& extra : app.remaining(/*recurse=*/true)) {
+    if (extra == "--") continue;
+    if (extra.starts_with("-")) return "unknown option " + extra;
+    if (!have_verb) return "unknown verb '" + extra + "'";
+  }
+  return e.what();
+}
+
 }  // namespace
 }  // namespace ltd
 
@@ -309,12 +322,22 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ltctl: run and watch multi-rank training jobs under ltd"};
   app.require_subcommand(1);
+  // The globals are also taken after the verb (`ltctl show 7 --json`): an
+  // option a verb does not know falls through to here. Set before the
+  // verbs are added, which inherit it.
+  app.fallthrough();
   app.add_option("--socket", g.socket,
-                 "ltd's socket (default: $LTD_SOCKET, else /run/ltd/ltd.sock)");
-  app.add_flag("--json", g.json, "print records as JSON");
+                 "ltd's socket (default: $LTD_SOCKET, else /run/ltd/ltd.sock)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--json", g.json, "print ps and show records as JSON");
 
   SubmitArgs sa;
   auto* submit = app.add_subcommand("submit", "start a job of N ranks");
+  // Everything from PROGRAM on is PROGRAM's, with or without `--`, as with
+  // srun, docker run and torchrun: `submit --devices 2 python3 train.py
+  // --lr 3e-4 --name x` passes `--lr 3e-4 --name x` on. submit's own
+  // options (and the globals) come before PROGRAM.
+  submit->positionals_at_end();
   submit->add_option("--devices", sa.devices, "number of ranks, one per device")->required();
   submit->add_option("--name", sa.name, "a name to refer to the job by");
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
@@ -323,10 +346,16 @@ int main(int argc, char** argv) {
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
-  submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)");
+  // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
+  submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
+      ->allow_extra_args(false);
   submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
       ->check(CLI::NonNegativeNumber);
-  submit->add_option("command", sa.command, "-- PROGRAM [ARGS...]")->required();
+  submit
+      ->add_option("PROGRAM", sa.command,
+                   "the program and its arguments, all passed on as typed (`--` before it is "
+                   "optional)")
+      ->required();
 
   bool all = false;
   auto* ps = app.add_subcommand("ps", "running and pending jobs");
@@ -334,32 +363,32 @@ int main(int argc, char** argv) {
 
   std::string job;
   auto* show = app.add_subcommand("show", "one job: state, ranks, root cause, hang report");
-  show->add_option("JOB", job, "job id or unique name")->required();
+  show->add_option("JOB", job, "job id or name")->required();
 
   int rank = -1;
   bool follow = false;
   int64_t tail = 0;
   auto* logs = app.add_subcommand("logs", "rank output");
-  logs->add_option("JOB", job, "job id or unique name")->required();
+  logs->add_option("JOB", job, "job id or name")->required();
   logs->add_option("--rank", rank, "only this rank's output");
   logs->add_flag("-f,--follow", follow, "follow until the job ends");
   logs->add_option("--tail", tail, "only the last N lines");
 
   auto* attach = app.add_subcommand("attach", "stream the job's output; exit with its exit code");
-  attach->add_option("JOB", job, "job id or unique name")->required();
+  attach->add_option("JOB", job, "job id or name")->required();
   auto* wait = app.add_subcommand("wait", "block until the job ends; exit with its exit code");
-  wait->add_option("JOB", job, "job id or unique name")->required();
+  wait->add_option("JOB", job, "job id or name")->required();
 
   std::string signal;
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
-  kill->add_option("JOB", job, "job id or unique name")->required();
+  kill->add_option("JOB", job, "job id or name")->required();
   kill->add_option("--signal,-s", signal, "only send this signal (e.g. USR1) to every rank");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", e.what());
+    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", ParseErrorText(app, e).c_str());
     return kErrorExit;
   }
   if (submit->parsed()) {

@@ -21,6 +21,12 @@
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
+//   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
+//
+//   lt_test_child argv ARGS...
+//
+// prints each of ARGS on a line of its own, as received, and exits 0: what
+// the command line handed the program.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -169,6 +175,10 @@ void Run(const std::string& action) {
     }
     std::printf("fds=%s\n", list.c_str());
     std::fflush(stdout);
+  } else if (verb == "getenv") {
+    const char* v = std::getenv(arg.c_str());
+    std::printf("%s=%s\n", arg.c_str(), v != nullptr ? v : "<unset>");
+    std::fflush(stdout);
   } else if (verb == "pidfile") {
     pidfile = arg;
     RecordPid();
@@ -181,6 +191,10 @@ void Run(const std::string& action) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "argv") == 0) {
+    for (int i = 2; i < argc; ++i) std::printf("%s\n", argv[i]);
+    return 0;
+  }
   const char* rank_env = std::getenv("RANK");
   const std::string rank = rank_env != nullptr ? rank_env : "0";
   std::string defaults, mine;

@@ -1,0 +1,158 @@
+// ltctl's command line end to end: what users type reaches the program as
+// typed, submit's options before PROGRAM still count, the globals work on
+// either side of the verb, and bad input is one line and exit code 1.
+#include <algorithm>
+#include <sstream>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+using CliE2E = E2E;
+
+// The lines rank `rank` printed to stdout of an attached submit, in order,
+// without their "[R] " prefix.
+std::vector<std::string> RankLines(const std::string& out, int rank) {
+  const std::string prefix = "[" + std::to_string(rank) + "] ";
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(prefix)) lines.push_back(line.substr(prefix.size()));
+  }
+  return lines;
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+nlohmann::json ParseJson(const CmdResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+}
+
+void ExpectOneLineError(const CmdResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST_F(CliE2E, EverythingAfterProgramIsTheProgramsWithoutDoubleDash) {
+  // Submit options, ltctl globals, verbs, `--`, `--help`, an empty and a
+  // spaced argument: all of them the program's, as they come after PROGRAM.
+  const std::vector<std::string> args = {
+      "--lr",  "3e-4", "--name", "x",    "-d", "--json", "--socket", "/nowhere", "--devices", "9",
+      "--env", "K=V",  "ps",     "show", "--", "-",      "--help",   "",         "two words"};
+  CmdResult r = d_.Ctl(Concat({"submit", "--devices", "2", kChild, "argv"}, args));
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // attached: -d and --json were not ltctl's
+  EXPECT_EQ(RankLines(r.out, 0), args) << r.out;
+  EXPECT_EQ(RankLines(r.out, 1), args) << r.out;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["name"], "");  // --name x went to the program
+  EXPECT_EQ(job["devices"], 2);
+  EXPECT_EQ(job["argv"], Concat({kChild, "argv"}, args));
+}
+
+TEST_F(CliE2E, DoubleDashBeforeProgramStillWorks) {
+  // `--` after a repeatable option ends PROGRAM's options too, not only the
+  // option's values.
+  const std::vector<std::string> args = {"--lr", "3e-4", "--rank", "1", "--", "-d"};
+  CmdResult r = d_.Ctl(Concat(
+      {"submit", "--devices", "1", "--env", "LT_TEST_EXTRA=yes", "--", kChild, "argv"}, args));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RankLines(r.out, 0), args) << r.out;
+  EXPECT_EQ(d_.Show("1")["argv"], Concat({kChild, "argv"}, args));
+}
+
+TEST_F(CliE2E, SubmitOptionsBeforeProgramTakeEffect) {
+  // No `--`: each option takes its own value and PROGRAM starts after them,
+  // also right after a repeatable one (`--env K=V PROGRAM`).
+  CmdResult r =
+      d_.Ctl({"submit", "--name", "opts", "-d", "--env", "LT_TEST_EXTRA=first", "--grace", "3s",
+              "--heartbeat-timeout", "1m", "--max-restarts", "0", "--devices", "2", "--env",
+              "LT_TEST_OTHER=second", kChild, "getenv:LT_TEST_EXTRA,getenv:LT_TEST_OTHER,exit:0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n");  // detached: the job id alone
+  nlohmann::json job = d_.WaitEnded("opts");
+  EXPECT_EQ(job["state"], "SUCCEEDED") << job.dump();
+  EXPECT_EQ(job["id"], "1");
+  EXPECT_EQ(job["devices"], 2);
+  EXPECT_EQ(job["grace_ms"], 3000);
+  EXPECT_EQ(job["heartbeat_timeout_ms"], 60000);
+  EXPECT_EQ(job["argv"],
+            nlohmann::json({kChild, "getenv:LT_TEST_EXTRA,getenv:LT_TEST_OTHER,exit:0"}));
+  CmdResult logs = d_.Ctl({"logs", "opts", "--rank", "1"});
+  ASSERT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "LT_TEST_EXTRA=first\nLT_TEST_OTHER=second\n");
+}
+
+TEST_F(CliE2E, JsonBeforeOrAfterTheVerb) {
+  const std::string id = SubmitDetached({"--devices", "1", "--name", "live", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 10s));
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"--json", "ps"}, {"ps", "--json"}, {"ps", "--json", "-a"}, {"ps", "-a", "--json"}}) {
+    nlohmann::json jobs = ParseJson(d_.Ctl(argv));
+    ASSERT_TRUE(jobs.is_array()) << argv[0] << " " << argv[1];
+    ASSERT_EQ(jobs.size(), 1u) << jobs.dump();
+    EXPECT_EQ(jobs[0]["id"], id);
+    EXPECT_EQ(jobs[0]["state"], "RUNNING");
+  }
+  for (const auto& argv : std::vector<std::vector<std::string>>{{"--json", "show", id},
+                                                                {"show", "--json", id},
+                                                                {"show", id, "--json"},
+                                                                {"show", "live", "--json"}}) {
+    nlohmann::json job = ParseJson(d_.Ctl(argv));
+    ASSERT_TRUE(job.is_object()) << argv[0] << " " << argv[1];
+    EXPECT_EQ(job["id"], id);
+    EXPECT_EQ(job["name"], "live");
+    EXPECT_TRUE(job["ranks"].is_array());
+  }
+  // Without it, the table and the text, which are no JSON.
+  EXPECT_FALSE(nlohmann::json::accept(d_.Ctl({"ps"}).out));
+  EXPECT_FALSE(nlohmann::json::accept(d_.Ctl({"show", id}).out));
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "CANCELLED");
+}
+
+TEST_F(CliE2E, SocketAfterTheVerbCountsAndTheLastOneWins) {
+  const std::vector<std::string> nowhere = {"LTD_SOCKET=" + d_.dir() + "/nowhere.sock"};
+  CmdResult after =
+      RunCommand({LtctlPath(), "ps", "--json", "--socket", d_.socket()}, nowhere, 30s);
+  EXPECT_TRUE(ParseJson(after).is_array()) << after.out;
+  CmdResult last = RunCommand(
+      {LtctlPath(), "--socket", d_.dir() + "/nowhere.sock", "ps", "--socket", d_.socket()}, {},
+      30s);
+  EXPECT_EQ(last.exit_code, 0) << last.err;
+  CmdResult missing = RunCommand({LtctlPath(), "ps"}, nowhere, 30s);
+  ExpectOneLineError(missing, "cannot reach ltd at " + d_.dir() + "/nowhere.sock");
+}
+
+TEST_F(CliE2E, BadCommandLinesAreOneLineAndExitOne) {
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "2"}), "PROGRAM is required");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "2", "--"}), "PROGRAM is required");
+  ExpectOneLineError(d_.Ctl({"submit", "--devcies", "2", kChild, "exit:0"}),
+                     "unknown option --devcies");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "2", "--nmae", "x", kChild, "exit:0"}),
+                     "--nmae");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "1", "--env"}), "--env");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "1", "--env", "NOEQUALS", kChild, "exit:0"}),
+                     "--env takes KEY=VALUE, got 'NOEQUALS'");
+  ExpectOneLineError(d_.Ctl({"show"}), "JOB is required");
+  ExpectOneLineError(d_.Ctl({"show", "1", "--jsn"}), "--jsn");
+  ExpectOneLineError(d_.Ctl({"show", "1", "2"}), "not expected: 2");
+  ExpectOneLineError(d_.Ctl({"ps", "--bogus"}), "--bogus");
+  ExpectOneLineError(d_.Ctl({"frobnicate", "7"}), "unknown verb 'frobnicate'");
+  ExpectOneLineError(d_.Ctl({"--jsno", "ps"}), "unknown option --jsno");
+  ExpectOneLineError(d_.Ctl({}), "subcommand is required");
+  // None of them made a job.
+  nlohmann::json jobs = ParseJson(d_.Ctl({"ps", "-a", "--json"}));
+  EXPECT_EQ(jobs, nlohmann::json::array()) << jobs.dump();
+}
+
+}  // namespace
+}  // namespace ltd::test
