@@ -34,6 +34,15 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", dir, errno);
+  absl::Status status = absl::OkStatus();
+  if (fsync(fd) != 0) status = ErrnoStatus("fsync", dir, errno);
+  close(fd);
+  return status;
+}
+
 }  // namespace
 
 absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err) {
@@ -85,7 +94,13 @@ absl::Status JobStore::Save(const Job& job) const {
   if (close(fd) != 0 && status.ok()) status = ErrnoStatus("close", tmp, errno);
   if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0)
     status = ErrnoStatus("rename", tmp, errno);
-  if (!status.ok()) unlink(tmp.c_str());
+  if (!status.ok()) {
+    unlink(tmp.c_str());
+    return status;
+  }
+  // The rename lives in the directory: without syncing it, a host crash can
+  // bring back the old record (or none) beside a durable file.
+  if (IsFinal(job.state)) status = SyncDir(dir);
   return status;
 }
 
