@@ -102,6 +102,7 @@ class ProtocolTest(unittest.TestCase):
             "ok = [ltworker.heartbeat(), ltworker.heartbeat(7), ltworker.set_timeout(0.5),\n"
             "      ltworker.set_timeout(10), ltworker.set_timeout(0),\n"
             "      ltworker.set_timeout(datetime.timedelta(minutes=5)),\n"
+            "      ltworker.set_timeout(0.0004),\n"
             "      ltworker.report_error('Traceback:\\n  boom\\r\\n'), ltworker.report_error('')]\n"
             "print(all(ok))\n"
         )
@@ -110,7 +111,7 @@ class ProtocolTest(unittest.TestCase):
         self.assertEqual(proc.stdout_text.strip(), "True")
         self.assertEqual(
             data,
-            b"hb\nhb 7\ntimeout 500ms\ntimeout 10s\ntimeout 0\ntimeout 300s\n"
+            b"hb\nhb 7\ntimeout 500ms\ntimeout 10s\ntimeout 0\ntimeout 300s\ntimeout 1ms\n"
             b"error Traceback:   boom  \nerror\n",
         )
 
@@ -256,6 +257,43 @@ class ArgumentTest(unittest.TestCase):
             ltworker.set_timeout("10s")
         with self.assertRaises(TypeError):
             ltworker.set_timeout(True)
+
+    def test_positive_timeout_rounds_up_to_a_millisecond_never_to_off(self):
+        ms = ltworker._timeout_ms
+        self.assertEqual(ms(0.0004), 1)
+        self.assertEqual(ms(1e-12), 1)
+        self.assertEqual(ms(5e-324), 1)  # the smallest float: 0 in microseconds
+        self.assertEqual(ms(0.001), 1)
+        self.assertEqual(ms(0.0015), 2)
+        self.assertEqual(ms(0.5), 500)
+        self.assertEqual(ms(1.1), 1100)  # not 1101 from 1.1's binary excess
+        self.assertEqual(ms(2.675), 2675)
+        self.assertEqual(ms(10), 10000)
+        self.assertEqual(ms(datetime.timedelta(microseconds=1)), 1)
+        self.assertEqual(ms(datetime.timedelta(microseconds=1001)), 2)
+        self.assertEqual(ms(datetime.timedelta(minutes=5)), 300000)
+        # Only an explicit zero is "off".
+        self.assertEqual(ms(0), 0)
+        self.assertEqual(ms(0.0), 0)
+        self.assertEqual(ms(-0.0), 0)
+        self.assertEqual(ms(datetime.timedelta(0)), 0)
+
+    def test_huge_timeout_is_the_longest_ltd_accepts(self):
+        ms = ltworker._timeout_ms
+        longest = 365 * 24 * 3600 * 1000
+        self.assertEqual(ltworker.MAX_TIMEOUT_SECONDS * 1000, longest)
+        self.assertEqual(ms(365 * 24 * 3600), longest)
+        self.assertEqual(ms(365 * 24 * 3600 - 0.0005), longest)
+        self.assertEqual(ms(365 * 24 * 3600 - 0.002), longest - 2)
+        for huge in (10 ** 30, 1e300, datetime.timedelta.max):
+            self.assertEqual(ms(huge), longest, huge)
+        self.assertEqual(ltworker._format_timeout(ms(1e300)), b"timeout 31536000s\n")
+
+    def test_negative_timeout_raises_even_when_tiny(self):
+        for bad in (-1, -0.0004, -1e-300, datetime.timedelta(microseconds=-1),
+                    float("-inf"), float("inf"), float("nan")):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                ltworker.set_timeout(bad)
 
     def test_timeout_format(self):
         self.assertEqual(ltworker._format_timeout(0), b"timeout 0\n")
