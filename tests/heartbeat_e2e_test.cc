@@ -111,6 +111,49 @@ TEST_F(Heartbeats, PythonRankStalledInAFunctionIsNamedInTheReport) {
   EXPECT_NE(stack.find("stall.py"), std::string::npos) << stack;
 }
 
+// No --heartbeat-timeout in these jobs: the rank's own "timeout DUR" line
+// arms its watchdog (SPEC.md, Heartbeats).
+TEST_F(Heartbeats, PythonSetTimeoutArmsTheWatchdogWithoutAJobTimeout) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kPython, kRanks + "/timeout_hang.py",
+                        "--timeout", "2", "--hang-rank", "1", "--beats", "3"},
+                       60s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang") << job.dump();
+  EXPECT_EQ(job["root_cause"]["rank"], 1) << job.dump();
+  EXPECT_EQ(job["root_cause"]["message"].get<std::string>().rfind("no heartbeat for 2s", 0), 0u)
+      << job["root_cause"];
+  EXPECT_EQ(job["ranks"][1]["last_step"], 2);
+}
+
+TEST_F(Heartbeats, PythonSubMillisecondTimeoutIsOneMillisecondNotOff) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "1", "--", kPython, kRanks + "/timeout_hang.py",
+                        "--timeout", "0.0004", "--beats", "1"},
+                       60s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang") << job.dump();
+  EXPECT_EQ(job["root_cause"]["rank"], 0);
+  EXPECT_EQ(job["root_cause"]["message"].get<std::string>().rfind("no heartbeat for 1ms", 0), 0u)
+      << job["root_cause"];
+}
+
+TEST_F(Heartbeats, LightningCallbackArmsTheWatchdogWithoutAJobTimeout) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kPython, kRanks + "/lightning_hang.py",
+                        "--timeout", "2", "--hang-rank", "1", "--hang-batch", "3"},
+                       60s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang") << job.dump();
+  EXPECT_EQ(job["root_cause"]["rank"], 1) << job.dump();
+  const auto& report = job["hang_report"];
+  ASSERT_TRUE(report.is_object()) << job.dump();
+  EXPECT_EQ(report["stalled_ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(report["ranks"][1]["last_step"], 3);
+  const std::string stack = report["ranks"][1]["stack"];
+  EXPECT_NE(stack.find("training_step_that_never_returns"), std::string::npos) << stack;
+}
+
 TEST_F(Heartbeats, TorchDistributedDdpJobWithAHungRank) {
   if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
   // Clean first: the job trains and ends.

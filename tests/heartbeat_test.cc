@@ -48,6 +48,14 @@ TEST(HeartbeatLine, ValidLines) {
             "error NCCL error: unhandled cuda error");
 }
 
+// The worker runtimes send a longer timeout as LT_MAX_TIMEOUT_MS
+// (ltworker.h), "timeout 31536000s": it must be the longest one accepted.
+TEST(HeartbeatLine, TheLongestTimeoutTheRuntimesSendIsAccepted) {
+  EXPECT_EQ(Describe(*ParseHeartbeatLine("timeout 31536000s")), "timeout 31536000000");
+  EXPECT_EQ(Describe(*ParseHeartbeatLine("timeout 1ms")), "timeout 1");
+  EXPECT_FALSE(ParseHeartbeatLine("timeout 31536000001ms"));
+}
+
 TEST(HeartbeatLine, MalformedLines) {
   for (const char* bad : {"", "HB", "hb -1", "hb 1.5", "hb x", "hb 99999999999999999999", "timeout",
                           "timeout soon", "timeout -1s", "beat", "hb 1 2", "error bell\a"}) {

@@ -331,6 +331,36 @@ TEST_F(JobManagerTest, TimeoutZeroTurnsTheWatchdogOffAndTimeoutDurWidensIt) {
   EXPECT_EQ(Get(id).hang_report->stalled_ranks, std::vector<int>{1});
 }
 
+// `ltworker.set_timeout()` or the Lightning callback in a job submitted
+// without --heartbeat-timeout: the rank's own timeout line arms its watchdog,
+// before its first beat too; ranks that sent none stay unwatched.
+TEST_F(JobManagerTest, TimeoutLineArmsTheWatchdogWithoutAJobTimeout) {
+  const std::string id = Submit(Spec(2));  // no heartbeat or startup timeout
+  launcher_.Control(id, 0, "timeout 500ms\n");
+  launcher_.Control(id, 1, "hb 1\n");
+  clock_.Advance(Millis(400));
+  launcher_.Control(id, 0, "hb 1\n");  // a beat moves the armed deadline
+  clock_.Advance(Millis(500));
+  EXPECT_FALSE(Get(id).root_cause);
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
+  EXPECT_EQ(Get(id).root_cause->rank, 0);
+  EXPECT_EQ(Get(id).root_cause->message, "no heartbeat for 500ms from rank(s) 0");
+  EXPECT_EQ(Get(id).hang_report->stalled_ranks, std::vector<int>{0});
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+}
+
+TEST_F(JobManagerTest, OneMillisecondTimeoutIsArmedNotOff) {
+  const std::string id = Submit(Spec(1));
+  launcher_.Control(id, 0, "timeout 1ms\n");
+  clock_.Advance(Millis(2));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
+}
+
 TEST_F(JobManagerTest, TimeoutCanShrinkTheDeadline) {
   JobSpec spec = Spec(1);
   spec.heartbeat_timeout = Millis(10'000);

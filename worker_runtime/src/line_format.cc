@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "ltworker/ltworker.h"
+
 namespace ltworker::internal {
 namespace {
 
@@ -50,6 +52,9 @@ std::size_t FormatHeartbeatStep(std::int64_t step, std::span<char> out) {
 
 std::size_t FormatTimeout(std::int64_t milliseconds, std::span<char> out) {
   if (milliseconds < 0) return 0;
+  // ltd ignores a longer timeout as malformed, which would silently keep the
+  // old deadline; the longest it accepts is the closest to what was asked.
+  milliseconds = std::min(milliseconds, LT_MAX_TIMEOUT_MS);
   if (milliseconds % 1000 == 0) {
     // "timeout 0" is how the protocol spells "off"; keep it unit-less.
     return NumberLine("timeout ", milliseconds / 1000, milliseconds == 0 ? "" : "s", out);

@@ -35,7 +35,8 @@ std::size_t FormatHeartbeat(std::span<char> out);
 std::size_t FormatHeartbeatStep(std::int64_t step, std::span<char> out);
 
 // "timeout DUR\n" where DUR is "0" (watchdog off), "Ns" for whole seconds or
-// "Nms" otherwise, all spellings ltd's duration parser accepts.
+// "Nms" otherwise, all spellings ltd's duration parser accepts. More than
+// LT_MAX_TIMEOUT_MS (ltworker.h) is written as LT_MAX_TIMEOUT_MS.
 std::size_t FormatTimeout(std::int64_t milliseconds, std::span<char> out);
 
 // "error TEXT\n" with control characters (newlines included) turned into

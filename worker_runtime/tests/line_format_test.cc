@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ltworker/ltworker.h"
+
 namespace ltworker::internal {
 namespace {
 
@@ -47,9 +49,18 @@ TEST(LineFormatTest, Timeout) {
   EXPECT_EQ(Timeout(1000), "timeout 1s\n");
   EXPECT_EQ(Timeout(1500), "timeout 1500ms\n");
   EXPECT_EQ(Timeout(600000), "timeout 600s\n");
-  EXPECT_EQ(Timeout(std::numeric_limits<std::int64_t>::max()), "timeout 9223372036854775807ms\n");
+  EXPECT_EQ(Timeout(1), "timeout 1ms\n");
   char buf[kShortLineBytes];
   EXPECT_EQ(FormatTimeout(-1, buf), 0u);
+}
+
+// ltd rejects a timeout over a year as malformed and would ignore the line,
+// leaving the old deadline; the longest one it accepts is the closest.
+TEST(LineFormatTest, TimeoutOverAYearIsSentAsTheLongestLtdAccepts) {
+  EXPECT_EQ(Timeout(LT_MAX_TIMEOUT_MS), "timeout 31536000s\n");
+  EXPECT_EQ(Timeout(LT_MAX_TIMEOUT_MS - 1), "timeout 31535999999ms\n");
+  EXPECT_EQ(Timeout(LT_MAX_TIMEOUT_MS + 1), "timeout 31536000s\n");
+  EXPECT_EQ(Timeout(std::numeric_limits<std::int64_t>::max()), "timeout 31536000s\n");
 }
 
 TEST(LineFormatTest, TooSmallBufferIsRejected) {

@@ -11,9 +11,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +111,58 @@ TEST_P(HeartbeatTest, CppApiWritesTheSameLines) {
   const std::string text = "bad\nthing happened";
   EXPECT_TRUE(ReportError(std::string_view(text).substr(0, 9)));  // not NUL-terminated
   EXPECT_EQ(Read(5), "hb\nhb 9\ntimeout 300s\ntimeout 250ms\nerror bad thing\n");
+}
+
+// A positive timeout never becomes "timeout 0" (watchdog off): it rounds up
+// to a whole millisecond, and one too long for ltd is sent as the longest.
+TEST_P(HeartbeatTest, CppTimeoutRoundsUpToWholeMilliseconds) {
+  using namespace std::chrono;
+  EXPECT_TRUE(SetTimeout(microseconds(400)));
+  EXPECT_TRUE(SetTimeout(nanoseconds(1)));
+  EXPECT_TRUE(SetTimeout(microseconds(1500)));
+  EXPECT_TRUE(SetTimeout(nanoseconds(1'000'000)));
+  EXPECT_TRUE(SetTimeout(duration<double>(0.0004)));
+  EXPECT_TRUE(SetTimeout(duration<double>(1.1)));  // 1100ms, not 1101 from 1.1's binary excess
+  EXPECT_TRUE(SetTimeout(duration<double, std::milli>(1e-9)));
+  EXPECT_TRUE(SetTimeout(duration<double, std::pico>(1e-300)));  // 0 in microseconds
+  EXPECT_TRUE(SetTimeout(duration<float>(2.5f)));
+  EXPECT_TRUE(SetTimeout(microseconds(0)));  // only an explicit zero is "off"
+  EXPECT_TRUE(SetTimeout(duration<double>(0.0)));
+  EXPECT_EQ(Read(11),
+            "timeout 1ms\ntimeout 1ms\ntimeout 2ms\ntimeout 1ms\ntimeout 1ms\n"
+            "timeout 1100ms\ntimeout 1ms\ntimeout 1ms\ntimeout 2500ms\ntimeout 0\ntimeout 0\n");
+}
+
+TEST_P(HeartbeatTest, CppHugeTimeoutIsTheLongestLtdAcceptsNeverNegativeOrZero) {
+  using namespace std::chrono;
+  EXPECT_TRUE(SetTimeout(hours::max()));  // overflows if converted to milliseconds
+  EXPECT_TRUE(SetTimeout(milliseconds::max()));
+  EXPECT_TRUE(SetTimeout(nanoseconds::max()));
+  EXPECT_TRUE(SetTimeout(duration<std::int64_t, std::ratio<31'536'000>>(2)));  // two years
+  EXPECT_TRUE(SetTimeout(duration<double>(1e300)));
+  EXPECT_TRUE(SetTimeout(hours(24 * 365)));  // exactly the longest
+  EXPECT_TRUE(SetTimeout(duration<unsigned, std::ratio<86400>>(400)));
+  EXPECT_TRUE(SetTimeout(duration<double, std::ratio<3600>>(1e306)));  // inf in microseconds
+  EXPECT_EQ(Read(8),
+            "timeout 31536000s\ntimeout 31536000s\ntimeout 31536000s\ntimeout 31536000s\n"
+            "timeout 31536000s\ntimeout 31536000s\ntimeout 31536000s\ntimeout 31536000s\n");
+  EXPECT_EQ(lt_set_timeout_ms(std::numeric_limits<std::int64_t>::max()), 0);
+  EXPECT_EQ(Read(1), "timeout 31536000s\n");
+}
+
+TEST_P(HeartbeatTest, CppNegativeOrNotANumberTimeoutFailsWithoutWriting) {
+  using namespace std::chrono;
+  for (bool ok :
+       {SetTimeout(seconds(-1)), SetTimeout(microseconds(-400)), SetTimeout(nanoseconds(-1)),
+        SetTimeout(hours::min()), SetTimeout(duration<double>(-0.0004)),
+        SetTimeout(duration<double>(std::numeric_limits<double>::quiet_NaN())),
+        SetTimeout(duration<double>(std::numeric_limits<double>::infinity()))}) {
+    EXPECT_FALSE(ok);
+  }
+  errno = 0;
+  EXPECT_FALSE(SetTimeout(microseconds(-1)));
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(NothingToRead(reader_));
 }
 
 TEST_P(HeartbeatTest, InvalidArgumentsFailWithoutWriting) {

@@ -29,8 +29,14 @@ int lt_heartbeat(void);
  * EINVAL). */
 int lt_heartbeat_step(int64_t step);
 
+/* The longest heartbeat timeout ltd accepts: 365 days. */
+#define LT_MAX_TIMEOUT_MS INT64_C(31536000000)
+
 /* "timeout DUR": this rank's heartbeat deadline becomes `milliseconds` from
- * now on; 0 turns the rank's watchdog off. Negative values fail with EINVAL. */
+ * now on, even if the job was submitted without --heartbeat-timeout; 0 (and
+ * only 0) turns the rank's watchdog off. A timeout over LT_MAX_TIMEOUT_MS is
+ * sent as LT_MAX_TIMEOUT_MS, since ltd would ignore a longer one. Negative
+ * values fail with EINVAL. */
 int lt_set_timeout_ms(int64_t milliseconds);
 
 /* "error TEXT": the rank's own account of a failure; it becomes the job's

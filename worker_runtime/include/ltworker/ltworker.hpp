@@ -8,9 +8,12 @@
 #ifndef LTWORKER_LTWORKER_HPP_
 #define LTWORKER_LTWORKER_HPP_
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "ltworker/ltworker.h"
 
@@ -25,10 +28,38 @@ inline bool Heartbeat() noexcept { return lt_heartbeat() == 0; }
 // "hb STEP": alive at progress counter `step` (>= 0).
 inline bool Heartbeat(std::int64_t step) noexcept { return lt_heartbeat_step(step) == 0; }
 
-// "timeout DUR": the heartbeat deadline from now on; zero turns the watchdog
-// off. Seconds, minutes and hours convert implicitly.
-inline bool SetTimeout(std::chrono::milliseconds timeout) noexcept {
-  return lt_set_timeout_ms(timeout.count()) == 0;
+// "timeout DUR": the heartbeat deadline from now on, for any std::chrono
+// duration. Only a zero duration turns the watchdog off: a positive one
+// rounds up to whole milliseconds (microseconds(400) is "timeout 1ms", never
+// "timeout 0"), and one longer than LT_MAX_TIMEOUT_MS is sent as that,
+// without overflowing on the way. A negative or not-finite one fails with
+// EINVAL. Floating-point durations are rounded to whole microseconds before
+// rounding up, so duration<double>(1.1) is 1100ms, not 1101ms.
+template <typename Rep, typename Period>
+inline bool SetTimeout(std::chrono::duration<Rep, Period> timeout) noexcept {
+  constexpr std::int64_t kMaxMs = LT_MAX_TIMEOUT_MS;
+  if constexpr (std::is_floating_point_v<Rep>) {
+    const Rep count = timeout.count();
+    if (!(count >= 0) || std::isinf(count)) return lt_set_timeout_ms(-1) == 0;  // EINVAL
+    if (count == 0) return lt_set_timeout_ms(0) == 0;
+    // Finite and positive, but the conversion may still overflow to inf or
+    // underflow to 0.
+    const double us = std::chrono::duration<double, std::micro>(timeout).count();
+    if (!(us < static_cast<double>(kMaxMs) * 1000)) return lt_set_timeout_ms(kMaxMs) == 0;
+    const std::int64_t whole_us = std::max<std::int64_t>(1, std::llround(us));
+    return lt_set_timeout_ms((whole_us + 999) / 1000) == 0;
+  } else {
+    if constexpr (std::is_signed_v<Rep>) {
+      if (timeout.count() < 0) return lt_set_timeout_ms(-1) == 0;
+    }
+    if (timeout.count() == 0) return lt_set_timeout_ms(0) == 0;
+    // Compared in floating point: converting hours::max() to milliseconds
+    // would overflow. Below the limit the exact integer ceil is safe.
+    if (std::chrono::duration<long double, std::milli>(timeout).count() >= kMaxMs) {
+      return lt_set_timeout_ms(kMaxMs) == 0;
+    }
+    return lt_set_timeout_ms(std::chrono::ceil<std::chrono::milliseconds>(timeout).count()) == 0;
+  }
 }
 
 // "error TEXT": this rank's account of a failure, kept as the job's root

@@ -40,6 +40,7 @@ __all__ = [
     "report_error",
     "parse_duration",
     "MAX_LINE_BYTES",
+    "MAX_TIMEOUT_SECONDS",
 ]
 
 # The longest line written, newline included. It stays below PIPE_BUF (4096)
@@ -47,6 +48,10 @@ __all__ = [
 # forked DataLoader workers, shells) never interleave; ltd treats longer lines
 # as malformed.
 MAX_LINE_BYTES = 4095
+
+# The longest heartbeat timeout ltd accepts (365 days), LT_MAX_TIMEOUT_MS of
+# the C library; set_timeout sends a longer one as this.
+MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
 _TRUNCATION_MARK = b"..."
 
 # Control characters (newlines included) would break the line apart.
@@ -192,24 +197,48 @@ def _format_timeout(milliseconds):
     return b"timeout %dms\n" % milliseconds
 
 
+def _timeout_ms(seconds):
+    """Whole milliseconds for set_timeout: 0 only for an explicit zero.
+
+    A positive timeout rounds up to at least 1 ms, since "timeout 0" would turn
+    the watchdog off; one above MAX_TIMEOUT_SECONDS becomes that, since ltd
+    ignores longer ones. Floats are rounded to whole microseconds first, so
+    1.1 (binary 1.1000000000000000888) is 1100 ms and not 1101.
+    """
+    if isinstance(seconds, bool):
+        raise TypeError("timeout must be seconds or a timedelta, got a bool")
+    if isinstance(seconds, datetime.timedelta):
+        if seconds < datetime.timedelta(0):
+            raise ValueError(f"timeout must be >= 0, got {seconds}")
+        microseconds = seconds // datetime.timedelta(microseconds=1)  # exact
+    else:
+        if not isinstance(seconds, (int, float)):
+            try:
+                seconds = float(seconds)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"timeout must be seconds or a timedelta, got {seconds!r}") from None
+        if seconds != seconds or seconds < 0 or seconds == float("inf"):
+            raise ValueError(f"timeout must be finite and >= 0 (0: watchdog off), got {seconds}")
+        if seconds == 0:
+            return 0
+        if seconds >= MAX_TIMEOUT_SECONDS:
+            return MAX_TIMEOUT_SECONDS * 1000
+        microseconds = max(1, round(seconds * 1_000_000))
+    return min(-(-microseconds // 1000), MAX_TIMEOUT_SECONDS * 1000)
+
+
 def set_timeout(seconds):
     """Sends ``timeout DUR``: this rank's heartbeat deadline from now on.
 
-    ``seconds`` is a number of seconds or a datetime.timedelta; 0 turns the
-    rank's watchdog off. Precision is one millisecond.
+    ``seconds`` is a number of seconds or a datetime.timedelta. It arms the
+    rank's watchdog even if the job was submitted without
+    ``--heartbeat-timeout``. Only 0 turns the watchdog off: a positive timeout
+    rounds up to whole milliseconds (0.0004 is 1 ms), and one longer than
+    MAX_TIMEOUT_SECONDS (365 days, the longest ltd accepts) is sent as that.
+    A negative, NaN or infinite one raises ValueError.
     """
-    if isinstance(seconds, datetime.timedelta):
-        seconds = seconds.total_seconds()
-    if isinstance(seconds, bool):
-        raise TypeError("timeout must be seconds or a timedelta, got a bool")
-    if not isinstance(seconds, (int, float)):
-        try:
-            seconds = float(seconds)
-        except (TypeError, ValueError):
-            raise TypeError(f"timeout must be seconds or a timedelta, got {seconds!r}") from None
-    if seconds != seconds or seconds < 0 or seconds == float("inf"):
-        raise ValueError(f"timeout must be finite and >= 0, got {seconds}")
-    return _send(_format_timeout(round(seconds * 1000)))
+    return _send(_format_timeout(_timeout_ms(seconds)))
 
 
 def _format_error(text):

@@ -30,6 +30,9 @@ def _timeout_from_environment():
 class HeartbeatHooks:
     """Heartbeats from Lightning's training loop.
 
+    - ``fit`` starting (``on_fit_start``, before the sanity check; else
+      ``on_train_start``) sends ``timeout <timeout>``: that arms the rank's
+      watchdog even in a job submitted without ``--heartbeat-timeout``.
     - Every training batch end sends ``hb <trainer.global_step>``; validation,
       test and predict batches and the loop's start/end points send ``hb``
       (alive, without claiming progress).
@@ -41,27 +44,40 @@ class HeartbeatHooks:
     - An exception that ends ``fit`` is reported with ``report_error`` so it
       becomes the job's root-cause message.
 
-    ``timeout`` is the job's normal heartbeat timeout in seconds (what
-    ``ltctl submit --heartbeat-timeout`` said); by default it is read from
-    LT_HEARTBEAT_TIMEOUT ("30s", "5m", ...). If neither is known the timeout
-    cannot be restored and stays at ``checkpoint_timeout`` after the first
-    save (a warning says so): hangs are then caught later, but a slow save
-    never kills the job.
+    ``timeout`` is the rank's heartbeat timeout in seconds; by default it is
+    read from LT_HEARTBEAT_TIMEOUT ("30s", "5m", ...), which ltd sets from
+    ``ltctl submit --heartbeat-timeout``. Both timeouts follow
+    ``ltworker.set_timeout``: 0 turns the watchdog off, a positive value
+    rounds up to whole milliseconds, a negative one raises ValueError here.
+    If no timeout is known nothing is armed, and the timeout cannot be
+    restored and stays at ``checkpoint_timeout`` after the first save (a
+    warning says so): hangs are then caught later, but a slow save never
+    kills the job.
     """
 
     def __init__(self, timeout=None, checkpoint_timeout=DEFAULT_CHECKPOINT_TIMEOUT):
         if timeout is None:
             timeout = _timeout_from_environment()
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be >= 0, got {timeout}")
-        if checkpoint_timeout < 0:
-            raise ValueError(f"checkpoint_timeout must be >= 0, got {checkpoint_timeout}")
+        # The same rule and errors as set_timeout, raised now rather than in
+        # the middle of training.
+        if timeout is not None:
+            ltworker._timeout_ms(timeout)
+        ltworker._timeout_ms(checkpoint_timeout)
         self.timeout = timeout
         self.checkpoint_timeout = checkpoint_timeout
+        self._armed = False
         self._widened = False
         self._warned = False
 
     # -- helpers --------------------------------------------------------------
+
+    def _arm(self):
+        # "timeout DUR" arms the watchdog in ltd even before the first beat
+        # and without --heartbeat-timeout; the beat after it is the first one.
+        if self.timeout is not None:
+            ltworker.set_timeout(self.timeout)
+        self._armed = True
+        self._widened = False
 
     def _restore_timeout(self):
         if self._widened and self.timeout is not None:
@@ -83,9 +99,14 @@ class HeartbeatHooks:
     # -- Lightning hooks --------------------------------------------------------
 
     def on_fit_start(self, trainer, pl_module):
+        # Lightning 1.9 and 2.x call this first in fit, before the sanity
+        # check (which can hang on a dead peer too).
+        self._arm()
         self._beat()
 
     def on_train_start(self, trainer, pl_module):
+        if not self._armed:
+            self._arm()  # a loop that skipped on_fit_start
         self._beat()
 
     def on_train_epoch_start(self, trainer, pl_module):

@@ -28,9 +28,11 @@ __all__ = ["LtdHeartbeat"]
 class LtdHeartbeat(HeartbeatHooks, _Callback):
     """A Lightning Callback that sends heartbeats to ltd; a no-op outside ltd.
 
-    ``timeout``: the job's heartbeat timeout in seconds, restored after each
-    checkpoint save (default: LT_HEARTBEAT_TIMEOUT). ``checkpoint_timeout``:
-    the timeout in seconds while a checkpoint is written.
+    ``timeout``: the rank's heartbeat timeout in seconds, sent when ``fit``
+    starts (so it arms the watchdog even in a job submitted without
+    ``--heartbeat-timeout``) and restored after each checkpoint save
+    (default: LT_HEARTBEAT_TIMEOUT). ``checkpoint_timeout``: the timeout in
+    seconds while a checkpoint is written.
     """
 
     def __init__(self, timeout=None, checkpoint_timeout=DEFAULT_CHECKPOINT_TIMEOUT):

@@ -102,6 +102,7 @@ class ProtocolTest(unittest.TestCase):
             "ok = [ltworker.heartbeat(), ltworker.heartbeat(7), ltworker.set_timeout(0.5),\n"
             "      ltworker.set_timeout(10), ltworker.set_timeout(0),\n"
             "      ltworker.set_timeout(datetime.timedelta(minutes=5)),\n"
+            "      ltworker.set_timeout(0.0004),\n"
             "      ltworker.report_error('Traceback:\\n  boom\\r\\n'), ltworker.report_error('')]\n"
             "print(all(ok))\n"
         )
@@ -110,7 +111,7 @@ class ProtocolTest(unittest.TestCase):
         self.assertEqual(proc.stdout_text.strip(), "True")
         self.assertEqual(
             data,
-            b"hb\nhb 7\ntimeout 500ms\ntimeout 10s\ntimeout 0\ntimeout 300s\n"
+            b"hb\nhb 7\ntimeout 500ms\ntimeout 10s\ntimeout 0\ntimeout 300s\ntimeout 1ms\n"
             b"error Traceback:   boom  \nerror\n",
         )
 
@@ -257,6 +258,43 @@ class ArgumentTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             ltworker.set_timeout(True)
 
+    def test_positive_timeout_rounds_up_to_a_millisecond_never_to_off(self):
+        ms = ltworker._timeout_ms
+        self.assertEqual(ms(0.0004), 1)
+        self.assertEqual(ms(1e-12), 1)
+        self.assertEqual(ms(5e-324), 1)  # the smallest float: 0 in microseconds
+        self.assertEqual(ms(0.001), 1)
+        self.assertEqual(ms(0.0015), 2)
+        self.assertEqual(ms(0.5), 500)
+        self.assertEqual(ms(1.1), 1100)  # not 1101 from 1.1's binary excess
+        self.assertEqual(ms(2.675), 2675)
+        self.assertEqual(ms(10), 10000)
+        self.assertEqual(ms(datetime.timedelta(microseconds=1)), 1)
+        self.assertEqual(ms(datetime.timedelta(microseconds=1001)), 2)
+        self.assertEqual(ms(datetime.timedelta(minutes=5)), 300000)
+        # Only an explicit zero is "off".
+        self.assertEqual(ms(0), 0)
+        self.assertEqual(ms(0.0), 0)
+        self.assertEqual(ms(-0.0), 0)
+        self.assertEqual(ms(datetime.timedelta(0)), 0)
+
+    def test_huge_timeout_is_the_longest_ltd_accepts(self):
+        ms = ltworker._timeout_ms
+        longest = 365 * 24 * 3600 * 1000
+        self.assertEqual(ltworker.MAX_TIMEOUT_SECONDS * 1000, longest)
+        self.assertEqual(ms(365 * 24 * 3600), longest)
+        self.assertEqual(ms(365 * 24 * 3600 - 0.0005), longest)
+        self.assertEqual(ms(365 * 24 * 3600 - 0.002), longest - 2)
+        for huge in (10 ** 30, 1e300, datetime.timedelta.max):
+            self.assertEqual(ms(huge), longest, huge)
+        self.assertEqual(ltworker._format_timeout(ms(1e300)), b"timeout 31536000s\n")
+
+    def test_negative_timeout_raises_even_when_tiny(self):
+        for bad in (-1, -0.0004, -1e-300, datetime.timedelta(microseconds=-1),
+                    float("-inf"), float("inf"), float("nan")):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                ltworker.set_timeout(bad)
+
     def test_timeout_format(self):
         self.assertEqual(ltworker._format_timeout(0), b"timeout 0\n")
         self.assertEqual(ltworker._format_timeout(1), b"timeout 1ms\n")
@@ -324,14 +362,81 @@ class HeartbeatHooksTest(unittest.TestCase):
             hooks.on_train_batch_end(self.trainer, None, None, None, step - 1)
         self.assertEqual(self.channel.lines(), ["hb 1", "hb 2", "hb 3"])
 
+    def lightning_fit(self, hooks, batches):
+        """Calls the hooks in the order Lightning 1.9 and 2.x call them in fit."""
+        hooks.on_fit_start(self.trainer, None)
+        hooks.on_validation_start(self.trainer, None)  # the sanity check
+        hooks.on_validation_batch_end(self.trainer, None, None, None, 0)
+        hooks.on_validation_end(self.trainer, None)
+        hooks.on_train_start(self.trainer, None)
+        hooks.on_train_epoch_start(self.trainer, None)
+        for i in range(batches):
+            hooks.on_train_batch_start(self.trainer, None, None, i)
+            self.trainer.global_step += 1
+            hooks.on_train_batch_end(self.trainer, None, None, None, i)
+
+    def test_fit_start_arms_the_watchdog_with_the_timeout(self):
+        # Without it a job submitted without --heartbeat-timeout never hangs.
+        hooks = HeartbeatHooks(timeout=60)
+        self.lightning_fit(hooks, batches=2)
+        self.assertEqual(self.channel.lines(),
+                         ["timeout 60s", "hb", "hb", "hb", "hb", "hb", "hb", "hb 1", "hb 2"])
+
+    def test_the_timeout_goes_out_before_any_beat_and_only_once_per_fit(self):
+        hooks = HeartbeatHooks(timeout=1.5)
+        hooks.on_fit_start(self.trainer, None)
+        hooks.on_train_start(self.trainer, None)
+        self.assertEqual(self.channel.lines(), ["timeout 1500ms", "hb", "hb"])
+        hooks.on_fit_start(self.trainer, None)  # a second fit arms again
+        self.assertEqual(self.channel.lines(), ["timeout 1500ms", "hb"])
+
+    def test_train_start_arms_if_fit_start_did_not(self):
+        hooks = HeartbeatHooks(timeout=60)
+        hooks.on_train_start(self.trainer, None)
+        hooks.on_train_epoch_start(self.trainer, None)
+        self.assertEqual(self.channel.lines(), ["timeout 60s", "hb", "hb"])
+
+    def test_timeout_from_the_environment_is_armed_too(self):
+        with mock.patch.dict(os.environ, {"LT_HEARTBEAT_TIMEOUT": "45s"}):
+            hooks = HeartbeatHooks()
+        hooks.on_fit_start(self.trainer, None)
+        self.assertEqual(self.channel.lines(), ["timeout 45s", "hb"])
+
+    def test_unknown_timeout_arms_nothing(self):
+        hooks = HeartbeatHooks()
+        self.lightning_fit(hooks, batches=1)
+        self.assertNotIn("timeout", " ".join(self.channel.lines()))
+
+    def test_explicit_zero_turns_the_watchdog_off_at_fit_start(self):
+        hooks = HeartbeatHooks(timeout=0)
+        hooks.on_fit_start(self.trainer, None)
+        self.assertEqual(self.channel.lines(), ["timeout 0", "hb"])
+
+    def test_sub_millisecond_timeouts_round_up_never_to_off(self):
+        hooks = HeartbeatHooks(timeout=0.0004, checkpoint_timeout=0.0001)
+        hooks.on_fit_start(self.trainer, None)
+        hooks.on_save_checkpoint(self.trainer, None, {})
+        hooks.on_train_batch_start(self.trainer, None, None, 0)
+        self.assertEqual(self.channel.lines(),
+                         ["timeout 1ms", "hb", "timeout 1ms", "hb", "timeout 1ms"])
+
+    def test_invalid_timeouts_raise_at_construction(self):
+        for bad in (-1, -0.0004, float("nan"), float("inf")):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                HeartbeatHooks(timeout=bad)
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                HeartbeatHooks(timeout=30, checkpoint_timeout=bad)
+        with self.assertRaises(TypeError):
+            HeartbeatHooks(timeout="60s")
+
     def test_validation_and_loop_hooks_beat_without_a_step(self):
         hooks = HeartbeatHooks(timeout=30)
         self.trainer.global_step = 9
-        hooks.on_fit_start(self.trainer, None)
         hooks.on_validation_start(self.trainer, None)
         hooks.on_validation_batch_end(self.trainer, None, None, None, 0)
         hooks.on_validation_batch_end(self.trainer, None, None, None, 1, dataloader_idx=1)
         hooks.on_validation_end(self.trainer, None)
+        hooks.on_train_epoch_end(self.trainer, None)
         self.assertEqual(self.channel.lines(), ["hb"] * 5)
 
     def test_checkpoint_widens_then_restores_the_timeout(self):
