@@ -181,6 +181,27 @@ TEST_F(Heartbeats, TorchDistributedDdpJobWithAHungRank) {
   EXPECT_EQ(report["ranks"][1]["last_step"], 4);
 }
 
+TEST_F(Heartbeats, StoppedDdpRankIsNamedAndTheJobEndsWithoutWaitingForTheGrace) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  // The grace is far longer than the deadline below: the job can end in
+  // time only if the stopped rank is continued to handle its SIGTERM, and
+  // no stack budget is spent waiting on a faulthandler it cannot run.
+  CmdResult r = d_.Ctl({"submit", "--devices", "4", "--heartbeat-timeout", "3s", "--grace", "10m",
+                        "--", kPython, kRanks + "/ddp_hang.py", "--steps", "1000", "--stop-rank",
+                        "1", "--hang-step", "5"},
+                       120s, PythonEnv());
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang");
+  EXPECT_EQ(job["root_cause"]["rank"], 1) << job.dump(1);
+  EXPECT_EQ(job["root_cause"]["message"], "rank 1 is stopped (SIGSTOP)");
+  const auto& report = job["hang_report"];
+  EXPECT_EQ(report["ranks"][1]["process_state"], "stopped (SIGSTOP)");
+  EXPECT_EQ(report["stalled_ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(job["ranks"][1]["signal"], SIGTERM) << job.dump(1);
+  EXPECT_TRUE(report["ranks"][0]["in_collective"].get<bool>()) << report.dump(1);
+}
+
 #ifdef LT_TRAIN
 TEST_F(Heartbeats, LibTorchTrainerCleanCrashAndHang) {
   CmdResult clean = d_.Ctl(

@@ -2,11 +2,12 @@
 
 Every rank trains a tiny model under DistributedDataParallel and beats
 with its step. At --hang-step, rank --hang-rank stops in
-`rank_stalls_outside_collective`; the others block in DDP's gradient
-allreduce, as in a real hang. Without a hang it trains to the end.
+`rank_stalls_outside_collective` (or, with --stop-rank, stops itself with
+SIGSTOP); the others block in DDP's gradient allreduce, as in a real hang. Without a hang it trains to the end.
 """
 import argparse
 import os
+import signal
 import time
 
 import torch
@@ -26,6 +27,7 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--hang-rank", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
+    p.add_argument("--stop-rank", type=int, default=-1, help="SIGSTOPs itself at --hang-step")
     args = p.parse_args()
 
     dist.init_process_group("gloo")  # env:// from ltd's torchrun variables
@@ -36,6 +38,8 @@ def main():
     for step in range(args.steps):
         if rank == args.hang_rank and step == args.hang_step:
             rank_stalls_outside_collective()
+        if rank == args.stop_rank and step == args.hang_step:
+            os.kill(os.getpid(), signal.SIGSTOP)  # as a Ctrl-Z or a debugger would
         x = torch.randn(16, 8)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
