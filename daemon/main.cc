@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "containment_factory.h"
+#include "control_reader.h"
 #include "duration.h"
 #include "guardian.h"
 #include "job_manager.h"
@@ -162,9 +163,14 @@ int Run(const Options& opt) {
     return 1;
   }
   config.extra_rank_env.push_back(plan.rank_marker);
+  auto control = ControlReader::Create(loop.get());
+  if (!control.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(control.status().message()).c_str());
+    return 1;
+  }
   {
     UvClock clock(loop.get());
-    UvLauncher launcher(loop.get(), std::move(*containment), shim);
+    UvLauncher launcher(loop.get(), std::move(*containment), shim, std::move(*control));
     KernelPortAllocator ports;
     UvStackSampler sampler(loop.get());
     JobManager manager(clock, launcher, *store, ports, &sampler, config);

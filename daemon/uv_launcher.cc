@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +19,7 @@
 namespace ltd {
 
 namespace {
-constexpr int kStdout = 0, kStderr = 1, kControl = 2;
+constexpr int kStdout = 0, kStderr = 1;
 }
 
 struct UvLauncher::Pipe {
@@ -31,7 +32,8 @@ struct UvLauncher::Pipe {
 struct UvLauncher::Child {
   UvLauncher* launcher = nullptr;
   uv_process_t proc{};
-  Pipe pipes[3];
+  Pipe pipes[2];  // stdout, stderr
+  ControlReader::Id control = 0;  // the heartbeat fd's read end
   RankCallbacks callbacks;
   std::string job_id;
   int rank = 0;
@@ -59,35 +61,13 @@ bool NotReaped(const Fd& pidfd) {
 }  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
-                       std::string exec_shim)
-    : loop_(loop), containment_(std::move(containment)), exec_shim_(std::move(exec_shim)) {
-  coalesce_ = new uv_check_t;
-  coalesce_->data = this;
-  uv_check_init(loop_, coalesce_);
-  uv_check_start(coalesce_, &UvLauncher::OnCheck);
-  uv_unref(reinterpret_cast<uv_handle_t*>(coalesce_));  // never keeps the loop alive
-}
-
-void UvLauncher::OnCheck(uv_check_t* handle) {
-  auto* self = static_cast<UvLauncher*>(handle->data);
-  const uint64_t now = uv_now(self->loop_);
-  if (now - self->window_start_ms_ >= 1000) {
-    self->coalescing_ = self->window_reads_ > kCoalesceAbove;
-    self->window_reads_ = 0;
-    self->window_start_ms_ = now;
-  }
-  self->window_reads_ += self->control_reads_;
-  if (self->coalescing_ && self->control_reads_ > 0) {
-    const timespec pause{0, 1'000'000};
-    nanosleep(&pause, nullptr);
-  }
-  self->control_reads_ = 0;
-}
+                       std::string exec_shim, std::unique_ptr<ControlReader> control)
+    : loop_(loop),
+      containment_(std::move(containment)),
+      exec_shim_(std::move(exec_shim)),
+      control_(std::move(control)) {}
 
 UvLauncher::~UvLauncher() {
-  uv_check_stop(coalesce_);
-  uv_close(reinterpret_cast<uv_handle_t*>(coalesce_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_check_t*>(h); });
   // ltd stops only after every job ended; a child left here means a bug, and
   // it must not outlive us either.
   for (Child* child : children_) {
@@ -132,9 +112,25 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   for (std::string& e : env_copy) env.push_back(e.data());
   env.push_back(nullptr);
 
+  // The heartbeat fd: a socketpair as libuv makes for stdio, blocking on
+  // the rank's side (shells write to it), read in batches on ours.
+  int control[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    return absl::UnavailableError(Cat("cannot start ", req.argv.front(),
+                                      ": socketpair: ", std::strerror(errno)));
+  }
+  Fd control_ours(control[0]), control_theirs(control[1]);
+  if (fcntl(control_ours.get(), F_SETFL, O_NONBLOCK) != 0) {
+    return absl::UnavailableError(Cat("fcntl(O_NONBLOCK): ", std::strerror(errno)));
+  }
+  // Only the rank writes; ltd never does, and sees EOF once it is gone.
+  shutdown(control_ours.get(), SHUT_WR);
+
   uv_stdio_container_t stdio[4];
   stdio[0].flags = UV_IGNORE;  // /dev/null: ranks never read a terminal
-  for (int i = 0; i < 3; ++i) {
+  stdio[3].flags = UV_INHERIT_FD;
+  stdio[3].data.fd = control_theirs.get();
+  for (int i = 0; i < 2; ++i) {
     Pipe& p = child->pipes[i];
     p.child = child.get();
     p.index = i;
@@ -164,7 +160,8 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   const int rc = uv_spawn(loop_, &child->proc, &options);
   Child* raw = child.release();
   children_.insert(raw);
-  raw->open_handles = 4;
+  raw->open_handles = 3;
+  control_theirs.reset();  // the rank has its copy
   if (rc != 0) {
     for (Pipe& p : raw->pipes)
       uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
@@ -176,6 +173,15 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
                   &UvLauncher::OnRead);
     p.reading = true;
+  }
+  auto control_id = control_->Add(std::move(control_ours), [raw](std::string_view data) {
+    if (raw->callbacks.on_control) raw->callbacks.on_control(data);
+  });
+  if (control_id.ok()) {
+    raw->control = *control_id;
+  } else {
+    spdlog::error("job={} rank={}: {}; its heartbeats are lost", req.job_id, req.rank,
+                  std::string(control_id.status().message()));
   }
   // Nothing reaps on another thread, so the child is still unreaped here
   // and the pidfd names it, not a successor.
@@ -203,7 +209,6 @@ void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
   auto* pipe = static_cast<Pipe*>(stream->data);
   Child& child = *pipe->child;
   if (nread > 0) {
-    if (pipe->index == kControl) ++child.launcher->control_reads_;
     child.launcher->Deliver(child, pipe->index,
                             std::string_view(buf->base, static_cast<size_t>(nread)));
     return;
@@ -212,26 +217,20 @@ void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
   // EOF or an error: this stream is done; the rank may live on.
   uv_read_stop(stream);
   pipe->reading = false;
-  if (pipe->index != kControl) child.launcher->Deliver(child, pipe->index, {});
+  child.launcher->Deliver(child, pipe->index, {});
   uv_close(reinterpret_cast<uv_handle_t*>(stream), &UvLauncher::OnClosed);
 }
 
 void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
-  switch (index) {
-    case kStdout:
-      if (child.callbacks.on_output) child.callbacks.on_output(Stream::kStdout, data);
-      break;
-    case kStderr:
-      if (child.callbacks.on_output) child.callbacks.on_output(Stream::kStderr, data);
-      break;
-    default:
-      if (child.callbacks.on_control && !data.empty()) child.callbacks.on_control(data);
-  }
+  if (child.callbacks.on_output)
+    child.callbacks.on_output(index == kStdout ? Stream::kStdout : Stream::kStderr, data);
 }
 
 void UvLauncher::DrainAndClose(Child& child) {
   // The rank is gone, so what it wrote is already in the pipes: read up to
   // EAGAIN without blocking. A descendant still holding a pipe loses the rest.
+  control_->DrainAndRemove(child.control);
+  child.control = 0;
   for (Pipe& p : child.pipes) {
     if (!p.reading) continue;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&p.handle));
@@ -248,7 +247,7 @@ void UvLauncher::DrainAndClose(Child& child) {
         break;
       }
     }
-    if (p.index != kControl) Deliver(child, p.index, {});
+    Deliver(child, p.index, {});
     uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
   }
 }

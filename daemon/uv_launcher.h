@@ -10,6 +10,7 @@
 #include <set>
 
 #include "containment.h"
+#include "control_reader.h"
 #include "process.h"
 
 namespace ltd {
@@ -17,7 +18,8 @@ namespace ltd {
 class UvLauncher final : public ProcessLauncher {
  public:
   // `exec_shim`: the lt-exec binary every rank starts through.
-  UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment, std::string exec_shim);
+  UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment, std::string exec_shim,
+             std::unique_ptr<ControlReader> control);
   ~UvLauncher() override;
 
   std::string_view containment() const override { return containment_->name(); }
@@ -30,6 +32,7 @@ class UvLauncher final : public ProcessLauncher {
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
 
   size_t live_children() const { return children_.size(); }
+  const ControlReader& control() const { return *control_; }
 
  private:
   struct Child;
@@ -38,7 +41,6 @@ class UvLauncher final : public ProcessLauncher {
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnClosed(uv_handle_t* handle);
-  static void OnCheck(uv_check_t* handle);
   void Deliver(Child& child, int index, std::string_view data);
   // The rank's process while it is not reaped; null once it is.
   Child* Unreaped(const std::string& job_id, int rank) const;
@@ -50,16 +52,7 @@ class UvLauncher final : public ProcessLauncher {
   std::string exec_shim_;
   char read_buf_[64 * 1024];
 
-  // Heartbeats from many ranks arrive one or two per loop wakeup. Past
-  // kCoalesceAbove reads a second, the loop pauses 1 ms after an iteration
-  // that read heartbeats, so that epoll hands over dozens at once: at most
-  // 1 ms of latency for most of the wakeups (interrupt coalescing).
-  static constexpr uint64_t kCoalesceAbove = 2000;
-  uv_check_t* coalesce_ = nullptr;  // freed in its close callback
-  uint64_t control_reads_ = 0;      // this iteration
-  uint64_t window_reads_ = 0;       // this second
-  uint64_t window_start_ms_ = 0;
-  bool coalescing_ = false;    // one loop thread: every read is consumed before the next
+  std::unique_ptr<ControlReader> control_;
   std::set<Child*> children_;  // spawned, not yet freed
   // Ranks not yet reaped, by job and rank. A reaped rank leaves at once:
   // its pid and process group number may belong to anyone after that.

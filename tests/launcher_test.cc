@@ -76,7 +76,8 @@ class LauncherTest : public ::testing::Test {
 
   std::unique_ptr<Loop> loop_ = std::make_unique<Loop>();
   std::unique_ptr<UvLauncher> launcher_ = std::make_unique<UvLauncher>(
-      loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM);
+      loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM,
+      *ControlReader::Create(loop_->get()));
 };
 
 TEST_F(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {

@@ -1,0 +1,140 @@
+#include "control_reader.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+
+struct ControlReader::Handles {
+  uv_poll_t poll{};
+  uv_timer_t tick{};
+  ControlReader* owner = nullptr;  // null once the owner is gone
+  int open = 2;
+};
+
+absl::StatusOr<std::unique_ptr<ControlReader>> ControlReader::Create(uv_loop_t* loop) {
+  Fd epoll(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid()) {
+    return absl::UnavailableError(Cat("epoll_create1: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<ControlReader>(new ControlReader(loop, std::move(epoll)));
+}
+
+ControlReader::ControlReader(uv_loop_t* loop, Fd epoll)
+    : loop_(loop), epoll_(std::move(epoll)), handles_(new Handles) {
+  handles_->owner = this;
+  handles_->poll.data = handles_;
+  handles_->tick.data = handles_;
+  uv_poll_init(loop_, &handles_->poll, epoll_.get());
+  uv_timer_init(loop_, &handles_->tick);
+  // Heartbeats never keep the loop alive on their own: ranks' exits do.
+  uv_unref(reinterpret_cast<uv_handle_t*>(&handles_->poll));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&handles_->tick));
+  window_start_ms_ = uv_now(loop_);
+  Watch();
+}
+
+ControlReader::~ControlReader() {
+  handles_->owner = nullptr;
+  auto on_closed = [](uv_handle_t* h) {
+    auto* hs = static_cast<Handles*>(h->data);
+    if (--hs->open == 0) delete hs;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->poll), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->tick), on_closed);
+  entries_.clear();  // closes the fds; the epoll set goes with epoll_
+}
+
+void ControlReader::Watch() {
+  ticking_ = false;
+  uv_timer_stop(&handles_->tick);
+  uv_poll_start(&handles_->poll, UV_READABLE, [](uv_poll_t* h, int status, int) {
+    auto* hs = static_cast<Handles*>(h->data);
+    if (hs->owner == nullptr) return;
+    if (status < 0) spdlog::warn("heartbeat epoll: {}", uv_strerror(status));
+    hs->owner->ReadBatch();
+  });
+}
+
+void ControlReader::Tick() {
+  ticking_ = true;
+  uv_poll_stop(&handles_->poll);
+  uv_timer_start(
+      &handles_->tick,
+      [](uv_timer_t* t) {
+        auto* hs = static_cast<Handles*>(t->data);
+        if (hs->owner != nullptr) hs->owner->ReadBatch();
+      },
+      1, 1);
+}
+
+absl::StatusOr<ControlReader::Id> ControlReader::Add(Fd fd, OnData on_data) {
+  const Id id = next_id_++;
+  epoll_event ev{};
+  // Edge-triggered: a ready fd is reported once per arrival, not re-polled
+  // on every batch while it holds data; ReadAll empties it each time.
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = id;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
+    return absl::UnavailableError(Cat("epoll_ctl(ADD, fd ", fd.get(), "): ", std::strerror(errno)));
+  }
+  entries_.emplace(id, Entry{std::move(fd), std::move(on_data)});
+  return id;
+}
+
+void ControlReader::ReadBatch() {
+  ++wakeups_;
+  epoll_event events[256];
+  const int n = epoll_wait(epoll_.get(), events, 256, 0);
+  for (int i = 0; i < n; ++i) {
+    auto it = entries_.find(events[i].data.u64);
+    if (it == entries_.end()) continue;
+    if (!ReadAll(it->second)) Remove(it);
+  }
+  window_reads_ += static_cast<uint64_t>(std::max(n, 0));
+  const uint64_t now = uv_now(loop_);
+  if (now - window_start_ms_ < 1000) return;
+  const bool busy = window_reads_ > kCoalesceAbove;
+  window_reads_ = 0;
+  window_start_ms_ = now;
+  if (busy && !ticking_) {
+    Tick();
+  } else if (!busy && ticking_) {
+    Watch();
+  }
+}
+
+bool ControlReader::ReadAll(Entry& entry) {
+  for (;;) {
+    const ssize_t n = read(entry.fd.get(), buf_, sizeof buf_);
+    if (n > 0) {
+      entry.on_data(std::string_view(buf_, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) < sizeof buf_) return true;  // drained for now
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // EOF: every writer is gone; or an error
+  }
+}
+
+void ControlReader::Remove(std::map<Id, Entry>::iterator it) {
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+  entries_.erase(it);
+}
+
+void ControlReader::DrainAndRemove(Id id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  ReadAll(it->second);
+  Remove(it);
+}
+
+}  // namespace ltd

@@ -1,0 +1,71 @@
+// The ranks' heartbeat fds, read in batches. They sit in an epoll set of
+// their own, which the loop watches as one fd: a wakeup reads every fd that
+// is ready. Past kCoalesceAbove reads a second the loop stops watching the
+// set and a 1 ms timer reads whatever is ready instead, so that dozens of
+// ranks' beats come in one wakeup instead of one each, without ever
+// blocking the loop: exits, output and timers go on meanwhile. The mode is
+// chosen once a second; switching costs one epoll_ctl of the set, whose
+// size the kernel walks, so it is never done per batch.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "fd.h"
+
+namespace ltd {
+
+class ControlReader {
+ public:
+  using Id = uint64_t;
+  using OnData = std::function<void(std::string_view)>;
+
+  static absl::StatusOr<std::unique_ptr<ControlReader>> Create(uv_loop_t* loop);
+  ~ControlReader();  // closes every fd still added, and its handles
+  ControlReader(const ControlReader&) = delete;
+  ControlReader& operator=(const ControlReader&) = delete;
+
+  // Takes `fd` (a non-blocking read end) and calls `on_data` with whatever
+  // arrives on it, until EOF, when the fd is closed and forgotten.
+  // `on_data` must not add or remove fds.
+  absl::StatusOr<Id> Add(Fd fd, OnData on_data);
+  // Delivers what can be read now without blocking, then closes the fd.
+  // Unknown ids (gone at EOF already) are fine.
+  void DrainAndRemove(Id id);
+
+  uint64_t wakeups() const { return wakeups_; }
+
+  static constexpr uint64_t kCoalesceAbove = 2000;  // reads a second
+
+ private:
+  struct Entry {
+    Fd fd;
+    OnData on_data;
+  };
+  struct Handles;
+  ControlReader(uv_loop_t* loop, Fd epoll);
+  void ReadBatch();
+  void Watch();  // wake on readiness (below kCoalesceAbove)
+  void Tick();   // wake every millisecond (above it)
+  // Reads until EAGAIN or EOF; false at EOF or on an error.
+  bool ReadAll(Entry& entry);
+  void Remove(std::map<Id, Entry>::iterator it);
+
+  uv_loop_t* loop_;
+  Fd epoll_;
+  Handles* handles_;  // freed by the close callbacks
+  std::map<Id, Entry> entries_;
+  Id next_id_ = 1;
+  uint64_t wakeups_ = 0;
+  uint64_t window_start_ms_ = 0;
+  uint64_t window_reads_ = 0;
+  bool ticking_ = false;
+  char buf_[64 * 1024];
+};
+
+}  // namespace ltd
