@@ -1,0 +1,118 @@
+// The batched heartbeat reader on a real loop with real sockets: every
+// byte reaches its fd's callback, EOF forgets the fd, a drain takes what is
+// queued, and the loop closes clean afterwards.
+#include "control_reader.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <map>
+
+#include "loop.h"
+
+namespace ltd::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ControlReaderTest : public ::testing::Test {
+ protected:
+  ~ControlReaderTest() override {
+    reader_.reset();
+    for (int fd : writers_) close(fd);
+  }
+
+  // A connected pair; the reader gets one end, the test writes the other.
+  int Add(std::string* into) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    EXPECT_EQ(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    auto id = reader_->Add(Fd(sv[0]), [into](std::string_view d) { into->append(d); });
+    EXPECT_TRUE(id.ok());
+    ids_.push_back(*id);
+    writers_.push_back(sv[1]);
+    return sv[1];
+  }
+
+  bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    uv_timer_t tick;
+    uv_timer_init(loop_.get(), &tick);
+    uv_timer_start(&tick, [](uv_timer_t*) {}, 5, 5);
+    bool ok = true;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ok = false;
+        break;
+      }
+      uv_run(loop_.get(), UV_RUN_ONCE);
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
+    uv_run(loop_.get(), UV_RUN_NOWAIT);
+    return ok;
+  }
+
+  Loop loop_;
+  std::unique_ptr<ControlReader> reader_ = *ControlReader::Create(loop_.get());
+  std::vector<ControlReader::Id> ids_;
+  std::vector<int> writers_;
+};
+
+TEST_F(ControlReaderTest, EveryByteReachesItsFdsCallback) {
+  std::map<int, std::string> got;
+  std::map<int, std::string> sent;
+  std::vector<int> fds;
+  for (int i = 0; i < 50; ++i) fds.push_back(Add(&got[i]));
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 50; ++i) {
+      const std::string line = "hb " + std::to_string(round) + "\n";
+      ASSERT_EQ(write(fds[static_cast<size_t>(i)], line.data(), line.size()),
+                static_cast<ssize_t>(line.size()));
+      sent[i] += line;
+    }
+  }
+  EXPECT_TRUE(RunUntil([&] { return got == sent; })) << got[0];
+  EXPECT_GE(reader_->wakeups(), 1u);
+}
+
+TEST_F(ControlReaderTest, LargeBurstsArriveWhole) {
+  std::string got;
+  const int fd = Add(&got);
+  const std::string chunk(200 * 1024, 'x');  // more than one read's buffer
+  size_t written = 0;
+  EXPECT_TRUE(RunUntil([&] {
+    if (written < chunk.size()) {
+      const ssize_t n = send(fd, chunk.data() + written, chunk.size() - written, MSG_DONTWAIT);
+      if (n > 0) written += static_cast<size_t>(n);
+    }
+    return got.size() == chunk.size();
+  }));
+  EXPECT_EQ(got, chunk);
+}
+
+TEST_F(ControlReaderTest, DrainTakesWhatIsQueuedAndForgetsTheFd) {
+  std::string got;
+  const int fd = Add(&got);
+  ASSERT_EQ(write(fd, "exec_failed x\n", 14), 14);
+  reader_->DrainAndRemove(ids_[0]);  // no loop turn: read right now
+  EXPECT_EQ(got, "exec_failed x\n");
+  ASSERT_EQ(send(fd, "late\n", 5, MSG_NOSIGNAL), -1);  // the read end is closed
+  EXPECT_EQ(errno, EPIPE);
+  reader_->DrainAndRemove(ids_[0]);  // twice is fine
+}
+
+TEST_F(ControlReaderTest, EofForgetsTheFd) {
+  std::string a, b;
+  const int fa = Add(&a);
+  const int fb = Add(&b);
+  close(fa);
+  writers_.erase(writers_.begin());
+  ASSERT_EQ(write(fb, "hb 1\n", 5), 5);
+  EXPECT_TRUE(RunUntil([&] { return b == "hb 1\n"; }));
+  reader_->DrainAndRemove(ids_[0]);  // gone at EOF already: nothing to do
+  EXPECT_EQ(a, "");
+}
+
+}  // namespace
+}  // namespace ltd::test
