@@ -321,6 +321,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
       out->Push(EndedEvent(**job));
       return out->Finish(grpc::Status::OK);
     }
+    spdlog::debug("job={} {} stream opened by uid {}", id, output ? "attach" : "wait", who.uid);
     UnobserveWhenGone(*out, id, *oid);
   });
   return stream;

@@ -312,7 +312,7 @@ TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
   ASSERT_EQ(d_.Show(id)["state"], "RUNNING");
   const std::string old_run_dir = run_dir_;
   d_.KillHard();
-  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 1s))
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s))
       << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived ltd by 1s";
   ExpectAllDead(ReadPids(pidfile));
   // Reap every orphan, the guardian included once its sweep is done.
@@ -361,7 +361,7 @@ TEST_P(Containment, GuardianKilledIsReplacedAndStillCoversLtdsDeath) {
       Submit({"--devices", "1", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
   ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
   d_.KillHard();
-  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 1s));
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
   ExpectAllDead(ReadPids(pidfile));
   EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "a child of ltd (the guardian?) is still running";
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);

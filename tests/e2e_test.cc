@@ -114,17 +114,28 @@ TEST_F(E2E, CtrlCOnAnAttachedSubmitTearsTheJobDownAndReportsIt) {
 }
 
 TEST_F(E2E, RankIgnoringSigtermIsKilledAfterGrace) {
-  const std::string id = SubmitDetached({"--devices", "2", "--grace", "300ms", "--", kChild,
-                                         "--rank", "0", "sleep:100,exit:1", "ignore-term,hang"});
+  // Rank 0 fails only once rank 1 ignores SIGTERM (it says so in the file).
+  const std::string ready = d_.dir() + "/ignoring";
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--grace", "300ms", "--", kChild, "--rank", "0",
+                      "waitfile:" + ready + ",exit:1", "ignore-term,pidfile:" + ready + ",hang"});
   nlohmann::json job = d_.WaitEnded(id);
   EXPECT_EQ(job["state"], "FAILED");
   EXPECT_EQ(job["ranks"][1]["signal"], SIGKILL);
 }
 
 TEST_F(E2E, DetachThenWaitAndAttach) {
+  // The ranks print only once the attach is streaming (ltd logs that).
+  const std::string go = d_.dir() + "/go";
   const std::string id =
-      SubmitDetached({"--devices", "2", "--", kChild, "sleep:300,print:3,exit:0"});
-  CmdResult a = d_.Ctl({"attach", id});
+      SubmitDetached({"--devices", "2", "--", kChild, "waitfile:" + go + ",print:3,exit:0"});
+  CmdResult a;
+  std::thread attach([&] { a = d_.Ctl({"attach", id}); });
+  EXPECT_TRUE(WaitFor(
+      [&] { return d_.log().find("job=" + id + " attach stream opened") != std::string::npos; },
+      10s));
+  std::ofstream(go).put('x');
+  attach.join();
   EXPECT_EQ(a.exit_code, 0) << a.err;
   EXPECT_NE(a.out.find("[1] line 2 of 3"), std::string::npos) << a.out;
   CmdResult w = d_.Ctl({"wait", id});
@@ -203,10 +214,15 @@ TEST_F(E2E, PsAndShowSurviveARestartAndRunningJobsBecomeLost) {
 }
 
 TEST_F(E2E, ClientDisconnectingMidStreamLeavesTheJobAlone) {
+  // The job cannot end before the test creates `go`, so the attach is
+  // still streaming when the harness kills it.
+  const std::string go = d_.dir() + "/go";
   const std::string id =
-      SubmitDetached({"--devices", "2", "--", kChild, "print:10,sleep:1500,exit:0"});
+      SubmitDetached({"--devices", "2", "--", kChild, "print:10,waitfile:" + go + ",exit:0"});
   CmdResult cut = d_.Ctl({"attach", id}, 300ms);  // killed by the harness mid-stream
   EXPECT_EQ(cut.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(d_.Show(id)["state"], "RUNNING");
+  std::ofstream(go).put('x');
   nlohmann::json job = d_.WaitEnded(id);
   EXPECT_EQ(job["state"], "SUCCEEDED");
 }
@@ -222,9 +238,12 @@ TEST_F(E2E, MasterPortsAreDistinctAcrossRunningJobs) {
 }
 
 TEST_F(E2E, JobsWaitForDevices) {
-  const std::string big = SubmitDetached({"--devices", "6", "--", kChild, "sleep:400,exit:0"});
+  const std::string go = d_.dir() + "/go";
+  const std::string big =
+      SubmitDetached({"--devices", "6", "--", kChild, "waitfile:" + go + ",exit:0"});
   const std::string next = SubmitDetached({"--devices", "4", "--", kChild, "exit:0"});
-  EXPECT_EQ(d_.Show(next)["state"], "PENDING");
+  EXPECT_EQ(d_.Show(next)["state"], "PENDING");  // 6 of 8 slots are taken until `go`
+  std::ofstream(go).put('x');
   EXPECT_EQ(d_.WaitEnded(next)["state"], "SUCCEEDED");
   EXPECT_EQ(d_.Show(big)["state"], "SUCCEEDED");
 }

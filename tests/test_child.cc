@@ -20,6 +20,7 @@
 //   stop            SIGSTOP itself
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
+//   waitfile:PATH   wait until PATH exists (the test says when to go on)
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //
@@ -182,6 +183,8 @@ void Run(const std::string& action) {
   } else if (verb == "pidfile") {
     pidfile = arg;
     RecordPid();
+  } else if (verb == "waitfile") {
+    while (access(arg.c_str(), F_OK) != 0) usleep(2000);
   } else {
     std::fprintf(stderr, "lt_test_child: unknown action '%s'\n", action.c_str());
     std::exit(90);
