@@ -143,23 +143,31 @@ Job* JobManager::FindMutable(const std::string& id) {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
-absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref) const {
+absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t caller) const {
   if (ref.empty()) return absl::InvalidArgumentError("no job given");
   if (auto it = jobs_.find(ref); it != jobs_.end()) return it->second.get();
-  std::vector<const Job*> named;
-  std::vector<const Job*> live;
+  std::vector<const Job*> named, own;
   for (const auto& [id, job] : jobs_) {
     if (job->spec.name != ref) continue;
     named.push_back(job.get());
-    if (!IsFinal(job->state)) live.push_back(job.get());
+    if (caller != kAnyone && job->spec.uid == caller) own.push_back(job.get());
   }
-  if (named.size() == 1) return named.front();
-  if (live.size() == 1) return live.front();
   if (named.empty()) {
     return absl::NotFoundError(Cat("no job '", ref, "'; `ltctl ps -a` lists them"));
   }
+  const std::vector<const Job*>& candidates = own.empty() ? named : own;
+  if (candidates.size() == 1) return candidates.front();
+  const Job* live = nullptr;
+  int live_count = 0;
+  for (const Job* j : candidates) {
+    if (!IsFinal(j->state)) {
+      live = j;
+      ++live_count;
+    }
+  }
+  if (live_count == 1) return live;
   std::vector<std::string> ids;
-  for (const Job* j : named) ids.push_back(j->id);
+  for (const Job* j : candidates) ids.push_back(j->id);
   return absl::FailedPreconditionError(
       Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "), "; use the job id"));
 }

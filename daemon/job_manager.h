@@ -77,8 +77,12 @@ class JobManager {
   // still makes a job, which ends FAILED with reason spawn_failed.
   absl::StatusOr<std::string> Submit(JobSpec spec, std::string user);
 
-  // JOB as users type it: an id or a unique name.
-  absl::StatusOr<const Job*> Resolve(std::string_view ref) const;
+  // JOB as `caller` typed it: an id, or a name. A name means the caller's
+  // own jobs of that name if there are any (root owns none: it sees
+  // everyone's), else everyone's; among those, the only one, else the only
+  // one still live, else it is ambiguous.
+  static constexpr uid_t kAnyone = 0;
+  absl::StatusOr<const Job*> Resolve(std::string_view ref, uid_t caller = kAnyone) const;
   std::vector<const Job*> List(bool all) const;
 
   // signal 0: tear the job down (cancelled). Else send it to every rank.

@@ -255,8 +255,10 @@ grpc::ServerUnaryReactor* LtdService::List(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
                                            v1::Job* reply) {
   auto* reactor = ctx->DefaultReactor();
-  loop_.Post([this, ref = req->job(), reply, reactor] {
-    auto job = manager_.Resolve(ref);
+  auto who = listener_.Lookup(ctx->peer());
+  const uid_t caller = who ? who->uid : JobManager::kAnyone;
+  loop_.Post([this, ref = req->job(), caller, reply, reactor] {
+    auto job = manager_.Resolve(ref, caller);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     reply->set_json(JobView(**job).dump());
     reactor->Finish(grpc::Status::OK);
@@ -278,7 +280,7 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   loop_.Post([this, ref = req->job(), sig = req->signal(), who = *who, reply, reactor] {
-    auto job = manager_.Resolve(ref);
+    auto job = manager_.Resolve(ref, who.uid);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
     const std::string id = (*job)->id;
@@ -310,7 +312,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
     return stream;
   }
   loop_.Post([this, ref, output, out, who = *who] {
-    auto job = manager_.Resolve(ref);
+    auto job = manager_.Resolve(ref, who.uid);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     if (output) {
       if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
@@ -337,7 +339,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     return stream;
   }
   loop_.Post([this, r = *req, out, who = *who] {
-    auto job = manager_.Resolve(r.job());
+    auto job = manager_.Resolve(r.job(), who.uid);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
     const Job& j = **job;

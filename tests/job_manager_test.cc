@@ -461,6 +461,27 @@ TEST_F(JobManagerTest, ResolveByIdNameAndAmbiguity) {
   EXPECT_EQ(manager_->Resolve("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(JobManagerTest, ANameMeansTheCallersOwnJobsFirst) {
+  JobSpec alice = Spec(1);
+  alice.name = "train";
+  alice.uid = 1001;
+  JobSpec bob = alice;
+  bob.uid = 1002;
+  const std::string bobs = Submit(bob);
+  launcher_.Exit(bobs, 0, 0);  // bob's train ended
+  clock_.Advance(Millis(0));
+  const std::string alices = Submit(alice);  // alice's train runs
+  // Bob means his own, finished job, not alice's running one.
+  EXPECT_EQ((*manager_->Resolve("train", 1002))->id, bobs);
+  EXPECT_EQ((*manager_->Resolve("train", 1001))->id, alices);
+  // Someone with no job of that name (and root) sees everyone's.
+  EXPECT_EQ((*manager_->Resolve("train", 1003))->id, alices);  // the live one
+  EXPECT_EQ((*manager_->Resolve("train", 0))->id, alices);
+  const std::string bobs2 = Submit(bob);
+  EXPECT_EQ((*manager_->Resolve("train", 1002))->id, bobs2);  // his live one
+  EXPECT_FALSE(manager_->Resolve("train", 0).ok());          // two live: ambiguous
+}
+
 TEST_F(JobManagerTest, RecoverMarksRunningJobsLostAndKeepsCounting) {
   const std::string done = Submit(Spec(1));
   launcher_.Exit(done, 0, 0);
