@@ -2,18 +2,26 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR] [--user UID:GID] [--parent PID] -- PROGRAM [ARGS...]
+//   lt-exec [--cgroup DIR] [--user UID:GID] [--parent PID]
 //
-// It joins the rank's cgroup while still root (a user may not move itself
-// out of ltd's cgroup), becomes the submitting user with that user's
-// groups, then dies with ltd (PR_SET_PDEATHSIG, set after the uid change,
-// which clears it), and starts the program with default signal handling
-// and only fds 0-3 open. When the
-// program cannot run it says why on the heartbeat fd (`exec_failed ...`)
-// and exits 127 (not found) or 126 (not executable), as a shell would.
+// It runs as root with an empty environment, so nothing the user controls
+// reaches code with more privilege than the user: the dynamic loader reads
+// LD_* before main(), and the user's environment is not lt-exec's. What to
+// run comes on fd 4 (a sealed memfd ltd wrote), never in argv or environ:
+//
+//   CWD \0 ARGC \0 ARGV[0] \0 ... ENVC \0 ENV[0] \0 ...
+//
+// In order: join the rank's cgroup as root (a user may not move itself out
+// of ltd's cgroup); become the submitting user with that user's groups;
+// die with ltd (PR_SET_PDEATHSIG, after the uid change, which clears it);
+// then, as the user, enter the working directory and find the program in
+// the user's PATH, so that the kernel checks the user's own permissions and
+// no file the user may not see is ever looked at on their behalf; reset
+// signals, keep only fds 0-3, and execve with the rank's environment. When
+// the program cannot run it says why on the heartbeat fd (`exec_failed
+// ...`) and exits 127 (not found) or 126 (cannot run), as a shell would.
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/close_range.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,10 +33,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace {
 
 constexpr int kHeartbeatFd = 3;
+constexpr int kSpecFd = 4;
+// argv and environ together cannot exceed what execve takes; this bounds
+// what lt-exec reads whatever fd 4 holds.
+constexpr size_t kMaxSpec = 64u << 20;
 
 [[noreturn]] void Fail(int code, const std::string& what) {
   const std::string line = "exec_failed " + what + "\n";
@@ -36,6 +50,49 @@ constexpr int kHeartbeatFd = 3;
   const std::string err = "lt-exec: " + what + "\n";
   (void)!write(STDERR_FILENO, err.data(), err.size());
   _exit(code);
+}
+
+struct Spec {
+  std::string cwd;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+Spec ReadSpec() {
+  std::string raw;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(kSpecFd, buf, sizeof buf);
+    if (n > 0) {
+      raw.append(buf, static_cast<size_t>(n));
+      if (raw.size() > kMaxSpec) Fail(126, "the program's arguments and environment are too large");
+      continue;
+    }
+    if (n == 0) break;
+    if (errno != EINTR) Fail(126, std::string("cannot read what to run: ") + std::strerror(errno));
+  }
+  close(kSpecFd);
+  size_t at = 0;
+  auto next = [&]() -> std::string {
+    const size_t end = raw.find('\0', at);
+    if (end == std::string::npos) Fail(126, "what to run is garbled; this is a bug of ltd");
+    std::string field = raw.substr(at, end - at);
+    at = end + 1;
+    return field;
+  };
+  auto count = [&]() -> size_t {
+    const std::string n = next();
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || v > raw.size()) Fail(126, "what to run is garbled");
+    return v;
+  };
+  Spec spec;
+  spec.cwd = next();
+  for (size_t i = count(); i > 0; --i) spec.argv.push_back(next());
+  for (size_t i = count(); i > 0; --i) spec.env.push_back(next());
+  if (spec.argv.empty() || spec.argv.front().empty()) Fail(127, "no program given");
+  return spec;
 }
 
 void JoinCgroup(const char* dir) {
@@ -49,7 +106,7 @@ void JoinCgroup(const char* dir) {
 
 void BecomeUser(uid_t uid, gid_t gid) {
   // The user's supplementary groups too: GPU device files are often
-  // group-owned (video, render).
+  // group-owned (video, render), and so may the program be.
   const passwd* pw = getpwuid(uid);
   const int rc = pw != nullptr ? initgroups(pw->pw_name, gid) : setgroups(1, &gid);
   if (rc != 0)
@@ -58,11 +115,12 @@ void BecomeUser(uid_t uid, gid_t gid) {
   if (setgid(gid) != 0) Fail(126, std::string("setgid: ") + std::strerror(errno));
   if (setuid(uid) != 0) Fail(126, std::string("setuid: ") + std::strerror(errno));
   if (getuid() != uid || geteuid() != uid) Fail(126, "setuid did not take");
+  if (uid != 0 && setuid(0) == 0) Fail(126, "root could be regained after setuid");
 }
 
 void CloseExtraFds() {
   if (syscall(SYS_close_range, kHeartbeatFd + 1, ~0U, 0) == 0) return;
-  // Kernels before 5.9: close what /proc lists, or a bounded range.
+  // Kernels before 5.9.
   const long max = sysconf(_SC_OPEN_MAX);
   for (long fd = kHeartbeatFd + 1; fd < (max > 0 ? max : 65536); ++fd) close(static_cast<int>(fd));
 }
@@ -77,6 +135,57 @@ void ResetSignals() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+std::string_view EnvValue(const std::vector<std::string>& env, std::string_view key) {
+  for (const std::string& kv : env) {
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      return std::string_view(kv).substr(key.size() + 1);
+  }
+  return {};
+}
+
+// execve of the program as a shell finds it: a name with a slash as is
+// (relative to the working directory), else the first match in the
+// user's PATH. Returns only when nothing could be executed.
+[[noreturn]] void Exec(const Spec& spec) {
+  std::vector<char*> argv, env;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
+
+  const std::string& program = spec.argv.front();
+  int err = ENOENT;
+  if (program.find('/') != std::string::npos) {
+    execve(program.c_str(), argv.data(), env.data());
+    err = errno;
+  } else {
+    std::string_view path = EnvValue(spec.env, "PATH");
+    if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+    bool denied = false;
+    for (;;) {
+      const size_t colon = path.find(':');
+      std::string dir(path.substr(0, colon));
+      if (dir.empty()) dir = ".";
+      const std::string full = dir + "/" + program;
+      execve(full.c_str(), argv.data(), env.data());
+      // Like execvp: keep looking past what is missing or forbidden here.
+      if (errno == EACCES) {
+        denied = true;
+      } else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
+        err = errno;
+        break;
+      }
+      if (colon == std::string_view::npos) {
+        err = denied ? EACCES : ENOENT;
+        break;
+      }
+      path.remove_prefix(colon + 1);
+    }
+  }
+  const int code = err == ENOENT || err == ENOTDIR ? 127 : 126;
+  Fail(code, "cannot execute " + program + ": " + std::strerror(err));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,28 +194,22 @@ int main(int argc, char** argv) {
   bool change_user = false;
   uid_t uid = 0;
   gid_t gid = 0;
-  int i = 1;
-  for (; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) {
-      ++i;
-      break;
-    }
+  for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
       cgroup = argv[++i];
     } else if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
       unsigned long u = 0, g = 0;
-      if (std::sscanf(argv[++i], "%lu:%lu", &u, &g) != 2)
-        Fail(126, "lt-exec: --user takes UID:GID");
+      if (std::sscanf(argv[++i], "%lu:%lu", &u, &g) != 2) Fail(126, "--user takes UID:GID");
       change_user = true;
       uid = static_cast<uid_t>(u);
       gid = static_cast<gid_t>(g);
     } else if (std::strcmp(argv[i], "--parent") == 0 && i + 1 < argc) {
       parent = std::strtol(argv[++i], nullptr, 10);
     } else {
-      Fail(126, std::string("lt-exec: unknown argument ") + argv[i]);
+      Fail(126, std::string("unknown argument ") + argv[i]);
     }
   }
-  if (i >= argc) Fail(126, "lt-exec: no program given");
+  const Spec spec = ReadSpec();
 
   if (cgroup != nullptr) JoinCgroup(cgroup);
   if (change_user) BecomeUser(uid, gid);
@@ -115,11 +218,11 @@ int main(int argc, char** argv) {
     Fail(126, std::string("prctl: ") + std::strerror(errno));
   }
   if (parent > 0 && getppid() != parent) _exit(137);
+  // From here on, as the user.
+  if (chdir(spec.cwd.c_str()) != 0) {
+    Fail(126, "cannot enter the working directory " + spec.cwd + ": " + std::strerror(errno));
+  }
   ResetSignals();
   CloseExtraFds();
-
-  execv(argv[i], argv + i);
-  const int err = errno;
-  Fail(err == ENOENT ? 127 : 126,
-       std::string("cannot execute ") + argv[i] + ": " + std::strerror(err));
+  Exec(spec);
 }

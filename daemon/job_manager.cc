@@ -109,7 +109,6 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   job->user = std::move(user);
   job->submitted_at = clock_.Now();
   job->containment = std::string(launcher_.containment());
-  auto program = ResolveProgram(spec);
   job->spec = std::move(spec);
   if (auto s = store_.CreateJobDir(job->id); !s.ok()) {
     return absl::UnavailableError(Cat("cannot record the job: ", s.message()));
@@ -120,18 +119,6 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   jobs_.emplace(id, std::move(job));
   spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
                ref.spec.argv.front());
-  if (!program.ok()) {
-    RootCause cause;
-    cause.reason = CauseReason::kSpawnFailed;
-    cause.rank = 0;
-    cause.at = clock_.Now();
-    cause.exit_code =
-        std::string(program.status().message()).ends_with(std::strerror(ENOENT)) ? 127 : 126;
-    cause.message = std::string(program.status().message());
-    Finish(ref, std::move(cause));
-    return id;
-  }
-  ref.spec.argv.front() = *program;
   pending_.push_back(id);
   Schedule();
   if (ref.state == JobState::kPending) Persist(ref);  // a started job was saved by Start()

@@ -1,24 +1,10 @@
 #include "launch_env.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "duration.h"
 #include "str_util.h"
 
 namespace ltd {
 namespace {
-
-std::string EnvValue(const std::vector<std::string>& env, std::string_view key) {
-  for (const std::string& kv : env) {
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=') {
-      return kv.substr(key.size() + 1);
-    }
-  }
-  return "";
-}
 
 bool HasEnv(const std::vector<std::string>& env, std::string_view key) {
   for (const std::string& kv : env) {
@@ -29,52 +15,7 @@ bool HasEnv(const std::vector<std::string>& env, std::string_view key) {
   return false;
 }
 
-// Whether `uid`/`gid` may execute the file: the kernel's check, done ahead of
-// time so a job that cannot start fails before any rank runs.
-int CheckExecutable(const std::string& path, uid_t uid, gid_t gid) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return errno;
-  if (S_ISDIR(st.st_mode)) return EISDIR;
-  if (!S_ISREG(st.st_mode)) return EACCES;
-  mode_t bit;
-  if (uid == 0) {
-    bit = S_IXUSR | S_IXGRP | S_IXOTH;
-  } else if (st.st_uid == uid) {
-    bit = S_IXUSR;
-  } else if (st.st_gid == gid) {
-    bit = S_IXGRP;
-  } else {
-    bit = S_IXOTH;
-  }
-  return (st.st_mode & bit) != 0 ? 0 : EACCES;
-}
-
 }  // namespace
-
-absl::StatusOr<std::string> ResolveProgram(const JobSpec& spec) {
-  const std::string& program = spec.argv.front();
-  std::vector<std::string> candidates;
-  if (program.find('/') != std::string::npos) {
-    candidates.push_back(program.front() == '/' ? program : spec.cwd + "/" + program);
-  } else {
-    std::string path = EnvValue(spec.env, "PATH");
-    if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
-    for (std::string_view dir : Split(path, ':')) {
-      if (dir.empty()) dir = ".";
-      std::string full = Cat(dir, "/", program);
-      if (full.front() != '/') full = spec.cwd + "/" + full;
-      candidates.push_back(std::move(full));
-    }
-  }
-  int first_error = ENOENT;
-  for (const std::string& path : candidates) {
-    const int err = CheckExecutable(path, spec.uid, spec.gid);
-    if (err == 0) return path;
-    if (err != ENOENT && first_error == ENOENT) first_error = err;
-  }
-  return absl::Status(absl::StatusCode::kNotFound,
-                      Cat("cannot execute ", program, ": ", std::strerror(first_error)));
-}
 
 std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::string& job_dir,
                                          const std::vector<std::string>& extra) {

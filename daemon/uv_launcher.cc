@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -58,6 +60,33 @@ bool NotReaped(const Fd& pidfd) {
   return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0;
 }
 
+// What lt-exec runs, in a memfd: CWD, ARGC, ARGV..., ENVC, ENV..., each
+// NUL-terminated.
+absl::StatusOr<Fd> ExecSpec(const SpawnRequest& req) {
+  auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
+  if (has_nul(req.cwd) || std::any_of(req.argv.begin(), req.argv.end(), has_nul) ||
+      std::any_of(req.env.begin(), req.env.end(), has_nul)) {
+    return absl::InvalidArgumentError("a NUL byte in the working directory, argv or environment");
+  }
+  std::string spec = req.cwd;
+  spec.push_back('\0');
+  for (const auto* list : {&req.argv, &req.env}) {
+    spec.append(std::to_string(list->size())).push_back('\0');
+    for (const std::string& s : *list) spec.append(s).push_back('\0');
+  }
+  Fd fd(memfd_create("lt-exec-spec", MFD_CLOEXEC));
+  if (!fd.valid()) return absl::UnavailableError(Cat("memfd_create: ", std::strerror(errno)));
+  for (size_t off = 0; off < spec.size();) {
+    const ssize_t n = write(fd.get(), spec.data() + off, spec.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError(Cat("write(memfd): ", std::strerror(errno)));
+    off += static_cast<size_t>(n);
+  }
+  if (lseek(fd.get(), 0, SEEK_SET) != 0)
+    return absl::UnavailableError(Cat("lseek(memfd): ", std::strerror(errno)));
+  return fd;
+}
+
 }  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
@@ -86,31 +115,27 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR] [--parent PID] -- PROGRAM ARGS...
-  std::vector<std::string> argv;
-  if (!exec_shim_.empty()) {
-    argv.push_back(exec_shim_);
-    const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
-    if (!cgroup.empty()) {
-      argv.push_back("--cgroup");
-      argv.push_back(cgroup);
-    }
-    if (req.uid != geteuid() || req.gid != getegid()) {
-      argv.push_back("--user");
-      argv.push_back(Cat(req.uid, ":", req.gid));
-    }
-    argv.push_back("--parent");
-    argv.push_back(std::to_string(getpid()));
-    argv.push_back("--");
+  // lt-exec [--cgroup DIR] [--user UID:GID] --parent PID, with an empty
+  // environment and what to run on fd 4: it runs as root, and nothing the
+  // user sent may reach it (see exec_shim.cc).
+  std::vector<std::string> argv = {exec_shim_};
+  const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
+  if (!cgroup.empty()) {
+    argv.push_back("--cgroup");
+    argv.push_back(cgroup);
   }
-  argv.insert(argv.end(), req.argv.begin(), req.argv.end());
+  if (req.uid != geteuid() || req.gid != getegid()) {
+    argv.push_back("--user");
+    argv.push_back(Cat(req.uid, ":", req.gid));
+  }
+  argv.push_back("--parent");
+  argv.push_back(std::to_string(getpid()));
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
-  std::vector<std::string> env_copy = req.env;
-  std::vector<char*> env;
-  for (std::string& e : env_copy) env.push_back(e.data());
-  env.push_back(nullptr);
+  char* no_env[] = {nullptr};
+  auto spec = ExecSpec(req);
+  if (!spec.ok()) return spec.status();
 
   // The heartbeat fd: a socketpair as libuv makes for stdio, blocking on
   // the rank's side (shells write to it), read in batches on ours.
@@ -126,10 +151,12 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   // Only the rank writes; ltd never does, and sees EOF once it is gone.
   shutdown(control_ours.get(), SHUT_WR);
 
-  uv_stdio_container_t stdio[4];
+  uv_stdio_container_t stdio[5];
   stdio[0].flags = UV_IGNORE;  // /dev/null: ranks never read a terminal
   stdio[3].flags = UV_INHERIT_FD;
   stdio[3].data.fd = control_theirs.get();
+  stdio[4].flags = UV_INHERIT_FD;  // lt-exec reads and closes it
+  stdio[4].data.fd = spec->get();
   for (int i = 0; i < 2; ++i) {
     Pipe& p = child->pipes[i];
     p.child = child.get();
@@ -143,25 +170,18 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   options.exit_cb = &UvLauncher::OnExit;
   options.file = args[0];
   options.args = args.data();
-  options.env = env.data();
-  options.cwd = req.cwd.c_str();
+  options.env = no_env;
   options.stdio = stdio;
-  options.stdio_count = 4;
+  options.stdio_count = 5;
   // Each rank leads a new session, hence its own process group.
   options.flags = UV_PROCESS_DETACHED;
-  if (exec_shim_.empty() && (req.uid != geteuid() || req.gid != getegid())) {
-    // Without the shim libuv changes the user (the shim does it itself,
-    // after joining the rank's cgroup as root).
-    options.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-    options.uid = req.uid;
-    options.gid = req.gid;
-  }
   child->proc.data = child.get();
   const int rc = uv_spawn(loop_, &child->proc, &options);
   Child* raw = child.release();
   children_.insert(raw);
   raw->open_handles = 3;
-  control_theirs.reset();  // the rank has its copy
+  control_theirs.reset();  // the rank has its copies
+  spec->reset();
   if (rc != 0) {
     for (Pipe& p : raw->pipes)
       uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
