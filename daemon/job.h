@@ -128,6 +128,9 @@ struct Job {
   std::optional<HangReport> hang_report;
   std::vector<Rank> ranks;
   std::vector<Attempt> attempts;
+  // Why the record on disk is behind this one (a full disk, say); empty
+  // once it is saved. Not part of the record itself.
+  std::string record_error;
 };
 
 std::string FormatTime(WallTime t);  // RFC 3339, UTC, milliseconds

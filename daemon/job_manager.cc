@@ -17,7 +17,7 @@
 
 namespace ltd {
 
-JobManager::JobManager(Clock& clock, ProcessLauncher& launcher, const JobStore& store,
+JobManager::JobManager(Clock& clock, ProcessLauncher& launcher, JobStore& store,
                        PortAllocator& ports, StackSampler* sampler, ManagerConfig config)
     : clock_(clock),
       launcher_(launcher),
@@ -104,16 +104,25 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   if (spec.max_restarts < 0) return absl::InvalidArgumentError("--max-restarts must be >= 0");
 
+  auto taken = store_.TakeId(next_id_);
+  if (!taken.ok()) {
+    return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
+                                      "); free space in ", store_.state_dir(), " and submit again"));
+  }
+  next_id_ = *taken + 1;
   auto job = std::make_unique<Job>();
-  job->id = std::to_string(next_id_);
+  job->id = std::to_string(*taken);
   job->user = std::move(user);
   job->submitted_at = clock_.Now();
   job->containment = std::string(launcher_.containment());
   job->spec = std::move(spec);
-  if (auto s = store_.CreateJobDir(job->id); !s.ok()) {
-    return absl::UnavailableError(Cat("cannot record the job: ", s.message()));
+  absl::Status saved = store_.CreateJobDir(job->id, job->spec.uid, job->spec.gid);
+  if (saved.ok()) saved = store_.Save(*job);
+  if (!saved.ok()) {
+    (void)store_.Remove(job->id);
+    return absl::UnavailableError(Cat("cannot record the job (", saved.message(), "); free space in ",
+                                      store_.state_dir(), " and submit again"));
   }
-  ++next_id_;
   const std::string id = job->id;
   Job& ref = *job;
   jobs_.emplace(id, std::move(job));
@@ -121,7 +130,6 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
                ref.spec.argv.front());
   pending_.push_back(id);
   Schedule();
-  if (ref.state == JobState::kPending) Persist(ref);  // a started job was saved by Start()
   return id;
 }
 
@@ -225,10 +233,10 @@ void JobManager::Start(Job& job) {
 
   const std::string dir = store_.JobDir(job.id);
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
-  rt->output_log.reset(open((dir + "/output.log").c_str(), flags, 0644));
+  rt->output_log.reset(open((dir + "/output.log").c_str(), flags, 0600));
   for (int r = 0; r < job.spec.devices; ++r) {
     rt->ranks[static_cast<size_t>(r)].log.reset(
-        open(Cat(dir, "/rank-", r, ".log").c_str(), flags, 0644));
+        open(Cat(dir, "/rank-", r, ".log").c_str(), flags, 0600));
   }
   if (!job.started_at) job.started_at = now;
   job.root_cause.reset();  // a new attempt: the last one's cause is in attempts
@@ -390,10 +398,35 @@ void JobManager::SetRankState(Job& job, Rank& rank, RankState state) {
   rank.state = state;
 }
 
-void JobManager::Persist(const Job& job) {
-  if (auto s = store_.Save(job); !s.ok()) {
+void JobManager::Persist(Job& job) {
+  absl::Status s = store_.Save(job);
+  if (s.ok()) {
+    if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);
+    job.record_error.clear();
+    unsaved_.erase(job.id);
+    return;
+  }
+  if (job.record_error.empty()) {
     spdlog::error("job={} record not saved: {}", job.id, std::string(s.message()));
   }
+  job.record_error = std::string(s.message());
+  // A live record is saved again at its next change anyway; a final one
+  // has no next change, so it is retried until the disk takes it.
+  if (!IsFinal(job.state)) return;
+  unsaved_.insert(job.id);
+  if (retry_timer_ != 0) return;
+  retry_delay_ = std::clamp(retry_delay_ * 2, Millis(1000), Millis(60000));
+  retry_timer_ = clock_.StartTimer(retry_delay_, [this] { RetryUnsaved(); });
+}
+
+void JobManager::RetryUnsaved() {
+  retry_timer_ = 0;
+  const std::set<std::string> ids = std::move(unsaved_);
+  unsaved_.clear();
+  for (const std::string& id : ids) {
+    if (Job* job = FindMutable(id)) Persist(*job);
+  }
+  if (unsaved_.empty()) retry_delay_ = Millis(0);
 }
 
 }  // namespace ltd

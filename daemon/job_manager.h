@@ -64,7 +64,7 @@ struct ManagerConfig {
 
 class JobManager {
  public:
-  JobManager(Clock& clock, ProcessLauncher& launcher, const JobStore& store, PortAllocator& ports,
+  JobManager(Clock& clock, ProcessLauncher& launcher, JobStore& store, PortAllocator& ports,
              StackSampler* sampler, ManagerConfig config);
   ~JobManager();
   JobManager(const JobManager&) = delete;
@@ -124,13 +124,16 @@ class JobManager {
   void Finish(Job& job, std::optional<RootCause> cause);
   void SetState(Job& job, JobState state);
   void SetRankState(Job& job, Rank& rank, RankState state);
-  void Persist(const Job& job);
+  // Saves the record; a final one that cannot be saved (a full disk) is
+  // retried until it is, and says so in the job meanwhile.
+  void Persist(Job& job);
+  void RetryUnsaved();
   void MaybeFinishShutdown();
   void PruneFinished();
 
   Clock& clock_;
   ProcessLauncher& launcher_;
-  const JobStore& store_;
+  JobStore& store_;
   PortAllocator& ports_;
   StackSampler* sampler_;
   ManagerConfig config_;
@@ -139,6 +142,9 @@ class JobManager {
   std::map<std::string, std::unique_ptr<JobRuntime>, std::less<>> runtimes_;  // live ones
   std::deque<std::string> pending_;   // FIFO of PENDING job ids
   std::deque<std::string> finished_;  // final jobs, oldest first
+  std::set<std::string> unsaved_;     // final jobs whose record is not on disk
+  Clock::TimerId retry_timer_ = 0;
+  Millis retry_delay_{0};
   std::vector<bool> slot_busy_;
   std::set<int> ports_in_use_;
   uint64_t next_id_ = 1;

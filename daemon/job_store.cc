@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "fd.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -51,8 +53,11 @@ absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err
 }
 
 absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
-  if (auto s = MakeDir(state_dir, 0755); !s.ok()) return s;
-  if (auto s = MakeDir(state_dir + "/jobs", 0755); !s.ok()) return s;
+  for (const std::string& dir : {state_dir, state_dir + "/jobs"}) {
+    if (auto s = MakeDir(dir, 0711); !s.ok()) return s;
+    // An older ltd made them 0755: nobody but root may list jobs' files.
+    if (chmod(dir.c_str(), 0711) != 0) return ErrnoStatus("chmod", dir, errno);
+  }
   // Prove the directory is writable now rather than at the first job.
   const std::string probe = state_dir + "/.write-test";
   const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -66,8 +71,75 @@ std::string JobStore::JobDir(const std::string& job_id) const {
   return state_dir_ + "/jobs/" + job_id;
 }
 
-absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
-  return MakeDir(JobDir(job_id), 0755);
+std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
+  return Cat(JobDir(job_id), "/errors/error-", rank, ".json");
+}
+
+absl::Status JobStore::CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const {
+  const std::string dir = JobDir(job_id);
+  if (mkdir(dir.c_str(), 0711) != 0) return ErrnoStatus("mkdir", dir, errno);
+  const std::string errors = dir + "/errors";
+  absl::Status s = absl::OkStatus();
+  if (mkdir(errors.c_str(), 0700) != 0) {
+    s = ErrnoStatus("mkdir", errors, errno);
+  } else if (chown(errors.c_str(), uid, gid) != 0) {
+    s = ErrnoStatus("chown", errors, errno);
+  }
+  if (!s.ok()) {
+    rmdir(errors.c_str());
+    rmdir(dir.c_str());
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
+                                                    size_t max) const {
+  const std::string path = ErrorFile(job_id, rank);
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(path);
+    return ErrnoStatus("open", path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat", path, errno);
+  if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
+    return absl::PermissionDeniedError(
+        Cat(path, " is not a regular file of the job's user; ignored"));
+  }
+  std::string text(max, '\0');
+  size_t got = 0;
+  while (got < max) {
+    const ssize_t n = read(fd.get(), text.data() + got, max - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
+absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least) {
+  const std::string path = state_dir_ + "/next-id";
+  uint64_t next = at_least;
+  if (FILE* f = fopen(path.c_str(), "re")) {
+    unsigned long long stored = 0;
+    if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
+    fclose(f);
+  }
+  // Never onto a dir some earlier job left, whatever next-id said.
+  struct stat st {};
+  while (stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
+  const std::string tmp = path + ".tmp";
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoStatus("open", tmp, errno);
+  absl::Status s = WriteAll(fd.get(), Cat(next + 1, "\n"), tmp);
+  if (s.ok() && fdatasync(fd.get()) != 0) s = ErrnoStatus("fdatasync", tmp, errno);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus("rename", tmp, errno);
+  if (!s.ok()) {
+    unlink(tmp.c_str());
+    return s;
+  }
+  return next;
 }
 
 absl::Status JobStore::Remove(const std::string& job_id) const {
@@ -82,7 +154,7 @@ absl::Status JobStore::Save(const Job& job) const {
   const std::string path = dir + "/job.json";
   const std::string tmp = path + ".tmp";
   const std::string text = ToJson(job).dump(2) + "\n";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("open", tmp, errno);
   absl::Status status = WriteAll(fd, text, tmp);
   // The rename alone is atomic against an ltd crash. A final record is

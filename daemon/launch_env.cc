@@ -37,7 +37,7 @@ std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::st
       {"TORCHELASTIC_RUN_ID", job.id},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.spec.max_restarts)},
-      {"TORCHELASTIC_ERROR_FILE", Cat(job_dir, "/error-", r, ".json")},
+      {"TORCHELASTIC_ERROR_FILE", Cat(job_dir, "/errors/error-", r, ".json")},
       {"PYTHONFAULTHANDLER", "1"},
       {"LT_JOB_ID", job.id},
       {"LT_HEARTBEAT_FD", "3"},

@@ -28,6 +28,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
+#include "state_lock.h"
 #include "uv_clock.h"
 #include "uv_launcher.h"
 
@@ -141,6 +142,11 @@ int Run(const Options& opt) {
     return 1;
   }
   // Refuse a second ltd before touching anything the first one owns.
+  auto lock = StateLock::Acquire(opt.state_dir);
+  if (!lock.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(lock.status().message()).c_str());
+    return 1;
+  }
   auto listener = Listener::Bind(opt.socket);
   if (!listener.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());

@@ -69,12 +69,9 @@ void JobManager::OnJobEmpty(const std::string& id) {
   std::optional<RootCause> cause = rt.cause;
   // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.
   if (cause && cause->rank >= 0) {
-    const std::string path = Cat(store_.JobDir(id), "/error-", cause->rank, ".json");
-    if (FILE* f = fopen(path.c_str(), "re")) {
-      std::string text(64 * 1024, '\0');
-      text.resize(fread(text.data(), 1, text.size(), f));
-      fclose(f);
-      auto j = nlohmann::json::parse(text, nullptr, false);
+    auto text = store_.ReadErrorFile(id, cause->rank, job->spec.uid, 64 * 1024);
+    if (text.ok()) {
+      auto j = nlohmann::json::parse(*text, nullptr, false);
       if (j.is_object() && j.contains("message")) {
         const auto& m = j["message"];
         if (m.is_string()) {
@@ -83,6 +80,8 @@ void JobManager::OnJobEmpty(const std::string& id) {
           cause->message = m["message"].get<std::string>();
         }
       }
+    } else if (!absl::IsNotFound(text.status())) {
+      spdlog::warn("job={} error file: {}", id, std::string(text.status().message()));
     }
   }
   Attempt& attempt = job->attempts.back();

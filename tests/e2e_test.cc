@@ -282,6 +282,26 @@ TEST_F(E2E, MissingOrNonExecutableProgramFailsWithSpawnFailed) {
   EXPECT_NE(n.err.find("Permission denied"), std::string::npos) << n.err;
 }
 
+TEST_F(E2E, ASecondLtdOnTheSameStateDirRefusesToStart) {
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 10s));
+  const pid_t rank = d_.Show(id)["ranks"][0]["pid"];
+  // Another socket, and even the first one's socket file gone: the state
+  // dir alone decides.
+  unlink(d_.socket().c_str());
+  CmdResult second = RunCommand({LtdPath(), "--socket", d_.dir() + "/second.sock", "--state-dir",
+                                 d_.state_dir(), "--devices", "2"},
+                                {}, 30s);
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("another ltd (pid " + std::to_string(d_.pid()) +
+                            ") is using state dir " + d_.state_dir()),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+  // The first ltd's job was not touched: its rank still runs under it.
+  EXPECT_TRUE(ProcessAlive(rank));
+}
+
 TEST_F(E2E, UnknownAndAmbiguousJobs) {
   ExpectOneLineError(d_.Ctl({"show", "42"}), "no job '42'");
   SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});

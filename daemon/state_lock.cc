@@ -1,0 +1,41 @@
+#include "state_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "str_util.h"
+
+namespace ltd {
+
+absl::StatusOr<StateLock> StateLock::Acquire(const std::string& state_dir) {
+  const std::string path = state_dir + "/ltd.lock";
+  Fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) {
+    return absl::UnavailableError(Cat("open(", path, "): ", std::strerror(errno)));
+  }
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      return absl::UnavailableError(Cat("flock(", path, "): ", std::strerror(errno)));
+    }
+    char pid[32] = {};
+    const ssize_t n = pread(fd.get(), pid, sizeof pid - 1, 0);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return absl::AlreadyExistsError(
+        Cat("another ltd", holder.empty() ? "" : Cat(" (pid ", holder, ")"),
+            " is using state dir ", state_dir,
+            "; stop it first or give this one another --state-dir"));
+  }
+  const std::string mine = Cat(getpid(), "\n");
+  if (ftruncate(fd.get(), 0) != 0 ||
+      pwrite(fd.get(), mine.data(), mine.size(), 0) != static_cast<ssize_t>(mine.size())) {
+    return absl::UnavailableError(Cat("write(", path, "): ", std::strerror(errno)));
+  }
+  return StateLock(std::move(fd));
+}
+
+}  // namespace ltd

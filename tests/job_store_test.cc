@@ -1,0 +1,97 @@
+// The state dir: who may read what, ids that are never handed out twice,
+// and error files that are the user's and read as such.
+#include "job_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace ltd::test {
+namespace {
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  JobStoreTest() {
+    char tmpl[] = "/tmp/ltd-store.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~JobStoreTest() override { std::filesystem::remove_all(dir_); }
+
+  static mode_t Mode(const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 07777;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(JobStoreTest, OthersMayTraverseButReadNothing) {
+  chmod(dir_.c_str(), 0755);  // as an older ltd left it
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(Mode(dir_), 0711u);
+  EXPECT_EQ(Mode(dir_ + "/jobs"), 0711u);
+  ASSERT_TRUE(store->CreateJobDir("1", 4242, 4343).ok());
+  EXPECT_EQ(Mode(store->JobDir("1")), 0711u);
+  struct stat st {};
+  ASSERT_EQ(stat((store->JobDir("1") + "/errors").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, 4242u);
+  EXPECT_EQ(st.st_gid, 4343u);
+  Job job;
+  job.id = "1";
+  ASSERT_TRUE(store->Save(job).ok());
+  EXPECT_EQ(Mode(store->JobDir("1") + "/job.json"), 0600u);
+}
+
+TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(*store->TakeId(1), 1u);
+  EXPECT_EQ(*store->TakeId(1), 2u);  // what is on disk wins over what is asked
+  // A dir an earlier job left (its record was never saved) is skipped.
+  ASSERT_TRUE(store->CreateJobDir("3", getuid(), getgid()).ok());
+  EXPECT_EQ(*store->TakeId(1), 4u);
+  EXPECT_FALSE(store->CreateJobDir("3", getuid(), getgid()).ok());  // never reused
+  // A new ltd on the same state dir goes on counting.
+  auto again = JobStore::Open(dir_);
+  EXPECT_EQ(*again->TakeId(1), 5u);
+  EXPECT_EQ(*again->TakeId(9), 9u);
+}
+
+TEST_F(JobStoreTest, ErrorFilesAreTheUsersOwnOrIgnored) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  const uid_t user = 4242;
+  ASSERT_TRUE(store->CreateJobDir("1", user, user).ok());
+  const std::string file = store->ErrorFile("1", 0);
+  EXPECT_TRUE(absl::IsNotFound(store->ReadErrorFile("1", 0, user, 100).status()));
+
+  // A link to a file the user may not read is not followed.
+  const std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "root's secret";
+  ASSERT_EQ(symlink(secret.c_str(), file.c_str()), 0);
+  EXPECT_FALSE(store->ReadErrorFile("1", 0, user, 100).ok());
+  unlink(file.c_str());
+  // Nor a hard link (someone else's file), nor a FIFO that would block.
+  ASSERT_EQ(link(secret.c_str(), file.c_str()), 0);
+  EXPECT_FALSE(store->ReadErrorFile("1", 0, user, 100).ok());
+  unlink(file.c_str());
+  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
+  ASSERT_EQ(chown(file.c_str(), user, user), 0);
+  EXPECT_FALSE(store->ReadErrorFile("1", 0, user, 100).ok());
+  unlink(file.c_str());
+
+  std::ofstream(file) << std::string(1000, 'x');
+  ASSERT_EQ(chown(file.c_str(), user, user), 0);
+  auto text = store->ReadErrorFile("1", 0, user, 100);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, std::string(100, 'x'));  // bounded
+}
+
+}  // namespace
+}  // namespace ltd::test
