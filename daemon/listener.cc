@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "job_store.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -80,22 +81,67 @@ void Listener::Stop() {
   thread_.join();
 }
 
+namespace {
+
+constexpr int kSweepEveryMs = 2000;
+
+// The socket behind fd `fd` now, if it is one.
+bool SocketIdentity(int fd, dev_t* dev, ino_t* ino) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  return true;
+}
+
+}  // namespace
+
 std::optional<PeerCreds> Listener::Lookup(const std::string& peer) const {
+  int fd = -1;
+  if (!peer.starts_with("fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) return std::nullopt;
   std::lock_guard lock(mu_);
-  auto it = peers_.find(peer);
+  auto it = peers_.find(fd);
   if (it == peers_.end()) return std::nullopt;
-  return it->second;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  if (!SocketIdentity(fd, &dev, &ino) || dev != it->second.dev || ino != it->second.ino) {
+    return std::nullopt;  // not the connection these credentials came with
+  }
+  return it->second.creds;
+}
+
+size_t Listener::known_connections() const {
+  std::lock_guard lock(mu_);
+  return peers_.size();
+}
+
+void Listener::SweepLocked() {
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    const bool same = SocketIdentity(it->first, &dev, &ino) && dev == it->second.dev &&
+                      ino == it->second.ino;
+    it = same ? std::next(it) : peers_.erase(it);
+  }
+  // Amortised: the next sweep once as many again have come.
+  sweep_at_ = std::max<size_t>(64, peers_.size() * 2);
 }
 
 void Listener::AcceptLoop(grpc::Server* server) {
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    const int ready = poll(fds, 2, kSweepEveryMs);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll on {}: {}", path_, std::strerror(errno));
       return;
     }
     if (fds[1].revents != 0) return;
+    if (ready == 0) {  // quiet: forget connections gRPC has closed meanwhile
+      std::lock_guard lock(mu_);
+      SweepLocked();
+      continue;
+    }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
@@ -110,11 +156,18 @@ void Listener::AcceptLoop(grpc::Server* server) {
       close(conn);
       continue;
     }
+    Peer peer;
+    peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid};
+    if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
+      close(conn);
+      continue;
+    }
     {
       // gRPC names a connection handed over by fd "fd:N"; N is unique among
       // open connections, and a reused N is overwritten here first.
       std::lock_guard lock(mu_);
-      peers_[Cat("fd:", conn)] = PeerCreds{cred.uid, cred.gid, cred.pid};
+      peers_[conn] = peer;
+      if (peers_.size() > sweep_at_) SweepLocked();
     }
     grpc::AddInsecureChannelFromFd(server, conn);
   }

@@ -1,6 +1,14 @@
 // ltd's Unix socket. ltd accepts connections itself, so that it learns the
 // peer's uid/gid/pid (SO_PEERCRED) before handing the connection to gRPC;
 // RPC handlers then look the caller up by the connection's peer name.
+//
+// The trust boundary: the caller's identity is what the kernel vouched for
+// when it connected (SO_PEERCRED), nothing the request says. gRPC names a
+// connection handed over by fd "fd:N" (pinned by listener_test), and a call
+// holds its connection, so N is the caller's socket for as long as its
+// handler runs; each entry also remembers the socket's inode, so a number
+// reused by a later connection never answers with an earlier one's
+// credentials. Entries of closed connections are dropped as new ones come.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -37,17 +45,27 @@ class Listener {
 
   // The caller of an RPC, from its context's peer name.
   std::optional<PeerCreds> Lookup(const std::string& peer) const;
+  // Connections known now (closed ones linger until the next sweep).
+  size_t known_connections() const;
 
  private:
   Listener(std::string path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
   void AcceptLoop(grpc::Server* server);
+  struct Peer {
+    PeerCreds creds;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  // Drops entries whose fd is closed or is another socket now. mu_ held.
+  void SweepLocked();
 
   std::string path_;
   Fd fd_;
   Fd wake_[2];  // a pipe that tells the accept thread to stop
   std::thread thread_;
   mutable std::mutex mu_;
-  std::map<std::string, PeerCreds> peers_;  // guarded by mu_; "fd:N" -> creds
+  std::map<int, Peer> peers_;  // guarded by mu_; by fd number
+  size_t sweep_at_ = 64;       // guarded by mu_; sweep once peers_ grows past this
 };
 
 // Fails with a message naming the limit when `path` cannot fit sun_path.
