@@ -231,12 +231,11 @@ void JobManager::Start(Job& job) {
   ports_in_use_.insert(*port);
   if (auto s = launcher_.BeginJob(job.id); !s.ok()) return fail_start(std::string(s.message()));
 
-  const std::string dir = store_.JobDir(job.id);
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
-  rt->output_log.reset(open((dir + "/output.log").c_str(), flags, 0600));
-  for (int r = 0; r < job.spec.devices; ++r) {
-    rt->ranks[static_cast<size_t>(r)].log.reset(
-        open(Cat(dir, "/rank-", r, ".log").c_str(), flags, 0600));
+  // The log goes on across attempts: Open continues where the last one was.
+  if (auto log = JobLogWriter::Open(store_.JobDir(job.id), config_.job_max_log_bytes); log.ok()) {
+    rt->log.emplace(std::move(*log));
+  } else {
+    spdlog::error("job={} output will not be kept: {}", job.id, std::string(log.status().message()));
   }
   if (!job.started_at) job.started_at = now;
   job.root_cause.reset();  // a new attempt: the last one's cause is in attempts
@@ -352,15 +351,8 @@ void JobManager::Unobserve(const std::string& id, ObserverId observer) {
   if (auto it = runtimes_.find(id); it != runtimes_.end()) it->second->observers.erase(observer);
 }
 
-std::string JobManager::LogPath(const std::string& id, int rank) const {
-  return rank < 0 ? store_.JobDir(id) + "/output.log"
-                  : Cat(store_.JobDir(id), "/rank-", rank, ".log");
-}
-
-uint64_t JobManager::LogSize(const std::string& id, int rank) const {
-  struct stat st {};
-  if (stat(LogPath(id, rank).c_str(), &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_size);
+LogSnapshot JobManager::TakeLog(const std::string& id) const {
+  return LogSnapshot::Take(store_.JobDir(id));
 }
 
 void JobManager::Shutdown(std::function<void()> done) {

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "job.h"
 #include "job_runtime.h"
+#include "job_log.h"
 #include "job_store.h"
 #include "process.h"
 
@@ -60,6 +61,9 @@ struct ManagerConfig {
   size_t keep_finished = 10000;
   // K=V added to every rank's environment (containment markers).
   std::vector<std::string> extra_rank_env;
+  // Output kept per job (head and tail past it), so one job cannot fill
+  // the disk of everyone.
+  uint64_t job_max_log_bytes = 1ull << 30;
 };
 
 class JobManager {
@@ -93,10 +97,9 @@ class JobManager {
   std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
   void Unobserve(const std::string& id, ObserverId observer);
 
-  // The log file of one rank, or of the whole job with rank -1 (lines as
-  // attach prints them), and how many bytes of it are written now.
-  std::string LogPath(const std::string& id, int rank) const;
-  uint64_t LogSize(const std::string& id, int rank) const;
+  // The job's log as it is now (every line so far, none after); read it
+  // off the loop with ReadLog.
+  LogSnapshot TakeLog(const std::string& id) const;
 
   // Refuses new jobs, tears every live job down, then calls `done`.
   void Shutdown(std::function<void()> done);

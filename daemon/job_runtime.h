@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "fd.h"
 #include "heartbeat.h"
+#include "job_log.h"
 #include "job.h"
 #include "line_splitter.h"
 
@@ -23,7 +24,6 @@ struct RankRuntime {
   LineSplitter stdout_lines{kMaxOutputLine};
   LineSplitter stderr_lines{kMaxOutputLine};
   HeartbeatParser heartbeats;
-  Fd log;  // rank-R.log
   bool alive = false;
   bool malformed_logged = false;
   std::string exec_error;  // the exec shim could not start the program
@@ -62,7 +62,7 @@ struct JobRuntime {
   using ObserverId = uint64_t;
 
   std::vector<RankRuntime> ranks;
-  Fd output_log;  // output.log: every rank's lines as "[R] line"
+  std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
   std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
   std::optional<RootCause> cause;  // of the current attempt
   int live = 0;                    // ranks not yet reaped

@@ -1,23 +1,10 @@
 // The job manager hearing from its ranks: output lines, heartbeat lines,
 // exits. Each may decide a root cause and start the teardown.
-#include <unistd.h>
-
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
-namespace {
-
-// One write per chunk a rank sent, not per line. Regular files on a local
-// disk: a short write means the disk is full, and losing log bytes is then
-// better than stalling every job on the loop.
-void WriteLog(Fd& fd, const std::string& bytes) {
-  if (fd.valid() && !bytes.empty()) (void)!write(fd.get(), bytes.data(), bytes.size());
-}
-
-}  // namespace
-
 void JobManager::OnOutput(Job& job, int rank, Stream stream, std::string_view data) {
   auto it = runtimes_.find(job.id);
   if (it == runtimes_.end()) return;
@@ -25,11 +12,10 @@ void JobManager::OnOutput(Job& job, int rank, Stream stream, std::string_view da
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
   const std::string prefix = Cat("[", rank, "] ");
-  std::string rank_log, job_log;  // rank-R.log and output.log bytes of this chunk
+  std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
     if (rr.capturing_stack && stream == Stream::kStderr) CaptureStack(rt, rank, line);
-    rank_log.append(line).push_back('\n');
-    job_log.append(prefix).append(line).push_back('\n');
+    stored.append(prefix).append(line).push_back('\n');
     for (auto& [oid, obs] : rt.observers) obs->OnOutput(rank, stream, line);
   };
   if (data.empty()) {
@@ -37,8 +23,7 @@ void JobManager::OnOutput(Job& job, int rank, Stream stream, std::string_view da
   } else {
     lines.Feed(data, emit);
   }
-  WriteLog(rr.log, rank_log);
-  WriteLog(rt.output_log, job_log);
+  if (rt.log && !stored.empty()) rt.log->Append(stored);
 }
 
 void JobManager::OnControl(Job& job, int rank, std::string_view data) {

@@ -111,55 +111,10 @@ class StreamObserver final : public JobObserver {
   std::vector<v1::JobEvent> backlog_;
 };
 
-// Sends [from, to) of a log file as `log` chunks; with tail > 0, only its
-// last `tail` lines. Runs on libuv's thread pool, never on the loop.
-void SendLogFile(const std::string& path, uint64_t from, uint64_t to, int64_t tail,
-                 EventStream::Handle& out) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || to <= from) return;
-  constexpr size_t kChunk = 64 * 1024;
-  std::string buf;
-  if (tail > 0) {
-    // Walk back from the end a chunk at a time until `tail` newlines are seen.
-    uint64_t pos = to;
-    int64_t newlines = 0;
-    bool last_is_newline = false;
-    {
-      char c = 0;
-      if (pread(fd.get(), &c, 1, static_cast<off_t>(to - 1)) == 1) last_is_newline = c == '\n';
-    }
-    const int64_t wanted = tail + (last_is_newline ? 1 : 0);
-    while (pos > from && newlines < wanted) {
-      const uint64_t n = std::min<uint64_t>(kChunk, pos - from);
-      buf.resize(n);
-      if (pread(fd.get(), buf.data(), n, static_cast<off_t>(pos - n)) != static_cast<ssize_t>(n))
-        break;
-      for (uint64_t i = n; i-- > 0;) {
-        if (buf[i] == '\n' && ++newlines == wanted) {
-          from = pos - n + i + 1;
-          break;
-        }
-      }
-      if (newlines < wanted) pos -= n;
-    }
-  }
-  for (uint64_t off = from; off < to;) {
-    buf.resize(std::min<uint64_t>(kChunk, to - off));
-    const ssize_t n = pread(fd.get(), buf.data(), buf.size(), static_cast<off_t>(off));
-    if (n <= 0) return;
-    buf.resize(static_cast<size_t>(n));
-    v1::JobEvent ev;
-    ev.set_log(buf);
-    if (!out.Push(std::move(ev))) return;
-    off += static_cast<uint64_t>(n);
-  }
-}
-
 struct LogWork {
   uv_work_t req{};
-  std::string path;
-  uint64_t size = 0;
-  int64_t tail = 0;
+  LogSnapshot snapshot;
+  LogQuery query;
   std::shared_ptr<EventStream::Handle> out;
   std::function<void()> after;  // on the loop
 };
@@ -350,9 +305,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     }
     auto work = new LogWork;
     work->req.data = work;
-    work->path = manager_.LogPath(j.id, r.rank());
-    work->size = manager_.LogSize(j.id, r.rank());
-    work->tail = r.tail();
+    work->snapshot = manager_.TakeLog(j.id);
+    work->query.rank = r.rank();
+    work->query.tail = r.tail();
     work->out = out;
     std::shared_ptr<StreamObserver> observer;
     if (r.follow() && !IsFinal(j.state)) {
@@ -365,10 +320,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
         observer.reset();
       }
     }
-    // The size was taken and the observer registered in this one loop
-    // turn: every line before is in the file's first `size` bytes, every
-    // line after reaches the observer, which holds it until those bytes
-    // are sent.
+    // The snapshot was taken and the observer registered in this one loop
+    // turn: every line before is in the snapshot, every line after reaches
+    // the observer, which holds it until the snapshot is sent.
     work->after = [observer, out] {
       if (!observer) return out->Finish(grpc::Status::OK);
       observer->Release();
@@ -377,7 +331,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
         loop_.get(), &work->req,
         [](uv_work_t* w) {
           auto* lw = static_cast<LogWork*>(w->data);
-          SendLogFile(lw->path, 0, lw->size, lw->tail, *lw->out);
+          ReadLog(std::move(lw->snapshot), lw->query, [&](std::string_view chunk) {
+            v1::JobEvent ev;
+            ev.set_log(std::string(chunk));
+            return lw->out->Push(std::move(ev));
+          });
         },
         [](uv_work_t* w, int) {
           auto* lw = static_cast<LogWork*>(w->data);

@@ -1,0 +1,88 @@
+// A job's output on disk: every rank's lines, each stored once, as
+// "[R] line\n", bounded per job. Past the bound ltd keeps the head and the
+// tail and says how much it cut between them (a rank running `yes` must
+// not fill the disk):
+//
+//   log.head       the first half of the bound, whole lines
+//   log.tail.N     the rest, in files of a quarter of the bound each; only
+//                  the newest two are kept, so the tail holds at least the
+//                  last quarter and at most the last half
+//   log.cut        how many bytes were dropped between head and tail
+//
+// Readers see one stream: head, a marker line if anything was cut, tail.
+// The writer only ever appends to the newest file and unlinks the oldest,
+// so a reader that opened the files at one moment reads exactly what was
+// there then, however far the writer has gone since.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fd.h"
+
+namespace ltd {
+
+class JobLogWriter {
+ public:
+  // Opens (or continues, for a job's next attempt) the log in `dir`.
+  static absl::StatusOr<JobLogWriter> Open(const std::string& dir, uint64_t max_bytes);
+
+  // Whole lines. A disk that refuses them loses them, never stalls the loop.
+  void Append(std::string_view lines);
+  // Every byte ever appended: the logical end of the log.
+  uint64_t written() const { return written_; }
+
+  JobLogWriter(JobLogWriter&&) = default;
+  JobLogWriter& operator=(JobLogWriter&&) = default;
+
+ private:
+  JobLogWriter(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_(max_bytes) {}
+  void Rotate();
+  void WriteCut();
+
+  std::string dir_;
+  uint64_t max_;
+  Fd head_;
+  uint64_t head_size_ = 0;
+  bool head_full_ = false;
+  Fd tail_;
+  uint64_t tail_seq_ = 0;
+  uint64_t tail_size_ = 0;
+  uint64_t prev_tail_size_ = 0;
+  uint64_t cut_ = 0;
+  uint64_t written_ = 0;
+};
+
+// What `ltctl logs` asks for.
+struct LogQuery {
+  int rank = -1;     // -1: every rank, lines kept as "[R] line"
+  int64_t tail = 0;  // only the last N lines; 0: all
+};
+
+// The files of a log as they were at one moment, open: the writer may go
+// on and rotate, but what was there stays readable, and nothing written
+// later is read. Cheap; taken on the loop thread, between appends.
+struct LogSnapshot {
+  struct File {
+    Fd fd;
+    uint64_t size = 0;
+  };
+  std::vector<File> files;  // head, then tails oldest first
+  uint64_t cut = 0;         // dropped between the head and the first tail
+  static LogSnapshot Take(const std::string& dir);
+};
+
+// Sends the log as chunks of whole lines (the last may lack its newline)
+// to `sink`, which returns false to stop. Blocking file I/O: run it off
+// the loop. For one rank, lines are filtered and stripped of "[R] ".
+void ReadLog(LogSnapshot snapshot, const LogQuery& query,
+             const std::function<bool(std::string_view)>& sink);
+
+// The marker a reader sees where bytes were cut.
+std::string CutMarker(uint64_t cut);
+
+}  // namespace ltd

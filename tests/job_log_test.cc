@@ -1,0 +1,126 @@
+// A job's log on disk: each line once, bounded by head and tail with the
+// cut said, and read back whole, per rank, or by its last lines, as it was
+// when the reader asked.
+#include "job_log.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <random>
+
+#include "str_util.h"
+
+namespace ltd::test {
+namespace {
+
+class JobLogTest : public ::testing::Test {
+ protected:
+  JobLogTest() {
+    char tmpl[] = "/tmp/ltd-log.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~JobLogTest() override { std::filesystem::remove_all(dir_); }
+
+  std::string Read(LogQuery q = {}) {
+    std::string out;
+    ReadLog(LogSnapshot::Take(dir_), q, [&](std::string_view c) {
+      out.append(c);
+      return true;
+    });
+    return out;
+  }
+
+  uint64_t BytesOnDisk() {
+    uint64_t total = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) total += e.file_size();
+    return total;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(JobLogTest, LinesReadBackWholePerRankAndByTail) {
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  w->Append("[0] a\n[1] b\n");
+  w->Append("[0] c\n[10] d\n[1] e\n");
+  EXPECT_EQ(Read(), "[0] a\n[1] b\n[0] c\n[10] d\n[1] e\n");
+  EXPECT_EQ(Read({1, 0}), "b\ne\n");
+  EXPECT_EQ(Read({0, 0}), "a\nc\n");
+  EXPECT_EQ(Read({-1, 2}), "[10] d\n[1] e\n");
+  EXPECT_EQ(Read({0, 1}), "c\n");
+  EXPECT_EQ(Read({1, 99}), "b\ne\n");
+  EXPECT_EQ(Read({7, 0}), "");
+  EXPECT_EQ(w->written(), 31u);
+}
+
+TEST_F(JobLogTest, ASnapshotIsWhatWasThereWhenItWasTaken) {
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  w->Append("[0] before\n");
+  LogSnapshot snap = LogSnapshot::Take(dir_);
+  w->Append("[0] after\n");
+  std::string out;
+  ReadLog(std::move(snap), {}, [&](std::string_view c) {
+    out.append(c);
+    return true;
+  });
+  EXPECT_EQ(out, "[0] before\n");
+}
+
+TEST_F(JobLogTest, PastTheBoundTheHeadAndTailAreKeptAndTheCutIsSaid) {
+  const uint64_t bound = 256 * 1024;
+  auto w = JobLogWriter::Open(dir_, bound);
+  ASSERT_TRUE(w.ok());
+  uint64_t total = 0;
+  int n = 0;
+  for (; total < 10 * bound; ++n) {
+    const std::string line = Cat("[", n % 3, "] line ", n, "\n");
+    w->Append(line);
+    total += line.size();
+  }
+  EXPECT_EQ(w->written(), total);
+  EXPECT_LE(BytesOnDisk(), bound + 64 * 1024);
+  const std::string all = Read();
+  EXPECT_TRUE(all.starts_with("[0] line 0\n[1] line 1\n")) << all.substr(0, 100);
+  EXPECT_TRUE(all.ends_with(Cat("] line ", n - 1, "\n")));
+  const size_t marker = all.find("bytes of output cut here");
+  ASSERT_NE(marker, std::string::npos);
+  const uint64_t cut = std::stoull(all.substr(all.rfind("[ltd] ", marker) + 6));
+  // What is shown and what was cut add up to what was written.
+  EXPECT_EQ(all.size() - CutMarker(cut).size() + cut, total);
+  // Every line shown is whole, and the marker shows for every rank too.
+  EXPECT_EQ(Read({-1, 1}), Cat("[", (n - 1) % 3, "] line ", n - 1, "\n"));
+  EXPECT_NE(Read({2, 0}).find("bytes of output cut here"), std::string::npos);
+  // A restarted job's next attempt goes on in the same bounded log.
+  auto again = JobLogWriter::Open(dir_, bound);
+  EXPECT_EQ(again->written(), total);
+  again->Append("[0] next attempt\n");
+  EXPECT_TRUE(Read().ends_with("[0] next attempt\n"));
+  EXPECT_LE(BytesOnDisk(), bound + 64 * 1024);
+}
+
+TEST_F(JobLogTest, TailOfRandomLinesMatchesAForwardRead) {
+  std::mt19937 rng(7);
+  auto w = JobLogWriter::Open(dir_, 8 << 20);
+  std::vector<std::string> rank2;  // rank 2's lines, in order
+  for (int i = 0; i < 5000; ++i) {
+    const int rank = static_cast<int>(rng() % 4);
+    std::string body(rng() % 200, 'x');
+    if (rng() % 50 == 0) body.clear();  // empty lines count too
+    w->Append(Cat("[", rank, "] ", body, "\n"));
+    if (rank == 2) rank2.push_back(body + "\n");
+  }
+  auto last = [&](size_t n) {
+    std::string out;
+    for (size_t i = rank2.size() - std::min(n, rank2.size()); i < rank2.size(); ++i) out += rank2[i];
+    return out;
+  };
+  EXPECT_EQ(Read({2, 0}), last(rank2.size()));
+  for (int64_t tail : {1, 2, 17, 600, 100000}) {
+    EXPECT_EQ(Read({2, tail}), last(static_cast<size_t>(tail))) << tail;
+  }
+}
+
+}  // namespace
+}  // namespace ltd::test
