@@ -164,9 +164,11 @@ std::string_view EnvValue(const std::vector<std::string>& env, std::string_view 
     bool denied = false;
     for (;;) {
       const size_t colon = path.find(':');
-      std::string dir(path.substr(0, colon));
-      if (dir.empty()) dir = ".";
-      const std::string full = dir + "/" + program;
+      // An empty entry is the working directory, as in any shell.
+      std::string full(path.substr(0, colon));
+      if (full.empty()) full.push_back('.');
+      full.push_back('/');
+      full.append(program);
       execve(full.c_str(), argv.data(), env.data());
       // Like execvp: keep looking past what is missing or forbidden here.
       if (errno == EACCES) {

@@ -11,11 +11,80 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "duration.h"
 #include "launch_env.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
+constexpr Millis kMaxGrace = std::chrono::hours(24);
+// execve takes about this much argv and environment together.
+constexpr size_t kMaxArgvAndEnv = 2u << 20;
+
+// What no job may ask for, whoever sends it (ltctl checks little of it:
+// any client can speak the protocol).
+absl::Status Validate(const JobSpec& spec, const ManagerConfig& config) {
+  const int slots = config.placement.slots;
+  if (spec.devices < 1) return absl::InvalidArgumentError("--devices must be at least 1");
+  if (spec.devices > slots) {
+    return absl::InvalidArgumentError(Cat("--devices ", spec.devices, " is more than the ", slots,
+                                          " this ltd has; ask for at most ", slots));
+  }
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    return absl::InvalidArgumentError(
+        "no program given; usage: ltctl submit --devices N [options] PROGRAM [ARGS...]");
+  }
+  if (spec.name.size() > 128) {
+    return absl::InvalidArgumentError("--name is longer than 128 characters; choose a shorter one");
+  }
+  if (!spec.name.empty()) {
+    if (std::all_of(spec.name.begin(), spec.name.end(), ::isdigit)) {
+      return absl::InvalidArgumentError("--name must not be all digits (those are job ids)");
+    }
+    for (char c : spec.name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+        return absl::InvalidArgumentError(
+            "--name may only use letters, digits, '-', '_' and '.'; choose another");
+      }
+    }
+  }
+  if (spec.cwd.empty() || spec.cwd.front() != '/') {
+    return absl::InvalidArgumentError("the working directory must be an absolute path");
+  }
+  size_t bytes = spec.cwd.size();
+  for (const auto* list : {&spec.argv, &spec.env}) {
+    for (const std::string& s : *list) bytes += s.size() + 1;
+  }
+  if (bytes > kMaxArgvAndEnv) {
+    return absl::InvalidArgumentError(Cat("the program's arguments and environment are ", bytes,
+                                          " bytes; a program can be started with at most ",
+                                          kMaxArgvAndEnv, ": pass less (a file of arguments)"));
+  }
+  struct Range {
+    const char* flag;
+    Millis value, max;
+  };
+  for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
+                         Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
+                         Range{"--grace", spec.grace, kMaxGrace}}) {
+    if (r.value.count() < 0 || r.value > r.max) {
+      return absl::InvalidArgumentError(Cat(r.flag, " must be between 0 and ",
+                                            FormatDuration(r.max), "; got ", r.value.count(),
+                                            "ms"));
+    }
+  }
+  if (spec.max_restarts < 0 || spec.max_restarts > config.max_restarts_limit) {
+    return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts,
+                                          " is outside 0..", config.max_restarts_limit,
+                                          ", the limit of this ltd (--max-restarts-limit)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 JobManager::JobManager(Clock& clock, ProcessLauncher& launcher, JobStore& store,
                        PortAllocator& ports, StackSampler* sampler, ManagerConfig config)
@@ -25,7 +94,7 @@ JobManager::JobManager(Clock& clock, ProcessLauncher& launcher, JobStore& store,
       ports_(ports),
       sampler_(sampler),
       config_(std::move(config)),
-      slot_busy_(static_cast<size_t>(std::max(config_.slots, 0)), false) {}
+      scheduler_(config_.placement) {}
 
 JobManager::~JobManager() = default;
 
@@ -73,37 +142,8 @@ void JobManager::Recover() {
 absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (shutting_down_)
     return absl::UnavailableError("ltd is shutting down; submit again once it is back");
-  if (spec.devices < 1) {
-    return absl::InvalidArgumentError("--devices must be at least 1");
-  }
-  if (spec.devices > config_.slots) {
-    return absl::InvalidArgumentError(Cat("--devices ", spec.devices, " is more than the ",
-                                          config_.slots, " this ltd has; ask for at most ",
-                                          config_.slots));
-  }
-  if (spec.argv.empty() || spec.argv.front().empty()) {
-    return absl::InvalidArgumentError(
-        "no program given; usage: ltctl submit --devices N -- PROGRAM [ARGS...]");
-  }
-  if (spec.name.size() > 128) {
-    return absl::InvalidArgumentError("--name is longer than 128 characters; choose a shorter one");
-  }
-  if (!spec.name.empty()) {
-    if (std::all_of(spec.name.begin(), spec.name.end(), ::isdigit)) {
-      return absl::InvalidArgumentError("--name must not be all digits (those are job ids)");
-    }
-    for (char c : spec.name) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return absl::InvalidArgumentError(
-            Cat("--name '", spec.name, "' may only use letters, digits, '-', '_' and '.'"));
-      }
-    }
-  }
-  if (spec.cwd.empty() || spec.cwd.front() != '/') {
-    return absl::InvalidArgumentError("the working directory must be an absolute path");
-  }
-  if (spec.max_restarts < 0) return absl::InvalidArgumentError("--max-restarts must be >= 0");
-
+  if (auto s = Validate(spec, config_); !s.ok()) return s;
+  if (auto s = scheduler_.MayQueue(spec.uid, user); !s.ok()) return s;
   auto taken = store_.TakeId(next_id_);
   if (!taken.ok()) {
     return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
@@ -128,7 +168,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   jobs_.emplace(id, std::move(job));
   spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
                ref.spec.argv.front());
-  pending_.push_back(id);
+  uint64_t seq = 0;
+  (void)absl::SimpleAtoi(id, &seq);
+  scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
   Schedule();
   return id;
 }
@@ -179,29 +221,15 @@ std::vector<const Job*> JobManager::List(bool all) const {
 }
 
 void JobManager::Schedule() {
-  // Strict FIFO: a large job at the head is not starved by small ones.
-  while (!pending_.empty() && !shutting_down_) {
-    Job* job = FindMutable(pending_.front());
+  if (shutting_down_) return;
+  for (Scheduler::Placement& p : scheduler_.Place()) {
+    Job* job = FindMutable(p.id);
     if (job == nullptr || job->state != JobState::kPending) {
-      pending_.pop_front();
+      scheduler_.Release(p.id);  // cannot happen: pending jobs are dequeued when they end
       continue;
     }
-    const auto free = static_cast<int>(std::count(slot_busy_.begin(), slot_busy_.end(), false));
-    if (free < job->spec.devices) return;
-    pending_.pop_front();
-    job->device_slots.clear();
-    for (size_t i = 0;
-         i < slot_busy_.size() && static_cast<int>(job->device_slots.size()) < job->spec.devices;
-         ++i) {
-      if (slot_busy_[i]) continue;
-      slot_busy_[i] = true;
-      job->device_slots.push_back(static_cast<int>(i));
-    }
-    if (!config_.gpu_ids.empty()) {
-      std::vector<std::string> ids;
-      for (int slot : job->device_slots) ids.push_back(config_.gpu_ids[static_cast<size_t>(slot)]);
-      job->cuda_visible_devices = Join(ids, ",");
-    }
+    job->device_slots = std::move(p.slots);
+    job->cuda_visible_devices = std::move(p.cuda_visible_devices);
     Start(*job);
   }
 }
@@ -322,6 +350,15 @@ absl::Status JobManager::Kill(const std::string& id, int signal) {
     return absl::OkStatus();
   }
   JobRuntime& rt = *runtimes_.at(id);
+  if (rt.restart_timer != 0) {
+    // Between attempts: nothing runs, nothing to signal or tear down.
+    if (signal != 0) {
+      return absl::FailedPreconditionError(
+          Cat("job ", id, " is waiting to restart; nothing runs to signal"));
+    }
+    Finish(*job, std::move(cause));
+    return absl::OkStatus();
+  }
   if (signal != 0) {
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
       if (rt.ranks[r].alive) launcher_.SignalRank(id, static_cast<int>(r), signal);

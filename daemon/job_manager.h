@@ -20,6 +20,7 @@
 #include "job_log.h"
 #include "job_store.h"
 #include "process.h"
+#include "scheduler.h"
 
 namespace ltd {
 
@@ -51,9 +52,8 @@ class StackSampler {
 };
 
 struct ManagerConfig {
-  // Device slots; `gpu_ids` non-empty means they are GPUs with these ids.
-  int slots = 1;
-  std::vector<std::string> gpu_ids;
+  // Device slots, per-user queue limits.
+  SchedulerConfig placement;
   // How long stacks of a hung job may take before its teardown starts.
   Millis stack_budget{5000};
   // Finished jobs kept (records and logs); the oldest go first. Without a
@@ -64,6 +64,12 @@ struct ManagerConfig {
   // Output kept per job (head and tail past it), so one job cannot fill
   // the disk of everyone.
   uint64_t job_max_log_bytes = 1ull << 30;
+  // --max-restarts above this is refused; restarts wait restart_backoff,
+  // doubling with each attempt up to kMaxRestartBackoff, so a job that
+  // fails at once cannot spin.
+  int max_restarts_limit = 100;
+  Millis restart_backoff{1000};
+  static constexpr Millis kMaxRestartBackoff{5 * 60 * 1000};
 };
 
 class JobManager {
@@ -124,6 +130,7 @@ class JobManager {
   void OnGraceExpired(const std::string& id);
   void OnRanksGone(Job& job, JobRuntime& rt);
   void OnJobEmpty(const std::string& id);
+  void Restart(const std::string& id);
   void Finish(Job& job, std::optional<RootCause> cause);
   void SetState(Job& job, JobState state);
   void SetRankState(Job& job, Rank& rank, RankState state);
@@ -143,12 +150,11 @@ class JobManager {
 
   std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
   std::map<std::string, std::unique_ptr<JobRuntime>, std::less<>> runtimes_;  // live ones
-  std::deque<std::string> pending_;   // FIFO of PENDING job ids
   std::deque<std::string> finished_;  // final jobs, oldest first
   std::set<std::string> unsaved_;     // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};
-  std::vector<bool> slot_busy_;
+  Scheduler scheduler_;
   std::set<int> ports_in_use_;
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;

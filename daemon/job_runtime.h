@@ -68,6 +68,7 @@ struct JobRuntime {
   int live = 0;                    // ranks not yet reaped
   bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
+  Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;
   std::optional<Millis> watchdog_at;
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <set>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -29,7 +30,8 @@ absl::Status CheckSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path,
+                                                         size_t max_per_user) {
   if (auto s = CheckSocketPath(path); !s.ok()) return s;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -58,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   // Every local user may submit; who they are comes from SO_PEERCRED.
   if (chmod(path.c_str(), 0666) != 0) return ErrnoStatus("chmod", path, errno);
   if (listen(fd.get(), 128) != 0) return ErrnoStatus("listen", path, errno);
-  auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd)));
+  auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "listener", errno);
   listener->wake_[0].reset(p[0]);
@@ -84,6 +86,7 @@ void Listener::Stop() {
 namespace {
 
 constexpr int kSweepEveryMs = 2000;
+constexpr int kStarvedPauseMs = 100;
 
 // The socket behind fd `fd` now, if it is one.
 bool SocketIdentity(int fd, dev_t* dev, ino_t* ino) {
@@ -128,6 +131,12 @@ void Listener::SweepLocked() {
 }
 
 void Listener::AcceptLoop(grpc::Server* server) {
+  // One fd held back for when the table is full: closing it lets ltd take
+  // a waiting connection off the backlog and refuse it at once, instead of
+  // leaving it (and poll) ready for ever.
+  Fd reserve(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  bool starved = false;
+  std::set<uid_t> over_limit;  // users told of their limit, until they are under it
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
     const int ready = poll(fds, 2, kSweepEveryMs);
@@ -144,10 +153,27 @@ void Listener::AcceptLoop(grpc::Server* server) {
     }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
-      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+      if (errno == EMFILE || errno == ENFILE) {
+        if (!starved) {
+          spdlog::error("out of file descriptors ({}); refusing connections until some close",
+                        std::strerror(errno));
+          starved = true;
+        }
+        reserve.reset();
+        const int drop = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (drop >= 0) close(drop);
+        reserve.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+        // Pressure lasts: look again in a while, never in a loop.
+        pollfd wake{wake_[0].get(), POLLIN, 0};
+        if (poll(&wake, 1, kStarvedPauseMs) > 0) return;
+      } else if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
         spdlog::warn("accept on {}: {}", path_, std::strerror(errno));
       }
       continue;
+    }
+    if (starved) {
+      spdlog::info("file descriptors available again; accepting connections");
+      starved = false;
     }
     ucred cred{};
     socklen_t len = sizeof cred;
@@ -166,11 +192,39 @@ void Listener::AcceptLoop(grpc::Server* server) {
       // gRPC names a connection handed over by fd "fd:N"; N is unique among
       // open connections, and a reused N is overwritten here first.
       std::lock_guard lock(mu_);
-      peers_[conn] = peer;
       if (peers_.size() > sweep_at_) SweepLocked();
+      if (max_per_user_ > 0 && cred.uid != 0 && OpenOfLocked(cred.uid) >= max_per_user_) {
+        if (over_limit.insert(cred.uid).second) {
+          spdlog::warn("uid {} holds {} connections (--user-max-connections); refusing more",
+                       cred.uid, max_per_user_);
+        }
+        close(conn);
+        continue;
+      }
+      over_limit.erase(cred.uid);
+      peers_[conn] = peer;
     }
     grpc::AddInsecureChannelFromFd(server, conn);
   }
+}
+
+size_t Listener::OpenOfLocked(uid_t uid) {
+  size_t open = 0;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (it->second.creds.uid != uid) {
+      ++it;
+      continue;
+    }
+    dev_t dev = 0;
+    ino_t ino = 0;
+    if (SocketIdentity(it->first, &dev, &ino) && dev == it->second.dev && ino == it->second.ino) {
+      ++open;
+      ++it;
+    } else {
+      it = peers_.erase(it);
+    }
+  }
+  return open;
 }
 
 }  // namespace ltd

@@ -34,8 +34,12 @@ struct PeerCreds {
 class Listener {
  public:
   // Binds `path`, refusing when another ltd answers there; replaces a
-  // stale socket file left by an ltd that died.
-  static absl::StatusOr<std::unique_ptr<Listener>> Bind(const std::string& path);
+  // stale socket file left by an ltd that died. A user (root excepted) may
+  // hold at most `max_per_user` connections at once (0: no limit); more are
+  // closed at accept. When ltd runs out of fds, waiting connections are
+  // refused at a bounded rate rather than left to spin the accept loop.
+  static absl::StatusOr<std::unique_ptr<Listener>> Bind(const std::string& path,
+                                                        size_t max_per_user = 0);
   ~Listener();  // stops accepting and removes the socket file
 
   // Starts handing accepted connections to `server`.
@@ -49,7 +53,8 @@ class Listener {
   size_t known_connections() const;
 
  private:
-  Listener(std::string path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  Listener(std::string path, Fd fd, size_t max_per_user)
+      : path_(std::move(path)), fd_(std::move(fd)), max_per_user_(max_per_user) {}
   void AcceptLoop(grpc::Server* server);
   struct Peer {
     PeerCreds creds;
@@ -58,9 +63,12 @@ class Listener {
   };
   // Drops entries whose fd is closed or is another socket now. mu_ held.
   void SweepLocked();
+  // How many connections `uid` has open (its stale entries dropped). mu_ held.
+  size_t OpenOfLocked(uid_t uid);
 
   std::string path_;
   Fd fd_;
+  const size_t max_per_user_;
   Fd wake_[2];  // a pipe that tells the accept thread to stop
   std::thread thread_;
   mutable std::mutex mu_;

@@ -17,6 +17,7 @@
 
 #include "containment_factory.h"
 #include "control_reader.h"
+#include "byte_size.h"
 #include "duration.h"
 #include "guardian.h"
 #include "job_manager.h"
@@ -48,6 +49,14 @@ struct Options {
   std::string containment = "auto";
   std::string stack_budget = "5s";
   size_t keep_jobs = 10000;
+  // Per-user bounds, so that no user can take the server from the others.
+  int user_max_running_jobs = 0;
+  int user_max_pending_jobs = 1000;
+  int user_max_connections = 64;
+  std::string idle_timeout = "10m";
+  std::string job_max_log_bytes = "1G";
+  int max_restarts_limit = 100;
+  std::string restart_backoff = "1s";
 };
 
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
@@ -92,15 +101,31 @@ int Run(const Options& opt) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
   ManagerConfig config;
-  auto budget = ParseDuration(opt.stack_budget);
-  if (!budget) {
-    std::fprintf(stderr,
-                 "ltd: --stack-budget '%s' is not a duration; use e.g. 5s or 0 to take no stacks\n",
-                 opt.stack_budget.c_str());
+  auto duration = [](const char* flag, const std::string& text) -> std::optional<Millis> {
+    auto d = ParseDuration(text);
+    if (!d) {
+      std::fprintf(stderr, "ltd: %s '%s' is not a duration; use e.g. 500ms, 10s, 5m or 2h\n", flag,
+                   text.c_str());
+    }
+    return d;
+  };
+  auto budget = duration("--stack-budget", opt.stack_budget);
+  auto idle = duration("--idle-timeout", opt.idle_timeout);
+  auto backoff = duration("--restart-backoff", opt.restart_backoff);
+  if (!budget || !idle || !backoff) return 1;
+  auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
+  if (!log_bytes || *log_bytes < (1u << 20)) {
+    std::fprintf(stderr, "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
+                 opt.job_max_log_bytes.c_str());
     return 1;
   }
   config.stack_budget = *budget;
   config.keep_finished = opt.keep_jobs;
+  config.job_max_log_bytes = *log_bytes;
+  config.max_restarts_limit = opt.max_restarts_limit;
+  config.restart_backoff = *backoff;
+  config.placement.user_max_running_jobs = opt.user_max_running_jobs;
+  config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
   RaiseFdLimit();
   if (!opt.gpus.empty()) {
     std::stringstream ss(opt.gpus);
@@ -110,16 +135,16 @@ int Run(const Options& opt) {
                      opt.gpus.c_str());
         return 1;
       }
-      config.gpu_ids.push_back(id);
+      config.placement.gpu_ids.push_back(id);
     }
-    config.slots = static_cast<int>(config.gpu_ids.size());
+    config.placement.slots = static_cast<int>(config.placement.gpu_ids.size());
   } else if (opt.devices > 0) {
-    config.slots = opt.devices;
+    config.placement.slots = opt.devices;
   } else if (const int gpus = CountGpus(); gpus > 0) {
-    for (int i = 0; i < gpus; ++i) config.gpu_ids.push_back(std::to_string(i));
-    config.slots = gpus;
+    for (int i = 0; i < gpus; ++i) config.placement.gpu_ids.push_back(std::to_string(i));
+    config.placement.slots = gpus;
   } else {
-    config.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    config.placement.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
   const std::string shim = FindHelper("lt-exec");
@@ -147,7 +172,7 @@ int Run(const Options& opt) {
     std::fprintf(stderr, "ltd: %s\n", std::string(lock.status().message()).c_str());
     return 1;
   }
-  auto listener = Listener::Bind(opt.socket);
+  auto listener = Listener::Bind(opt.socket, static_cast<size_t>(opt.user_max_connections));
   if (!listener.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());
     return 1;
@@ -190,6 +215,10 @@ int Run(const Options& opt) {
     LtdService service(loop, manager, **listener);
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);
+    // A connection with no call in progress is closed after a while: an
+    // idle client holds an fd of ltd's and a slot of its user's limit.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(std::min<int64_t>(idle->count(), INT32_MAX)));
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server) {
       std::fprintf(stderr, "ltd: gRPC server failed to start\n");
@@ -197,7 +226,8 @@ int Run(const Options& opt) {
     }
     (*listener)->Start(server.get());
     spdlog::info("ltd listening on {}; state in {}; {} device slot(s){}; containment: {}",
-                 opt.socket, opt.state_dir, config.slots, config.gpu_ids.empty() ? "" : " (GPUs)",
+                 opt.socket, opt.state_dir, config.placement.slots,
+                 config.placement.gpu_ids.empty() ? "" : " (GPUs)",
                  launcher.containment());
 
     // SIGTERM/SIGINT: refuse new jobs, tear every job down, record, exit 0.
@@ -254,6 +284,31 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown; 0: take none")
+      ->capture_default_str();
+  app.add_option("--user-max-running-jobs", opt.user_max_running_jobs,
+                 "jobs one user may run at once; 0: as many as the devices allow")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--user-max-pending-jobs", opt.user_max_pending_jobs,
+                 "jobs one user may have waiting; more submits are refused; 0: no limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--user-max-connections", opt.user_max_connections,
+                 "connections one user may hold open to ltd")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--idle-timeout", opt.idle_timeout,
+                 "a connection with no call in progress for this long is closed")
+      ->capture_default_str();
+  app.add_option("--job-max-log-bytes", opt.job_max_log_bytes,
+                 "output kept per job; past it the head and the tail are kept")
+      ->capture_default_str();
+  app.add_option("--max-restarts-limit", opt.max_restarts_limit,
+                 "the largest --max-restarts a job may ask for")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--restart-backoff", opt.restart_backoff,
+                 "wait before a job's first restart, doubling for each next one up to 5m")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -3,8 +3,10 @@
 // restarts or ends with its final record.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 
+#include "duration.h"
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -91,18 +93,33 @@ void JobManager::OnJobEmpty(const std::string& id) {
                            job->restart_count < job->spec.max_restarts && !shutting_down_;
   if (restartable) {
     ++job->restart_count;
-    spdlog::info("job={} restarting ({} of {})", id, job->restart_count, job->spec.max_restarts);
+    // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that
+    // fails at once restarts a few times a minute, not forty a second.
+    Millis delay = config_.restart_backoff;
+    for (int i = 1; i < job->restart_count && delay < ManagerConfig::kMaxRestartBackoff; ++i) delay *= 2;
+    delay = std::min(delay, ManagerConfig::kMaxRestartBackoff);
+    spdlog::info("job={} restarting ({} of {}) in {}", id, job->restart_count,
+                 job->spec.max_restarts, FormatDuration(delay));
     for (auto& [oid, obs] : rt.observers) {
       (void)oid;
       obs->OnOutput(-1, Stream::kStderr,
                     Cat("ltd: restarting job ", id, " (", job->restart_count, " of ",
-                        job->spec.max_restarts, ") after: ", cause->message));
+                        job->spec.max_restarts, ") in ", FormatDuration(delay),
+                        " after: ", cause->message));
     }
     ports_in_use_.erase(job->master_port);
-    Start(*job);  // a fresh runtime, keeping the observers, and a fresh port
+    rt.restart_timer = clock_.StartTimer(delay, [this, id] { Restart(id); });
     return;
   }
   Finish(*job, std::move(cause));
+}
+
+void JobManager::Restart(const std::string& id) {
+  Job* job = FindMutable(id);
+  auto it = runtimes_.find(id);
+  if (job == nullptr || it == runtimes_.end()) return;
+  it->second->restart_timer = 0;
+  Start(*job);  // a fresh runtime, keeping the observers, and a fresh port
 }
 
 void JobManager::Finish(Job& job, std::optional<RootCause> cause) {
@@ -118,10 +135,11 @@ void JobManager::Finish(Job& job, std::optional<RootCause> cause) {
   }
   job.ended_at = now;
   if (!job.started_at) job.started_at = now;
-  for (int slot : job.device_slots) slot_busy_[static_cast<size_t>(slot)] = false;
+  scheduler_.Release(job.id);
   if (job.master_port != 0) ports_in_use_.erase(job.master_port);
   std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
   if (auto it = runtimes_.find(job.id); it != runtimes_.end()) {
+    if (it->second->restart_timer != 0) clock_.CancelTimer(it->second->restart_timer);
     observers = std::move(it->second->observers);
     runtimes_.erase(it);
   }

@@ -1,5 +1,7 @@
 #include "duration.h"
 
+#include "byte_size.h"
+
 #include <gtest/gtest.h>
 
 namespace ltd {
@@ -28,6 +30,17 @@ TEST(Duration, FormatsShortest) {
   EXPECT_EQ(FormatDuration(Millis(120'000)), "2m");
   EXPECT_EQ(FormatDuration(Millis(3'600'000)), "1h");
   EXPECT_EQ(FormatDuration(Millis(0)), "0s");
+}
+
+TEST(ByteSize, AcceptsWhatAdminsType) {
+  EXPECT_EQ(ParseByteSize("1000"), 1000u);
+  EXPECT_EQ(ParseByteSize("64K"), 64u << 10);
+  EXPECT_EQ(ParseByteSize("1M"), 1u << 20);
+  EXPECT_EQ(ParseByteSize("512MiB"), 512ull << 20);
+  EXPECT_EQ(ParseByteSize("2G"), 2ull << 30);
+  EXPECT_EQ(ParseByteSize("1TB"), 1ull << 40);
+  for (const char* bad : {"", "M", "-1M", "1X", "1.5G", " 1G", "99999999999999999999", "9999999T"})
+    EXPECT_FALSE(ParseByteSize(bad)) << bad;
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ class JobManagerTest : public ::testing::Test {
 
   void Reset(int slots = 8, StackSampler* sampler = nullptr, size_t keep = 10000) {
     ManagerConfig config;
-    config.slots = slots;
+    config.placement.slots = slots;
+    config.restart_backoff = Millis(0);
     config.keep_finished = keep;
     config.stack_budget = Millis(3000);
     manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, sampler, config);
@@ -237,6 +238,23 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
   JobSpec spaces = Spec(1);
   spaces.name = "a b";
   EXPECT_FALSE(manager_->Submit(spaces, "a").ok());
+  // Whatever a raw client sends: durations out of range, restarts past the
+  // limit, more argv and environment than execve takes.
+  auto refused = [&](std::function<void(JobSpec&)> spoil, std::string_view says) {
+    JobSpec spec = Spec(1);
+    spoil(spec);
+    auto r = manager_->Submit(spec, "a");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(says), std::string::npos) << r.status();
+  };
+  refused([](JobSpec& s) { s.grace = Millis(-1); }, "--grace must be between 0 and 24h");
+  refused([](JobSpec& s) { s.heartbeat_timeout = Millis(INT64_MAX); }, "--heartbeat-timeout");
+  refused([](JobSpec& s) { s.startup_timeout = Millis(-5); }, "--startup-timeout");
+  refused([](JobSpec& s) { s.max_restarts = 2147483647; }, "the limit of this ltd");
+  refused([](JobSpec& s) { s.max_restarts = -1; }, "--max-restarts -1");
+  refused([](JobSpec& s) { s.env.assign(40, std::string(64 * 1024, 'x')); }, "at most");
+  refused([](JobSpec& s) { s.argv.clear(); }, "no program given");
   EXPECT_TRUE(manager_->List(true).empty());
   EXPECT_TRUE(launcher_.procs.empty());
 }
@@ -418,6 +436,35 @@ TEST_F(JobManagerTest, RestartsAfterCompleteTeardown) {
   EXPECT_EQ(job.attempts[0].root_cause->exit_code, 5);
   EXPECT_FALSE(job.attempts[2].root_cause);
   EXPECT_EQ(ports_.picks.size(), 3u);
+}
+
+TEST_F(JobManagerTest, RestartsWaitABackoffThatDoublesAndAKillEndsTheWait) {
+  ManagerConfig config;
+  config.placement.slots = 8;
+  config.restart_backoff = Millis(1000);
+  manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, nullptr, config);
+  JobSpec spec = Spec(1);
+  spec.max_restarts = 50;
+  const std::string id = Submit(spec);
+  for (Millis delay : {Millis(1000), Millis(2000), Millis(4000)}) {
+    const size_t started = launcher_.procs.size();
+    launcher_.Exit(id, 0, 1);
+    clock_.Advance(Millis(0));
+    clock_.Advance(delay - Millis(1));
+    EXPECT_EQ(launcher_.procs.size(), started) << "restarted before its backoff of " << delay.count();
+    EXPECT_EQ(Get(id).state, JobState::kRunning);
+    clock_.Advance(Millis(1));
+    EXPECT_EQ(launcher_.procs.size(), started + 1);
+  }
+  // Killed while it waits to restart: it ends at once, cancelled.
+  launcher_.Exit(id, 0, 1);
+  clock_.Advance(Millis(0));
+  EXPECT_FALSE(manager_->Kill(id, SIGUSR1).ok());  // nothing runs to signal
+  ASSERT_TRUE(manager_->Kill(id, 0).ok());
+  EXPECT_EQ(Get(id).state, JobState::kCancelled);
+  clock_.Advance(Millis(60000));
+  EXPECT_EQ(launcher_.procs.size(), 4u);  // and no attempt ever comes
+  EXPECT_EQ(clock_.pending_timers(), 0u);
 }
 
 TEST_F(JobManagerTest, RestartsRunOut) {

@@ -1,0 +1,34 @@
+#include "byte_size.h"
+
+#include <cctype>
+
+namespace ltd {
+
+std::optional<uint64_t> ParseByteSize(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+    if (value > (1ull << 62)) return std::nullopt;
+  }
+  if (i == 0) return std::nullopt;
+  std::string_view unit = text.substr(i);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.remove_suffix(1);
+  int shift = 0;
+  if (unit == "K" || unit == "k" || unit == "Ki") {
+    shift = 10;
+  } else if (unit == "M" || unit == "m" || unit == "Mi") {
+    shift = 20;
+  } else if (unit == "G" || unit == "g" || unit == "Gi") {
+    shift = 30;
+  } else if (unit == "T" || unit == "t" || unit == "Ti") {
+    shift = 40;
+  } else if (!unit.empty()) {
+    return std::nullopt;
+  }
+  if (value > ((1ull << 62) >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+}  // namespace ltd

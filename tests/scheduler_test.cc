@@ -1,0 +1,90 @@
+// Placement: FIFO within a user, fair between users, limits per user.
+#include "scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace ltd::test {
+namespace {
+
+constexpr uid_t kAlice = 1001, kBob = 1002, kCarol = 1003;
+
+SchedulerConfig Config(int slots, int max_running = 0, int max_pending = 1000,
+                       std::vector<std::string> gpus = {}) {
+  SchedulerConfig c;
+  c.slots = slots;
+  c.user_max_running_jobs = max_running;
+  c.user_max_pending_jobs = max_pending;
+  c.gpu_ids = std::move(gpus);
+  return c;
+}
+
+std::vector<std::string> Ids(const std::vector<Scheduler::Placement>& placed) {
+  std::vector<std::string> ids;
+  for (const auto& p : placed) ids.push_back(p.id);
+  return ids;
+}
+
+TEST(Scheduler, OneUsersBacklogNeverHoldsBackAnothersNextJob) {
+  Scheduler s(Config(2));
+  for (int i = 1; i <= 2000; ++i) s.Enqueue("a" + std::to_string(i), i, kAlice, 2);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a1"});
+  s.Enqueue("b1", 2001, kBob, 1);
+  EXPECT_TRUE(s.Place().empty());  // nothing free
+  s.Release("a1");
+  // Both hold nothing now; bob was never served: his job goes first.
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"b1"});
+  s.Release("b1");
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});  // then alice, in her order
+  EXPECT_EQ(s.pending(kAlice), 1998u);
+}
+
+TEST(Scheduler, AJobThatDoesNotFitHoldsBackOnlyItsOwnUser) {
+  Scheduler s(Config(4));
+  s.Enqueue("b1", 1, kBob, 2);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"b1"});
+  s.Enqueue("a1", 2, kAlice, 4);  // needs every slot
+  s.Enqueue("a2", 3, kAlice, 1);  // behind it: alice's order holds
+  s.Enqueue("c1", 4, kCarol, 1);
+  s.Enqueue("c2", 5, kCarol, 1);
+  EXPECT_EQ(Ids(s.Place()), (std::vector<std::string>{"c1", "c2"}));
+  EXPECT_EQ(s.free_slots(), 0);
+  s.Release("b1");
+  s.Release("c1");
+  s.Release("c2");
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a1"});
+  s.Release("a1");
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});
+}
+
+TEST(Scheduler, SlotsAndGpus) {
+  Scheduler s(Config(3, 0, 1000, {"0", "2", "5"}));
+  s.Enqueue("x", 1, kAlice, 2);
+  s.Enqueue("y", 2, kBob, 1);
+  auto placed = s.Place();
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].slots, (std::vector<int>{0, 1}));
+  EXPECT_EQ(placed[0].cuda_visible_devices, "0,2");
+  EXPECT_EQ(placed[1].cuda_visible_devices, "5");
+}
+
+TEST(Scheduler, PerUserLimits) {
+  Scheduler s(Config(8, 2, 3));
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(s.MayQueue(kAlice, "alice").ok());
+    s.Enqueue("a" + std::to_string(i), i, kAlice, 1);
+  }
+  auto refused = s.MayQueue(kAlice, "alice");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("user alice already has 3 pending jobs"), std::string::npos);
+  EXPECT_TRUE(s.MayQueue(kBob, "bob").ok());  // one user's limit is one user's
+  EXPECT_EQ(Ids(s.Place()), (std::vector<std::string>{"a1", "a2"}));  // at most 2 running
+  EXPECT_EQ(s.pending(kAlice), 1u);
+  s.Dequeue("a3");  // cancelled while pending
+  EXPECT_EQ(s.pending(kAlice), 0u);
+  s.Release("a1");
+  EXPECT_TRUE(s.Place().empty());
+  EXPECT_EQ(s.free_slots(), 7);
+}
+
+}  // namespace
+}  // namespace ltd::test
