@@ -127,8 +127,8 @@ std::optional<int> PrintEvent(const v1::JobEvent& ev, bool prefix, bool quiet_en
       std::fflush(stdout);
       if (!quiet_end && e.state() != v1::Job::SUCCEEDED) {
         std::fprintf(stderr, "ltctl: job %s %s: %s (exit code %d)\n", e.job_id().c_str(),
-                     v1::Job::State_Name(e.state()).c_str(),
-                     DescribeCause(e.root_cause()).c_str(), e.exit_code());
+                     v1::Job::State_Name(e.state()).c_str(), DescribeCause(e.root_cause()).c_str(),
+                     e.exit_code());
       }
       return e.exit_code();
     }

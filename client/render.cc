@@ -148,8 +148,8 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
     std::string shown = DisplayEscapePrefix(cmd, 37, &consumed);
     if (consumed < cmd.size()) cmd = shown + "...";
     t.Add({Line(j.id()), Line(j.name()), Line(j.user()), v1::Job::State_Name(j.state()),
-           std::to_string(j.devices()), Progress(j), Elapsed(j), Opt(j.has_exit_code(), j.exit_code()),
-           cmd});
+           std::to_string(j.devices()), Progress(j), Elapsed(j),
+           Opt(j.has_exit_code(), j.exit_code()), cmd});
   }
   t.Print(out);
 }

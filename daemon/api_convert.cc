@@ -21,16 +21,18 @@ constexpr size_t kMaxRefBytes = 128;
 constexpr int64_t kMaxDurationMs = int64_t{365} * 24 * 3600 * 1000;
 constexpr int kMaxRestarts = 1000;
 
+// Microseconds, as the records keep them: a job reads the same before and
+// after an ltd restart.
 void SetTime(WallTime t, google::protobuf::Timestamp* out) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch());
-  int64_t secs = ns.count() / 1'000'000'000;
-  int64_t nanos = ns.count() % 1'000'000'000;
-  if (nanos < 0) {  // before 1970: Timestamp's nanos are never negative
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  int64_t secs = us.count() / 1'000'000;
+  int64_t micros = us.count() % 1'000'000;
+  if (micros < 0) {  // before 1970: Timestamp's nanos are never negative
     --secs;
-    nanos += 1'000'000'000;
+    micros += 1'000'000;
   }
   out->set_seconds(secs);
-  out->set_nanos(static_cast<int32_t>(nanos));
+  out->set_nanos(static_cast<int32_t>(micros * 1000));
 }
 
 template <typename Setter>
@@ -98,8 +100,7 @@ void SetArgv(const std::vector<std::string>& argv, size_t limit, v1::Job* out) {
 }
 
 // NUL ends a C string: the kernel would cut the value there without a word.
-absl::Status CheckPosixString(std::string_view value, const std::string& what,
-                              const char* kind) {
+absl::Status CheckPosixString(std::string_view value, const std::string& what, const char* kind) {
   if (value.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError(
         Cat(what, " contains a NUL byte; ", kind, " cannot (remove it)"));
@@ -118,9 +119,9 @@ absl::StatusOr<Millis> CheckDuration(int64_t ms, const char* flag, bool zero_is_
         Cat(flag, " must not be negative", zero_is_off ? " (0 turns it off)" : ""));
   }
   if (ms > kMaxDurationMs) {
-    return absl::InvalidArgumentError(
-        Cat(flag, " ", ms, "ms is more than a year; use a shorter one",
-            zero_is_off ? " or 0 to turn it off" : ""));
+    return absl::InvalidArgumentError(Cat(flag, " ", ms,
+                                          "ms is more than a year; use a shorter one",
+                                          zero_is_off ? " or 0 to turn it off" : ""));
   }
   return Millis(ms);
 }
@@ -287,8 +288,8 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.startup_timeout = *startup;
   spec.grace = *grace;
   if (req.max_restarts() > kMaxRestarts) {
-    return absl::InvalidArgumentError(Cat("--max-restarts ", req.max_restarts(),
-                                          " is more than ", kMaxRestarts, "; ask for fewer"));
+    return absl::InvalidArgumentError(Cat("--max-restarts ", req.max_restarts(), " is more than ",
+                                          kMaxRestarts, "; ask for fewer"));
   }
   spec.max_restarts = req.max_restarts();
   return spec;
@@ -301,8 +302,9 @@ absl::Status CheckJobRef(std::string_view ref) {
         "JOB contains a NUL byte; give a job id or name (`ltctl ps -a` lists them)");
   }
   if (ref.size() > kMaxRefBytes) {
-    return absl::InvalidArgumentError(Cat("JOB is ", ref.size(), " bytes; a job id or name is at most ",
-                                          kMaxRefBytes, " (`ltctl ps -a` lists them)"));
+    return absl::InvalidArgumentError(Cat("JOB is ", ref.size(),
+                                          " bytes; a job id or name is at most ", kMaxRefBytes,
+                                          " (`ltctl ps -a` lists them)"));
   }
   return absl::OkStatus();
 }

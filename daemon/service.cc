@@ -24,9 +24,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
                 static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
   if (s.ok()) return grpc::Status::OK;
   // Messages may quote what a user sent (a name, a path): one line of text.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      DisplayEscape(std::string_view(s.message().data(), s.message().size()),
-                                    Controls::kEscape));
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(s.code()),
+      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape));
 }
 
 std::string UserName(uid_t uid) {
@@ -338,8 +338,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     return stream;
   }
   if (req->tail() < 0) {
-    out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                             "--tail must be >= 0 (0: everything)"));
+    out->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "--tail must be >= 0 (0: everything)"));
     return stream;
   }
   loop_.Post([this, r = *req, out, who = *who] {

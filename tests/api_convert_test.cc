@@ -38,7 +38,8 @@ TEST(SpecFromRequest, KeepsBytesExactly) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->argv, (std::vector<std::string>{"/bin/true", "caf\xE9"}));
   EXPECT_EQ(spec->cwd, "/tmp/caf\xE9");
-  EXPECT_EQ(spec->env, (std::vector<std::string>{"OLDPWD=/tmp/caf\xE9", "K=v\xE9", "PATH=/usr/bin"}));
+  EXPECT_EQ(spec->env,
+            (std::vector<std::string>{"OLDPWD=/tmp/caf\xE9", "K=v\xE9", "PATH=/usr/bin"}));
   EXPECT_EQ(spec->grace, std::chrono::milliseconds(1000));
 }
 
@@ -62,7 +63,8 @@ TEST(SpecFromRequest, SaysWhichFieldIsWrongAndWhatToDo) {
       {[&](auto& r) { r.add_extra_env("NOEQUALS\xE9"); },
        "--env takes KEY=VALUE, got 'NOEQUALS\\xE9'"},
       {[&](auto& r) { r.add_extra_env("=v"); }, "--env takes KEY=VALUE, got '=v'"},
-      {[&](auto& r) { r.set_heartbeat_timeout_ms(-1); }, "--heartbeat-timeout must not be negative"},
+      {[&](auto& r) { r.set_heartbeat_timeout_ms(-1); },
+       "--heartbeat-timeout must not be negative"},
       {[&](auto& r) { r.set_startup_timeout_ms(INT64_MAX); },
        "--startup-timeout 9223372036854775807ms is more than a year"},
       {[&](auto& r) { r.set_grace_ms(INT64_MIN); }, "--grace must not be negative"},

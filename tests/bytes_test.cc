@@ -12,31 +12,31 @@ using namespace std::string_literals;
 TEST(Utf8, ValidTextIsValid) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain ascii\t\n"));
-  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9"));                    // é
-  EXPECT_TRUE(IsValidUtf8("\xE2\x82\xAC"));                   // €
-  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\x98\x80"));               // U+1F600
-  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));               // U+10FFFF
-  EXPECT_TRUE(IsValidUtf8("\xED\x9F\xBF"));                   // U+D7FF, below the surrogates
-  EXPECT_TRUE(IsValidUtf8("\xEE\x80\x80"));                   // U+E000, above them
-  EXPECT_TRUE(IsValidUtf8("nul \0 inside"s));                 // NUL is a character
+  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9"));       // é
+  EXPECT_TRUE(IsValidUtf8("\xE2\x82\xAC"));      // €
+  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\x98\x80"));  // U+1F600
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));  // U+10FFFF
+  EXPECT_TRUE(IsValidUtf8("\xED\x9F\xBF"));      // U+D7FF, below the surrogates
+  EXPECT_TRUE(IsValidUtf8("\xEE\x80\x80"));      // U+E000, above them
+  EXPECT_TRUE(IsValidUtf8("nul \0 inside"s));    // NUL is a character
 }
 
 TEST(Utf8, EveryKindOfInvalidSequenceIsInvalid) {
   for (const std::string& bad : {
-           "caf\xE9"s,              // Latin-1
-           "\x80"s,                 // stray continuation
-           "\xC0\xAF"s,             // overlong '/'
-           "\xC1\xBF"s,             // overlong
-           "\xE0\x80\xAF"s,         // overlong, 3 bytes
-           "\xF0\x80\x80\xAF"s,     // overlong, 4 bytes
-           "\xED\xA0\x80"s,         // U+D800, a surrogate
-           "\xED\xBF\xBF"s,         // U+DFFF
-           "\xF4\x90\x80\x80"s,     // U+110000
-           "\xF5\x80\x80\x80"s,     // no such lead byte
-           "\xFF"s, "\xFE"s,        //
-           "\xE2\x82"s,             // cut short at the end
-           "\xE2\x82x"s,            // cut short by ASCII
-           "\xF0\x9F\x98"s,         // 4-byte sequence cut short
+           "caf\xE9"s,           // Latin-1
+           "\x80"s,              // stray continuation
+           "\xC0\xAF"s,          // overlong '/'
+           "\xC1\xBF"s,          // overlong
+           "\xE0\x80\xAF"s,      // overlong, 3 bytes
+           "\xF0\x80\x80\xAF"s,  // overlong, 4 bytes
+           "\xED\xA0\x80"s,      // U+D800, a surrogate
+           "\xED\xBF\xBF"s,      // U+DFFF
+           "\xF4\x90\x80\x80"s,  // U+110000
+           "\xF5\x80\x80\x80"s,  // no such lead byte
+           "\xFF"s, "\xFE"s,     //
+           "\xE2\x82"s,          // cut short at the end
+           "\xE2\x82x"s,         // cut short by ASCII
+           "\xF0\x9F\x98"s,      // 4-byte sequence cut short
        }) {
     EXPECT_FALSE(IsValidUtf8(bad)) << DisplayEscape(bad);
   }
@@ -45,21 +45,21 @@ TEST(Utf8, EveryKindOfInvalidSequenceIsInvalid) {
 TEST(DisplayEscape, KeepsValidTextAndEscapesEachInvalidByte) {
   EXPECT_EQ(DisplayEscape("caf\xC3\xA9"), "caf\xC3\xA9");
   EXPECT_EQ(DisplayEscape("error caf\xE9"), "error caf\\xE9");
-  EXPECT_EQ(DisplayEscape("\xC0\xAF"), "\\xC0\\xAF");                  // overlong
-  EXPECT_EQ(DisplayEscape("\xED\xA0\x80"), "\\xED\\xA0\\x80");         // surrogate
-  EXPECT_EQ(DisplayEscape("\xE2\x82x"), "\\xE2\\x82x");                // truncated, then ASCII
-  EXPECT_EQ(DisplayEscape("\xF0\x9F\x98"), "\\xF0\\x9F\\x98");         // truncated at the end
+  EXPECT_EQ(DisplayEscape("\xC0\xAF"), "\\xC0\\xAF");           // overlong
+  EXPECT_EQ(DisplayEscape("\xED\xA0\x80"), "\\xED\\xA0\\x80");  // surrogate
+  EXPECT_EQ(DisplayEscape("\xE2\x82x"), "\\xE2\\x82x");         // truncated, then ASCII
+  EXPECT_EQ(DisplayEscape("\xF0\x9F\x98"), "\\xF0\\x9F\\x98");  // truncated at the end
   EXPECT_EQ(DisplayEscape("\xE2\x82\xE2\x82\xAC"), "\\xE2\\x82\xE2\x82\xAC");  // then a valid €
   EXPECT_EQ(DisplayEscape("\xF4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");
 }
 
 TEST(DisplayEscape, ControlsAsAsked) {
-  const std::string s = "a\tb\nc\rd\x1b[2Je\x7F\xC2\x9B" "f\0g"s;
+  const std::string s =
+      "a\tb\nc\rd\x1b[2Je\x7F\xC2\x9B"
+      "f\0g"s;
   EXPECT_EQ(DisplayEscape(s), s);  // kKeep
-  EXPECT_EQ(DisplayEscape(s, Controls::kEscape),
-            "a\tb\\nc\\rd\\x1B[2Je\\x7F\\u009Bf\\x00g");
-  EXPECT_EQ(DisplayEscape(s, Controls::kKeepNewlines),
-            "a\tb\nc\\rd\\x1B[2Je\\x7F\\u009Bf\\x00g");
+  EXPECT_EQ(DisplayEscape(s, Controls::kEscape), "a\tb\\nc\\rd\\x1B[2Je\\x7F\\u009Bf\\x00g");
+  EXPECT_EQ(DisplayEscape(s, Controls::kKeepNewlines), "a\tb\nc\\rd\\x1B[2Je\\x7F\\u009Bf\\x00g");
   EXPECT_EQ(DisplayEscape("\xC2\xA0", Controls::kEscape), "\xC2\xA0");  // NBSP is no control
 }
 
