@@ -31,7 +31,11 @@ import time
 
 
 def parse_time(text):
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    """RFC 3339 as protobuf's JSON mapping writes it: `Z` and 0, 3, 6 or 9
+    fractional digits (older Pythons' fromisoformat takes only 3 or 6)."""
+    whole, _, frac = text.rstrip("Z").partition(".")
+    seconds = datetime.datetime.fromisoformat(whole + "+00:00").timestamp()
+    return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
 def median_line(name, values, unit="ms", scale=1000.0):

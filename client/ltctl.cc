@@ -15,7 +15,9 @@
 #include <iostream>
 #include <thread>
 
+#include "bytes.h"
 #include "duration.h"
+#include "job_json.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
 
@@ -26,8 +28,9 @@ namespace {
 
 constexpr int kErrorExit = 1;
 
+// One line on stderr, whatever bytes `message` quotes.
 [[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "ltctl: %s\n", message.c_str());
+  std::fprintf(stderr, "ltctl: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
   std::exit(kErrorExit);
 }
 
@@ -57,8 +60,15 @@ void CheckReachable(const std::string& path) {
 
 std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
   CheckReachable(g.socket);
+  // ltd bounds its replies (List pages, Show's texts); room to spare all the same.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
   return v1::Ltd::NewStub(
-      grpc::CreateChannel("unix:" + g.socket, grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel("unix:" + g.socket, grpc::InsecureChannelCredentials(), args));
+}
+
+void PrintJson(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 [[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s) {
@@ -110,19 +120,15 @@ std::optional<int> PrintEvent(const v1::JobEvent& ev, bool prefix, bool quiet_en
       return std::nullopt;
     case v1::JobEvent::kNotice:
       std::fflush(stdout);
-      std::fprintf(stderr, "%s\n", ev.notice().c_str());
+      std::fprintf(stderr, "%s\n", DisplayEscape(ev.notice(), Controls::kEscape).c_str());
       return std::nullopt;
     case v1::JobEvent::kEnded: {
       const auto& e = ev.ended();
       std::fflush(stdout);
-      if (!quiet_end && e.state() != "SUCCEEDED") {
-        nlohmann::json cause = {{"rank", e.root_cause().rank()},
-                                {"reason", e.root_cause().reason()},
-                                {"exit_code", e.root_cause().exit_code()},
-                                {"signal", e.root_cause().signal()},
-                                {"message", e.root_cause().message()}};
+      if (!quiet_end && e.state() != v1::Job::SUCCEEDED) {
         std::fprintf(stderr, "ltctl: job %s %s: %s (exit code %d)\n", e.job_id().c_str(),
-                     e.state().c_str(), DescribeCause(cause).c_str(), e.exit_code());
+                     v1::Job::State_Name(e.state()).c_str(), DescribeCause(e.root_cause()).c_str(),
+                     e.exit_code());
       }
       return e.exit_code();
     }
@@ -158,6 +164,7 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   v1::SubmitRequest req;
   req.set_devices(a.devices);
   req.set_name(a.name);
+  // Bytes as the OS gave them, UTF-8 or not; ltd checks them.
   for (const auto& arg : a.command) req.add_argv(arg);
   char cwd[PATH_MAX];
   if (getcwd(cwd, sizeof cwd) == nullptr)
@@ -218,25 +225,29 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   return Drain(g, *reader, /*prefix=*/true);
 }
 
-std::vector<nlohmann::json> ListJobs(const Globals& g, bool all) {
+std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
   auto api = Connect(g);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::ListRequest req;
   req.set_all(all);
-  v1::ListReply reply;
-  grpc::Status s = api->List(&ctx, req, &reply);
+  auto reader = api->List(&ctx, req);
+  std::vector<v1::Job> jobs;
+  v1::ListReply page;
+  while (reader->Read(&page)) {
+    for (auto& j : *page.mutable_jobs()) jobs.push_back(std::move(j));
+  }
+  grpc::Status s = reader->Finish();
   if (!s.ok()) DieRpc(g, s);
-  std::vector<nlohmann::json> jobs;
-  for (const auto& j : reply.jobs())
-    jobs.push_back(nlohmann::json::parse(j.json(), nullptr, false));
   return jobs;
 }
 
 int Ps(const Globals& g, bool all) {
   auto jobs = ListJobs(g, all);
   if (g.json) {
-    std::printf("%s\n", nlohmann::json(jobs).dump(2).c_str());
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& j : jobs) list.push_back(ToJsonValue(j));
+    PrintJson(list);
   } else {
     PrintJobTable(jobs, stdout);
   }
@@ -252,11 +263,10 @@ int Show(const Globals& g, const std::string& job) {
   v1::Job reply;
   grpc::Status s = api->Show(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
-  auto j = nlohmann::json::parse(reply.json(), nullptr, false);
   if (g.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    PrintJson(ToJsonValue(reply));
   } else {
-    PrintJob(j, stdout);
+    PrintJob(reply, stdout);
   }
   return 0;
 }
@@ -388,7 +398,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n", ParseErrorText(app, e).c_str());
+    std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n",
+                 DisplayEscape(ParseErrorText(app, e), Controls::kEscape).c_str());
     return kErrorExit;
   }
   if (submit->parsed()) {

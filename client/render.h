@@ -1,17 +1,19 @@
 // How ltctl shows jobs to people: `ps` tables and `show` pages, drawn from
-// the job records ltd sends (the same JSON as `--json`).
+// the typed job messages ltd sends. Every text from a job (command, name,
+// messages, stacks) is escaped, so that no job can drive the terminal.
 #pragma once
 
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "ltd.pb.h"
+
 namespace ltd {
 
-void PrintJobTable(const std::vector<nlohmann::json>& jobs, FILE* out);
-void PrintJob(const nlohmann::json& job, FILE* out);
+void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out);
+void PrintJob(const v1::Job& job, FILE* out);
 // "rank 2 exited with code 3" and the like, for one-line outcomes.
-std::string DescribeCause(const nlohmann::json& cause);
+std::string DescribeCause(const v1::RootCause& cause);
 
 }  // namespace ltd

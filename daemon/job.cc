@@ -7,6 +7,8 @@
 #include <ctime>
 #include <utility>
 
+#include "bytes.h"
+
 namespace ltd {
 namespace {
 
@@ -81,6 +83,29 @@ std::optional<T> Field(const nlohmann::json& j, const char* key) {
   }
 }
 
+// A bytes field in either of BytesToJson's forms.
+std::optional<std::string> BytesField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  return BytesFromJson(*it);
+}
+
+nlohmann::json BytesList(const std::vector<std::string>& items) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& item : items) out.push_back(BytesToJson(item));
+  return out;
+}
+
+std::vector<std::string> BytesListField(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const auto& item : *it) {
+    if (auto bytes = BytesFromJson(item)) out.push_back(std::move(*bytes));
+  }
+  return out;
+}
+
 std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   RootCause c;
@@ -90,7 +115,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.exit_code = Field<int>(j, "exit_code").value_or(0);
   c.signal = Field<int>(j, "signal").value_or(0);
   c.at = TimeField(j, "at").value_or(WallTime{});
-  c.message = Field<std::string>(j, "message").value_or("");
+  c.message = BytesField(j, "message").value_or("");
   return c;
 }
 
@@ -160,7 +185,7 @@ nlohmann::json ToJson(const RootCause& c) {
       {"exit_code", c.exit_code},
       {"signal", c.signal},
       {"at", FormatTime(c.at)},
-      {"message", c.message},
+      {"message", BytesToJson(c.message)},
   };
 }
 
@@ -178,7 +203,7 @@ nlohmann::json ToJson(const Job& job) {
         {"started_at", OptTime(r.started_at)},
         {"steps_per_second", r.steps_per_second},
         {"straggler", r.straggler},
-        {"error", r.error_message},
+        {"error", BytesToJson(r.error_message)},
     });
   }
   nlohmann::json attempts = nlohmann::json::array();
@@ -203,8 +228,8 @@ nlohmann::json ToJson(const Job& job) {
           {"stalled", r.stalled},
           {"straggler", r.straggler},
           {"in_collective", r.in_collective},
-          {"process_state", r.process_state},
-          {"stack", r.stack},
+          {"process_state", BytesToJson(r.process_state)},
+          {"stack", BytesToJson(r.stack)},
       });
     }
     hang = {{"at", FormatTime(h.at)},
@@ -215,19 +240,19 @@ nlohmann::json ToJson(const Job& job) {
   const JobSpec& s = job.spec;
   return {
       {"id", job.id},
-      {"name", s.name},
-      {"user", job.user},
+      {"name", BytesToJson(s.name)},
+      {"user", BytesToJson(job.user)},
       {"uid", s.uid},
       {"gid", s.gid},
       {"state", ToString(job.state)},
       {"exit_code", Opt(job.exit_code)},
       {"devices", s.devices},
       {"device_slots", job.device_slots},
-      {"cuda_visible_devices", job.cuda_visible_devices},
+      {"cuda_visible_devices", BytesToJson(job.cuda_visible_devices)},
       {"master_port", job.master_port},
       {"restart_count", job.restart_count},
       {"max_restarts", s.max_restarts},
-      {"containment", job.containment},
+      {"containment", BytesToJson(job.containment)},
       {"submitted_at", FormatTime(job.submitted_at)},
       {"started_at", OptTime(job.started_at)},
       {"ended_at", OptTime(job.ended_at)},
@@ -236,8 +261,8 @@ nlohmann::json ToJson(const Job& job) {
       {"hang_report", hang},
       {"ranks", ranks},
       {"attempts", attempts},
-      {"argv", s.argv},
-      {"cwd", s.cwd},
+      {"argv", BytesList(s.argv)},
+      {"cwd", BytesToJson(s.cwd)},
       {"heartbeat_timeout_ms", s.heartbeat_timeout.count()},
       {"startup_timeout_ms", s.startup_timeout.count()},
       {"grace_ms", s.grace.count()},
@@ -253,25 +278,25 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   job.id = *id;
   job.state = *state;
   JobSpec& s = job.spec;
-  s.name = Field<std::string>(j, "name").value_or("");
+  s.name = BytesField(j, "name").value_or("");
   s.uid = Field<uid_t>(j, "uid").value_or(0);
   s.gid = Field<gid_t>(j, "gid").value_or(0);
   s.devices = Field<int>(j, "devices").value_or(0);
-  s.argv = Field<std::vector<std::string>>(j, "argv").value_or(std::vector<std::string>{});
-  s.cwd = Field<std::string>(j, "cwd").value_or("");
+  s.argv = BytesListField(j, "argv");
+  s.cwd = BytesField(j, "cwd").value_or("");
   s.max_restarts = Field<int>(j, "max_restarts").value_or(0);
   s.heartbeat_timeout =
       std::chrono::milliseconds(Field<int64_t>(j, "heartbeat_timeout_ms").value_or(0));
   s.startup_timeout =
       std::chrono::milliseconds(Field<int64_t>(j, "startup_timeout_ms").value_or(0));
   s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
-  job.user = Field<std::string>(j, "user").value_or("");
+  job.user = BytesField(j, "user").value_or("");
   job.exit_code = Field<int>(j, "exit_code");
   job.device_slots = Field<std::vector<int>>(j, "device_slots").value_or(std::vector<int>{});
-  job.cuda_visible_devices = Field<std::string>(j, "cuda_visible_devices").value_or("");
+  job.cuda_visible_devices = BytesField(j, "cuda_visible_devices").value_or("");
   job.master_port = Field<int>(j, "master_port").value_or(0);
   job.restart_count = Field<int>(j, "restart_count").value_or(0);
-  job.containment = Field<std::string>(j, "containment").value_or("");
+  job.containment = BytesField(j, "containment").value_or("");
   job.submitted_at = TimeField(j, "submitted_at").value_or(WallTime{});
   job.started_at = TimeField(j, "started_at");
   job.ended_at = TimeField(j, "ended_at");
@@ -291,7 +316,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       r.last_step = Field<int64_t>(rj, "last_step").value_or(-1);
       r.last_heartbeat_at = TimeField(rj, "last_heartbeat_at");
       r.started_at = TimeField(rj, "started_at");
-      r.error_message = Field<std::string>(rj, "error").value_or("");
+      r.error_message = BytesField(rj, "error").value_or("");
       job.ranks.push_back(std::move(r));
     }
   }
@@ -321,8 +346,8 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
         r.stalled = Field<bool>(rj, "stalled").value_or(false);
         r.straggler = Field<bool>(rj, "straggler").value_or(false);
         r.in_collective = Field<bool>(rj, "in_collective").value_or(false);
-        r.process_state = Field<std::string>(rj, "process_state").value_or("");
-        r.stack = Field<std::string>(rj, "stack").value_or("");
+        r.process_state = BytesField(rj, "process_state").value_or("");
+        r.stack = BytesField(rj, "stack").value_or("");
         h.ranks.push_back(std::move(r));
       }
     }

@@ -1,6 +1,8 @@
-// The job and rank records: what ltd knows about a job, what it persists,
-// and what `ltctl show --json` prints. Plain data plus the few rules that
-// decide states, root causes and exit codes; no libuv, no gRPC, no I/O.
+// The job and rank records: what ltd knows about a job and what it
+// persists. Plain data plus the few rules that decide states, root causes
+// and exit codes; no libuv, no gRPC, no I/O. Every string that came from a
+// user or a rank (argv, env, cwd, name, error text, stacks) holds raw
+// bytes, UTF-8 or not; only the edges turn them into text (common/bytes.h).
 #pragma once
 
 #include <sys/types.h>
@@ -136,7 +138,9 @@ struct Job {
 std::string FormatTime(WallTime t);  // RFC 3339, UTC, milliseconds
 std::optional<WallTime> ParseTime(std::string_view s);
 
-// The record format of the state dir and of `show --json`.
+// The record format of the state dir. Bytes fields are BytesToJson's: a
+// JSON string when valid UTF-8, else {"base64": ...}; so a record always
+// dumps and reads back byte for byte.
 nlohmann::json ToJson(const Job& job);
 // Tolerates missing fields; fails only on a record that is not a job.
 std::optional<Job> JobFromJson(const nlohmann::json& j);

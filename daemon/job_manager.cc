@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "bytes.h"
 #include "duration.h"
 #include "launch_env.h"
 #include "spdlog/spdlog.h"
@@ -46,8 +47,8 @@ absl::Status Validate(const JobSpec& spec, const ManagerConfig& config) {
     }
     for (char c : spec.name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return absl::InvalidArgumentError(
-            "--name may only use letters, digits, '-', '_' and '.'; choose another");
+        return absl::InvalidArgumentError(Cat("--name '", DisplayEscape(spec.name, Controls::kEscape),
+                                              "' may only use letters, digits, '-', '_' and '.'"));
       }
     }
   }
@@ -70,10 +71,10 @@ absl::Status Validate(const JobSpec& spec, const ManagerConfig& config) {
   for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
                          Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
                          Range{"--grace", spec.grace, kMaxGrace}}) {
-    if (r.value.count() < 0 || r.value > r.max) {
-      return absl::InvalidArgumentError(Cat(r.flag, " must be between 0 and ",
-                                            FormatDuration(r.max), "; got ", r.value.count(),
-                                            "ms"));
+    if (r.value.count() < 0) return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
+    if (r.value > r.max) {
+      return absl::InvalidArgumentError(Cat(r.flag, " ", r.value.count(), "ms is more than ",
+                                            FormatDuration(r.max), "; use a shorter one"));
     }
   }
   if (spec.max_restarts < 0 || spec.max_restarts > config.max_restarts_limit) {

@@ -153,7 +153,9 @@ absl::Status JobStore::Save(const Job& job) const {
   const std::string dir = JobDir(job.id);
   const std::string path = dir + "/job.json";
   const std::string tmp = path + ".tmp";
-  const std::string text = ToJson(job).dump(2) + "\n";
+  // ToJson keeps bytes valid UTF-8; `replace` is the last line of defence.
+  const std::string text =
+      ToJson(job).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("open", tmp, errno);
   absl::Status status = WriteAll(fd, text, tmp);

@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 
+#include "api_convert.h"
+#include "bytes.h"
 #include "event_stream.h"
-#include "hang_report.h"
 #include "job_store.h"
+#include "page_stream.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -20,7 +23,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
   static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
                 static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  // Messages may quote what a user sent (a name, a path): one line of text.
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(s.code()),
+      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape));
 }
 
 std::string UserName(uid_t uid) {
@@ -29,22 +35,6 @@ std::string UserName(uid_t uid) {
   char buf[1024];
   if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return pw.pw_name;
   return std::to_string(uid);
-}
-
-void FillEnded(const Job& job, v1::Ended* ended) {
-  ended->set_job_id(job.id);
-  ended->set_state(std::string(ToString(job.state)));
-  ended->set_exit_code(job.exit_code.value_or(1));
-  if (job.root_cause) {
-    const RootCause& c = *job.root_cause;
-    auto* rc = ended->mutable_root_cause();
-    rc->set_rank(c.rank);
-    rc->set_reason(std::string(ToString(c.reason)));
-    rc->set_exit_code(c.exit_code);
-    rc->set_signal(c.signal);
-    rc->set_at(FormatTime(c.at));
-    rc->set_message(c.message);
-  }
 }
 
 v1::JobEvent EndedEvent(const Job& job) {
@@ -70,7 +60,7 @@ class StreamObserver final : public JobObserver {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
     v1::JobEvent ev;
     if (rank < 0) {
-      ev.set_notice(std::string(line));
+      ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
     } else {
       auto* out = ev.mutable_output();
       out->set_rank(rank);
@@ -121,17 +111,6 @@ struct LogWork {
 
 }  // namespace
 
-nlohmann::json JobView(const Job& job) {
-  Job view = job;
-  int64_t max_step = -1;
-  for (const Rank& r : view.ranks) max_step = std::max(max_step, r.last_step);
-  for (Rank& r : view.ranks) {
-    r.straggler = view.state == JobState::kRunning && IsStraggler(r.last_step, max_step);
-    if (r.state != RankState::kRunning) r.steps_per_second = 0;
-  }
-  return ToJson(view);
-}
-
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                                    JobManager::ObserverId oid) {
   auto unobserve = [this, id, oid] {
@@ -153,29 +132,14 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
     return stream;
   }
-  JobSpec spec;
-  spec.devices = req->devices();
-  spec.name = req->name();
-  spec.argv.assign(req->argv().begin(), req->argv().end());
-  spec.cwd = req->cwd();
-  spec.env.assign(req->env().begin(), req->env().end());
-  for (const std::string& kv : req->extra_env()) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "--env takes KEY=VALUE, got '" + kv + "'"));
-      return stream;
-    }
-    const std::string key = kv.substr(0, eq + 1);
-    std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
-    spec.env.push_back(kv);
+  auto checked = SpecFromRequest(*req);
+  if (!checked.ok()) {
+    out->Finish(ToGrpc(checked.status()));
+    return stream;
   }
+  JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
-  spec.heartbeat_timeout = Millis(req->heartbeat_timeout_ms());
-  spec.startup_timeout = Millis(req->startup_timeout_ms());
-  spec.grace = Millis(req->grace_ms());
-  spec.max_restarts = req->max_restarts();
   const bool detach = req->detach();
   loop_.Post([this, spec = std::move(spec), out, detach, user = UserName(who->uid)]() mutable {
     auto id = manager_.Submit(std::move(spec), user);
@@ -197,25 +161,46 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   return stream;
 }
 
-grpc::ServerUnaryReactor* LtdService::List(grpc::CallbackServerContext* ctx,
-                                           const v1::ListRequest* req, v1::ListReply* reply) {
-  auto* reactor = ctx->DefaultReactor();
-  loop_.Post([this, all = req->all(), reply, reactor] {
-    for (const Job* job : manager_.List(all)) reply->add_jobs()->set_json(JobView(*job).dump());
-    reactor->Finish(grpc::Status::OK);
+grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* /*ctx*/,
+                                                          const v1::ListRequest* req) {
+  auto* stream = new PageStream();
+  loop_.Post([this, all = req->all(), out = stream->handle()] {
+    // Pages of a bounded size whatever the number and size of the records
+    // (gRPC refuses a message over 4 MB); each job's text is cut short.
+    constexpr int kPageJobs = 500;
+    constexpr size_t kPageBytes = 1 << 20;
+    std::deque<v1::ListReply> pages;
+    size_t page_bytes = 0;
+    for (const Job* job : manager_.List(all)) {
+      v1::Job view;
+      ToProto(*job, kListLimits, &view);
+      const size_t size = view.ByteSizeLong();
+      if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
+          (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
+        pages.emplace_back();
+        page_bytes = 0;
+      }
+      page_bytes += size;
+      *pages.back().add_jobs() = std::move(view);
+    }
+    out->Send(std::move(pages), grpc::Status::OK);
   });
-  return reactor;
+  return stream;
 }
 
 grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
                                            v1::Job* reply) {
   auto* reactor = ctx->DefaultReactor();
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
   auto who = listener_.Lookup(ctx->peer());
   const uid_t caller = who ? who->uid : JobManager::kAnyone;
   loop_.Post([this, ref = req->job(), caller, reply, reactor] {
     auto job = manager_.Resolve(ref, caller);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    reply->set_json(JobView(**job).dump());
+    ToProto(**job, kShowLimits, reply);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -230,8 +215,14 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
         grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
     return reactor;
   }
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
   if (req->signal() < 0 || req->signal() >= NSIG) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no such signal"));
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 Cat("no signal ", req->signal(), "; use one of 1..", NSIG - 1,
+                                     ", or 0 to tear the job down")));
     return reactor;
   }
   loop_.Post([this, ref = req->job(), sig = req->signal(), who = *who, reply, reactor] {
@@ -241,7 +232,7 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
     const std::string id = (*job)->id;
     if (auto s = manager_.Kill(id, sig); !s.ok()) return reactor->Finish(ToGrpc(s));
     reply->set_job_id(id);
-    reply->set_state(std::string(ToString((*job)->state)));
+    reply->set_state(ToProto((*job)->state));
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -264,6 +255,10 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
   auto who = listener_.Lookup(ctx->peer());
   if (!who) {
     out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (auto s = CheckJobRef(ref); !s.ok()) {
+    out->Finish(ToGrpc(s));
     return stream;
   }
   loop_.Post([this, ref, output, out, who = *who] {
@@ -291,6 +286,15 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
   auto who = listener_.Lookup(ctx->peer());
   if (!who) {
     out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    out->Finish(ToGrpc(s));
+    return stream;
+  }
+  if (req->tail() < 0) {
+    out->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "--tail must be >= 0 (0: everything)"));
     return stream;
   }
   loop_.Post([this, r = *req, out, who = *who] {

@@ -1,6 +1,6 @@
-// The gRPC edge: validates and copies each request, posts the work onto
-// the loop, and finishes the reply from there. The only file that knows
-// both protobuf and the job manager.
+// The gRPC edge: validates and copies each request (api_convert.h), posts
+// the work onto the loop, and finishes the reply from there. The only file
+// that knows both gRPC and the job manager.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -22,8 +22,8 @@ class LtdService final : public v1::Ltd::CallbackService {
 
   grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* ctx,
                                                  const v1::SubmitRequest* req) override;
-  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx, const v1::ListRequest* req,
-                                 v1::ListReply* reply) override;
+  grpc::ServerWriteReactor<v1::ListReply>* List(grpc::CallbackServerContext* ctx,
+                                                const v1::ListRequest* req) override;
   grpc::ServerUnaryReactor* Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
                                  v1::Job* reply) override;
   grpc::ServerWriteReactor<v1::JobEvent>* Logs(grpc::CallbackServerContext* ctx,
@@ -50,8 +50,5 @@ class LtdService final : public v1::Ltd::CallbackService {
   const Listener& listener_;
   std::atomic<bool> closed_{false};
 };
-
-// A job record for the API and `show --json`, with live progress marks.
-nlohmann::json JobView(const Job& job);
 
 }  // namespace ltd

@@ -248,7 +248,8 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(std::string(r.status().message()).find(says), std::string::npos) << r.status();
   };
-  refused([](JobSpec& s) { s.grace = Millis(-1); }, "--grace must be between 0 and 24h");
+  refused([](JobSpec& s) { s.grace = Millis(-1); }, "--grace must not be negative");
+  refused([](JobSpec& s) { s.grace = Millis(90'000'000); }, "--grace 90000000ms is more than 24h");
   refused([](JobSpec& s) { s.heartbeat_timeout = Millis(INT64_MAX); }, "--heartbeat-timeout");
   refused([](JobSpec& s) { s.startup_timeout = Millis(-5); }, "--startup-timeout");
   refused([](JobSpec& s) { s.max_restarts = 2147483647; }, "the limit of this ltd");

@@ -85,6 +85,66 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(ToJson(*back), j);
 }
 
+// A rank's `error caf\351`, a Latin-1 directory, arguments that are no
+// text: a record keeps each byte and never fails to dump.
+TEST(JobRecord, NonUtf8BytesInEveryBytesFieldRoundTripExactly) {
+  const std::string latin1 = "caf\xE9";
+  const std::string broken = "x\xC0\xAF\xED\xA0\x80\xF0\x9F";  // overlong, surrogate, cut short
+  Job job;
+  job.id = "3";
+  job.state = JobState::kFailed;
+  job.spec.name = "n\xE9";
+  job.spec.argv = {"/bin/" + latin1, broken, "", "ok \xC3\xA9"};
+  job.spec.cwd = "/tmp/" + latin1;
+  job.user = "us\xE9r";
+  job.cuda_visible_devices = "0,\xFF";
+  job.containment = "cgroup\x80";
+  RootCause cause;
+  cause.rank = 0;
+  cause.message = "error " + latin1;
+  job.root_cause = cause;
+  Rank r;
+  r.error_message = "boom " + broken;
+  job.ranks = {r};
+  HangReport h;
+  HangReportRank hr;
+  hr.process_state = "stopped \xFE";
+  hr.stack = "#0 f\xE9()\n#1 main";
+  h.ranks = {hr};
+  job.hang_report = h;
+  Attempt a;
+  a.root_cause = cause;
+  job.attempts = {a};
+
+  std::string text;
+  ASSERT_NO_THROW(text = ToJson(job).dump(2));
+  auto parsed = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << text;
+  auto back = JobFromJson(parsed);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->spec.name, job.spec.name);
+  EXPECT_EQ(back->spec.argv, job.spec.argv);
+  EXPECT_EQ(back->spec.cwd, job.spec.cwd);
+  EXPECT_EQ(back->user, job.user);
+  EXPECT_EQ(back->cuda_visible_devices, job.cuda_visible_devices);
+  EXPECT_EQ(back->containment, job.containment);
+  ASSERT_TRUE(back->root_cause);
+  EXPECT_EQ(back->root_cause->message, cause.message);
+  ASSERT_EQ(back->ranks.size(), 1u);
+  EXPECT_EQ(back->ranks[0].error_message, r.error_message);
+  ASSERT_TRUE(back->hang_report);
+  ASSERT_EQ(back->hang_report->ranks.size(), 1u);
+  EXPECT_EQ(back->hang_report->ranks[0].process_state, hr.process_state);
+  EXPECT_EQ(back->hang_report->ranks[0].stack, hr.stack);
+  ASSERT_EQ(back->attempts.size(), 1u);
+  ASSERT_TRUE(back->attempts[0].root_cause);
+  EXPECT_EQ(back->attempts[0].root_cause->message, cause.message);
+  EXPECT_EQ(ToJson(*back), ToJson(job));
+  // Text stays readable: valid UTF-8 is a plain string.
+  EXPECT_EQ(parsed["argv"][3], "ok \xC3\xA9");
+  EXPECT_TRUE(parsed["argv"][0].is_object());
+}
+
 TEST(JobRecord, GarbageIsRejectedNotFatal) {
   EXPECT_FALSE(JobFromJson(nlohmann::json::parse("[1,2]")));
   EXPECT_FALSE(JobFromJson(nlohmann::json::parse(R"({"id": "1", "state": "DANCING"})")));
@@ -92,6 +152,12 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
       nlohmann::json::parse(R"({"id": "1", "state": "RUNNING", "ranks": [{"pid": "x"}]})"));
   ASSERT_TRUE(partial);
   EXPECT_EQ(partial->ranks.size(), 1u);
+  // A bytes field in neither form reads as empty; the record still loads.
+  auto odd = JobFromJson(nlohmann::json::parse(
+      R"({"id": "2", "state": "FAILED", "argv": ["a", 7, {"base64": "Yg=="}], "cwd": {"base64": "?"}})"));
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->spec.argv, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(odd->spec.cwd, "");
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
+//   cwd             print "cwd=DIR" (the working directory, as the kernel has it)
 //
 //   lt_test_child argv ARGS...
 //
@@ -179,6 +180,10 @@ void Run(const std::string& action) {
   } else if (verb == "getenv") {
     const char* v = std::getenv(arg.c_str());
     std::printf("%s=%s\n", arg.c_str(), v != nullptr ? v : "<unset>");
+    std::fflush(stdout);
+  } else if (verb == "cwd") {
+    char dir[4096];
+    std::printf("cwd=%s\n", getcwd(dir, sizeof dir) != nullptr ? dir : "<unknown>");
     std::fflush(stdout);
   } else if (verb == "pidfile") {
     pidfile = arg;

@@ -1,0 +1,172 @@
+// The service adapter's conversions: requests checked field by field into
+// the job model, and jobs turned into bounded display text.
+#include "api_convert.h"
+
+#include <gtest/gtest.h>
+
+#include "bytes.h"
+
+namespace ltd {
+namespace {
+
+using namespace std::string_literals;
+
+v1::SubmitRequest GoodRequest() {
+  v1::SubmitRequest req;
+  req.set_devices(2);
+  req.add_argv("/bin/true");
+  req.set_cwd("/tmp");
+  req.add_env("PATH=/bin");
+  req.set_grace_ms(1000);
+  return req;
+}
+
+std::string ErrorOf(const v1::SubmitRequest& req) {
+  auto spec = SpecFromRequest(req);
+  return spec.ok() ? "" : std::string(spec.status().message());
+}
+
+TEST(SpecFromRequest, KeepsBytesExactly) {
+  v1::SubmitRequest req = GoodRequest();
+  req.set_name("n");
+  req.add_argv("caf\xE9");
+  req.set_cwd("/tmp/caf\xE9");
+  req.add_env("OLDPWD=/tmp/caf\xE9");
+  req.add_extra_env("K=v\xE9");
+  req.add_extra_env("PATH=/usr/bin");
+  auto spec = SpecFromRequest(req);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->argv, (std::vector<std::string>{"/bin/true", "caf\xE9"}));
+  EXPECT_EQ(spec->cwd, "/tmp/caf\xE9");
+  EXPECT_EQ(spec->env,
+            (std::vector<std::string>{"OLDPWD=/tmp/caf\xE9", "K=v\xE9", "PATH=/usr/bin"}));
+  EXPECT_EQ(spec->grace, std::chrono::milliseconds(1000));
+}
+
+TEST(SpecFromRequest, SaysWhichFieldIsWrongAndWhatToDo) {
+  struct Case {
+    std::function<void(v1::SubmitRequest&)> spoil;
+    std::string error;
+  };
+  const std::string nul = "a\0b"s;
+  const std::vector<Case> cases = {
+      {[&](auto& r) { r.add_argv("x"), r.add_argv(nul); },
+       "argv[2] contains a NUL byte; POSIX arguments cannot"},
+      {[&](auto& r) { r.set_argv(0, nul); }, "argv[0] (PROGRAM) contains a NUL byte"},
+      {[&](auto& r) { r.add_argv(std::string(200'000, 'x')); },
+       "argv[1] is 200000 bytes; Linux passes at most 131072"},
+      {[&](auto& r) { r.set_cwd("/tmp/" + nul); }, "the working directory contains a NUL byte"},
+      {[&](auto& r) { r.set_cwd("/" + std::string(5000, 'd')); },
+       "the working directory is 5001 bytes"},
+      {[&](auto& r) { r.add_env("A=" + nul); }, "env[1] (the client's environment) contains a NUL"},
+      {[&](auto& r) { r.add_extra_env("K=" + nul); }, "--env K contains a NUL byte"},
+      {[&](auto& r) { r.add_extra_env("NOEQUALS\xE9"); },
+       "--env takes KEY=VALUE, got 'NOEQUALS\\xE9'"},
+      {[&](auto& r) { r.add_extra_env("=v"); }, "--env takes KEY=VALUE, got '=v'"},
+      {[&](auto& r) { r.set_name(std::string(1000, 'n')); }, "--name is 1000 bytes"},
+  };
+  for (const Case& c : cases) {
+    v1::SubmitRequest req = GoodRequest();
+    c.spoil(req);
+    const std::string error = ErrorOf(req);
+    EXPECT_NE(error.find(c.error), std::string::npos) << "got: " << error;
+    EXPECT_TRUE(IsValidUtf8(error)) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
+TEST(CheckJobRef, RefusesGarbageWithOneLine) {
+  EXPECT_TRUE(CheckJobRef("12").ok());
+  EXPECT_TRUE(CheckJobRef("caf\xE9").ok());  // a name is bytes; Resolve says if there is none
+  EXPECT_NE(CheckJobRef("").message().find("no job given"), absl::string_view::npos);
+  EXPECT_NE(CheckJobRef("1\0"s).message().find("NUL byte"), absl::string_view::npos);
+  EXPECT_NE(CheckJobRef(std::string(4096, 'j')).message().find("is 4096 bytes"),
+            absl::string_view::npos);
+}
+
+Job SomeJob() {
+  Job job;
+  job.id = "5";
+  job.state = JobState::kRunning;
+  job.spec.name = "n";
+  job.spec.argv = {"/bin/prog", "caf\xE9"};
+  job.spec.cwd = "/tmp/caf\xE9";
+  job.user = "alice";
+  Rank r;
+  r.state = RankState::kRunning;
+  r.last_step = 7;
+  r.error_message = "oops \xFF";
+  job.ranks = {r, Rank{}};
+  RootCause cause;
+  cause.rank = -1;
+  cause.reason = CauseReason::kCancelled;
+  cause.message = "error caf\xE9";
+  job.root_cause = cause;
+  return job;
+}
+
+TEST(JobToProto, TextIsValidUtf8WithInvalidBytesEscaped) {
+  v1::Job view;
+  ToProto(SomeJob(), kShowLimits, &view);
+  EXPECT_EQ(view.state(), v1::Job::RUNNING);
+  ASSERT_EQ(view.argv_size(), 2);
+  EXPECT_EQ(view.argv(1), "caf\\xE9");
+  EXPECT_FALSE(view.argv_truncated());
+  EXPECT_EQ(view.cwd(), "/tmp/caf\\xE9");
+  EXPECT_EQ(view.root_cause().message(), "error caf\\xE9");
+  EXPECT_FALSE(view.root_cause().has_rank());  // no rank to blame
+  EXPECT_EQ(view.root_cause().reason(), v1::RootCause::cancelled);
+  EXPECT_EQ(view.ranks(0).error(), "oops \\xFF");
+  EXPECT_TRUE(view.ranks(0).has_last_step());
+  EXPECT_FALSE(view.ranks(1).has_last_step());
+  EXPECT_FALSE(view.has_exit_code());
+  EXPECT_FALSE(view.has_ended_at());
+  // What protobuf would refuse to parse never leaves ltd.
+  v1::Job back;
+  ASSERT_TRUE(back.ParseFromString(view.SerializeAsString()));
+}
+
+TEST(JobToProto, AHugeCommandIsCutWithAMarkAndAFlag) {
+  Job job = SomeJob();
+  job.spec.argv = {"/bin/prog"};
+  for (int i = 0; i < 7000; ++i) job.spec.argv.push_back(std::string(99, 'a' + i % 26));
+  size_t total = 0;
+  for (const auto& a : job.spec.argv) total += a.size();
+
+  v1::Job list_view;
+  ToProto(job, kListLimits, &list_view);
+  EXPECT_TRUE(list_view.argv_truncated());
+  size_t shown = 0, text = 0;
+  for (int i = 0; i + 1 < list_view.argv_size(); ++i) {
+    shown += list_view.argv(i).size();
+    text += list_view.argv(i).size();
+  }
+  EXPECT_LE(text, kListLimits.argv_text);
+  EXPECT_EQ(list_view.argv(list_view.argv_size() - 1), ElisionMark(total - shown));
+  EXPECT_LT(list_view.ByteSizeLong(), 2000u);
+
+  v1::Job show_view;
+  ToProto(job, kShowLimits, &show_view);
+  EXPECT_TRUE(show_view.argv_truncated());
+  EXPECT_LT(show_view.ByteSizeLong(), kShowLimits.argv_text + 4096);
+
+  job.spec.argv = {"/bin/prog", "short"};
+  v1::Job small;
+  ToProto(job, kListLimits, &small);
+  EXPECT_FALSE(small.argv_truncated());
+  EXPECT_EQ(small.argv_size(), 2);
+}
+
+TEST(JobToProto, EndedCarriesTheTypedStateAndCause) {
+  Job job = SomeJob();
+  job.state = JobState::kCancelled;
+  job.exit_code = 130;
+  v1::Ended ended;
+  FillEnded(job, &ended);
+  EXPECT_EQ(ended.state(), v1::Job::CANCELLED);
+  EXPECT_EQ(ended.exit_code(), 130);
+  EXPECT_EQ(ended.root_cause().message(), "error caf\\xE9");
+}
+
+}  // namespace
+}  // namespace ltd
