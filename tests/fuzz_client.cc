@@ -39,9 +39,15 @@ int main(int argc, char** argv) {
     return s;
   };
   auto payload = [&] {
-    static const char* kLines[] = {"hb 7\n",           "hb -1\n",      "hb 99999999999999999999999\n",
-                                   "timeout 1s\n",     "timeout 0\n",  "timeout -5s\n",
-                                   "error boom \xe9\n", "exec_failed x\n", "hb\n",
+    static const char* kLines[] = {"hb 7\n",
+                                   "hb -1\n",
+                                   "hb 99999999999999999999999\n",
+                                   "timeout 1s\n",
+                                   "timeout 0\n",
+                                   "timeout -5s\n",
+                                   "error boom \xe9\n",
+                                   "exec_failed x\n",
+                                   "hb\n",
                                    "\n"};
     std::string s;
     for (size_t i = pick(40); i > 0; --i) {

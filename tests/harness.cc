@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <pwd.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -176,8 +176,7 @@ CmdResult RunCommand(const std::vector<std::string>& argv,
 }
 
 CmdResult RunCommandAs(const RunAs& as, const std::vector<std::string>& argv,
-                       const std::vector<std::string>& extra_env,
-                       std::chrono::milliseconds timeout,
+                       const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
                        const std::function<void(pid_t)>& started) {
   return Run(&as, argv, extra_env, timeout, started);
 }

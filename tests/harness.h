@@ -41,8 +41,7 @@ struct RunAs {
 };
 
 CmdResult RunCommandAs(const RunAs& as, const std::vector<std::string>& argv,
-                       const std::vector<std::string>& extra_env,
-                       std::chrono::milliseconds timeout,
+                       const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
                        const std::function<void(pid_t)>& started = nullptr);
 
 // A throwaway local user for tests that need more than one: `useradd -m`

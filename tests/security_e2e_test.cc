@@ -84,7 +84,9 @@ bool Has(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-size_t Lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t Lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 nlohmann::json Json(const std::string& text) {
   // nlohmann's parser rejects invalid UTF-8: valid JSON here means escaped.
@@ -323,8 +325,8 @@ class Security : public ::testing::Test {
                   const std::string& cwd = "") const {
     std::vector<std::string> argv = {ltctl_, "--socket", d_.socket()};
     argv.insert(argv.end(), args.begin(), args.end());
-    env.insert(env.end(), {d_.marker(), "HOME=" + u.home(), "USER=" + u.name(),
-                           "LOGNAME=" + u.name()});
+    env.insert(env.end(),
+               {d_.marker(), "HOME=" + u.home(), "USER=" + u.name(), "LOGNAME=" + u.name()});
     return RunCommandAs(u.As(cwd), argv, env, timeout);
   }
 
@@ -354,8 +356,8 @@ class Security : public ::testing::Test {
   // and (as its owner) `logs` of job `id` all work: exit 0, valid JSON.
   void ExpectLtdServes(const std::string& id, const TestUser& owner) {
     ASSERT_TRUE(ProcessAlive(d_.pid())) << "ltd died";
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"ps"}, {"ps", "-a"}, {"show", id}, {"logs", id}}) {
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"ps"}, {"ps", "-a"}, {"show", id}, {"logs", id}}) {
       CmdResult r = CtlAs(owner, args);
       EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
     }
@@ -400,9 +402,11 @@ std::string BuildEvilLibrary(const std::string& dir, const std::string& out, std
             "__attribute__((constructor)) static void evil(void) {\n"
             "  char line[64];\n"
             "  int n = snprintf(line, sizeof line, \"%d %d\\n\", (int)getuid(), (int)geteuid());\n"
-            "  int fd = open(\"" + out + "\", O_WRONLY | O_APPEND | O_CREAT, 0666);\n"
-            "  if (fd >= 0) { (void)!write(fd, line, n); close(fd); }\n"
-            "}\n",
+            "  int fd = open(\"" +
+                out +
+                "\", O_WRONLY | O_APPEND | O_CREAT, 0666);\n"
+                "  if (fd >= 0) { (void)!write(fd, line, n); close(fd); }\n"
+                "}\n",
             0644);
   const std::string lib = dir + "/evil.so";
   CmdResult cc = RunCommand({"/usr/bin/cc", "-shared", "-fPIC", "-o", lib, src}, {}, 120s);
@@ -446,18 +450,17 @@ TEST_F(Security, LoaderVariablesReachOnlyTheUsersOwnProcesses) {
   }
   // In the client's own environment too, and on a hung native rank whose
   // stack ltd takes (gdb, as root) before the teardown.
-  CmdResult hung = CtlAs(*a_,
-                         {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--", child_,
-                          "beat:1:0,hang"},
-                         60s, {"LD_PRELOAD=" + lib, "LD_AUDIT=" + lib});
+  CmdResult hung = CtlAs(
+      *a_, {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--", child_, "beat:1:0,hang"},
+      60s, {"LD_PRELOAD=" + lib, "LD_AUDIT=" + lib});
   EXPECT_EQ(hung.exit_code, 124) << hung.err;
 
   const std::string mine = std::to_string(a_->uid()) + " " + std::to_string(a_->uid());
   std::istringstream lines(ReadAll(out));
   int loaded = 0;
   for (std::string line; std::getline(lines, line); ++loaded) {
-    EXPECT_EQ(line, mine) << "evil.so ran as uid/euid " << line << ", not only as user A ("
-                          << mine << ")";
+    EXPECT_EQ(line, mine) << "evil.so ran as uid/euid " << line << ", not only as user A (" << mine
+                          << ")";
   }
   std::fprintf(stderr, "evil.so was loaded %d times, every time as %s: %s\n", loaded, mine.c_str(),
                HasFailure() ? "no" : "yes");
@@ -472,8 +475,8 @@ TEST_F(Security, WorkingDirectoryIsEnteredAsTheUser) {
   chown((a_->home() + "/secret.txt").c_str(), a_->uid(), a_->gid());
   // B's ltctl runs with A's home as its working directory: root entered it
   // before becoming B, so B's getcwd() names it.
-  CmdResult r = CtlAs(*b_, {"submit", "--devices", "1", "--", "/bin/cat", "secret.txt"}, 30s, {},
-                      a_->home());
+  CmdResult r =
+      CtlAs(*b_, {"submit", "--devices", "1", "--", "/bin/cat", "secret.txt"}, 30s, {}, a_->home());
   EXPECT_EQ(r.exit_code, 126) << r.out << r.err;
   EXPECT_TRUE(Has(r.err, "working directory")) << r.err;
   EXPECT_FALSE(Has(r.out + r.err, secret)) << "B read A's file";
@@ -485,8 +488,8 @@ TEST_F(Security, WorkingDirectoryIsEnteredAsTheUser) {
   CmdResult logs = CtlAs(*b_, {"logs", "1"});
   EXPECT_FALSE(Has(logs.out + logs.err, secret)) << "B read A's file";
   // A relative program in there is not found on B's behalf either.
-  CmdResult rel = CtlAs(*b_, {"submit", "--devices", "1", "--", "./secret.txt"}, 30s, {},
-                        a_->home());
+  CmdResult rel =
+      CtlAs(*b_, {"submit", "--devices", "1", "--", "./secret.txt"}, 30s, {}, a_->home());
   EXPECT_EQ(rel.exit_code, 126) << rel.err;
   EXPECT_FALSE(Has(rel.out + rel.err, secret));
 }
@@ -595,8 +598,8 @@ TEST_F(Security, NonUtf8ClientEnvironment) {
 
 TEST_F(Security, NonUtf8NameIsRefusedWithOneLine) {
   ASSERT_TRUE(StartLtd()) << d_.log();
-  CmdResult r = CtlAs(*a_, {"submit", "--devices", "1", "--name", "caf\xe9", "--", child_,
-                            "exit:0"});
+  CmdResult r =
+      CtlAs(*a_, {"submit", "--devices", "1", "--name", "caf\xe9", "--", child_, "exit:0"});
   ExpectNoSilentFailure(r);
   ExpectOneLineError(r, "--name");
   EXPECT_TRUE(ProcessAlive(d_.pid()));
@@ -626,14 +629,14 @@ TEST_F(Security, NonUtf8StderrWhileTheStackIsTaken) {
   ASSERT_TRUE(StartLtd()) << d_.log();
   // One beat, then an unterminated 0xE9 on stderr, then a hang: the
   // faulthandler traceback ltd captures continues that line.
-  CmdResult r = CtlAs(*a_,
-                      {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--",
-                       "/usr/bin/python3", "-c",
-                       "import os, sys, time\n"
-                       "os.write(3, b'hb 1\\n')\n"
-                       "sys.stderr.buffer.write(b'\\xe9'); sys.stderr.flush()\n"
-                       "time.sleep(3600)\n"},
-                      60s);
+  CmdResult r = CtlAs(
+      *a_,
+      {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--", "/usr/bin/python3", "-c",
+       "import os, sys, time\n"
+       "os.write(3, b'hb 1\\n')\n"
+       "sys.stderr.buffer.write(b'\\xe9'); sys.stderr.flush()\n"
+       "time.sleep(3600)\n"},
+      60s);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   ExpectNoSilentFailure(r);
   ExpectLtdServes("1", *a_);
@@ -647,8 +650,7 @@ TEST_F(Security, NonUtf8StderrWhileTheStackIsTaken) {
 TEST_F(Security, JobFilesAreTheOwnersAlone) {
   ASSERT_TRUE(StartLtd()) << d_.log();
   const std::string secret = "A-PRIVATE-OUTPUT-91c2";
-  const std::string id =
-      SubmitAs(*a_, {"--devices", "1", "--", "/bin/sh", "-c", "echo " + secret});
+  const std::string id = SubmitAs(*a_, {"--devices", "1", "--", "/bin/sh", "-c", "echo " + secret});
   ASSERT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
   auto mode = [](const std::string& p) {
     struct stat st {};
@@ -729,8 +731,8 @@ TEST_F(Security, AFullDiskNeverHandsAnIdOrItsLogsToASecondJob) {
   for (off_t size = static_cast<off_t>(fs::file_size(filler)); size > 0 && accepted < 3;
        size -= 4096) {
     ASSERT_EQ(truncate(filler.c_str(), size - 4096), 0);
-    CmdResult r = CtlAs(*a_, {"submit", "-d", "--devices", "1", "--", "/bin/sh", "-c",
-                              "echo " + old_output});
+    CmdResult r =
+        CtlAs(*a_, {"submit", "-d", "--devices", "1", "--", "/bin/sh", "-c", "echo " + old_output});
     if (r.exit_code == 0) {
       const std::string id = Trim(r.out);
       ids.insert(std::stol(id));
@@ -779,8 +781,8 @@ TEST_F(Security, HugeArgvsLeavePsWorking) {
   for (int i = 0; i < 8; ++i) ids.push_back(SubmitAs(*a_, args));
   for (const std::string& id : ids) ASSERT_TRUE(WaitState(id, "RUNNING")) << id;
 
-  for (const std::vector<std::string>& ps : std::vector<std::vector<std::string>>{
-           {"ps"}, {"ps", "-a"}}) {
+  for (const std::vector<std::string>& ps :
+       std::vector<std::vector<std::string>>{{"ps"}, {"ps", "-a"}}) {
     CmdResult r = CtlAs(*b_, ps, 60s);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(Lines(r.out), 9u) << Tail(r.out, 2000);
@@ -828,8 +830,8 @@ TEST_F(Security, ThousandsOfRecordsLeavePsWorking) {
         {"started_at", "2024-01-01T00:00:01.000000Z"},
         {"ended_at", "2024-01-01T00:00:02.000000Z"},
         {"root_cause", nullptr},
-        {"ranks", nlohmann::json::array(
-                      {{{"rank", 0}, {"pid", 0}, {"state", "EXITED"}, {"exit_code", 0}}})},
+        {"ranks",
+         nlohmann::json::array({{{"rank", 0}, {"pid", 0}, {"state", "EXITED"}, {"exit_code", 0}}})},
         {"attempts", nlohmann::json::array()},
         {"argv", nlohmann::json::array({child_, std::string(1000, 'x'), "exit:0"})},
         {"cwd", "/"},
@@ -1134,8 +1136,8 @@ std::vector<WireCase> WireCases(const std::string& child, const std::string& mar
 
 TEST_F(Security, InvalidInputOnTheWireIsRefused) {
   ASSERT_TRUE(StartLtd()) << d_.log();
-  const std::string running = Trim(d_.Ctl({"submit", "-d", "--devices", "1", "--", child_,
-                                           "hang"}).out);
+  const std::string running =
+      Trim(d_.Ctl({"submit", "-d", "--devices", "1", "--", child_, "hang"}).out);
   ASSERT_TRUE(WaitState(running, "RUNNING"));
   auto api = v1::Ltd::NewStub(
       grpc::CreateChannel("unix:" + d_.socket(), grpc::InsecureChannelCredentials()));
@@ -1167,7 +1169,8 @@ TEST_F(Security, InvalidInputOnTheWireIsRefused) {
 // with exit status 0 and reload every record.
 TEST_F(Security, RandomBytesThroughEveryInputNeverHurtLtd) {
   uint64_t seed =
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007;
+      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
+      1000000007;
   if (const char* s = std::getenv("LT_FUZZ_SEED")) seed = std::strtoull(s, nullptr, 10);
   std::fprintf(stderr, "LT_FUZZ_SEED=%llu (set it to replay this run)\n",
                static_cast<unsigned long long>(seed));
