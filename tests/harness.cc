@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,9 +46,35 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   return rc == 0 ? pid : -1;
 }
 
+// Spawn as another user. Everything is prepared before the fork; the child
+// makes system calls only (the test may have threads).
+pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
+              const std::vector<std::string>& extra_env, int out_fd, int err_fd) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const int devnull = open("/dev/null", O_RDONLY);
+  dup2(devnull, 0);
+  if (out_fd >= 0) dup2(out_fd, 1);
+  if (err_fd >= 0) dup2(err_fd, 2);
+  if (!as.cwd.empty() && chdir(as.cwd.c_str()) != 0) _exit(121);
+  if (setgroups(as.groups.size(), as.groups.data()) != 0) _exit(122);
+  if (setgid(as.gid) != 0 || setuid(as.uid) != 0) _exit(123);
+  if (getuid() != as.uid || geteuid() != as.uid) _exit(124);
+  execve(cargv[0], cargv.data(), cenv.data());
+  _exit(127);
+}
+
 // ltd for a test: like Spawn, and SIGTERMed if the test process dies
 // (an abort, a crash), so that even then ltd tears its jobs down.
-pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd) {
+pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd, rlim_t nofile) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -58,6 +87,10 @@ pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd) {
   dup2(devnull, 0);
   dup2(log_fd, 1);
   dup2(log_fd, 2);
+  if (nofile > 0) {
+    const rlimit lim{nofile, nofile};
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(126);
+  }
   execv(cargv[0], cargv.data());
   _exit(127);
 }
@@ -81,13 +114,16 @@ std::string TestChildPath() { return LT_TEST_CHILD; }
 std::string LtdPath() { return LT_LTD; }
 std::string LtctlPath() { return LT_LTCTL; }
 
-CmdResult RunCommand(const std::vector<std::string>& argv,
-                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
-                     const std::function<void(pid_t)>& started) {
+namespace {
+
+CmdResult Run(const RunAs* as, const std::vector<std::string>& argv,
+              const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+              const std::function<void(pid_t)>& started) {
   CmdResult result;
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return result;
-  const pid_t pid = Spawn(argv, extra_env, out[1], err[1]);
+  const pid_t pid = as != nullptr ? SpawnAs(*as, argv, extra_env, out[1], err[1])
+                                  : Spawn(argv, extra_env, out[1], err[1]);
   close(out[1]);
   close(err[1]);
   if (started && pid > 0) started(pid);
@@ -129,6 +165,102 @@ CmdResult RunCommand(const std::vector<std::string>& argv,
     result.exit_code = DecodeStatus(status);
   }
   return result;
+}
+
+}  // namespace
+
+CmdResult RunCommand(const std::vector<std::string>& argv,
+                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+                     const std::function<void(pid_t)>& started) {
+  return Run(nullptr, argv, extra_env, timeout, started);
+}
+
+CmdResult RunCommandAs(const RunAs& as, const std::vector<std::string>& argv,
+                       const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+                       const std::function<void(pid_t)>& started) {
+  return Run(&as, argv, extra_env, timeout, started);
+}
+
+TestUser::TestUser(std::string name, const std::vector<std::string>& groups)
+    : name_(std::move(name)) {
+  // A user of that name left by a test process that crashed goes first.
+  if (getpwnam(name_.c_str()) != nullptr) RunCommand({"/usr/sbin/userdel", "-r", name_}, {}, 30s);
+  std::vector<std::string> argv = {"/usr/sbin/useradd", "-m", "-s", "/bin/sh"};
+  std::string list;
+  for (const std::string& g : groups) list += (list.empty() ? "" : ",") + g;
+  if (!list.empty()) argv.insert(argv.end(), {"-G", list});
+  argv.push_back(name_);
+  CmdResult r = RunCommand(argv, {}, 60s);
+  if (r.exit_code != 0) {
+    error_ = "useradd " + name_ + " exited " + std::to_string(r.exit_code) + ": " + r.err;
+    return;
+  }
+  const passwd* pw = getpwnam(name_.c_str());
+  if (pw == nullptr) {
+    error_ = "useradd made no user " + name_;
+    return;
+  }
+  uid_ = pw->pw_uid;
+  gid_ = pw->pw_gid;
+  home_ = pw->pw_dir;
+  chmod(home_.c_str(), 0700);  // whatever login.defs says: a private home
+  ok_ = true;
+}
+
+TestUser::~TestUser() { Remove(); }
+
+RunAs TestUser::As(std::string cwd) const {
+  RunAs as;
+  as.uid = uid_;
+  as.gid = gid_;
+  as.cwd = cwd.empty() ? home_ : std::move(cwd);
+  int n = 64;
+  as.groups.resize(static_cast<size_t>(n));
+  if (getgrouplist(name_.c_str(), gid_, as.groups.data(), &n) < 0) {
+    as.groups.resize(static_cast<size_t>(n));
+    getgrouplist(name_.c_str(), gid_, as.groups.data(), &n);
+  }
+  as.groups.resize(static_cast<size_t>(n));
+  return as;
+}
+
+bool TestUser::Remove() {
+  if (!ok_) return true;
+  // userdel refuses while the user has processes: they go first.
+  if (!WaitFor([&] { return ProcessesOfUser(uid_).empty(); }, 5s)) {
+    for (pid_t pid : ProcessesOfUser(uid_)) kill(pid, SIGKILL);
+    WaitFor([&] { return ProcessesOfUser(uid_).empty(); }, 5s);
+  }
+  CmdResult r = RunCommand({"/usr/sbin/userdel", "-r", name_}, {}, 60s);
+  // -r complains (exit 12) about a missing mail spool; the user is gone all
+  // the same, which is what counts.
+  if (getpwnam(name_.c_str()) != nullptr) {
+    error_ = "userdel " + name_ + " exited " + std::to_string(r.exit_code) + ": " + r.err;
+    return false;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(home_, ec);
+  ok_ = false;
+  return true;
+}
+
+PublicDir::PublicDir() {
+  char tmpl[] = "/tmp/ltpub.XXXXXX";
+  if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
+  chmod(path_.c_str(), 0755);
+}
+
+PublicDir::~PublicDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+std::string PublicDir::Copy(const std::string& from) {
+  const std::string to = path_ + "/" + std::filesystem::path(from).filename().string();
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  chmod(to.c_str(), 0755);
+  return to;
 }
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
@@ -185,6 +317,29 @@ std::vector<pid_t> ZombieChildrenOf(pid_t parent) {
   return found;
 }
 
+std::vector<pid_t> ProcessesOfUser(uid_t uid) {
+  std::vector<pid_t> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+    bool mine = false;
+    for (std::string line; std::getline(status, line);) {
+      if (!line.starts_with("Uid:")) continue;
+      std::istringstream ids(line.substr(4));
+      long real = -1, effective = -1;
+      ids >> real >> effective;
+      mine = real == static_cast<long>(uid) || effective == static_cast<long>(uid);
+    }
+    const char s = ProcState(pid, nullptr);
+    if (mine && s != 0 && s != 'Z' && s != 'X') found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
 bool ProcessAlive(pid_t pid) {
   const char s = ProcState(pid, nullptr);
   return s != 0 && s != 'Z' && s != 'X';
@@ -212,6 +367,8 @@ Daemon::~Daemon() {
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
 
+void Daemon::LetUsersConnect() const { chmod(dir_.c_str(), 0711); }
+
 bool Daemon::Start(std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {LtdPath(),   "--socket",    socket_, "--state-dir",
                                    state_dir(), "--log-level", "debug"};
@@ -221,7 +378,7 @@ bool Daemon::Start(std::vector<std::string> extra_args) {
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int log =
       open((dir_ + "/ltd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_ = SpawnDaemon(argv, log);
+  pid_ = SpawnDaemon(argv, log, nofile_);
   close(log);
   if (pid_ <= 0) return false;
   return WaitFor(

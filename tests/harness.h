@@ -4,6 +4,7 @@
 // this test's marker, no zombie, no temp dir.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -28,6 +29,70 @@ CmdResult RunCommand(const std::vector<std::string>& argv,
                      const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
                      const std::function<void(pid_t)>& started = nullptr);
 
+// Who a command runs as: RunCommandAs forks, enters `cwd` while still
+// root (so a directory the user may not enter can still be its working
+// directory), sets the supplementary groups, then the gid, then the uid,
+// and execs. `groups` as initgroups() would set them.
+struct RunAs {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string cwd;  // empty: the test's own
+};
+
+CmdResult RunCommandAs(const RunAs& as, const std::vector<std::string>& argv,
+                       const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout,
+                       const std::function<void(pid_t)>& started = nullptr);
+
+// A throwaway local user for tests that need more than one: `useradd -m`
+// on construction (its own group, home 0700), `userdel -r` on destruction,
+// after every process of the user is gone. Needs root.
+class TestUser {
+ public:
+  // `groups`: supplementary groups to put the user in (must exist).
+  explicit TestUser(std::string name, const std::vector<std::string>& groups = {});
+  ~TestUser();
+  TestUser(const TestUser&) = delete;
+  TestUser& operator=(const TestUser&) = delete;
+
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }  // why not ok
+  const std::string& name() const { return name_; }
+  uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
+  const std::string& home() const { return home_; }
+  // Runs as this user, in `cwd` (default: the user's home).
+  RunAs As(std::string cwd = "") const;
+  // Removes the user now; false (and why, in error()) if userdel failed.
+  bool Remove();
+
+ private:
+  std::string name_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  std::string home_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+// A 0755 temp dir that every user can reach, for the binaries and files
+// the test's users need: the build tree may sit under a 0700 directory.
+// Removed with everything in it on destruction.
+class PublicDir {
+ public:
+  PublicDir();
+  ~PublicDir();
+  PublicDir(const PublicDir&) = delete;
+  PublicDir& operator=(const PublicDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Copies an executable in (mode 0755); returns its new path.
+  std::string Copy(const std::string& from);
+
+ private:
+  std::string path_;
+};
+
 // Polls `pred` every few ms until it holds or the deadline passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
@@ -35,6 +100,8 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
 std::vector<pid_t> ProcessesWithMarker(const std::string& marker);
 // Zombies whose parent is `parent`.
 std::vector<pid_t> ZombieChildrenOf(pid_t parent);
+// Pids of live (non-zombie) processes whose real or effective uid is `uid`.
+std::vector<pid_t> ProcessesOfUser(uid_t uid);
 bool ProcessAlive(pid_t pid);  // exists and is not a zombie
 int CountOpenFds(pid_t pid);
 
@@ -56,6 +123,11 @@ class Daemon {
   int Stop(std::chrono::milliseconds timeout = 20s);
   void KillHard();  // SIGKILL, reaped
   pid_t pid() const { return pid_; }
+  // RLIMIT_NOFILE (soft and hard) for the next Start(); 0: inherited.
+  void set_nofile_limit(rlim_t n) { nofile_ = n; }
+  // Lets other users reach the socket (traverse the temp dir, 0711); the
+  // temp dir is 0700 otherwise.
+  void LetUsersConnect() const;
 
   // ltctl with --socket and this test's marker in its environment, which
   // every rank inherits.
@@ -76,6 +148,7 @@ class Daemon {
   std::string dir_;
   std::string socket_;
   pid_t pid_ = -1;
+  rlim_t nofile_ = 0;
 };
 
 }  // namespace ltd::test
