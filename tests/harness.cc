@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,11 +26,24 @@ extern char** environ;
 namespace ltd::test {
 namespace {
 
+// This process's environment with `extra` on top: an extra K=V replaces
+// an inherited K.
+std::vector<std::string> EnvWith(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const std::string_view key = kv.substr(0, kv.find('=') + 1);
+    const bool replaced = std::any_of(extra.begin(), extra.end(),
+                                      [&](const std::string& x) { return x.starts_with(key); });
+    if (!replaced) env.emplace_back(kv);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
             int out_fd, int err_fd) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  const std::vector<std::string> env = EnvWith(extra_env);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -50,9 +64,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 // makes system calls only (the test may have threads).
 pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
               const std::vector<std::string>& extra_env, int out_fd, int err_fd) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  const std::vector<std::string> env = EnvWith(extra_env);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);

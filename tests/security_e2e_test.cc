@@ -618,10 +618,10 @@ TEST_F(Security, NonUtf8ErrorLineIsEscaped) {
   ExpectLtdServes("1", *a_);
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["root_cause"]["rank"], 1);
-  EXPECT_TRUE(Has(job["root_cause"].value("message", ""), "caf\\xe9")) << job["root_cause"];
+  EXPECT_TRUE(Has(job["root_cause"].value("message", ""), "caf\\xE9")) << job["root_cause"];
   CmdResult show = CtlAs(*b_, {"show", "1"});  // anyone's view of it
   EXPECT_EQ(show.exit_code, 0) << show.err;
-  EXPECT_TRUE(Has(show.out, "caf\\xe9")) << show.out;
+  EXPECT_TRUE(Has(show.out, "caf\\xE9")) << show.out;
 }
 
 TEST_F(Security, NonUtf8StderrWhileTheStackIsTaken) {
@@ -662,7 +662,7 @@ TEST_F(Security, JobFilesAreTheOwnersAlone) {
   }
   EXPECT_EQ(mode(dir) & 0044, 0u) << dir << " is listable by others: " << std::oct << mode(dir);
   EXPECT_NE(RunCommandAs(b_->As(), {"/bin/ls", dir}, {}, 10s).exit_code, 0) << "B lists A's job";
-  for (const std::string f : {"job.json", "output.log", "rank-0.log"}) {
+  for (const std::string f : {"job.json", "log.head"}) {
     EXPECT_EQ(mode(dir + "/" + f) & 0077, 0u) << f << " is " << std::oct << mode(dir + "/" + f);
     CmdResult cat = RunCommandAs(b_->As(), {"/bin/cat", dir + "/" + f}, {}, 10s);
     EXPECT_NE(cat.exit_code, 0) << "B read " << f;
@@ -1182,7 +1182,7 @@ TEST_F(Security, RandomBytesThroughEveryInputNeverHurtLtd) {
   const std::string client = bin_.Copy(LT_FUZZ_CLIENT);
 
   CmdResult run = RunCommandAs(
-      a_->As(work), {client, d_.socket(), d_.marker(), work, std::to_string(seed), "30"}, {}, 120s);
+      a_->As(work), {client, d_.socket(), d_.marker(), work, std::to_string(seed), "15"}, {}, 120s);
   EXPECT_EQ(run.exit_code, 0) << run.err << "; seed " << seed;
   ASSERT_TRUE(ProcessAlive(d_.pid())) << "ltd died; LT_FUZZ_SEED=" << seed;
   size_t accepted = 0, refused = 0, silent = 0;
@@ -1196,9 +1196,13 @@ TEST_F(Security, RandomBytesThroughEveryInputNeverHurtLtd) {
   EXPECT_GT(accepted + refused + silent, 0u);
   EXPECT_EQ(silent, 0u) << "submits refused with an empty message; seed " << seed;
 
-  // Whatever is left running ends (or is ended); then ltd answers for
-  // every job, and every record reads back after a restart.
-  WaitFor(
+  // Whatever is left running is ended; then ltd answers for every job, and
+  // every record reads back after a restart.
+  for (const auto& j : AllJobs()) {
+    const std::string st = j.value("state", "");
+    if (st == "RUNNING" || st == "PENDING") d_.Ctl({"kill", j.value("id", "")});
+  }
+  EXPECT_TRUE(WaitFor(
       [&] {
         for (const auto& j : AllJobs()) {
           const std::string st = j.value("state", "");
@@ -1206,17 +1210,18 @@ TEST_F(Security, RandomBytesThroughEveryInputNeverHurtLtd) {
         }
         return true;
       },
-      60s);
-  for (const auto& j : AllJobs()) {
-    const std::string st = j.value("state", "");
-    if (st == "RUNNING" || st == "PENDING") d_.Ctl({"kill", j.value("id", "")});
-  }
+      120s))
+      << "jobs still running after their kill; seed " << seed;
   CmdResult ps = d_.Ctl({"ps", "-a"}, 60s);
   EXPECT_EQ(ps.exit_code, 0) << ps.err << "; seed " << seed;
   std::set<std::string> ids;
   for (const auto& j : AllJobs()) ids.insert(j.value("id", ""));
   EXPECT_GE(ids.size(), accepted) << "accepted jobs are missing from ps -a; seed " << seed;
+  // `ps -a` read every record; `show` and `logs` a spread of them (all of
+  // them would be a thousand ltctl runs on two cores).
+  size_t n = 0;
   for (const std::string& id : ids) {
+    if (n++ % std::max<size_t>(1, ids.size() / 50) != 0) continue;
     CmdResult show = d_.Ctl({"show", id});
     EXPECT_EQ(show.exit_code, 0) << "show " << id << ": " << show.err << "; seed " << seed;
     CmdResult logs = d_.Ctl({"logs", id, "--tail", "5"});
