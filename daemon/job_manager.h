@@ -46,8 +46,9 @@ class StackSampler {
   virtual ~StackSampler() = default;
   // Python ranks are asked for their stacks through faulthandler instead.
   virtual bool IsPython(pid_t pid) = 0;
-  // One stack per pid (empty where none could be had; pid 0 is skipped).
-  virtual void Sample(const std::vector<pid_t>& pids, Millis budget,
+  // One stack per pid (empty where none could be had; pid 0 is skipped),
+  // taken with the privileges of the ranks' user `uid`/`gid`, no more.
+  virtual void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
                       std::function<void(std::vector<std::string>)> done) = 0;
 };
 

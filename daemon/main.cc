@@ -203,7 +203,7 @@ int Run(const Options& opt) {
     UvClock clock(loop.get());
     UvLauncher launcher(loop.get(), std::move(*containment), shim, std::move(*control));
     KernelPortAllocator ports;
-    UvStackSampler sampler(loop.get());
+    UvStackSampler sampler(loop.get(), shim);
     JobManager manager(clock, launcher, *store, ports, &sampler, config);
     manager.Recover();
 

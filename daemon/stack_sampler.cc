@@ -1,6 +1,8 @@
 #include "stack_sampler.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "exec_spec.h"
 #include "fd.h"
+#include "str_util.h"
 #include "spdlog/spdlog.h"
 
 namespace ltd {
@@ -21,6 +25,13 @@ namespace {
 constexpr size_t kMaxConcurrentGdb = 16;
 constexpr size_t kMaxStackBytes = 64 * 1024;
 
+struct GdbSetup {
+  std::string gdb;        // its path; empty when gdb is not installed
+  std::string exec_shim;  // lt-exec
+  uid_t uid = 0;          // whose ranks they are
+  gid_t gid = 0;
+};
+
 struct Gdb {
   size_t index = 0;
   pid_t child = -1;
@@ -28,29 +39,54 @@ struct Gdb {
   std::string text;
 };
 
-// Starts `gdb --batch -p PID` printing every thread's backtrace. About a
-// second of CPU for a LibTorch process, most of it reading symbols.
-bool StartGdb(const std::string& gdb, pid_t pid, Gdb& g) {
+// Starts `gdb --batch -p PID` printing every thread's backtrace, as the
+// rank's own user: gdb reads the rank's binary and libraries, which the
+// user controls, and must not do so as root. lt-exec drops to the user
+// (it is what ranks start through too). About a second of CPU for a
+// LibTorch process, most of it reading symbols.
+bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return false;
   Fd rd(p[0]), wr(p[1]);
-  const std::string pid_str = std::to_string(pid);
-  const pid_t child = fork();
-  if (child < 0) return false;
-  if (child == 0) {
-    // Forked from a libuv pool thread, which blocks every signal: gdb
-    // needs SIGCHLD and friends back.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    dup2(wr.get(), STDOUT_FILENO);
-    dup2(wr.get(), STDERR_FILENO);
-    execl(gdb.c_str(), "gdb", "--batch", "--nx", "-iex", "set auto-load off", "-iex",
-          "set debuginfod enabled off", "-p", pid_str.c_str(), "-ex", "set pagination off", "-ex",
-          "set print frame-arguments none", "-ex", "set print address off", "-ex",
-          "thread apply all bt 30", static_cast<char*>(nullptr));
-    _exit(127);
+  auto spec = WriteExecSpec(
+      "/",
+      {setup.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
+       "set debuginfod enabled off", "-p", std::to_string(pid), "-ex", "set pagination off", "-ex",
+       "set print frame-arguments none", "-ex", "set print address off", "-ex",
+       "thread apply all bt 30"},
+      {"PATH=/usr/bin:/bin", "LANG=C"});
+  if (!spec.ok()) return false;
+  std::vector<std::string> argv = {setup.exec_shim};
+  if (setup.uid != geteuid() || setup.gid != getegid()) {
+    argv.push_back("--user");
+    argv.push_back(Cat(setup.uid, ":", setup.gid));
   }
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  char* no_env[] = {nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 3);  // where lt-exec says it failed
+  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);
+  // Spawned from a libuv pool thread, which blocks every signal: gdb needs
+  // SIGCHLD and friends back.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t child = -1;
+  const int rc = posix_spawn(&child, cargv[0], &fa, &attr, cargv.data(), no_env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return false;
   g.child = child;
   g.out = std::move(rd);
   return true;
@@ -82,7 +118,7 @@ std::string Frames(const std::string& out) {
 }
 
 // Runs gdb on every non-zero pid at once, all within `budget`.
-std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid_t>& pids,
+std::vector<std::string> GdbStacks(const GdbSetup& setup, const std::vector<pid_t>& pids,
                                    Millis budget) {
   std::vector<std::string> stacks(pids.size());
   std::vector<Gdb> running;
@@ -90,7 +126,7 @@ std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid
     if (pids[i] <= 0) continue;
     Gdb g;
     g.index = i;
-    if (StartGdb(gdb, pids[i], g)) running.push_back(std::move(g));
+    if (StartGdb(setup, pids[i], g)) running.push_back(std::move(g));
   }
   const auto deadline = std::chrono::steady_clock::now() + budget;
   char buf[8192];
@@ -134,7 +170,7 @@ std::vector<std::string> GdbStacks(const std::string& gdb, const std::vector<pid
 
 struct SampleWork {
   uv_work_t req{};
-  std::string gdb;
+  GdbSetup setup;
   std::vector<pid_t> pids;
   Millis budget{0};
   std::vector<std::string> stacks;
@@ -150,7 +186,8 @@ bool IsPythonProcess(pid_t pid) {
   return !ec && exe.filename().string().starts_with("python");
 }
 
-UvStackSampler::UvStackSampler(uv_loop_t* loop) : loop_(loop) {
+UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim)
+    : loop_(loop), exec_shim_(std::move(exec_shim)) {
   for (const char* path : {"/usr/bin/gdb", "/usr/local/bin/gdb"}) {
     if (access(path, X_OK) == 0) {
       gdb_ = path;
@@ -159,11 +196,11 @@ UvStackSampler::UvStackSampler(uv_loop_t* loop) : loop_(loop) {
   }
 }
 
-void UvStackSampler::Sample(const std::vector<pid_t>& pids, Millis budget,
+void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
                             std::function<void(std::vector<std::string>)> done) {
   auto* work = new SampleWork;
   work->req.data = work;
-  work->gdb = gdb_;
+  work->setup = GdbSetup{gdb_, exec_shim_, uid, gid};
   work->pids = pids;
   work->budget = budget;
   work->done = std::move(done);
@@ -172,7 +209,7 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, Millis budget,
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        if (!w->gdb.empty()) w->stacks = GdbStacks(w->gdb, w->pids, w->budget);
+        if (!w->setup.gdb.empty()) w->stacks = GdbStacks(w->setup, w->pids, w->budget);
         w->stacks.resize(w->pids.size());
       },
       [](uv_work_t* req, int) {

@@ -1,7 +1,8 @@
 // Where a hung rank is: its stack, taken before teardown. Python ranks
 // (PYTHONFAULTHANDLER=1) print every thread's traceback to stderr on
 // SIGABRT, which the job manager collects from the rank's output; native
-// ranks are read with `gdb -p PID` in batch mode, on libuv's thread pool.
+// ranks are read with `gdb -p PID` in batch mode, run as the ranks' user
+// through lt-exec, on libuv's thread pool.
 #pragma once
 
 #include <uv.h>
@@ -17,13 +18,14 @@ bool IsPythonProcess(pid_t pid);
 
 class UvStackSampler final : public StackSampler {
  public:
-  explicit UvStackSampler(uv_loop_t* loop);
+  UvStackSampler(uv_loop_t* loop, std::string exec_shim);
   bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
-  void Sample(const std::vector<pid_t>& pids, Millis budget,
+  void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
               std::function<void(std::vector<std::string>)> done) override;
 
  private:
   uv_loop_t* loop_;
+  std::string exec_shim_;
   std::string gdb_;  // empty when gdb is not installed
   // Work outlives the sampler at shutdown; its callback runs only while
   // this lives.

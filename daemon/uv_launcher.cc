@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "exec_spec.h"
 #include "fd.h"
 #include "pidfd.h"
 #include "process_scan.h"
@@ -58,33 +59,6 @@ namespace {
 // already: only the pidfd can tell.
 bool NotReaped(const Fd& pidfd) {
   return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0;
-}
-
-// What lt-exec runs, in a memfd: CWD, ARGC, ARGV..., ENVC, ENV..., each
-// NUL-terminated.
-absl::StatusOr<Fd> ExecSpec(const SpawnRequest& req) {
-  auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
-  if (has_nul(req.cwd) || std::any_of(req.argv.begin(), req.argv.end(), has_nul) ||
-      std::any_of(req.env.begin(), req.env.end(), has_nul)) {
-    return absl::InvalidArgumentError("a NUL byte in the working directory, argv or environment");
-  }
-  std::string spec = req.cwd;
-  spec.push_back('\0');
-  for (const auto* list : {&req.argv, &req.env}) {
-    spec.append(std::to_string(list->size())).push_back('\0');
-    for (const std::string& s : *list) spec.append(s).push_back('\0');
-  }
-  Fd fd(memfd_create("lt-exec-spec", MFD_CLOEXEC));
-  if (!fd.valid()) return absl::UnavailableError(Cat("memfd_create: ", std::strerror(errno)));
-  for (size_t off = 0; off < spec.size();) {
-    const ssize_t n = write(fd.get(), spec.data() + off, spec.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::UnavailableError(Cat("write(memfd): ", std::strerror(errno)));
-    off += static_cast<size_t>(n);
-  }
-  if (lseek(fd.get(), 0, SEEK_SET) != 0)
-    return absl::UnavailableError(Cat("lseek(memfd): ", std::strerror(errno)));
-  return fd;
 }
 
 }  // namespace
@@ -134,7 +108,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   char* no_env[] = {nullptr};
-  auto spec = ExecSpec(req);
+  auto spec = WriteExecSpec(req.cwd, req.argv, req.env);
   if (!spec.ok()) return spec.status();
 
   // The heartbeat fd: a socketpair as libuv makes for stdio, blocking on
@@ -155,6 +129,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   stdio[0].flags = UV_IGNORE;  // /dev/null: ranks never read a terminal
   stdio[3].flags = UV_INHERIT_FD;
   stdio[3].data.fd = control_theirs.get();
+  static_assert(kExecSpecFd == 4);
   stdio[4].flags = UV_INHERIT_FD;  // lt-exec reads and closes it
   stdio[4].data.fd = spec->get();
   for (int i = 0; i < 2; ++i) {

@@ -148,7 +148,7 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   if (any_native) {
     rt.pending_native_stacks = true;
     sampler_->Sample(
-        native, config_.stack_budget, [this, id = job.id](std::vector<std::string> stacks) {
+        native, job.spec.uid, job.spec.gid, config_.stack_budget, [this, id = job.id](std::vector<std::string> stacks) {
           Job* j = FindMutable(id);
           auto it = runtimes_.find(id);
           if (j == nullptr || it == runtimes_.end() || !it->second->investigating) return;

@@ -156,7 +156,7 @@ class FakeLauncher final : public ProcessLauncher {
 class FakeSampler final : public StackSampler {
  public:
   bool IsPython(pid_t pid) override { return python.contains(pid); }
-  void Sample(const std::vector<pid_t>& pids, Millis,
+  void Sample(const std::vector<pid_t>& pids, uid_t, gid_t, Millis,
               std::function<void(std::vector<std::string>)> done) override {
     requested = pids;
     pending = std::move(done);

@@ -466,6 +466,26 @@ TEST_F(Security, LoaderVariablesReachOnlyTheUsersOwnProcesses) {
                HasFailure() ? "no" : "yes");
 }
 
+// gdb reads the rank's binary and libraries, which the user controls: it
+// runs as the rank's user, never as root.
+TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
+  if (access("/usr/bin/gdb", X_OK) != 0) GTEST_SKIP() << "gdb is not installed";
+  ASSERT_TRUE(StartLtd()) << d_.log();
+  const std::string work = bin_.path() + "/tracer";  // where user A's rank may write
+  mkdir(work.c_str(), 0777);
+  chmod(work.c_str(), 0777);
+  const std::string seen = work + "/uid";
+  CmdResult hung = CtlAs(*a_,
+                         {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--", child_,
+                          "tracer:" + seen + ",beat:1:0,hang"},
+                         60s);
+  EXPECT_EQ(hung.exit_code, 124) << hung.err;
+  nlohmann::json job = d_.Show("1");
+  const std::string stack = job["hang_report"]["ranks"][0].value("stack", "");
+  EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
+  EXPECT_EQ(Trim(ReadAll(seen)), std::to_string(a_->uid())) << "gdb attached as another user";
+}
+
 // ---- 2. the working directory ----
 
 TEST_F(Security, WorkingDirectoryIsEnteredAsTheUser) {

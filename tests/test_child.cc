@@ -21,6 +21,8 @@
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
+//   tracer:PATH     fork a watcher (in the rank's group) that writes the uid
+//                   of whatever ptrace-attaches to this process to PATH
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //   cwd             print "cwd=DIR" (the working directory, as the kernel has it)
@@ -31,6 +33,7 @@
 // the command line handed the program.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +53,37 @@ void RecordPid() {
   if (FILE* f = std::fopen(pidfile.c_str(), "a")) {
     std::fprintf(f, "%d\n", getpid());
     std::fclose(f);
+  }
+}
+
+// A debugger stops every thread of what it attaches to, so the watching
+// is done by a child, from outside.
+void WatchTracer(const std::string& path) {
+  const pid_t rank = getpid();
+  if (fork() != 0) return;
+  for (;;) {
+    char file[64];
+    std::snprintf(file, sizeof file, "/proc/%d/status", static_cast<int>(rank));
+    FILE* f = std::fopen(file, "r");
+    if (f == nullptr) _exit(0);  // the rank is gone
+    char line[256];
+    long tracer = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "TracerPid: %ld", &tracer) == 1) break;
+    }
+    std::fclose(f);
+    if (tracer > 0) {
+      std::snprintf(file, sizeof file, "/proc/%ld", tracer);
+      struct stat st {};
+      if (stat(file, &st) == 0) {
+        if (FILE* out = std::fopen(path.c_str(), "w")) {
+          std::fprintf(out, "%u\n", static_cast<unsigned>(st.st_uid));
+          std::fclose(out);
+        }
+        _exit(0);
+      }
+    }
+    usleep(500);
   }
 }
 
@@ -188,6 +222,8 @@ void Run(const std::string& action) {
   } else if (verb == "pidfile") {
     pidfile = arg;
     RecordPid();
+  } else if (verb == "tracer") {
+    WatchTracer(arg);
   } else if (verb == "waitfile") {
     while (access(arg.c_str(), F_OK) != 0) usleep(2000);
   } else {
