@@ -40,6 +40,12 @@ std::string DisplayEscapePrefix(std::string_view bytes, size_t limit, size_t* co
 std::string DisplayEscapeElided(std::string_view bytes, size_t limit,
                                 Controls controls = Controls::kKeep);
 
+// What ltd's own log may show of a user's bytes: one line (no forged log
+// lines), bounded, escaped.
+inline std::string ForLog(std::string_view bytes) {
+  return DisplayEscapeElided(bytes, 512, Controls::kEscape);
+}
+
 // The mark DisplayEscapeElided ends a cut text with.
 std::string ElisionMark(size_t omitted_bytes);
 

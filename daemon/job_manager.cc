@@ -168,7 +168,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   Job& ref = *job;
   jobs_.emplace(id, std::move(job));
   spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
-               ref.spec.argv.front());
+               ForLog(ref.spec.argv.front()));
   uint64_t seq = 0;
   (void)absl::SimpleAtoi(id, &seq);
   scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
@@ -250,7 +250,7 @@ void JobManager::Start(Job& job) {
     cause.at = now;
     cause.exit_code = 1;
     cause.message = std::move(message);
-    spdlog::error("job={} cannot start: {}", job.id, cause.message);
+    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
     Finish(job, std::move(cause));
   };
 
@@ -312,7 +312,7 @@ void JobManager::SpawnRanks(Job& job, JobRuntime& rt) {
       cause.at = clock_.Now();
       cause.exit_code = 127;
       cause.message = std::string(pid.status().message());
-      spdlog::error("job={} rank={} spawn failed: {}", id, r, cause.message);
+      spdlog::error("job={} rank={} spawn failed: {}", id, r, ForLog(cause.message));
       SetRankState(job, rank, RankState::kFailed);
       // Ranks not started yet never will be; the started ones are torn down.
       for (int rest = r + 1; rest < job.spec.devices; ++rest) {

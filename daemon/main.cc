@@ -90,6 +90,15 @@ std::string FindHelper(const std::string& name) {
 }
 
 int Run(const Options& opt) {
+  // SIGTERM and SIGINT wait until the loop can take them: one that comes
+  // while ltd starts (its socket may answer already) must stop it cleanly,
+  // not kill it. Threads started meanwhile inherit the mask, so the loop
+  // thread alone ever takes them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto level = spdlog::level::from_str(opt.log_level);
   if (level == spdlog::level::off && opt.log_level != "off") {
     std::fprintf(stderr, "ltd: unknown --log-level '%s'; use trace, debug, info, warn or error\n",
@@ -249,6 +258,7 @@ int Run(const Options& opt) {
       uv_signal_start(
           handle, [](uv_signal_t* h, int s) { static_cast<SignalCtx*>(h->data)->fn(s); }, signum);
     }
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // any that came: to the loop now
     loop.Run();
 
     (*listener)->Stop();

@@ -8,15 +8,39 @@
 
 #include "duration.h"
 #include "job_manager.h"
+#include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// The message of a TORCHELASTIC_ERROR_FILE: torchelastic writes
+// {"message": {"message": "...", "extraInfo": ...}} (or a plain message).
+// What a rank wrote there is its own: text that is no JSON, or JSON that
+// the parser refuses (Python's lone surrogates for undecodable bytes), is
+// kept as it is, cut, rather than lost.
+std::optional<std::string> ErrorFileMessage(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+    return text.substr(0, 4096);
+  }
+  if (!j.is_object() || !j.contains("message")) return std::nullopt;
+  const auto& m = j["message"];
+  if (m.is_string()) return m.get<std::string>();
+  if (m.is_object() && m.contains("message") && m["message"].is_string()) {
+    return m["message"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 void JobManager::Fail(Job& job, JobRuntime& rt, RootCause cause) {
   if (!rt.cause) {
     spdlog::warn("job={} root cause: rank={} reason={} {}", job.id, cause.rank,
-                 ToString(cause.reason), cause.message);
+                 ToString(cause.reason), ForLog(cause.message));
     rt.cause = std::move(cause);
     job.root_cause = rt.cause;  // visible while the teardown runs
     Persist(job);
@@ -73,15 +97,7 @@ void JobManager::OnJobEmpty(const std::string& id) {
   if (cause && cause->rank >= 0) {
     auto text = store_.ReadErrorFile(id, cause->rank, job->spec.uid, 64 * 1024);
     if (text.ok()) {
-      auto j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object() && j.contains("message")) {
-        const auto& m = j["message"];
-        if (m.is_string()) {
-          cause->message = m.get<std::string>();
-        } else if (m.is_object() && m.contains("message") && m["message"].is_string()) {
-          cause->message = m["message"].get<std::string>();
-        }
-      }
+      if (auto message = ErrorFileMessage(*text)) cause->message = std::move(*message);
     } else if (!absl::IsNotFound(text.status())) {
       spdlog::warn("job={} error file: {}", id, std::string(text.status().message()));
     }

@@ -7,6 +7,7 @@
 
 #include "hang_report.h"
 #include "job_manager.h"
+#include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -117,7 +118,7 @@ void JobManager::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
     for (HangReportRank& hr : report.ranks) hr.stalled = hr.rank == stopped_rank;
     rt.cause_settled = true;
   }
-  spdlog::error("job={} hang: {}", job.id, cause.message);
+  spdlog::error("job={} hang: {}", job.id, ForLog(cause.message));
   // The report and the verdict are on disk before anything is signalled.
   job.hang_report = std::move(report);
   job.root_cause = cause;

@@ -302,6 +302,32 @@ TEST_F(E2E, ASecondLtdOnTheSameStateDirRefusesToStart) {
   EXPECT_TRUE(ProcessAlive(rank));
 }
 
+// systemd may stop ltd the moment it starts: a SIGTERM that comes while
+// ltd is still starting ends it cleanly (exit 0), never kills it.
+TEST(LtdStart, ASigtermWhileStartingIsAStopNotAKill) {
+  char tmpl[] = "/tmp/ltd-early.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const std::string socket = dir + "/s" + std::to_string(attempt);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
+      execl(LtdPath().c_str(), "ltd", "--socket", socket.c_str(), "--state-dir",
+            (dir + "/state").c_str(), "--devices", "1", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // The socket file is the first sign of life: stop it right then.
+    ASSERT_TRUE(WaitFor([&] { return access(socket.c_str(), F_OK) == 0; }, 30s));
+    kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(E2E, UnknownAndAmbiguousJobs) {
   ExpectOneLineError(d_.Ctl({"show", "42"}), "no job '42'");
   SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});

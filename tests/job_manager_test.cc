@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "fakes.h"
 #include "hang_report.h"
@@ -169,6 +170,17 @@ TEST_F(JobManagerTest, TorchElasticErrorFileIsRead) {
   launcher_.Exit(id, 0, 1);
   clock_.Advance(Millis(0));
   EXPECT_EQ(Get(id).root_cause->message, "ValueError: bad batch");
+}
+
+TEST_F(JobManagerTest, AnErrorFileThatIsNoValidJsonIsKeptAsText) {
+  const std::string id = Submit(Spec(1));
+  // Python writes an undecodable byte as a lone surrogate, which no JSON
+  // parser takes; the rank's words are still what happened.
+  const std::string text = R"({"message": {"message": "OSError: caf\udce9"}})";
+  std::ofstream(launcher_.Env(id, 0, "TORCHELASTIC_ERROR_FILE")) << text;
+  launcher_.Exit(id, 0, 1);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).root_cause->message, text);
 }
 
 TEST_F(JobManagerTest, KillCancelsWith130) {
