@@ -1,6 +1,14 @@
 #include "event_stream.h"
 
 namespace ltd {
+namespace {
+
+// What a queued event costs in memory, roughly: its bytes and the message
+// around them. Lines are short; counting only their bytes would let a
+// queue of them hold many times its bound.
+size_t Cost(const v1::JobEvent& event) { return event.ByteSizeLong() + 128; }
+
+}  // namespace
 
 bool EventStream::Handle::Push(v1::JobEvent event) {
   std::lock_guard lock(mu);
@@ -19,6 +27,22 @@ bool EventStream::Handle::OnGone(std::function<void()> fn) {
   return true;
 }
 
+bool EventStream::Handle::HasRoom() {
+  std::lock_guard lock(mu);
+  if (stream == nullptr) return true;  // gone: a push will say so
+  std::lock_guard inner(stream->mu_);
+  return stream->queued_bytes_ < kMaxQueuedBytes;
+}
+
+bool EventStream::Handle::OnRoom(std::function<void()> fn) {
+  std::lock_guard lock(mu);
+  if (stream == nullptr) return false;
+  std::lock_guard inner(stream->mu_);
+  if (stream->queued_bytes_ < kMaxQueuedBytes || stream->broken_ || stream->finished_) return false;
+  stream->on_room_ = std::move(fn);
+  return true;
+}
+
 EventStream::EventStream(std::function<void()> on_gone)
     : handle_(std::make_shared<Handle>()), on_gone_(std::move(on_gone)) {
   handle_->stream = this;
@@ -32,7 +56,7 @@ void EventStream::set_on_gone(std::function<void()> on_gone) {
 bool EventStream::PushLocked(v1::JobEvent event) {
   std::lock_guard lock(mu_);
   if (broken_ || finish_ || finished_) return false;
-  const size_t size = event.ByteSizeLong();
+  const size_t size = Cost(event);
   if (event.has_output() && queued_bytes_ + size > kMaxQueuedBytes) {
     ++dropped_;  // the client reads slower than the ranks write
     return true;
@@ -42,7 +66,7 @@ bool EventStream::PushLocked(v1::JobEvent event) {
     notice.set_notice("ltd: " + std::to_string(dropped_) +
                       " output line(s) dropped: the client was too slow");
     dropped_ = 0;
-    queued_bytes_ += notice.ByteSizeLong();
+    queued_bytes_ += Cost(notice);
     queue_.push_back(std::move(notice));
   }
   queued_bytes_ += size;
@@ -72,15 +96,20 @@ void EventStream::WriteNextLocked() {
 }
 
 void EventStream::OnWriteDone(bool ok) {
-  std::lock_guard lock(mu_);
-  writing_ = false;
-  queued_bytes_ -= std::min(queued_bytes_, queue_.front().ByteSizeLong());
-  queue_.pop_front();
-  if (!ok) {
-    broken_ = true;  // the client went away; finish now
-    queue_.clear();
+  std::function<void()> on_room;
+  {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    queued_bytes_ -= std::min(queued_bytes_, Cost(queue_.front()));
+    queue_.pop_front();
+    if (!ok) {
+      broken_ = true;  // the client went away; finish now
+      queue_.clear();
+    }
+    if (on_room_ && (broken_ || queued_bytes_ <= kMaxQueuedBytes / 2)) on_room = std::move(on_room_);
+    WriteNextLocked();
   }
-  WriteNextLocked();
+  if (on_room) on_room();
 }
 
 void EventStream::OnCancel() {
@@ -97,14 +126,16 @@ void EventStream::OnCancel() {
 }
 
 void EventStream::OnDone() {
-  std::function<void()> on_gone;
+  std::function<void()> on_gone, on_room;
   {
     std::lock_guard hl(handle_->mu);
     handle_->stream = nullptr;
     std::lock_guard lock(mu_);
     on_gone = std::move(on_gone_);
+    on_room = std::move(on_room_);  // a waiting sender learns the end by pushing
   }
   if (on_gone) on_gone();
+  if (on_room) on_room();
   delete this;
 }
 

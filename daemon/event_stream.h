@@ -27,9 +27,18 @@ class EventStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
     void Finish(const grpc::Status& status);
     // Runs `fn` when the RPC ends; false (and `fn` dropped) if it has.
     bool OnGone(std::function<void()> fn);
+    // Whether the queue has room for more (a sender that can wait, such
+    // as a log replay, sends only then).
+    bool HasRoom();
+    // Runs `fn` (on a gRPC thread) once the queue has drained to half, or
+    // the RPC ended; false (and `fn` dropped) when there is room already.
+    bool OnRoom(std::function<void()> fn);
   };
 
-  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+  // What a client that reads slower than its job writes may cost ltd: live
+  // output past this is dropped (and said so: `logs` has every line), a log
+  // replay waits.
+  static constexpr size_t kMaxQueuedBytes = 1 << 20;
 
   // `on_gone` runs on a gRPC thread when the RPC ends for any reason.
   explicit EventStream(std::function<void()> on_gone = nullptr);
@@ -55,6 +64,7 @@ class EventStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
   std::optional<grpc::Status> finish_;  // guarded by mu_: finish once drained
   bool finished_ = false;               // guarded by mu_
   std::function<void()> on_gone_;       // guarded by mu_
+  std::function<void()> on_room_;       // guarded by mu_
 };
 
 }  // namespace ltd

@@ -68,43 +68,6 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-// One piece of the logical stream: a file's first `size` bytes, or text.
-struct Segment {
-  int fd = -1;
-  uint64_t size = 0;
-  std::string text;
-};
-
-std::vector<Segment> Segments(const LogSnapshot& snap) {
-  std::vector<Segment> segs;
-  for (size_t i = 0; i < snap.files.size(); ++i) {
-    if (i == 1 && snap.cut > 0) segs.push_back({-1, 0, CutMarker(snap.cut)});
-    segs.push_back({snap.files[i].fd.get(), snap.files[i].size, {}});
-  }
-  return segs;
-}
-
-// Reads [off, off+len) of a segment into `out`; false on an I/O error.
-bool ReadSegment(const Segment& seg, uint64_t off, size_t len, std::string& out) {
-  out.resize(len);
-  if (seg.fd < 0) {
-    out.assign(seg.text, off, len);
-    return true;
-  }
-  size_t got = 0;
-  while (got < len) {
-    const ssize_t n =
-        pread(seg.fd, out.data() + got, len - got, static_cast<off_t>(off + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return got == len;
-}
-
-uint64_t SegmentSize(const Segment& seg) { return seg.fd < 0 ? seg.text.size() : seg.size; }
-
 // Whether a stored line belongs to `rank` (marker lines belong to all);
 // `line` is then what to show.
 bool Keep(int rank, std::string_view& line) {
@@ -212,79 +175,161 @@ LogSnapshot LogSnapshot::Take(const std::string& dir) {
   return snap;
 }
 
+LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_t> from)
+    : snapshot_(std::move(snapshot)), query_(query) {
+  uint64_t logical = 0;
+  for (size_t i = 0; i < snapshot_.files.size(); ++i) {
+    if (i == 1) logical += snapshot_.cut;  // the tail starts past what was cut
+    if (i == 1 && snapshot_.cut > 0) segs_.push_back({-1, 0, CutMarker(snapshot_.cut), logical});
+    segs_.push_back({snapshot_.files[i].fd.get(), snapshot_.files[i].size, {}, logical});
+    logical += snapshot_.files[i].size;
+  }
+  for (Segment& seg : segs_) {
+    if (seg.fd < 0) seg.size = seg.text.size();
+  }
+  if (!from) return;
+  positioned_ = true;
+  seg_ = segs_.size();
+  for (size_t i = 0; i < segs_.size(); ++i) {
+    const Segment& seg = segs_[i];
+    if (seg.fd < 0) {
+      if (*from < seg.logical) {  // in what was cut: say so, go on after it
+        seg_ = i;
+        off_ = 0;
+        return;
+      }
+      continue;
+    }
+    if (*from < seg.logical + seg.size) {
+      seg_ = i;
+      off_ = *from > seg.logical ? *from - seg.logical : 0;
+      return;
+    }
+  }
+}
+
+uint64_t LogCursor::position() const {
+  if (seg_ >= segs_.size()) {
+    for (size_t i = segs_.size(); i-- > 0;) {
+      if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size;
+    }
+    return 0;
+  }
+  const Segment& seg = segs_[seg_];
+  return seg.fd < 0 ? seg.logical : seg.logical + off_;
+}
+
+bool LogCursor::Read(size_t seg, uint64_t off, size_t len, std::string& out) const {
+  const Segment& s = segs_[seg];
+  if (s.fd < 0) {
+    out.assign(s.text, off, len);
+    return true;
+  }
+  out.resize(len);
+  size_t got = 0;
+  while (got < len) {
+    const ssize_t n = pread(s.fd, out.data() + got, len - got, static_cast<off_t>(off + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return got == len;
+}
+
+void LogCursor::SeekToTail() {
+  // Backwards from the end, counting kept lines, until the N-th from the
+  // end starts: forward reading begins there. Whether a line is kept shows
+  // in its first bytes ("[R] ", "[ltd]"), so only those are looked at, and
+  // one chunk is held whatever N is.
+  constexpr size_t kPrefix = 32;
+  const auto want = static_cast<uint64_t>(query_.tail);
+  uint64_t found = 0;
+  std::string buf;
+  std::string later;       // the first bytes after the chunk being looked at
+  bool any_after = false;  // whether anything comes after it at all
+  auto kept = [&](std::string_view start) {
+    return Keep(query_.rank, start);  // `start` is a copy: Keep may trim it
+  };
+  for (size_t seg = segs_.size(); seg-- > 0;) {
+    for (uint64_t end = segs_[seg].size; end > 0;) {
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end));
+      if (!Read(seg, end - len, len, buf)) return;
+      end -= len;
+      for (size_t pos = buf.size(); pos > 0;) {
+        const void* nl = memrchr(buf.data(), '\n', pos);
+        if (nl == nullptr) break;
+        const size_t i = static_cast<size_t>(static_cast<const char*>(nl) - buf.data());
+        // A line starts right after this newline, unless the stream ends here.
+        if (i + 1 < buf.size() || any_after) {
+          std::string start = buf.substr(i + 1, kPrefix);
+          if (start.size() < kPrefix) start += later.substr(0, kPrefix - start.size());
+          if (kept(start) && ++found == want) {
+            seg_ = seg;
+            off_ = end + i + 1;
+            return;
+          }
+        }
+        pos = i;
+      }
+      later = (buf.substr(0, kPrefix) + later).substr(0, kPrefix);
+      any_after = any_after || !buf.empty();
+    }
+  }
+  // The first line starts at the very beginning; with fewer than N kept
+  // lines in all, everything is shown.
+  seg_ = 0;
+  off_ = 0;
+}
+
+bool LogCursor::Next(std::string* chunk) {
+  if (!positioned_) {
+    positioned_ = true;
+    if (query_.tail > 0) SeekToTail();
+  }
+  chunk->clear();
+  std::string buf;
+  while (seg_ < segs_.size()) {
+    const uint64_t size = segs_[seg_].size;
+    if (off_ >= size) {
+      ++seg_;
+      off_ = 0;
+      continue;
+    }
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off_));
+    if (!Read(seg_, off_, len, buf)) {
+      seg_ = segs_.size();  // the file shrank under us: stop there
+      break;
+    }
+    off_ += len;
+    if (query_.rank < 0 && carry_.empty()) {
+      chunk->swap(buf);
+      return true;
+    }
+    carry_.append(buf);
+    size_t start = 0;
+    for (size_t nl; (nl = carry_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string_view line(carry_.data() + start, nl - start);
+      if (Keep(query_.rank, line)) chunk->append(line).push_back('\n');
+    }
+    carry_.erase(0, start);
+    if (!chunk->empty()) return true;
+  }
+  if (!carry_.empty()) {
+    std::string_view last(carry_);
+    if (Keep(query_.rank, last)) chunk->assign(last);
+    carry_.clear();
+    return !chunk->empty();
+  }
+  return false;
+}
+
 void ReadLog(LogSnapshot snapshot, const LogQuery& query,
              const std::function<bool(std::string_view)>& sink) {
-  const std::vector<Segment> segs = Segments(snapshot);
-  std::string buf;
-  if (query.tail <= 0) {
-    // Forward, a chunk at a time; lines split by a chunk carry over.
-    std::string carry, out;
-    for (const Segment& seg : segs) {
-      const uint64_t size = SegmentSize(seg);
-      for (uint64_t off = 0; off < size;) {
-        const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-        if (!ReadSegment(seg, off, len, buf)) return;
-        off += len;
-        if (query.rank < 0 && carry.empty()) {
-          if (!sink(buf)) return;
-          continue;
-        }
-        carry.append(buf);
-        size_t start = 0;
-        out.clear();
-        for (size_t nl; (nl = carry.find('\n', start)) != std::string::npos; start = nl + 1) {
-          std::string_view line(carry.data() + start, nl - start);
-          if (Keep(query.rank, line)) out.append(line).push_back('\n');
-        }
-        carry.erase(0, start);
-        if (!out.empty() && !sink(out)) return;
-      }
-    }
-    std::string_view last(carry);
-    if (!last.empty() && Keep(query.rank, last)) sink(last);
-    return;
+  LogCursor cursor(std::move(snapshot), query);
+  for (std::string chunk; cursor.Next(&chunk);) {
+    if (!sink(chunk)) return;
   }
-  // The last N lines: backwards from the end until N of them are kept.
-  // `pending` is what has been read but not cut into lines yet; it always
-  // ends where a line ends.
-  std::deque<std::string> kept;
-  std::string pending;
-  const auto want = static_cast<size_t>(query.tail);
-  // Takes the last line of `pending` if its start is known: after a
-  // newline, or the start of the stream.
-  auto take_last = [&](bool at_start) -> bool {
-    if (pending.empty()) return false;
-    const size_t body_end = pending.size() - (pending.back() == '\n' ? 1 : 0);
-    const size_t prev = body_end == 0 ? std::string::npos : pending.rfind('\n', body_end - 1);
-    if (prev == std::string::npos && !at_start) return false;
-    const size_t begin = prev == std::string::npos ? 0 : prev + 1;
-    std::string_view line(pending.data() + begin, body_end - begin);
-    if (Keep(query.rank, line)) kept.emplace_front(std::string(line) + "\n");
-    pending.resize(begin);
-    return true;
-  };
-  for (size_t s = segs.size(); s-- > 0 && kept.size() < want;) {
-    const Segment& seg = segs[s];
-    for (uint64_t end = SegmentSize(seg); end > 0 && kept.size() < want;) {
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end));
-      if (!ReadSegment(seg, end - len, len, buf)) return;
-      end -= len;
-      pending.insert(0, buf);
-      while (kept.size() < want && take_last(false)) {
-      }
-    }
-  }
-  while (kept.size() < want && take_last(true)) {
-  }
-  std::string out;
-  for (const std::string& line : kept) {
-    out.append(line);
-    if (out.size() >= kChunk) {
-      if (!sink(out)) return;
-      out.clear();
-    }
-  }
-  if (!out.empty()) sink(out);
 }
 
 }  // namespace ltd

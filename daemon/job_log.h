@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,9 +77,44 @@ struct LogSnapshot {
   static LogSnapshot Take(const std::string& dir);
 };
 
-// Sends the log as chunks of whole lines (the last may lack its newline)
-// to `sink`, which returns false to stop. Blocking file I/O: run it off
-// the loop. For one rank, lines are filtered and stripped of "[R] ".
+// Reads a snapshot a chunk at a time, so that a reader sends as fast as its
+// client takes it and holds one chunk at most, whatever the log's size.
+// Blocking file I/O: call Next off the loop. For one rank, lines are
+// filtered and stripped of "[R] "; with a tail, only the last N lines kept
+// (found by counting backwards, without holding them).
+class LogCursor {
+ public:
+  // From the start (or the last `query.tail` lines), or, following a log
+  // as it grows, from `from`, a position() of an earlier cursor.
+  LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_t> from = std::nullopt);
+  LogCursor(LogCursor&&) = default;
+  // The next chunk of whole lines (at most ~64 KiB, the last line may lack
+  // its newline); false at the end.
+  bool Next(std::string* chunk);
+  // How far into the log (every byte ever written counts, cut ones too)
+  // the chunks returned so far reach.
+  uint64_t position() const;
+
+ private:
+  struct Segment {
+    int fd = -1;  // -1: `text` instead (the cut marker)
+    uint64_t size = 0;
+    std::string text;
+    uint64_t logical = 0;  // where it starts in the log; the marker: where the tail does
+  };
+  bool Read(size_t seg, uint64_t off, size_t len, std::string& out) const;
+  void SeekToTail();
+
+  LogSnapshot snapshot_;  // owns the fds the segments read
+  LogQuery query_;
+  std::vector<Segment> segs_;
+  size_t seg_ = 0;  // where forward reading is
+  uint64_t off_ = 0;
+  bool positioned_ = false;
+  std::string carry_;  // a line split by a chunk
+};
+
+// All of it to `sink` (false: stop). For tests and small logs.
 void ReadLog(LogSnapshot snapshot, const LogQuery& query,
              const std::function<bool(std::string_view)>& sink);
 

@@ -10,6 +10,7 @@
 #include "api_convert.h"
 #include "bytes.h"
 #include "event_stream.h"
+#include "log_replay.h"
 #include "job_store.h"
 #include "page_stream.h"
 #include "spdlog/spdlog.h"
@@ -78,6 +79,13 @@ class StreamObserver final : public JobObserver {
 
   void Release() {
     held_ = false;
+    if (held_dropped_ > 0) {
+      v1::JobEvent notice;
+      notice.set_notice(Cat("ltd: ", held_dropped_,
+                            " output line(s) dropped while the log was sent: the client was too "
+                            "slow; `ltctl logs` has them"));
+      out_->Push(std::move(notice));
+    }
     for (auto& ev : backlog_) out_->Push(std::move(ev));
     backlog_.clear();
     if (ended_) out_->Finish(grpc::Status::OK);
@@ -86,11 +94,18 @@ class StreamObserver final : public JobObserver {
 
  private:
   void Send(v1::JobEvent ev) {
-    if (held_) {
-      backlog_.push_back(std::move(ev));
-    } else {
+    if (!held_) {
       out_->Push(std::move(ev));
+      return;
     }
+    // Held while the log before it goes out: bounded like any stream.
+    const size_t size = ev.ByteSizeLong();
+    if (ev.has_output() && held_bytes_ + size > EventStream::kMaxQueuedBytes) {
+      ++held_dropped_;
+      return;
+    }
+    held_bytes_ += size;
+    backlog_.push_back(std::move(ev));
   }
 
   std::shared_ptr<EventStream::Handle> out_;
@@ -99,14 +114,8 @@ class StreamObserver final : public JobObserver {
   bool held_ = false;
   bool ended_ = false;
   std::vector<v1::JobEvent> backlog_;
-};
-
-struct LogWork {
-  uv_work_t req{};
-  LogSnapshot snapshot;
-  LogQuery query;
-  std::shared_ptr<EventStream::Handle> out;
-  std::function<void()> after;  // on the loop
+  size_t held_bytes_ = 0;
+  uint64_t held_dropped_ = 0;
 };
 
 }  // namespace
@@ -307,45 +316,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                       Cat("--rank ", r.rank(), " is out of range: job ", j.id,
                                           " has ranks 0..", j.spec.devices - 1)));
     }
-    auto work = new LogWork;
-    work->req.data = work;
-    work->snapshot = manager_.TakeLog(j.id);
-    work->query.rank = r.rank();
-    work->query.tail = r.tail();
-    work->out = out;
-    std::shared_ptr<StreamObserver> observer;
-    if (r.follow() && !IsFinal(j.state)) {
-      observer = std::make_shared<StreamObserver>(out, true, r.rank());
-      observer->Hold();
-      auto oid = manager_.Observe(j.id, observer);
-      if (oid) {
-        UnobserveWhenGone(*out, j.id, *oid);
-      } else {
-        observer.reset();
-      }
-    }
-    // The snapshot was taken and the observer registered in this one loop
-    // turn: every line before is in the snapshot, every line after reaches
-    // the observer, which holds it until the snapshot is sent.
-    work->after = [observer, out] {
-      if (!observer) return out->Finish(grpc::Status::OK);
-      observer->Release();
-    };
-    uv_queue_work(
-        loop_.get(), &work->req,
-        [](uv_work_t* w) {
-          auto* lw = static_cast<LogWork*>(w->data);
-          ReadLog(std::move(lw->snapshot), lw->query, [&](std::string_view chunk) {
-            v1::JobEvent ev;
-            ev.set_log(std::string(chunk));
-            return lw->out->Push(std::move(ev));
-          });
-        },
-        [](uv_work_t* w, int) {
-          auto* lw = static_cast<LogWork*>(w->data);
-          lw->after();
-          delete lw;
-        });
+    LogReplay::Start(loop_, manager_, j, LogQuery{r.rank(), r.tail()}, r.follow(), out);
   });
   return stream;
 }

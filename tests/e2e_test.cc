@@ -179,12 +179,20 @@ TEST_F(E2E, FollowingLogsOfABusyJobLosesAndRepeatsNothing) {
   EXPECT_TRUE(f.out == all.out);
 }
 
-TEST_F(E2E, PrintingALotKeepsEveryLine) {
+TEST_F(E2E, PrintingALotKeepsEveryLineInTheLogAndSaysWhatAnAttachedClientMissed) {
   CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kChild, "print:20000,exit:0"}, 60s);
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("[1] line 19999 of 20000\n"), std::string::npos);
+  // Attached, a burst faster than the client reads costs ltd a bounded
+  // queue: lines past it are dropped, and the client is told how many.
+  const size_t shown = static_cast<size_t>(std::count(r.out.begin(), r.out.end(), '\n'));
+  if (shown < 40000) {
+    EXPECT_NE(r.err.find("output line(s) dropped: the client was too slow"), std::string::npos)
+        << shown << " lines shown, and no word of the rest";
+  }
   CmdResult logs = d_.Ctl({"logs", "1", "--rank", "1", "--tail", "1"});
   EXPECT_EQ(logs.out, "line 19999 of 20000\n");
+  CmdResult all = d_.Ctl({"logs", "1"}, 60s);
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 40000);
 }
 
 TEST_F(E2E, RankClosingStdoutEarlyStillEndsCleanly) {
