@@ -158,6 +158,56 @@ def bench_many_ranks(build, child, ranks, seconds):
         ltd.stop()
 
 
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def bench_attached_memory(build, child, jobs=6, ranks=4, mib_per_rank=2.7):
+    """Slow attached clients of chatty jobs: ltd's memory stays bounded."""
+    ltd = Ltd(build, jobs * ranks, ["--stack-budget", "0"])
+    go = os.path.join(ltd.dir, "go")
+    lines = int(mib_per_rank * 1024 * 1024 / 22)  # "line N of M" is about 22 bytes
+    clients = []
+    try:
+        rss_idle = status_kib(ltd.proc.pid, "VmRSS") / 1024
+        ids = [ltd.ctl("submit", "-d", "--devices", str(ranks), "--", child, f"waitfile:{go},print:{lines},exit:0")
+               .stdout.strip() for _ in range(jobs)]
+        for job in ids:
+            # stdout is a pipe nobody reads for a while: a slow terminal.
+            clients.append(subprocess.Popen([f"{build}/client/ltctl", "--socket", ltd.sock, "attach", job],
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        time.sleep(1)  # the clients attach
+        open(go, "w").close()
+        peak = 0
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            peak = max(peak, status_kib(ltd.proc.pid, "VmRSS"))
+            states = [ltd.show(j)["state"] for j in ids]
+            if all(s != "RUNNING" for s in states):
+                break
+            time.sleep(0.2)
+        got = 0
+        for c in clients:
+            got += len(c.communicate(timeout=120)[0])
+        time.sleep(0.5)
+        rss_after = status_kib(ltd.proc.pid, "VmRSS") / 1024
+        hwm = status_kib(ltd.proc.pid, "VmHWM") / 1024
+        print(f"{'ltd: RSS, ' + str(jobs) + ' slow attached clients of ' + str(jobs * ranks) + ' chatty ranks':<48}"
+              f" {rss_idle:9.1f} -> peak {hwm:.1f} -> after {rss_after:.1f} MiB"
+              f"  ({jobs * ranks} x {mib_per_rank} MiB printed, {got / 2**20:.1f} MiB reached the clients)")
+        return hwm
+    finally:
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+        ltd.stop()
+
+
 def torchrun_no_python_flag():
     # torchrun 1.x spells it --no_python; 2.x accepts --no-python too.
     help_text = subprocess.run(["torchrun", "--help"], stdout=subprocess.PIPE, text=True).stdout
@@ -222,6 +272,7 @@ def main():
         ltd.stop()
     if args.ranks > 0:
         bench_many_ranks(build, child, args.ranks, args.seconds)
+    bench_attached_memory(build, child)
     hb = f"{build}/bench/hb_cost"
     if os.path.exists(hb):
         subprocess.run([hb], check=False)

@@ -1,5 +1,10 @@
 #include "event_stream.h"
 
+#include <malloc.h>
+
+#include <atomic>
+#include <chrono>
+
 namespace ltd {
 namespace {
 
@@ -7,6 +12,22 @@ namespace {
 // around them. Lines are short; counting only their bytes would let a
 // queue of them hold many times its bound.
 size_t Cost(const v1::JobEvent& event) { return event.ByteSizeLong() + 128; }
+
+// Streams alive now. When the last one ends, what their queues held goes
+// back to the system: glibc keeps freed memory in its arenas otherwise, and
+// ltd's RSS would stay at its busiest for ever. At most once a second.
+std::atomic<int> live_streams{0};
+std::atomic<int64_t> last_trim_ms{0};
+
+void TrimWhenIdle() {
+  if (live_streams.load() != 0) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = last_trim_ms.load();
+  if (now - last < 1000 || !last_trim_ms.compare_exchange_strong(last, now)) return;
+  malloc_trim(0);
+}
 
 }  // namespace
 
@@ -46,6 +67,7 @@ bool EventStream::Handle::OnRoom(std::function<void()> fn) {
 EventStream::EventStream(std::function<void()> on_gone)
     : handle_(std::make_shared<Handle>()), on_gone_(std::move(on_gone)) {
   handle_->stream = this;
+  ++live_streams;
 }
 
 void EventStream::set_on_gone(std::function<void()> on_gone) {
@@ -137,6 +159,8 @@ void EventStream::OnDone() {
   if (on_gone) on_gone();
   if (on_room) on_room();
   delete this;
+  --live_streams;
+  TrimWhenIdle();
 }
 
 }  // namespace ltd
