@@ -117,6 +117,29 @@ def bench_hang(ltd, child, runs):
     return median_line("ltd: hang deadline passed to teardown started", teardown)
 
 
+def bench_stopped_rank(build, runs=3):
+    """A real 4-rank DDP job whose rank 1 is SIGSTOPped: stop to job end."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "worker_runtime", "python"))
+    ltd = Ltd(build, 4)
+    times = []
+    try:
+        for _ in range(runs):
+            r = subprocess.run([f"{build}/client/ltctl", "--socket", ltd.sock, "submit", "-d", "--devices", "4",
+                                "--heartbeat-timeout", "5s", "--grace", "5s", "--", "/usr/bin/python3",
+                                os.path.join(root, "tests", "ranks", "ddp_hang.py"), "--steps", "100000",
+                                "--stop-rank", "1", "--hang-step", "5"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+            job = r.stdout.strip()
+            ltd.ctl("wait", job, check=False)
+            j = ltd.show(job)
+            stopped_at = parse_time(j["ranks"][1]["last_heartbeat_at"])  # it beat, then stopped itself
+            times.append(parse_time(j["ended_at"]) - stopped_at)
+    finally:
+        ltd.stop()
+    return median_line("ltd: DDP rank SIGSTOPped -> job ended (timeout 5s)", times)
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -273,6 +296,9 @@ def main():
     if args.ranks > 0:
         bench_many_ranks(build, child, args.ranks, args.seconds)
     bench_attached_memory(build, child)
+    if shutil.which("python3") and subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                                                  stderr=subprocess.DEVNULL).returncode == 0:
+        bench_stopped_rank(build)
     hb = f"{build}/bench/hb_cost"
     if os.path.exists(hb):
         subprocess.run([hb], check=False)
