@@ -279,7 +279,7 @@ def soak(build, child, mode, jobs, parallel, seed):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.environ.get("LTD_BUILD", "/work/build"))
+    ap.add_argument("--build", default=os.environ.get("LTD_BUILD", os.path.join(here, "..", "build")))
     ap.add_argument("--modes", default="cgroup,subreaper")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=500)
