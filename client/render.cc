@@ -126,7 +126,7 @@ std::string DescribeCause(const v1::RootCause& c) {
       what = "cancelled";
       break;
     case v1::RootCause::daemon_lost:
-      what = "lost when ltd died";
+      what = "lost while ltd was away";
       break;
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";

@@ -16,22 +16,19 @@
 #include <thread>
 
 #include "containment_factory.h"
-#include "control_reader.h"
 #include "byte_size.h"
 #include "duration.h"
-#include "guardian.h"
 #include "job_manager.h"
 #include "job_store.h"
 #include "listener.h"
 #include "loop.h"
 #include "ports.h"
 #include "service.h"
+#include "shim_host.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
-#include "stack_sampler.h"
 #include "state_lock.h"
 #include "uv_clock.h"
-#include "uv_launcher.h"
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
@@ -57,7 +54,12 @@ struct Options {
   std::string job_max_log_bytes = "1G";
   int max_restarts_limit = 100;
   std::string restart_backoff = "1s";
+  std::string restore_window = "10m";
 };
+
+// A supervisor answers in microseconds; the ones that do not within this
+// are taken for dead, and their jobs are LOST.
+constexpr std::chrono::milliseconds kProbeTimeout{1000};
 
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
 // cap a host at ~300 ranks, so take what the hard limit allows.
@@ -121,18 +123,16 @@ int Run(const Options& opt) {
   auto budget = duration("--stack-budget", opt.stack_budget);
   auto idle = duration("--idle-timeout", opt.idle_timeout);
   auto backoff = duration("--restart-backoff", opt.restart_backoff);
-  if (!budget || !idle || !backoff) return 1;
+  auto restore_window = duration("--restore-window", opt.restore_window);
+  if (!budget || !idle || !backoff || !restore_window) return 1;
   auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
   if (!log_bytes || *log_bytes < (1u << 20)) {
     std::fprintf(stderr, "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
                  opt.job_max_log_bytes.c_str());
     return 1;
   }
-  config.stack_budget = *budget;
   config.keep_finished = opt.keep_jobs;
-  config.job_max_log_bytes = *log_bytes;
   config.max_restarts_limit = opt.max_restarts_limit;
-  config.restart_backoff = *backoff;
   config.placement.user_max_running_jobs = opt.user_max_running_jobs;
   config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
   RaiseFdLimit();
@@ -156,11 +156,11 @@ int Run(const Options& opt) {
     config.placement.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  const std::string shim = FindHelper("lt-exec");
-  const std::string guardian_bin = FindHelper("lt-guardian");
-  if (shim.empty() || guardian_bin.empty()) {
+  const std::string exec = FindHelper("lt-exec");
+  const std::string shim = FindHelper("lt-shim");
+  if (exec.empty() || shim.empty()) {
     std::fprintf(stderr, "ltd: cannot find %s beside ltd or in %s; reinstall ltd\n",
-                 shim.empty() ? "lt-exec" : "lt-guardian", LTD_LIBEXECDIR);
+                 exec.empty() ? "lt-exec" : "lt-shim", LTD_LIBEXECDIR);
     return 1;
   }
   if (auto s = CheckSocketPath(opt.socket); !s.ok()) {
@@ -188,39 +188,56 @@ int Run(const Options& opt) {
   }
 
   signal(SIGPIPE, SIG_IGN);
+  grpc_init();  // see below: ltd keeps a reference of its own
   Loop loop;
-  // The guardian goes on watch before anything exists that it would have
-  // to clean up, and is declared before the launcher so it goes last.
   const ContainmentPlan plan = PlanContainment(*store);
-  auto guardian = Guardian::Start(loop.get(), guardian_bin, plan.guardian_args);
-  if (!guardian.ok()) {
-    std::fprintf(stderr, "ltd: %s\n", std::string(guardian.status().message()).c_str());
-    return 1;
+  ShimConfig shim_config;
+  shim_config.shim_binary = shim;
+  shim_config.exec_binary = exec;
+  shim_config.log_level = opt.log_level;
+  shim_config.restore_window = *restore_window;
+  shim_config.stack_budget = *budget;
+  shim_config.restart_backoff = *backoff;
+  shim_config.job_max_log_bytes = *log_bytes;
+
+  // Supervisors an earlier ltd left: those that answer for their job keep
+  // it; the rest of what earlier processes left is swept.
+  std::vector<std::string> running;
+  for (const Job& job : store->LoadAll()) {
+    if (job.state == JobState::kRunning) running.push_back(job.id);
   }
+  std::map<std::string, ShimSupervisorHost::Found> found;
+  {
+    ShimSupervisorHost probe_host(loop, *store, plan, shim_config);
+    found = probe_host.Probe(running, kProbeTimeout);
+  }
+  std::vector<std::string> keep = {plan.instance};
+  for (const auto& [id, f] : found) keep.push_back(SupervisorInstance(id));
+  SweepLeftovers(plan, keep);
+  // Proves the mode asked for works here (and picks one for "auto"); every
+  // supervisor then uses that mode for its job.
   auto containment = SetUpContainment(loop.get(), opt.containment, plan);
   if (!containment.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(containment.status().message()).c_str());
     return 1;
   }
-  config.extra_rank_env.push_back(plan.rank_marker);
-  auto control = ControlReader::Create(loop.get());
-  if (!control.ok()) {
-    std::fprintf(stderr, "ltd: %s\n", std::string(control.status().message()).c_str());
-    return 1;
-  }
+  shim_config.containment = std::string((*containment)->name());
   {
     UvClock clock(loop.get());
-    UvLauncher launcher(loop.get(), std::move(*containment), shim, std::move(*control));
     KernelPortAllocator ports;
-    UvStackSampler sampler(loop.get(), shim);
-    JobManager manager(clock, launcher, *store, ports, &sampler, config);
-    manager.Recover();
+    ShimSupervisorHost supervisors(loop, *store, plan, shim_config);
+    JobManager manager(clock, supervisors, *store, ports, config);
+    manager.Recover([&](const Job& job, SupervisionEvents& events) -> std::unique_ptr<Supervision> {
+      auto it = found.find(job.id);
+      if (it == found.end()) return nullptr;
+      return supervisors.Adopt(job, std::move(it->second), events);
+    });
+    found.clear();
 
     // gRPC's library shutdown (run by ~Server when it drops the last
     // reference) joins an executor thread that may sit in a 10 s poll on a
     // connection handed over by fd. ltd exits right after, so it keeps one
-    // reference of its own and never shuts the library down.
-    grpc_init();
+    // reference of its own (grpc_init above) and never shuts it down.
     LtdService service(loop, manager, **listener);
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);
@@ -237,7 +254,7 @@ int Run(const Options& opt) {
     spdlog::info("ltd listening on {}; state in {}; {} device slot(s){}; containment: {}",
                  opt.socket, opt.state_dir, config.placement.slots,
                  config.placement.gpu_ids.empty() ? "" : " (GPUs)",
-                 launcher.containment());
+                 supervisors.containment());
 
     // SIGTERM/SIGINT: refuse new jobs, tear every job down, record, exit 0.
     uv_signal_t sigterm{}, sigint{};
@@ -245,9 +262,13 @@ int Run(const Options& opt) {
     auto on_signal = [&](int signum) {
       if (stopping) return;
       stopping = true;
-      spdlog::info("{} received: stopping", sigabbrev_np(signum));
+      // With a restore window, running jobs stay with their supervisors
+      // for the next ltd; without, they end with this one.
+      const bool end_jobs = restore_window->count() == 0;
+      spdlog::info("{} received: stopping{}", sigabbrev_np(signum),
+                   end_jobs ? "; every job ends with ltd (--restore-window 0)" : "");
       service.Close();
-      manager.Shutdown([&] { loop.Stop(); });
+      manager.Shutdown(end_jobs, [&] { loop.Stop(); });
     };
     struct SignalCtx {
       std::function<void(int)> fn;
@@ -319,6 +340,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--restart-backoff", opt.restart_backoff,
                  "wait before a job's first restart, doubling for each next one up to 5m")
+      ->capture_default_str();
+  app.add_option("--restore-window", opt.restore_window,
+                 "how long running jobs outlive ltd (a restart, an upgrade) before their "
+                 "supervisors tear them down; 0: every job ends with ltd")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -11,6 +11,7 @@
 
 #include "fakes.h"
 #include "hang_report.h"
+#include "local_host.h"
 
 namespace ltd::test {
 namespace {
@@ -38,10 +39,17 @@ class JobManagerTest : public ::testing::Test {
   void Reset(int slots = 8, StackSampler* sampler = nullptr, size_t keep = 10000) {
     ManagerConfig config;
     config.placement.slots = slots;
-    config.restart_backoff = Millis(0);
     config.keep_finished = keep;
-    config.stack_budget = Millis(3000);
-    manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, sampler, config);
+    RunnerConfig runner;
+    runner.restart_backoff = Millis(0);
+    runner.stack_budget = Millis(3000);
+    Make(config, runner, sampler);
+  }
+
+  void Make(ManagerConfig config, RunnerConfig runner, StackSampler* sampler = nullptr) {
+    manager_.reset();
+    host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, sampler, runner);
+    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
   }
 
   JobSpec Spec(int devices, std::vector<std::string> argv = {"/bin/true"}) {
@@ -64,11 +72,20 @@ class JobManagerTest : public ::testing::Test {
 
   const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
 
+  // In-process supervision answers at once.
+  absl::Status Kill(const std::string& id, int signal) {
+    std::optional<absl::Status> answer;
+    manager_->Kill(id, signal, [&](absl::Status s) { answer = s; });
+    EXPECT_TRUE(answer.has_value());
+    return answer.value_or(absl::InternalError("no answer"));
+  }
+
   std::string dir_;
   FakeClock clock_;
   FakeLauncher launcher_{clock_};
   FakePorts ports_;
   std::unique_ptr<JobStore> store_;
+  std::unique_ptr<LocalSupervisorHost> host_;
   std::unique_ptr<JobManager> manager_;
 };
 
@@ -185,7 +202,7 @@ TEST_F(JobManagerTest, AnErrorFileThatIsNoValidJsonIsKeptAsText) {
 
 TEST_F(JobManagerTest, KillCancelsWith130) {
   const std::string id = Submit(Spec(2));
-  ASSERT_TRUE(manager_->Kill(id, 0).ok());
+  ASSERT_TRUE(Kill(id, 0).ok());
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
   const Job& job = Get(id);
@@ -193,12 +210,12 @@ TEST_F(JobManagerTest, KillCancelsWith130) {
   EXPECT_EQ(job.exit_code, 130);
   EXPECT_EQ(job.root_cause->rank, -1);
   EXPECT_EQ(job.root_cause->reason, CauseReason::kCancelled);
-  EXPECT_FALSE(manager_->Kill(id, 0).ok());  // already ended
+  EXPECT_FALSE(Kill(id, 0).ok());  // already ended
 }
 
 TEST_F(JobManagerTest, KillWithSignalOnlySignals) {
   const std::string id = Submit(Spec(2));
-  ASSERT_TRUE(manager_->Kill(id, SIGUSR1).ok());
+  ASSERT_TRUE(Kill(id, SIGUSR1).ok());
   EXPECT_EQ(launcher_.signals.size(), 2u);
   EXPECT_EQ(launcher_.signals[0].second, SIGUSR1);
   EXPECT_EQ(Get(id).state, JobState::kRunning);
@@ -288,7 +305,7 @@ TEST_F(JobManagerTest, JobsQueueForDevicesInOrder) {
 TEST_F(JobManagerTest, CancellingAPendingJob) {
   Submit(Spec(8));
   const std::string b = Submit(Spec(2));
-  ASSERT_TRUE(manager_->Kill(b, 0).ok());
+  ASSERT_TRUE(Kill(b, 0).ok());
   EXPECT_EQ(Get(b).state, JobState::kCancelled);
   EXPECT_EQ(Get(b).exit_code, 130);
 }
@@ -448,14 +465,16 @@ TEST_F(JobManagerTest, RestartsAfterCompleteTeardown) {
   ASSERT_EQ(job.attempts.size(), 3u);
   EXPECT_EQ(job.attempts[0].root_cause->exit_code, 5);
   EXPECT_FALSE(job.attempts[2].root_cause);
-  EXPECT_EQ(ports_.picks.size(), 3u);
+  EXPECT_EQ(ports_.picks.size(), 1u);  // restarts keep the job's port
+  EXPECT_EQ(job.attempts[2].master_port, job.attempts[0].master_port);
 }
 
 TEST_F(JobManagerTest, RestartsWaitABackoffThatDoublesAndAKillEndsTheWait) {
   ManagerConfig config;
   config.placement.slots = 8;
-  config.restart_backoff = Millis(1000);
-  manager_ = std::make_unique<JobManager>(clock_, launcher_, *store_, ports_, nullptr, config);
+  RunnerConfig runner;
+  runner.restart_backoff = Millis(1000);
+  Make(config, runner);
   JobSpec spec = Spec(1);
   spec.max_restarts = 50;
   const std::string id = Submit(spec);
@@ -472,8 +491,8 @@ TEST_F(JobManagerTest, RestartsWaitABackoffThatDoublesAndAKillEndsTheWait) {
   // Killed while it waits to restart: it ends at once, cancelled.
   launcher_.Exit(id, 0, 1);
   clock_.Advance(Millis(0));
-  EXPECT_FALSE(manager_->Kill(id, SIGUSR1).ok());  // nothing runs to signal
-  ASSERT_TRUE(manager_->Kill(id, 0).ok());
+  EXPECT_FALSE(Kill(id, SIGUSR1).ok());  // nothing runs to signal
+  ASSERT_TRUE(Kill(id, 0).ok());
   EXPECT_EQ(Get(id).state, JobState::kCancelled);
   clock_.Advance(Millis(60000));
   EXPECT_EQ(launcher_.procs.size(), 4u);  // and no attempt ever comes
@@ -545,7 +564,7 @@ TEST_F(JobManagerTest, ANameMeansTheCallersOwnJobsFirst) {
   EXPECT_FALSE(manager_->Resolve("train", 0).ok());          // two live: ambiguous
 }
 
-TEST_F(JobManagerTest, RecoverMarksRunningJobsLostAndKeepsCounting) {
+TEST_F(JobManagerTest, RecoverMarksRunningJobsWithoutSupervisorLostAndKeepsCounting) {
   const std::string done = Submit(Spec(1));
   launcher_.Exit(done, 0, 0);
   clock_.Advance(Millis(0));
@@ -555,7 +574,8 @@ TEST_F(JobManagerTest, RecoverMarksRunningJobsLostAndKeepsCounting) {
   EXPECT_EQ(Get(done).state, JobState::kSucceeded);
   const Job& lost = Get(running);
   EXPECT_EQ(lost.state, JobState::kLost);
-  EXPECT_EQ(lost.root_cause->reason, CauseReason::kDaemonLost);
+  EXPECT_EQ(lost.root_cause->reason, CauseReason::kSupervisorLost);
+  EXPECT_EQ(lost.exit_code, 1);
   EXPECT_EQ(lost.ranks[0].state, RankState::kLost);
   EXPECT_EQ(Submit(Spec(1)), "3");
 }
@@ -585,7 +605,7 @@ TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
   const std::string a = Submit(Spec(2));
   Submit(Spec(8));  // pending
   bool done = false;
-  manager_->Shutdown([&] { done = true; });
+  manager_->Shutdown(/*end_jobs=*/true, [&] { done = true; });
   EXPECT_FALSE(done);
   EXPECT_FALSE(manager_->Submit(Spec(1), "a").ok());
   launcher_.ExitSignalled(a);

@@ -1,0 +1,288 @@
+#include "cgroup_containment.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cgroup_fs.h"
+#include "process_group_containment.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+// How often an emptying job is looked at again should no cgroup.events
+// notification come, and its leftovers killed once more, loudly: a safety
+// net for a lost inotify event or a process stuck in the kernel.
+constexpr uint64_t kRecheckMs = 1000;
+
+absl::Status MakeDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return SysError("mkdir", dir, errno);
+  return absl::OkStatus();
+}
+
+// Forks a child that joins `dir` and exits: the one proof that counts,
+// since joining needs write access up to the common ancestor of ltd's
+// cgroup and the target, which no permission bit on `dir` alone shows.
+// Runs before ltd starts any thread, so fork is safe here.
+absl::Status ProbeJoin(const std::string& dir) {
+  const std::string procs = dir + "/cgroup.procs";
+  const pid_t child = fork();
+  if (child < 0) return SysError("fork", "cgroup probe", errno);
+  if (child == 0) {
+    const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) _exit(errno & 0xff);
+    if (write(fd, "0\n", 2) != 2) _exit(errno & 0xff);
+    _exit(0);
+  }
+  int status = 0;
+  pid_t rc;
+  do {
+    rc = waitpid(child, &status, 0);
+  } while (rc < 0 && errno == EINTR);
+  if (rc != child) return SysError("waitpid", "cgroup probe", errno);
+  if (!WIFEXITED(status)) return absl::InternalError("cgroup probe child died of a signal");
+  if (WEXITSTATUS(status) != 0) return SysError("write", procs, WEXITSTATUS(status));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Bounded wait for a cgroup to empty after a kill. Only start-up and
+// shutdown use it; jobs are watched through cgroup.events on the loop.
+bool WaitEmpty(const std::string& dir, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto populated = CgroupPopulated(dir);
+    if (!populated.ok() || !*populated) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+struct CgroupContainment::Waiter {
+  CgroupContainment* owner = nullptr;  // null once released
+  std::string job_id;
+  std::string dir;
+  std::function<void()> on_empty;
+  uv_fs_event_t events{};
+  uv_timer_t timer{};
+  int open = 2;
+  int timer_checks = 0;
+};
+
+absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
+    uv_loop_t* loop, const std::string& base, const std::string& run) {
+  if (absl::Status s = MakeDir(base); !s.ok()) return s;
+  const std::string run_dir = base + "/" + run;
+  if (absl::Status s = MakeDir(run_dir); !s.ok()) {
+    rmdir(base.c_str());  // only if empty: a predecessor's leftovers stay for the sweep
+    return s;
+  }
+  const std::string probe = run_dir + "/probe";
+  absl::Status s = MakeDir(probe);
+  if (s.ok()) s = ProbeJoin(probe);
+  rmdir(probe.c_str());
+  if (!s.ok()) {
+    rmdir(run_dir.c_str());
+    rmdir(base.c_str());
+    return s;
+  }
+  // Not required (cgroup.kill reaches orphans wherever they are
+  // reparented), but it keeps orphans' zombies ltd's to reap rather than
+  // init's, which may not be a reaping init in a container.
+  if (absl::Status sub = BecomeChildSubreaper(); !sub.ok()) {
+    spdlog::warn("{}; orphans of jobs will be reaped by init", std::string(sub.message()));
+  }
+  return std::unique_ptr<CgroupContainment>(new CgroupContainment(loop, base, run_dir));
+}
+
+CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir)
+    : loop_(loop), base_dir_(std::move(base_dir)), run_dir_(std::move(run_dir)), reaper_(loop) {
+  run_watch_ = new uv_fs_event_t{};
+  uv_fs_event_init(loop_, run_watch_);
+  const std::string events = run_dir_ + "/cgroup.events";
+  if (int rc = uv_fs_event_start(
+          run_watch_, [](uv_fs_event_t*, const char*, int, int) {}, events.c_str(), 0);
+      rc != 0) {
+    spdlog::warn("uv_fs_event_start({}): {}", events, uv_strerror(rc));
+  }
+}
+
+CgroupContainment::~CgroupContainment() {
+  for (auto& [id, w] : waiters_) Release(w);
+  waiters_.clear();
+  uv_close(reinterpret_cast<uv_handle_t*>(run_watch_),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_fs_event_t*>(h); });
+  // ltd stops only after every job ended, so the run cgroup is empty; if
+  // not, that is a bug, and still nothing may survive it.
+  if (auto populated = CgroupPopulated(run_dir_); populated.ok() && *populated) {
+    spdlog::error("{} still holds {} process(es) at exit; killing them", run_dir_,
+                  CountCgroupProcs(run_dir_));
+    if (absl::Status s = KillCgroup(run_dir_); !s.ok())
+      spdlog::error("{}", std::string(s.message()));
+    if (!WaitEmpty(run_dir_, std::chrono::seconds(2))) {
+      spdlog::error("{} did not empty within 2s of cgroup.kill", run_dir_);
+    }
+  }
+  if (absl::Status s = RemoveCgroupTree(run_dir_); !s.ok())
+    spdlog::error("{}", std::string(s.message()));
+  // Another ltd process on the same state dir may still use the base.
+  if (rmdir(base_dir_.c_str()) != 0 && errno != ENOTEMPTY && errno != EBUSY && errno != ENOENT) {
+    spdlog::warn("rmdir({}): {}", base_dir_, std::strerror(errno));
+  }
+}
+
+std::string CgroupContainment::JobDir(const std::string& job_id) const {
+  return Cat(run_dir_, "/job-", job_id);
+}
+
+absl::Status CgroupContainment::BeginJob(const std::string& job_id) {
+  const std::string dir = JobDir(job_id);
+  if (mkdir(dir.c_str(), 0755) == 0) return absl::OkStatus();
+  if (errno != EEXIST) return SysError("mkdir", dir, errno);
+  // Left by an attempt whose cgroup could not be removed: start clean.
+  spdlog::warn("job={} cgroup {} already exists; killing what is in it", job_id, dir);
+  if (absl::Status s = KillCgroup(dir); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+std::string CgroupContainment::RankCgroup(const std::string& job_id, int rank) {
+  const std::string dir = Cat(JobDir(job_id), "/rank-", rank);
+  // On failure lt-exec cannot join it and the rank fails with that error,
+  // so no rank ever runs outside its cgroup.
+  if (absl::Status s = MakeDir(dir); !s.ok()) {
+    spdlog::error("job={} rank={}: {}", job_id, rank, std::string(s.message()));
+  }
+  return dir;
+}
+
+void CgroupContainment::KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) {
+  // A rank still inside lt-exec, before it joined its cgroup, is only
+  // reachable through its process group.
+  KillProcessGroups(rank_pids);
+  const std::string dir = JobDir(job_id);
+  if (absl::Status s = KillCgroup(dir); !s.ok() && !absl::IsNotFound(s)) {
+    spdlog::error("job={} kill: {}", job_id, std::string(s.message()));
+  }
+}
+
+void CgroupContainment::EndJob(const std::string& job_id, std::function<void()> on_empty) {
+  if (auto it = waiters_.find(job_id); it != waiters_.end()) {
+    spdlog::warn("job={} EndJob while already ending; the first caller is dropped", job_id);
+    Release(it->second);
+    waiters_.erase(it);
+  }
+  auto* w = new Waiter;
+  w->owner = this;
+  w->job_id = job_id;
+  w->dir = JobDir(job_id);
+  w->on_empty = std::move(on_empty);
+  w->events.data = w;
+  w->timer.data = w;
+  waiters_[job_id] = w;
+  uv_fs_event_init(loop_, &w->events);
+  uv_timer_init(loop_, &w->timer);
+  // Watch before the first look, so the last exit cannot fall between.
+  const std::string events = w->dir + "/cgroup.events";
+  if (int rc = uv_fs_event_start(
+          &w->events,
+          [](uv_fs_event_t* h, const char*, int, int status) {
+            auto* w = static_cast<Waiter*>(h->data);
+            if (status < 0)
+              spdlog::warn("job={} cgroup.events: {}", w->job_id, uv_strerror(status));
+            if (w->owner != nullptr) w->owner->Check(w, false);
+          },
+          events.c_str(), 0);
+      rc != 0 && rc != UV_ENOENT) {
+    spdlog::warn("job={} uv_fs_event_start({}): {}; checking every {}ms instead", job_id, events,
+                 uv_strerror(rc), kRecheckMs);
+  }
+  // The first look comes on the next loop turn, so on_empty never runs
+  // from within EndJob.
+  uv_timer_start(
+      &w->timer,
+      [](uv_timer_t* t) {
+        auto* w = static_cast<Waiter*>(t->data);
+        if (w->owner != nullptr) w->owner->Check(w, true);
+      },
+      0, kRecheckMs);
+}
+
+void CgroupContainment::Check(Waiter* w, bool from_timer) {
+  auto populated = CgroupPopulated(w->dir);
+  if (!populated.ok() && !absl::IsNotFound(populated.status())) {
+    spdlog::error("job={} {}", w->job_id, std::string(populated.status().message()));
+  }
+  if (absl::IsNotFound(populated.status()) || (populated.ok() && !*populated)) {
+    Done(w);
+    return;
+  }
+  if (!from_timer || w->timer_checks++ == 0) return;
+  spdlog::warn("job={} {} still holds {} process(es) {}s after teardown; killing again", w->job_id,
+               w->dir, CountCgroupProcs(w->dir), w->timer_checks - 1);
+  if (absl::Status s = KillCgroup(w->dir); !s.ok() && !absl::IsNotFound(s)) {
+    spdlog::error("job={} kill: {}", w->job_id, std::string(s.message()));
+  }
+}
+
+void CgroupContainment::Done(Waiter* w) {
+  if (absl::Status s = RemoveCgroupTree(w->dir); !s.ok()) {
+    spdlog::error("job={} cleanup: {}", w->job_id, std::string(s.message()));
+  }
+  spdlog::debug("job={} cgroup {} empty and removed", w->job_id, w->dir);
+  waiters_.erase(w->job_id);
+  auto on_empty = std::move(w->on_empty);
+  Release(w);
+  on_empty();  // may begin the job's next attempt, with a new waiter
+}
+
+void CgroupContainment::Release(Waiter* w) {
+  w->owner = nullptr;
+  w->on_empty = nullptr;
+  auto on_closed = [](uv_handle_t* h) {
+    auto* w = static_cast<Waiter*>(h->data);
+    if (--w->open == 0) delete w;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->events), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->timer), on_closed);
+}
+
+int SweepCgroupLeftovers(const std::string& base, const std::set<std::string>& keep,
+                         std::chrono::milliseconds timeout) {
+  std::vector<std::string> dirs;
+  for (const std::string& name : ChildCgroups(base)) {
+    if (keep.contains(name) || !name.starts_with("run-")) continue;
+    const std::string dir = base + "/" + name;
+    const int procs = CountCgroupProcs(dir);
+    if (procs > 0) {
+      spdlog::warn("killing {} process(es) left in {} by an ltd that died", procs, dir);
+    }
+    if (absl::Status s = KillCgroup(dir); !s.ok() && !absl::IsNotFound(s)) {
+      spdlog::error("sweep: {}", std::string(s.message()));
+    }
+    dirs.push_back(dir);
+  }
+  int removed = 0;
+  for (const std::string& dir : dirs) {
+    if (!WaitEmpty(dir, timeout)) {
+      spdlog::error("sweep: {} did not empty within {}ms of cgroup.kill", dir, timeout.count());
+      continue;
+    }
+    if (absl::Status s = RemoveCgroupTree(dir); !s.ok()) {
+      spdlog::error("sweep: {}", std::string(s.message()));
+      continue;
+    }
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace ltd

@@ -1,0 +1,75 @@
+// Containment on cgroup v2. ltd makes a subtree inside its own cgroup
+// (under systemd, the delegated one; never anywhere else):
+//
+//   <own cgroup>/ltd-<state tag>/run-<instance>/job-<id>/rank-<r>
+//
+// The state tag comes from the state dir, so an ltd restarted on the same
+// state finds what a dead predecessor left; the run level is per ltd
+// process, so the guardian of a dead ltd never touches its successor's
+// jobs. A process cannot leave its cgroup without write access to the
+// subtree, so setsid() and double forks do not escape: cgroup.kill ends
+// them all, and cgroup.events says, through inotify, when the last is gone.
+#pragma once
+
+#include <uv.h>
+
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "containment.h"
+#include "subreaper.h"
+
+namespace ltd {
+
+class CgroupContainment final : public Containment {
+ public:
+  // Makes `base`/`run` (base is normally <own cgroup>/ltd-<tag>) and proves
+  // a child process can join a cgroup in it. Fails with the call, path and
+  // errno when cgroups cannot be used here.
+  static absl::StatusOr<std::unique_ptr<CgroupContainment>> Create(uv_loop_t* loop,
+                                                                   const std::string& base,
+                                                                   const std::string& run);
+  ~CgroupContainment() override;  // removes the run cgroup, and base if empty
+  CgroupContainment(const CgroupContainment&) = delete;
+  CgroupContainment& operator=(const CgroupContainment&) = delete;
+
+  std::string_view name() const override { return "cgroup"; }
+  absl::Status BeginJob(const std::string& job_id) override;
+  std::string RankCgroup(const std::string& job_id, int rank) override;
+  void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
+  void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+
+  const std::string& run_dir() const { return run_dir_; }
+  std::string JobDir(const std::string& job_id) const;
+
+ private:
+  struct Waiter;
+  CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir);
+  void Check(Waiter* w, bool from_timer);
+  void Done(Waiter* w);
+  static void Release(Waiter* w);
+
+  uv_loop_t* loop_;
+  std::string base_dir_;
+  std::string run_dir_;
+  // Held for ltd's life so libuv's inotify fd exists from the start: ltd's
+  // fd count then stays flat across jobs, which is how a leak shows.
+  uv_fs_event_t* run_watch_ = nullptr;      // freed by its close callback
+  std::map<std::string, Waiter*> waiters_;  // jobs in EndJob, by id
+  AdoptedChildReaper reaper_;
+};
+
+// Bounded wait for a cgroup to empty after a kill; true once it is (or is
+// gone). Only start-up, shutdown and a dead supervisor's sweep use it.
+bool WaitEmpty(const std::string& dir, std::chrono::milliseconds timeout);
+
+// Kills and removes every run-* cgroup under `base` but those in `keep`
+// (the leftovers of ltds and supervisors that died on this state dir);
+// waits up to `timeout` for them to empty. Returns how many it removed.
+int SweepCgroupLeftovers(const std::string& base, const std::set<std::string>& keep,
+                         std::chrono::milliseconds timeout);
+
+}  // namespace ltd

@@ -1,0 +1,158 @@
+#include "containment_factory.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <set>
+#include <cstdlib>
+
+#include "cgroup_containment.h"
+#include "cgroup_fs.h"
+#include "process_group_containment.h"
+#include "process_scan.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+#include "subreaper_containment.h"
+
+namespace ltd {
+namespace {
+
+std::string Hex(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return out;
+}
+
+// Unique per ltd process, so a dead ltd's guardian and a new ltd on the
+// same state dir never mistake each other's jobs.
+std::string InstanceId() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    v = static_cast<uint64_t>(getpid()) << 32 ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return Hex(v);
+}
+
+}  // namespace
+
+std::string StateTag(const std::string& state_dir) {
+  char resolved[PATH_MAX];
+  const std::string path = realpath(state_dir.c_str(), resolved) != nullptr ? resolved : state_dir;
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: stable across builds and hosts
+  for (unsigned char c : path) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return Hex(h);
+}
+
+std::string SupervisorInstance(const std::string& job_id) { return "job" + job_id; }
+
+ContainmentPlan PlanContainment(const JobStore& store, std::string instance) {
+  ContainmentPlan plan;
+  plan.state_tag = StateTag(store.state_dir());
+  plan.instance = instance.empty() ? InstanceId() : std::move(instance);
+  plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
+  if (auto own = OwnCgroupDir(); own.ok()) {
+    plan.cgroup_base = Cat(*own, "/ltd-", plan.state_tag);
+  } else {
+    plan.cgroup_error = own.status();
+  }
+  return plan;
+}
+
+void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>& keep) {
+  // What earlier processes on this state dir left, should they have died
+  // with nobody able to clean up: their cgroups and their marked processes.
+  const std::string& base = plan.cgroup_base;
+  if (!base.empty() && access(base.c_str(), F_OK) == 0) {
+    std::set<std::string> kept;
+    for (const std::string& k : keep) kept.insert("run-" + k);
+    const int swept = SweepCgroupLeftovers(base, kept, std::chrono::seconds(5));
+    if (swept > 0) spdlog::warn("removed {} cgroup subtree(s) left by an earlier ltd", swept);
+  }
+  const std::string tag_prefix = Cat("LT_DAEMON_TAG=", plan.state_tag, ".");
+  std::vector<std::string> kept_markers;
+  for (const std::string& k : keep) kept_markers.push_back(tag_prefix + k);
+  const int killed = KillProcesses(
+      [&](const ProcEnviron& env) {
+        if (!env.HasPrefix(tag_prefix)) return false;
+        for (const std::string& m : kept_markers) {
+          if (env.Has(m)) return false;
+        }
+        return true;
+      },
+      20);
+  if (killed > 0) spdlog::warn("killed {} process(es) left by an earlier ltd", killed);
+}
+
+int KillInstance(const ContainmentPlan& plan, const std::string& instance) {
+  int found = 0;
+  if (!plan.cgroup_base.empty()) {
+    const std::string dir = Cat(plan.cgroup_base, "/run-", instance);
+    if (access(dir.c_str(), F_OK) == 0) {
+      found += CountCgroupProcs(dir);
+      (void)KillCgroup(dir);
+      if (WaitEmpty(dir, std::chrono::seconds(1))) (void)RemoveCgroupTree(dir);
+    }
+  }
+  const std::string marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", instance);
+  found += KillProcesses([&](const ProcEnviron& env) { return env.Has(marker); }, 20);
+  return found;
+}
+
+absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
+                                                              const std::string& mode,
+                                                              const ContainmentPlan& plan) {
+  const std::string& base = plan.cgroup_base;
+  if (mode == "cgroup" || mode == "auto") {
+    absl::Status why = plan.cgroup_error;
+    if (!base.empty()) {
+      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance);
+      if (cg.ok()) {
+        spdlog::info("containment: cgroup, jobs under {}", (*cg)->run_dir());
+        return std::unique_ptr<Containment>(std::move(*cg));
+      }
+      why = cg.status();
+    }
+    if (mode == "cgroup") {
+      return absl::FailedPreconditionError(
+          Cat("--containment cgroup: cgroups cannot be used here (", why.message(),
+              "); run ltd as root or under systemd with Delegate=yes, or use --containment "
+              "subreaper"));
+    }
+    spdlog::warn("cgroup containment unavailable ({}); falling back to subreaper",
+                 std::string(why.message()));
+  }
+  if (mode == "subreaper" || mode == "auto") {
+    auto sr = SubreaperContainment::Create(loop, plan.rank_marker);
+    if (sr.ok()) {
+      spdlog::info("containment: subreaper, jobs known by {} and LT_JOB_ID", plan.rank_marker);
+      return std::unique_ptr<Containment>(std::move(*sr));
+    }
+    if (mode == "subreaper") {
+      return absl::FailedPreconditionError(Cat("--containment subreaper: ", sr.status().message(),
+                                               "; use --containment process-group"));
+    }
+    spdlog::warn("subreaper containment unavailable ({}); falling back to process groups",
+                 std::string(sr.status().message()));
+  }
+  spdlog::warn(
+      "containment: process-group; processes that leave their rank's process group survive "
+      "teardown while ltd lives");
+  return std::unique_ptr<Containment>(std::make_unique<ProcessGroupContainment>(loop));
+}
+
+absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
+                                                             const std::string& mode,
+                                                             const JobStore& store) {
+  const ContainmentPlan plan = PlanContainment(store);
+  SweepLeftovers(plan, {plan.instance});
+  return SetUpContainment(loop, mode, plan);
+}
+
+}  // namespace ltd

@@ -1,0 +1,72 @@
+// Picks how jobs are contained on this host: cgroup v2 where ltd may write
+// its cgroup subtree, else a child subreaper, else process groups. Names
+// first, so that ltd can sweep what dead processes left (sparing the
+// supervisors it adopts) before anything new exists:
+//
+//   plan = PlanContainment(store);        // names only, creates nothing
+//   SweepLeftovers(plan, keep);           // kills the rest of this state's
+//   SetUpContainment(loop, mode, plan);   // creates
+//
+// Each job's supervisor is an instance of its own (SupervisorInstance):
+// its cgroup subtree and its ranks' marker are the job's alone.
+#pragma once
+
+#include <uv.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "containment.h"
+#include "job_store.h"
+
+namespace ltd {
+
+struct ContainmentPlan {
+  // LT_DAEMON_TAG=<state tag>.<instance>: goes into every rank's
+  // environment (RunnerConfig::extra_rank_env) and marks the instance's
+  // processes for the subreaper mode and the sweeps.
+  std::string rank_marker;
+  std::string state_tag;  // shared by every ltd on this state dir
+  std::string instance;   // this ltd process
+  // <own cgroup>/ltd-<state tag>, or empty with the reason in cgroup_error.
+  std::string cgroup_base;
+  absl::Status cgroup_error;
+  std::string run_dir() const { return cgroup_base + "/run-" + instance; }
+};
+
+// `instance` names this process's jobs (default: a random one per ltd).
+ContainmentPlan PlanContainment(const JobStore& store, std::string instance = "");
+
+// The instance of a job's supervisor: its cgroup run-job<ID>, its ranks'
+// marker LT_DAEMON_TAG=<tag>.job<ID>.
+std::string SupervisorInstance(const std::string& job_id);
+
+// Kills and removes what processes of this state dir left: cgroups and
+// marked processes of every instance but `keep` (this ltd's, and those of
+// supervisors still alive).
+void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>& keep);
+
+// Kills what is left of one instance (a supervisor that died), escaped
+// descendants too, and removes its cgroup. Returns how many processes it
+// found.
+int KillInstance(const ContainmentPlan& plan, const std::string& instance);
+
+// Builds the containment. `mode`: "auto", "cgroup", "subreaper" or
+// "process-group". Fails, with a one-line message that says what to do,
+// when the mode asked for cannot be had; "auto" falls back instead and
+// logs why.
+absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
+                                                              const std::string& mode,
+                                                              const ContainmentPlan& plan);
+
+// Both steps, without a guardian.
+absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
+                                                             const std::string& mode,
+                                                             const JobStore& store);
+
+// The tag every ltd on `state_dir` shares: a hash of its canonical path.
+std::string StateTag(const std::string& state_dir);
+
+}  // namespace ltd

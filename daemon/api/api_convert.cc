@@ -1,0 +1,290 @@
+#include "api_convert.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "bytes.h"
+#include "duration.h"
+#include "hang_report.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+// Linux's MAX_ARG_STRLEN: execve refuses any longer argument or
+// environment string (E2BIG).
+constexpr size_t kMaxArgBytes = 32 * 4096;
+// A job id or name (names are at most 128 bytes).
+constexpr size_t kMaxRefBytes = 128;
+// Durations beyond this are a mistake (or an overflow waiting to happen);
+// ltctl's own duration parser stops at the same bound.
+
+// Microseconds, as the records keep them: a job reads the same before and
+// after an ltd restart.
+void SetTime(WallTime t, google::protobuf::Timestamp* out) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  int64_t secs = us.count() / 1'000'000;
+  int64_t micros = us.count() % 1'000'000;
+  if (micros < 0) {  // before 1970: Timestamp's nanos are never negative
+    --secs;
+    micros += 1'000'000;
+  }
+  out->set_seconds(secs);
+  out->set_nanos(static_cast<int32_t>(micros * 1000));
+}
+
+template <typename Setter>
+void SetTime(const std::optional<WallTime>& t, Setter mutable_field) {
+  if (t) SetTime(*t, mutable_field());
+}
+
+v1::Rank::State ToProto(RankState s) {
+  switch (s) {
+    case RankState::kPending:
+      return v1::Rank::PENDING;
+    case RankState::kRunning:
+      return v1::Rank::RUNNING;
+    case RankState::kExited:
+      return v1::Rank::EXITED;
+    case RankState::kFailed:
+      return v1::Rank::FAILED;
+    case RankState::kKilled:
+      return v1::Rank::KILLED;
+    case RankState::kLost:
+      return v1::Rank::LOST;
+  }
+  return v1::Rank::STATE_UNSPECIFIED;
+}
+
+v1::RootCause::Reason ToProto(CauseReason r) {
+  switch (r) {
+    case CauseReason::kExited:
+      return v1::RootCause::exited;
+    case CauseReason::kSignaled:
+      return v1::RootCause::signaled;
+    case CauseReason::kHang:
+      return v1::RootCause::hang;
+    case CauseReason::kStartupTimeout:
+      return v1::RootCause::startup_timeout;
+    case CauseReason::kCancelled:
+      return v1::RootCause::cancelled;
+    case CauseReason::kDaemonLost:
+      return v1::RootCause::daemon_lost;
+    case CauseReason::kSpawnFailed:
+      return v1::RootCause::spawn_failed;
+    case CauseReason::kSupervisorLost:
+      return v1::RootCause::supervisor_lost;
+  }
+  return v1::RootCause::REASON_UNSPECIFIED;
+}
+
+// The command as display text within `limit` bytes; a cut one ends in the
+// mark as an element of its own, so that no argument reads as if it said so.
+void SetArgv(const std::vector<std::string>& argv, size_t limit, v1::Job* out) {
+  size_t budget = limit;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    size_t consumed = 0;
+    std::string text = DisplayEscapePrefix(argv[i], budget, &consumed);
+    if (consumed == argv[i].size()) {
+      budget -= text.size();
+      out->add_argv(std::move(text));
+      continue;
+    }
+    size_t omitted = argv[i].size() - consumed;
+    for (size_t j = i + 1; j < argv.size(); ++j) omitted += argv[j].size();
+    if (!text.empty()) out->add_argv(std::move(text));
+    out->add_argv(ElisionMark(omitted));
+    out->set_argv_truncated(true);
+    return;
+  }
+}
+
+// NUL ends a C string: the kernel would cut the value there without a word.
+absl::Status CheckPosixString(std::string_view value, const std::string& what, const char* kind) {
+  if (value.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        Cat(what, " contains a NUL byte; ", kind, " cannot (remove it)"));
+  }
+  if (value.size() > kMaxArgBytes) {
+    return absl::InvalidArgumentError(Cat(what, " is ", value.size(),
+                                          " bytes; Linux passes at most ", kMaxArgBytes,
+                                          " bytes per argument or variable"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+v1::Job::State ToProto(JobState s) {
+  switch (s) {
+    case JobState::kPending:
+      return v1::Job::PENDING;
+    case JobState::kRunning:
+      return v1::Job::RUNNING;
+    case JobState::kSucceeded:
+      return v1::Job::SUCCEEDED;
+    case JobState::kFailed:
+      return v1::Job::FAILED;
+    case JobState::kCancelled:
+      return v1::Job::CANCELLED;
+    case JobState::kLost:
+      return v1::Job::LOST;
+  }
+  return v1::Job::STATE_UNSPECIFIED;
+}
+
+void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
+  if (c.rank >= 0) out->set_rank(c.rank);
+  out->set_reason(ToProto(c.reason));
+  out->set_exit_code(c.exit_code);
+  out->set_signal(c.signal);
+  SetTime(c.at, out->mutable_at());
+  out->set_message(DisplayEscapeElided(c.message, text_limit));
+}
+
+void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
+  const JobSpec& s = job.spec;
+  out->set_id(DisplayEscape(job.id));
+  out->set_name(DisplayEscapeElided(s.name, limits.text));
+  out->set_user(DisplayEscapeElided(job.user, limits.text));
+  out->set_uid(s.uid);
+  out->set_gid(s.gid);
+  out->set_state(ToProto(job.state));
+  if (job.exit_code) out->set_exit_code(*job.exit_code);
+  out->set_devices(s.devices);
+  for (int slot : job.device_slots) out->add_device_slots(slot);
+  out->set_cuda_visible_devices(DisplayEscapeElided(job.cuda_visible_devices, limits.text));
+  out->set_master_port(job.master_port);
+  out->set_restart_count(job.restart_count);
+  out->set_max_restarts(s.max_restarts);
+  out->set_containment(DisplayEscapeElided(job.containment, limits.text));
+  SetTime(job.submitted_at, out->mutable_submitted_at());
+  SetTime(job.started_at, [&] { return out->mutable_started_at(); });
+  SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });
+  SetTime(job.teardown_at, [&] { return out->mutable_teardown_at(); });
+  if (job.root_cause) ToProto(*job.root_cause, limits.text, out->mutable_root_cause());
+  if (job.hang_report) {
+    const HangReport& h = *job.hang_report;
+    auto* hr = out->mutable_hang_report();
+    SetTime(h.at, hr->mutable_at());
+    for (int r : h.stalled_ranks) hr->add_stalled_ranks(r);
+    for (int r : h.straggler_ranks) hr->add_straggler_ranks(r);
+    for (const HangReportRank& r : h.ranks) {
+      auto* pr = hr->add_ranks();
+      pr->set_rank(r.rank);
+      if (r.last_step >= 0) pr->set_last_step(r.last_step);
+      SetTime(r.last_heartbeat_at, [&] { return pr->mutable_last_heartbeat_at(); });
+      pr->set_stalled(r.stalled);
+      pr->set_straggler(r.straggler);
+      pr->set_in_collective(r.in_collective);
+      pr->set_process_state(DisplayEscapeElided(r.process_state, limits.text));
+      pr->set_stack(DisplayEscapeElided(r.stack, limits.text));
+    }
+  }
+  // Progress marks are live: a straggler only while the job runs, a rate
+  // only while the rank does.
+  int64_t max_step = -1;
+  for (const Rank& r : job.ranks) max_step = std::max(max_step, r.last_step);
+  for (const Rank& r : job.ranks) {
+    auto* pr = out->add_ranks();
+    pr->set_rank(r.rank);
+    pr->set_pid(r.pid);
+    pr->set_state(ToProto(r.state));
+    if (r.exit_code) pr->set_exit_code(*r.exit_code);
+    if (r.signal) pr->set_signal(*r.signal);
+    if (r.last_step >= 0) pr->set_last_step(r.last_step);
+    SetTime(r.last_heartbeat_at, [&] { return pr->mutable_last_heartbeat_at(); });
+    SetTime(r.started_at, [&] { return pr->mutable_started_at(); });
+    pr->set_steps_per_second(r.state == RankState::kRunning ? r.steps_per_second : 0);
+    pr->set_straggler(job.state == JobState::kRunning && IsStraggler(r.last_step, max_step));
+    pr->set_error(DisplayEscapeElided(r.error_message, limits.text));
+  }
+  for (const Attempt& a : job.attempts) {
+    auto* pa = out->add_attempts();
+    pa->set_restart_count(a.restart_count);
+    pa->set_master_port(a.master_port);
+    SetTime(a.started_at, pa->mutable_started_at());
+    SetTime(a.ended_at, [&] { return pa->mutable_ended_at(); });
+    if (a.root_cause) ToProto(*a.root_cause, limits.text, pa->mutable_root_cause());
+  }
+  SetArgv(s.argv, limits.argv_text, out);
+  out->set_cwd(DisplayEscapeElided(s.cwd, limits.text));
+  out->set_heartbeat_timeout_ms(s.heartbeat_timeout.count());
+  out->set_startup_timeout_ms(s.startup_timeout.count());
+  out->set_grace_ms(s.grace.count());
+}
+
+void FillEnded(const Job& job, v1::Ended* out) {
+  out->set_job_id(DisplayEscape(job.id));
+  out->set_state(ToProto(job.state));
+  out->set_exit_code(job.exit_code.value_or(1));
+  if (job.root_cause) ToProto(*job.root_cause, kShowLimits.text, out->mutable_root_cause());
+}
+
+absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
+  JobSpec spec;
+  spec.devices = req.devices();
+  spec.name = req.name();
+  if (spec.name.size() > kMaxRefBytes) {
+    return absl::InvalidArgumentError(
+        Cat("--name is ", spec.name.size(), " bytes; choose one of at most ", kMaxRefBytes));
+  }
+  for (int i = 0; i < req.argv_size(); ++i) {
+    const std::string what = i == 0 ? "argv[0] (PROGRAM)" : Cat("argv[", i, "]");
+    if (auto s = CheckPosixString(req.argv(i), what, "POSIX arguments"); !s.ok()) return s;
+  }
+  spec.argv.assign(req.argv().begin(), req.argv().end());
+  if (auto s = CheckPosixString(req.cwd(), "the working directory", "paths"); !s.ok()) return s;
+  if (req.cwd().size() >= PATH_MAX) {
+    return absl::InvalidArgumentError(Cat("the working directory is ", req.cwd().size(),
+                                          " bytes; Linux paths are shorter than ", PATH_MAX,
+                                          "; submit from a shorter one"));
+  }
+  spec.cwd = req.cwd();
+  for (int i = 0; i < req.env_size(); ++i) {
+    if (auto s = CheckPosixString(req.env(i), Cat("env[", i, "] (the client's environment)"),
+                                  "environment strings");
+        !s.ok()) {
+      return s;
+    }
+  }
+  spec.env.assign(req.env().begin(), req.env().end());
+  for (const std::string& kv : req.extra_env()) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          Cat("--env takes KEY=VALUE, got '", DisplayEscapeElided(kv, 64, Controls::kEscape), "'"));
+    }
+    if (auto s = CheckPosixString(
+            kv, Cat("--env ", DisplayEscapeElided(kv.substr(0, eq), 64, Controls::kEscape)),
+            "environment strings");
+        !s.ok()) {
+      return s;
+    }
+    const std::string key = kv.substr(0, eq + 1);
+    std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
+    spec.env.push_back(kv);
+  }
+  // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
+  spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
+  spec.startup_timeout = Millis(req.startup_timeout_ms());
+  spec.grace = Millis(req.grace_ms());
+  spec.max_restarts = req.max_restarts();
+  return spec;
+}
+
+absl::Status CheckJobRef(std::string_view ref) {
+  if (ref.empty()) return absl::InvalidArgumentError("no job given; give a job id or name");
+  if (ref.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "JOB contains a NUL byte; give a job id or name (`ltctl ps -a` lists them)");
+  }
+  if (ref.size() > kMaxRefBytes) {
+    return absl::InvalidArgumentError(Cat("JOB is ", ref.size(),
+                                          " bytes; a job id or name is at most ", kMaxRefBytes,
+                                          " (`ltctl ps -a` lists them)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ltd

@@ -1,0 +1,325 @@
+#include "service.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "api_convert.h"
+#include "bytes.h"
+#include "event_stream.h"
+#include "log_replay.h"
+#include "job_store.h"
+#include "page_stream.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  // absl and gRPC both number their codes after google.rpc.Code.
+  static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
+                static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  if (s.ok()) return grpc::Status::OK;
+  // Messages may quote what a user sent (a name, a path): one line of text.
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(s.code()),
+      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape));
+}
+
+std::string UserName(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+v1::JobEvent EndedEvent(const Job& job) {
+  v1::JobEvent ev;
+  FillEnded(job, ev.mutable_ended());
+  return ev;
+}
+
+absl::Status MayControl(const PeerCreds& who, const Job& job) {
+  if (who.uid == 0 || who.uid == job.spec.uid) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      Cat("job ", job.id, " belongs to ", job.user, "; only its owner or root may do that"));
+}
+
+// Forwards a job's live events to one stream. Loop thread only. While
+// `held`, events wait here so that a log file's older bytes go out first.
+class StreamObserver final : public JobObserver {
+ public:
+  StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
+      : out_(std::move(out)), output_(output), rank_(rank) {}
+
+  void OnOutput(int rank, Stream stream, std::string_view line) override {
+    if (!output_ || (rank_ >= 0 && rank != rank_)) return;
+    v1::JobEvent ev;
+    if (rank < 0) {
+      ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
+    } else {
+      auto* out = ev.mutable_output();
+      out->set_rank(rank);
+      out->set_stderr(stream == Stream::kStderr);
+      out->set_data(std::string(line));
+    }
+    Send(std::move(ev));
+  }
+
+  void OnEnded(const Job& job) override {
+    Send(EndedEvent(job));
+    ended_ = true;
+    if (!held_) out_->Finish(grpc::Status::OK);
+  }
+
+  void Release() {
+    held_ = false;
+    if (held_dropped_ > 0) {
+      v1::JobEvent notice;
+      notice.set_notice(Cat("ltd: ", held_dropped_,
+                            " output line(s) dropped while the log was sent: the client was too "
+                            "slow; `ltctl logs` has them"));
+      out_->Push(std::move(notice));
+    }
+    for (auto& ev : backlog_) out_->Push(std::move(ev));
+    backlog_.clear();
+    if (ended_) out_->Finish(grpc::Status::OK);
+  }
+  void Hold() { held_ = true; }
+
+ private:
+  void Send(v1::JobEvent ev) {
+    if (!held_) {
+      out_->Push(std::move(ev));
+      return;
+    }
+    // Held while the log before it goes out: bounded like any stream.
+    const size_t size = ev.ByteSizeLong();
+    if (ev.has_output() && held_bytes_ + size > EventStream::kMaxQueuedBytes) {
+      ++held_dropped_;
+      return;
+    }
+    held_bytes_ += size;
+    backlog_.push_back(std::move(ev));
+  }
+
+  std::shared_ptr<EventStream::Handle> out_;
+  const bool output_;
+  const int rank_;
+  bool held_ = false;
+  bool ended_ = false;
+  std::vector<v1::JobEvent> backlog_;
+  size_t held_bytes_ = 0;
+  uint64_t held_dropped_ = 0;
+};
+
+}  // namespace
+
+void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
+                                   JobManager::ObserverId oid) {
+  auto unobserve = [this, id, oid] {
+    loop_.Post([this, id, oid] { manager_.Unobserve(id, oid); });
+  };
+  if (!out.OnGone(unobserve)) manager_.Unobserve(id, oid);  // gone already; we are on the loop
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerContext* ctx,
+                                                           const v1::SubmitRequest* req) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (closed_) {
+    out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
+    return stream;
+  }
+  auto checked = SpecFromRequest(*req);
+  if (!checked.ok()) {
+    out->Finish(ToGrpc(checked.status()));
+    return stream;
+  }
+  JobSpec spec = std::move(*checked);
+  spec.uid = who->uid;
+  spec.gid = who->gid;
+  const bool detach = req->detach();
+  loop_.Post([this, spec = std::move(spec), out, detach, user = UserName(who->uid)]() mutable {
+    auto id = manager_.Submit(std::move(spec), user);
+    if (!id.ok()) return out->Finish(ToGrpc(id.status()));
+    v1::JobEvent accepted;
+    accepted.set_accepted(*id);
+    out->Push(std::move(accepted));
+    if (detach) return out->Finish(grpc::Status::OK);
+    auto observer = std::make_shared<StreamObserver>(out, true, -1);
+    auto oid = manager_.Observe(*id, observer);
+    if (!oid) {  // ended already (the program could not start)
+      auto job = manager_.Resolve(*id);
+      if (job.ok()) out->Push(EndedEvent(**job));
+      return out->Finish(grpc::Status::OK);
+    }
+    // The client may go away first; its observer must go with it.
+    UnobserveWhenGone(*out, *id, *oid);
+  });
+  return stream;
+}
+
+grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* /*ctx*/,
+                                                          const v1::ListRequest* req) {
+  auto* stream = new PageStream();
+  loop_.Post([this, all = req->all(), out = stream->handle()] {
+    // Pages of a bounded size whatever the number and size of the records
+    // (gRPC refuses a message over 4 MB); each job's text is cut short.
+    constexpr int kPageJobs = 500;
+    constexpr size_t kPageBytes = 1 << 20;
+    std::deque<v1::ListReply> pages;
+    size_t page_bytes = 0;
+    for (const Job* job : manager_.List(all)) {
+      v1::Job view;
+      ToProto(*job, kListLimits, &view);
+      const size_t size = view.ByteSizeLong();
+      if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
+          (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
+        pages.emplace_back();
+        page_bytes = 0;
+      }
+      page_bytes += size;
+      *pages.back().add_jobs() = std::move(view);
+    }
+    out->Send(std::move(pages), grpc::Status::OK);
+  });
+  return stream;
+}
+
+grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                           v1::Job* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  auto who = listener_.Lookup(ctx->peer());
+  const uid_t caller = who ? who->uid : JobManager::kAnyone;
+  loop_.Post([this, ref = req->job(), caller, reply, reactor] {
+    auto job = manager_.Resolve(ref, caller);
+    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+    ToProto(**job, kShowLimits, reply);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
+                                           const v1::KillRequest* req, v1::KillReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return reactor;
+  }
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  if (req->signal() < 0 || req->signal() >= NSIG) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 Cat("no signal ", req->signal(), "; use one of 1..", NSIG - 1,
+                                     ", or 0 to tear the job down")));
+    return reactor;
+  }
+  loop_.Post([this, ref = req->job(), sig = req->signal(), who = *who, reply, reactor] {
+    auto job = manager_.Resolve(ref, who.uid);
+    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+    if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
+    // The state before the kill took effect; the answer may come later.
+    reply->set_job_id((*job)->id);
+    reply->set_state(ToProto((*job)->state));
+    manager_.Kill((*job)->id, sig, [reactor](absl::Status s) {
+      reactor->Finish(s.ok() ? grpc::Status::OK : ToGrpc(s));
+    });
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerContext* ctx,
+                                                           const v1::JobRef* req) {
+  return Follow(ctx, req->job(), /*output=*/true);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerContext* ctx,
+                                                         const v1::JobRef* req) {
+  return Follow(ctx, req->job(), /*output=*/false);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerContext* ctx,
+                                                           const std::string& ref, bool output) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (auto s = CheckJobRef(ref); !s.ok()) {
+    out->Finish(ToGrpc(s));
+    return stream;
+  }
+  loop_.Post([this, ref, output, out, who = *who] {
+    auto job = manager_.Resolve(ref, who.uid);
+    if (!job.ok()) return out->Finish(ToGrpc(job.status()));
+    if (output) {
+      if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
+    }
+    const std::string id = (*job)->id;
+    auto oid = manager_.Observe(id, std::make_shared<StreamObserver>(out, output, -1));
+    if (!oid) {
+      out->Push(EndedEvent(**job));
+      return out->Finish(grpc::Status::OK);
+    }
+    spdlog::debug("job={} {} stream opened by uid {}", id, output ? "attach" : "wait", who.uid);
+    UnobserveWhenGone(*out, id, *oid);
+  });
+  return stream;
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerContext* ctx,
+                                                         const v1::LogsRequest* req) {
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return stream;
+  }
+  if (auto s = CheckJobRef(req->job()); !s.ok()) {
+    out->Finish(ToGrpc(s));
+    return stream;
+  }
+  if (req->tail() < 0) {
+    out->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "--tail must be >= 0 (0: everything)"));
+    return stream;
+  }
+  loop_.Post([this, r = *req, out, who = *who] {
+    auto job = manager_.Resolve(r.job(), who.uid);
+    if (!job.ok()) return out->Finish(ToGrpc(job.status()));
+    if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
+    const Job& j = **job;
+    if (r.rank() >= j.spec.devices || r.rank() < -1) {
+      return out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      Cat("--rank ", r.rank(), " is out of range: job ", j.id,
+                                          " has ranks 0..", j.spec.devices - 1)));
+    }
+    LogReplay::Start(loop_, manager_, j, LogQuery{r.rank(), r.tail()}, r.follow(), out);
+  });
+  return stream;
+}
+
+}  // namespace ltd

@@ -1,0 +1,487 @@
+#include "job_manager.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "bytes.h"
+#include "duration.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
+constexpr Millis kMaxGrace = std::chrono::hours(24);
+// execve takes about this much argv and environment together.
+constexpr size_t kMaxArgvAndEnv = 2u << 20;
+
+// What no job may ask for, whoever sends it (ltctl checks little of it:
+// any client can speak the protocol).
+absl::Status Validate(const JobSpec& spec, const ManagerConfig& config) {
+  const int slots = config.placement.slots;
+  if (spec.devices < 1) return absl::InvalidArgumentError("--devices must be at least 1");
+  if (spec.devices > slots) {
+    return absl::InvalidArgumentError(Cat("--devices ", spec.devices, " is more than the ", slots,
+                                          " this ltd has; ask for at most ", slots));
+  }
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    return absl::InvalidArgumentError(
+        "no program given; usage: ltctl submit --devices N [options] PROGRAM [ARGS...]");
+  }
+  if (spec.name.size() > 128) {
+    return absl::InvalidArgumentError("--name is longer than 128 characters; choose a shorter one");
+  }
+  if (!spec.name.empty()) {
+    if (std::all_of(spec.name.begin(), spec.name.end(), ::isdigit)) {
+      return absl::InvalidArgumentError("--name must not be all digits (those are job ids)");
+    }
+    for (char c : spec.name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+        return absl::InvalidArgumentError(Cat("--name '", DisplayEscape(spec.name, Controls::kEscape),
+                                              "' may only use letters, digits, '-', '_' and '.'"));
+      }
+    }
+  }
+  if (spec.cwd.empty() || spec.cwd.front() != '/') {
+    return absl::InvalidArgumentError("the working directory must be an absolute path");
+  }
+  size_t bytes = spec.cwd.size();
+  for (const auto* list : {&spec.argv, &spec.env}) {
+    for (const std::string& s : *list) bytes += s.size() + 1;
+  }
+  if (bytes > kMaxArgvAndEnv) {
+    return absl::InvalidArgumentError(Cat("the program's arguments and environment are ", bytes,
+                                          " bytes; a program can be started with at most ",
+                                          kMaxArgvAndEnv, ": pass less (a file of arguments)"));
+  }
+  struct Range {
+    const char* flag;
+    Millis value, max;
+  };
+  for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
+                         Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
+                         Range{"--grace", spec.grace, kMaxGrace}}) {
+    if (r.value.count() < 0) return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
+    if (r.value > r.max) {
+      return absl::InvalidArgumentError(Cat(r.flag, " ", r.value.count(), "ms is more than ",
+                                            FormatDuration(r.max), "; use a shorter one"));
+    }
+  }
+  if (spec.max_restarts < 0 || spec.max_restarts > config.max_restarts_limit) {
+    return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts,
+                                          " is outside 0..", config.max_restarts_limit,
+                                          ", the limit of this ltd (--max-restarts-limit)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// What ltd knows of a placed job's supervision.
+class JobManager::Link final : public SupervisionEvents {
+ public:
+  Link(JobManager& manager, std::string id) : manager_(manager), id_(std::move(id)) {}
+  void OnChanged(const Job& job, bool) override { manager_.OnChanged(id_, job); }
+  void OnOutput(int rank, Stream stream, std::string_view line) override {
+    manager_.OnOutput(id_, rank, stream, line);
+  }
+  void OnEnded(const Job& job) override { manager_.OnSupervisionEnded(id_, job); }
+  void OnLost(std::string why) override { manager_.LoseSupervision(id_, std::move(why)); }
+
+ private:
+  JobManager& manager_;
+  const std::string id_;
+};
+
+struct JobManager::Supervised {
+  std::unique_ptr<Link> link;
+  std::unique_ptr<Supervision> supervision;
+};
+
+JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& store,
+                       PortAllocator& ports, ManagerConfig config)
+    : clock_(clock),
+      supervisors_(supervisors),
+      store_(store),
+      ports_(ports),
+      config_(std::move(config)),
+      scheduler_(config_.placement) {}
+
+JobManager::~JobManager() {
+  if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
+  if (bury_timer_ != 0) clock_.CancelTimer(bury_timer_);
+}
+
+void JobManager::Recover(const Adopter& adopt) {
+  std::vector<std::pair<uint64_t, Job*>> pending, running;
+  for (Job& loaded : store_.LoadAll()) {
+    uint64_t numeric = 0;
+    if (!absl::SimpleAtoi(loaded.id, &numeric)) continue;  // not a job of ours
+    next_id_ = std::max(next_id_, numeric + 1);
+    std::string id = loaded.id;
+    Job& job = *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
+    if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
+    if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
+    if (IsFinal(job.state)) finished_.push_back(job.id);
+  }
+  if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
+  std::sort(running.begin(), running.end());
+  for (auto& [seq, job] : running) {
+    std::unique_ptr<Supervision> supervision;
+    auto link = std::make_unique<Link>(*this, job->id);
+    if (adopt) supervision = adopt(*job, *link);
+    if (supervision == nullptr) {
+      if (IsFinal(job->state)) continue;  // it ended meanwhile: the record said so
+      spdlog::warn("job={} was RUNNING with no supervisor left; marking it LOST", job->id);
+      RootCause cause;
+      cause.reason = CauseReason::kSupervisorLost;
+      cause.at = clock_.Now();
+      cause.message = "its supervisor died while ltd was away; its processes were killed";
+      Finish(*job, std::move(cause), JobState::kLost);
+      continue;
+    }
+    scheduler_.Hold(job->id, job->spec.uid, job->device_slots);
+    if (job->master_port != 0) ports_in_use_.insert(job->master_port);
+    auto& entry = supervised_[job->id];
+    entry = std::make_unique<Supervised>();
+    entry->link = std::move(link);
+    entry->supervision = std::move(supervision);
+  }
+  // PENDING jobs queue again, in their order.
+  std::sort(pending.begin(), pending.end());
+  for (auto& [seq, job] : pending) {
+    job->device_slots.clear();
+    scheduler_.Enqueue(job->id, seq, job->spec.uid, job->spec.devices);
+  }
+  std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  PruneFinished();
+  Schedule();
+}
+
+absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
+  if (shutting_down_)
+    return absl::UnavailableError("ltd is shutting down; submit again once it is back");
+  if (auto s = Validate(spec, config_); !s.ok()) return s;
+  if (auto s = scheduler_.MayQueue(spec.uid, user); !s.ok()) return s;
+  auto taken = store_.TakeId(next_id_);
+  if (!taken.ok()) {
+    return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
+                                      "); free space in ", store_.state_dir(), " and submit again"));
+  }
+  next_id_ = *taken + 1;
+  auto job = std::make_unique<Job>();
+  job->id = std::to_string(*taken);
+  job->user = std::move(user);
+  job->submitted_at = clock_.Now();
+  job->containment = std::string(supervisors_.containment());
+  job->spec = std::move(spec);
+  absl::Status saved = store_.CreateJobDir(job->id, job->spec.uid, job->spec.gid);
+  if (saved.ok()) saved = store_.Save(*job);
+  if (!saved.ok()) {
+    (void)store_.Remove(job->id);
+    return absl::UnavailableError(Cat("cannot record the job (", saved.message(), "); free space in ",
+                                      store_.state_dir(), " and submit again"));
+  }
+  const std::string id = job->id;
+  Job& ref = *job;
+  jobs_.emplace(id, std::move(job));
+  spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
+               ForLog(ref.spec.argv.front()));
+  uint64_t seq = 0;
+  (void)absl::SimpleAtoi(id, &seq);
+  scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
+  Schedule();
+  return id;
+}
+
+Job* JobManager::FindMutable(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t caller) const {
+  if (ref.empty()) return absl::InvalidArgumentError("no job given");
+  if (auto it = jobs_.find(ref); it != jobs_.end()) return it->second.get();
+  std::vector<const Job*> named, own;
+  for (const auto& [id, job] : jobs_) {
+    if (job->spec.name != ref) continue;
+    named.push_back(job.get());
+    if (caller != kAnyone && job->spec.uid == caller) own.push_back(job.get());
+  }
+  if (named.empty()) {
+    return absl::NotFoundError(Cat("no job '", ref, "'; `ltctl ps -a` lists them"));
+  }
+  const std::vector<const Job*>& candidates = own.empty() ? named : own;
+  if (candidates.size() == 1) return candidates.front();
+  const Job* live = nullptr;
+  int live_count = 0;
+  for (const Job* j : candidates) {
+    if (!IsFinal(j->state)) {
+      live = j;
+      ++live_count;
+    }
+  }
+  if (live_count == 1) return live;
+  std::vector<std::string> ids;
+  for (const Job* j : candidates) ids.push_back(j->id);
+  return absl::FailedPreconditionError(
+      Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "), "; use the job id"));
+}
+
+std::vector<const Job*> JobManager::List(bool all) const {
+  std::vector<const Job*> out;
+  for (const auto& [id, job] : jobs_) {
+    if (all || !IsFinal(job->state)) out.push_back(job.get());
+  }
+  std::sort(out.begin(), out.end(), [](const Job* a, const Job* b) {
+    return a->id.size() != b->id.size() ? a->id.size() < b->id.size() : a->id < b->id;
+  });
+  return out;
+}
+
+void JobManager::Schedule() {
+  if (shutting_down_) return;
+  for (Scheduler::Placement& p : scheduler_.Place()) {
+    Job* job = FindMutable(p.id);
+    if (job == nullptr || job->state != JobState::kPending) {
+      scheduler_.Release(p.id);  // cannot happen: pending jobs are dequeued when they end
+      continue;
+    }
+    job->device_slots = std::move(p.slots);
+    job->cuda_visible_devices = std::move(p.cuda_visible_devices);
+    Start(*job);
+  }
+}
+
+void JobManager::Start(Job& job) {
+  auto port = ports_.Pick(ports_in_use_);
+  if (!port.ok()) {
+    RootCause cause;
+    cause.reason = CauseReason::kSpawnFailed;
+    cause.at = clock_.Now();
+    cause.exit_code = 1;
+    cause.message = std::string(port.status().message());
+    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
+    return Finish(job, std::move(cause), JobState::kFailed);
+  }
+  job.master_port = *port;
+  ports_in_use_.insert(*port);
+  const std::string id = job.id;
+  auto entry = std::make_unique<Supervised>();
+  entry->link = std::make_unique<Link>(*this, id);
+  Supervised& placed = *supervised_.emplace(id, std::move(entry)).first->second;
+  // The supervision may end the job before Start returns (it cannot start).
+  auto supervision = supervisors_.Start(job, *placed.link);
+  if (auto it = supervised_.find(id); it != supervised_.end()) {
+    it->second->supervision = std::move(supervision);
+  } else {
+    graveyard_.push_back(std::move(supervision));
+  }
+}
+
+void JobManager::OnChanged(const std::string& id, const Job& now) {
+  Job* job = FindMutable(id);
+  // The end comes with OnSupervisionEnded, which does more than copy.
+  if (job == nullptr || IsFinal(job->state) || IsFinal(now.state)) return;
+  *job = now;
+}
+
+void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::string_view line) {
+  auto it = observers_.find(id);
+  if (it == observers_.end()) return;
+  for (auto& [oid, obs] : it->second) obs->OnOutput(rank, stream, line);
+}
+
+void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job) {
+  Job* job = FindMutable(id);
+  if (job == nullptr || IsFinal(job->state)) return;
+  *job = final_job;
+  // The supervision saved the record unless it says otherwise; then ltd
+  // does, now that nobody else writes it.
+  if (!job->record_error.empty()) Persist(*job);
+  Ended(*job);
+}
+
+void JobManager::Kill(const std::string& id, int signal, Supervision::Done done) {
+  Job* job = FindMutable(id);
+  if (job == nullptr) return done(absl::NotFoundError(Cat("no job ", id)));
+  if (IsFinal(job->state)) {
+    return done(absl::FailedPreconditionError(
+        Cat("job ", id, " already ended (", ToString(job->state), ")")));
+  }
+  std::string why = shutting_down_ ? "ltd shut down" : "cancelled by the user";
+  auto it = supervised_.find(id);
+  if (it == supervised_.end() || it->second->supervision == nullptr) {
+    if (signal != 0) {
+      return done(
+          absl::FailedPreconditionError(Cat("job ", id, " has not started; nothing to signal")));
+    }
+    RootCause cause;
+    cause.reason = CauseReason::kCancelled;
+    cause.at = clock_.Now();
+    cause.message = std::move(why);
+    Finish(*job, std::move(cause), JobState::kCancelled);
+    return done(absl::OkStatus());
+  }
+  it->second->supervision->Kill(signal, std::move(why), std::move(done));
+}
+
+void JobManager::LoseSupervision(const std::string& id, std::string why) {
+  Job* job = FindMutable(id);
+  if (job == nullptr || IsFinal(job->state)) return;
+  RootCause cause;
+  cause.reason = CauseReason::kSupervisorLost;
+  cause.at = clock_.Now();
+  cause.message = std::move(why);
+  Finish(*job, std::move(cause), JobState::kLost);
+}
+
+std::optional<JobManager::ObserverId> JobManager::Observe(const std::string& id,
+                                                          std::shared_ptr<JobObserver> observer) {
+  Job* job = FindMutable(id);
+  if (job == nullptr || IsFinal(job->state)) return std::nullopt;
+  const ObserverId oid = next_observer_++;
+  observers_[id].emplace(oid, std::move(observer));
+  return oid;
+}
+
+void JobManager::Unobserve(const std::string& id, ObserverId observer) {
+  auto it = observers_.find(id);
+  if (it == observers_.end()) return;
+  it->second.erase(observer);
+  if (it->second.empty()) observers_.erase(it);
+}
+
+LogSnapshot JobManager::TakeLog(const std::string& id) const {
+  return LogSnapshot::Take(store_.JobDir(id));
+}
+
+void JobManager::Shutdown(bool end_jobs, std::function<void()> done) {
+  shutting_down_ = true;
+  shutdown_done_ = std::move(done);
+  std::vector<std::string> live;
+  for (const auto& [id, job] : jobs_) {
+    if (!IsFinal(job->state)) live.push_back(id);
+  }
+  if (end_jobs) {
+    spdlog::info("shutting down: tearing down {} job(s)", live.size());
+    for (const std::string& id : live) Kill(id, 0, [](absl::Status) {});
+  } else {
+    spdlog::info("stopping: {} job(s) stay with their supervisors", live.size());
+    live.clear();
+  }
+  MaybeFinishShutdown(end_jobs);
+}
+
+void JobManager::MaybeFinishShutdown(bool end_jobs) {
+  if (!shutting_down_ || !shutdown_done_) return;
+  if (end_jobs) {
+    for (const auto& [id, job] : jobs_) {
+      if (!IsFinal(job->state)) return;
+    }
+  }
+  auto done = std::move(shutdown_done_);
+  shutdown_done_ = nullptr;
+  done();
+}
+
+void JobManager::Finish(Job& job, RootCause cause, JobState state) {
+  job.exit_code = ExitCodeFor(cause);
+  for (Rank& r : job.ranks) {
+    if (r.state == RankState::kRunning || r.state == RankState::kPending) r.state = RankState::kLost;
+  }
+  if (!job.attempts.empty() && !job.attempts.back().ended_at) {
+    job.attempts.back().ended_at = cause.at;
+    job.attempts.back().root_cause = cause;
+  }
+  job.ended_at = cause.at;
+  if (!job.started_at) job.started_at = cause.at;
+  job.root_cause = std::move(cause);
+  spdlog::info("job={} {} -> {}", job.id, ToString(job.state), ToString(state));
+  job.state = state;
+  Persist(job);
+  Ended(job);
+}
+
+void JobManager::Ended(Job& job) {
+  scheduler_.Release(job.id);
+  if (job.master_port != 0) ports_in_use_.erase(job.master_port);
+  if (auto it = supervised_.find(job.id); it != supervised_.end()) {
+    // Not destroyed here: this may be its own call.
+    graveyard_.push_back(std::move(it->second->supervision));
+    graveyard_links_.push_back(std::move(it->second->link));
+    supervised_.erase(it);
+    if (bury_timer_ == 0) {
+      bury_timer_ = clock_.StartTimer(Millis(0), [this] {
+        bury_timer_ = 0;
+        graveyard_.clear();
+        graveyard_links_.clear();
+      });
+    }
+  }
+  std::map<ObserverId, std::shared_ptr<JobObserver>> observers;
+  if (auto it = observers_.find(job.id); it != observers_.end()) {
+    observers = std::move(it->second);
+    observers_.erase(it);
+  }
+  for (auto& [oid, obs] : observers) obs->OnEnded(job);
+  finished_.push_back(job.id);
+  Schedule();
+  MaybeFinishShutdown(true);
+  PruneFinished();  // last: it may drop `job` itself when nothing is kept
+}
+
+void JobManager::PruneFinished() {
+  while (finished_.size() > config_.keep_finished) {
+    const std::string id = std::move(finished_.front());
+    finished_.pop_front();
+    jobs_.erase(id);
+    if (auto s = store_.Remove(id); !s.ok()) {
+      spdlog::warn("job={} old record not removed: {}", id, std::string(s.message()));
+    }
+  }
+}
+
+void JobManager::Persist(Job& job) {
+  absl::Status s = store_.Save(job);
+  if (s.ok()) {
+    if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);
+    job.record_error.clear();
+    unsaved_.erase(job.id);
+    return;
+  }
+  if (job.record_error.empty()) {
+    spdlog::error("job={} record not saved: {}", job.id, std::string(s.message()));
+  }
+  job.record_error = std::string(s.message());
+  // A live record is saved again at its next change anyway; a final one
+  // has no next change, so it is retried until the disk takes it.
+  if (!IsFinal(job.state)) return;
+  unsaved_.insert(job.id);
+  if (retry_timer_ != 0) return;
+  retry_delay_ = std::clamp(retry_delay_ * 2, Millis(1000), Millis(60000));
+  retry_timer_ = clock_.StartTimer(retry_delay_, [this] { RetryUnsaved(); });
+}
+
+void JobManager::RetryUnsaved() {
+  retry_timer_ = 0;
+  const std::set<std::string> ids = std::move(unsaved_);
+  unsaved_.clear();
+  for (const std::string& id : ids) {
+    if (Job* job = FindMutable(id)) Persist(*job);
+  }
+  if (unsaved_.empty()) retry_delay_ = Millis(0);
+}
+
+}  // namespace ltd

@@ -1,0 +1,150 @@
+// The job table: every job from submit to its final record, as ltd sees
+// them. It queues jobs, places them on device slots with a master port,
+// hands each placed job to a supervision (supervisor/) and mirrors what the
+// supervision reports: states, progress, output for observers, the end.
+// It records PENDING jobs and jobs whose supervision was lost; a
+// supervision records its job while it runs. Loop thread only; knows
+// neither libuv nor gRPC, so its tests drive it with fakes.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "clock.h"
+#include "job.h"
+#include "job_log.h"
+#include "job_store.h"
+#include "scheduler.h"
+#include "supervision.h"
+
+namespace ltd {
+
+// Picks a MASTER_PORT that is free on the host and not in `in_use`.
+class PortAllocator {
+ public:
+  virtual ~PortAllocator() = default;
+  virtual absl::StatusOr<int> Pick(const std::set<int>& in_use) = 0;
+};
+
+// Receives a job's live output and its end. Called on the loop thread.
+class JobObserver {
+ public:
+  virtual ~JobObserver() = default;
+  virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  virtual void OnEnded(const Job& job) = 0;
+};
+
+struct ManagerConfig {
+  // Device slots, per-user queue limits.
+  SchedulerConfig placement;
+  // Finished jobs kept (records and logs); the oldest go first. Without a
+  // bound, a server that runs jobs for months grows without end.
+  size_t keep_finished = 10000;
+  // --max-restarts above this is refused.
+  int max_restarts_limit = 100;
+  // With a restore window, ltd's stop leaves running jobs to their
+  // supervisors; without, every job ends with ltd.
+  bool jobs_outlive_ltd = false;
+};
+
+class JobManager {
+ public:
+  JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& store, PortAllocator& ports,
+             ManagerConfig config);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  // Loads the records of an earlier ltd. Jobs it left PENDING queue again
+  // in their order; RUNNING ones go to `adopt` (ltd's re-attach to their
+  // supervisors), or become LOST without one.
+  using Adopter = std::function<std::unique_ptr<Supervision>(const Job&, SupervisionEvents&)>;
+  void Recover(const Adopter& adopt = nullptr);
+
+  // Validates and queues a job; returns its id. A program that cannot run
+  // still makes a job, which ends FAILED with reason spawn_failed.
+  absl::StatusOr<std::string> Submit(JobSpec spec, std::string user);
+
+  // JOB as `caller` typed it: an id, or a name. A name means the caller's
+  // own jobs of that name if there are any (root owns none: it sees
+  // everyone's), else everyone's; among those, the only one, else the only
+  // one still live, else it is ambiguous.
+  static constexpr uid_t kAnyone = 0;
+  absl::StatusOr<const Job*> Resolve(std::string_view ref, uid_t caller = kAnyone) const;
+  std::vector<const Job*> List(bool all) const;
+
+  // signal 0: tear the job down (cancelled). Else send it to every rank.
+  // `done` gets the answer on the loop, maybe before Kill returns.
+  void Kill(const std::string& id, int signal, Supervision::Done done);
+
+  // Live output and the end of an unfinished job; false if it has ended.
+  using ObserverId = uint64_t;
+  std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
+  void Unobserve(const std::string& id, ObserverId observer);
+
+  // The job's log as it is now (every line so far, none after); read it
+  // off the loop with ReadLog.
+  LogSnapshot TakeLog(const std::string& id) const;
+
+  // Refuses new jobs; with `end_jobs`, tears every live job down first.
+  // Then calls `done`.
+  void Shutdown(bool end_jobs, std::function<void()> done);
+
+  size_t running() const { return supervised_.size(); }
+
+ private:
+  // A placed job: its supervision and the events it reports.
+  struct Supervised;
+  class Link;
+
+  Job* FindMutable(const std::string& id);
+  void Schedule();
+  void Start(Job& job);
+  void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
+  void OnChanged(const std::string& id, const Job& now);
+  void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
+  void OnSupervisionEnded(const std::string& id, const Job& final_job);
+  // The supervisor died; whatever it left is already killed.
+  void LoseSupervision(const std::string& id, std::string why);
+  // Ends a job ltd holds itself (PENDING, or its supervision gone).
+  void Finish(Job& job, RootCause cause, JobState state);
+  void Ended(Job& job);
+  // Saves the record; a final one that cannot be saved (a full disk) is
+  // retried until it is, and says so in the job meanwhile.
+  void Persist(Job& job);
+  void RetryUnsaved();
+  void MaybeFinishShutdown(bool end_jobs);
+  void PruneFinished();
+
+  Clock& clock_;
+  SupervisorHost& supervisors_;
+  JobStore& store_;
+  PortAllocator& ports_;
+  ManagerConfig config_;
+
+  std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
+  std::map<std::string, std::unique_ptr<Supervised>, std::less<>> supervised_;  // placed ones
+  std::map<std::string, std::map<ObserverId, std::shared_ptr<JobObserver>>, std::less<>> observers_;
+  // Supervisions of ended jobs, destroyed on the next turn of the loop.
+  std::vector<std::unique_ptr<Supervision>> graveyard_;
+  std::vector<std::unique_ptr<Link>> graveyard_links_;
+  Clock::TimerId bury_timer_ = 0;
+  std::deque<std::string> finished_;  // final jobs, oldest first
+  std::set<std::string> unsaved_;     // final jobs whose record is not on disk
+  Clock::TimerId retry_timer_ = 0;
+  Millis retry_delay_{0};
+  Scheduler scheduler_;
+  std::set<int> ports_in_use_;
+  uint64_t next_id_ = 1;
+  ObserverId next_observer_ = 1;
+  bool shutting_down_ = false;
+  std::function<void()> shutdown_done_;
+};
+
+}  // namespace ltd

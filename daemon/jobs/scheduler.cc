@@ -1,0 +1,125 @@
+#include "scheduler.h"
+
+#include <algorithm>
+
+#include "str_util.h"
+
+namespace ltd {
+
+Scheduler::Scheduler(SchedulerConfig config)
+    : config_(std::move(config)), busy_(static_cast<size_t>(std::max(config_.slots, 0)), false) {}
+
+absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user) const {
+  const int limit = config_.user_max_pending_jobs;
+  if (limit > 0 && pending(uid) >= static_cast<size_t>(limit)) {
+    return absl::ResourceExhaustedError(
+        Cat("user ", user, " already has ", pending(uid),
+            " pending jobs, the limit of this ltd (--user-max-pending-jobs); wait for some to "
+            "start or cancel them"));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices) {
+  queued_[id] = Queued{seq, uid, devices};
+  users_[uid].queue.push_back(id);
+}
+
+void Scheduler::Dequeue(const std::string& id) {
+  auto it = queued_.find(id);
+  if (it == queued_.end()) return;
+  const uid_t uid = it->second.uid;
+  User& user = users_[uid];
+  user.queue.erase(std::remove(user.queue.begin(), user.queue.end(), id), user.queue.end());
+  queued_.erase(it);
+  if (user.queue.empty() && user.running == 0) users_.erase(uid);
+}
+
+std::vector<Scheduler::Placement> Scheduler::Place() {
+  std::vector<Placement> placed;
+  for (;;) {
+    // Each user's oldest job, unless the user is at its running limit.
+    std::vector<std::pair<uid_t, const Queued*>> heads;
+    for (auto& [uid, user] : users_) {
+      if (user.queue.empty()) continue;
+      if (config_.user_max_running_jobs > 0 && user.running >= config_.user_max_running_jobs)
+        continue;
+      heads.emplace_back(uid, &queued_.at(user.queue.front()));
+    }
+    // The user holding the fewest devices first; then the one served least
+    // recently; then the oldest job.
+    std::sort(heads.begin(), heads.end(), [&](const auto& a, const auto& b) {
+      const User& ua = users_[a.first];
+      const User& ub = users_[b.first];
+      if (ua.devices != ub.devices) return ua.devices < ub.devices;
+      if (ua.served != ub.served) return ua.served < ub.served;
+      return a.second->seq < b.second->seq;
+    });
+    const int free = free_slots();
+    auto fits = std::find_if(heads.begin(), heads.end(),
+                             [&](const auto& h) { return h.second->devices <= free; });
+    if (fits == heads.end()) return placed;
+    User& user = users_[fits->first];
+    Placement p;
+    p.id = user.queue.front();
+    const int devices = fits->second->devices;
+    for (size_t i = 0; i < busy_.size() && static_cast<int>(p.slots.size()) < devices; ++i) {
+      if (busy_[i]) continue;
+      busy_[i] = true;
+      p.slots.push_back(static_cast<int>(i));
+    }
+    if (!config_.gpu_ids.empty()) {
+      std::vector<std::string> ids;
+      for (int slot : p.slots) ids.push_back(config_.gpu_ids[static_cast<size_t>(slot)]);
+      p.cuda_visible_devices = Join(ids, ",");
+    }
+    user.queue.pop_front();
+    user.served = ++placements_;
+    ++user.running;
+    user.devices += devices;
+    held_[p.id] = p.slots;
+    owner_[p.id] = fits->first;
+    queued_.erase(p.id);
+    placed.push_back(std::move(p));
+  }
+}
+
+void Scheduler::Hold(const std::string& id, uid_t uid, const std::vector<int>& slots) {
+  std::vector<int> held;
+  for (int slot : slots) {
+    // A record is the supervisor's word, not ltd's: never trust a slot
+    // outside this ltd's range or one already taken.
+    if (slot < 0 || slot >= static_cast<int>(busy_.size()) || busy_[static_cast<size_t>(slot)])
+      continue;
+    busy_[static_cast<size_t>(slot)] = true;
+    held.push_back(slot);
+  }
+  User& user = users_[uid];
+  ++user.running;
+  user.devices += static_cast<int>(held.size());
+  owner_[id] = uid;
+  held_[id] = std::move(held);
+}
+
+void Scheduler::Release(const std::string& id) {
+  auto held = held_.find(id);
+  if (held == held_.end()) return Dequeue(id);
+  for (int slot : held->second) busy_[static_cast<size_t>(slot)] = false;
+  User& user = users_[owner_.at(id)];
+  --user.running;
+  user.devices -= static_cast<int>(held->second.size());
+  if (user.queue.empty() && user.running == 0) users_.erase(owner_.at(id));
+  owner_.erase(id);
+  held_.erase(held);
+}
+
+size_t Scheduler::pending(uid_t uid) const {
+  auto it = users_.find(uid);
+  return it == users_.end() ? 0 : it->second.queue.size();
+}
+
+int Scheduler::free_slots() const {
+  return static_cast<int>(std::count(busy_.begin(), busy_.end(), false));
+}
+
+}  // namespace ltd

@@ -1,0 +1,82 @@
+// Placement: which pending job starts next, on which device slots. Jobs
+// queue per user, first come first served within a user; between users the
+// queue is fair: each user's oldest job is a candidate, the user holding the
+// fewest devices goes first, then the one served least recently, and a
+// candidate that does not fit holds back only its own user's later jobs,
+// never another user's. (A large job can therefore wait while smaller ones
+// of other users fill the slots it needs; it starts once its user comes
+// first with enough slots free.) Pure logic: no clock, no I/O.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ltd {
+
+struct SchedulerConfig {
+  int slots = 1;
+  std::vector<std::string> gpu_ids;  // non-empty: the slots are these GPUs
+  int user_max_running_jobs = 0;     // 0: no limit but the devices
+  int user_max_pending_jobs = 1000;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerConfig config);
+
+  // Whether `uid` may queue one more job (its pending limit).
+  absl::Status MayQueue(uid_t uid, const std::string& user) const;
+  // `seq` orders jobs by submission (ids count up).
+  void Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices);
+  // A pending job that will never start (cancelled). Running ones: Release.
+  void Dequeue(const std::string& id);
+
+  struct Placement {
+    std::string id;
+    std::vector<int> slots;
+    std::string cuda_visible_devices;  // the GPUs' ids, when slots are GPUs
+  };
+  // Takes slots for every job that can start now, in the order to start.
+  std::vector<Placement> Place();
+  // A job placed by an earlier ltd, still running on `slots`.
+  void Hold(const std::string& id, uid_t uid, const std::vector<int>& slots);
+  // A placed job ended: its slots are free and it no longer counts for its
+  // user.
+  void Release(const std::string& id);
+
+  size_t pending(uid_t uid) const;
+  size_t pending() const { return queued_.size(); }
+  int free_slots() const;
+  int slots() const { return static_cast<int>(busy_.size()); }
+
+ private:
+  struct Queued {
+    uint64_t seq = 0;
+    uid_t uid = 0;
+    int devices = 0;
+  };
+  struct User {
+    std::deque<std::string> queue;  // FIFO of pending ids
+    int running = 0;                // placed jobs
+    int devices = 0;                // slots they hold
+    uint64_t served = 0;            // when it last had a job placed (0: never)
+  };
+
+  SchedulerConfig config_;
+  std::vector<bool> busy_;
+  std::map<std::string, Queued> queued_;          // pending, by id
+  std::map<std::string, std::vector<int>> held_;  // placed, by id
+  std::map<std::string, uid_t> owner_;            // placed, by id
+  std::map<uid_t, User> users_;  // users with pending or placed jobs
+  uint64_t placements_ = 0;
+};
+
+}  // namespace ltd

@@ -1,0 +1,453 @@
+#include "shim_host.h"
+
+#include <fcntl.h>
+#include <grpcpp/create_channel_posix.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "pidfd.h"
+#include "shim.grpc.pb.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+#include "uv_handle.h"
+
+extern char** environ;
+
+namespace ltd {
+namespace {
+
+namespace pb = shim::v1;
+
+// A supervisor on this machine answers in microseconds; one that does not
+// answer in this long is wedged, and ltd must not wait on it.
+constexpr auto kCallTimeout = std::chrono::seconds(5);
+constexpr auto kRewatchDelay = std::chrono::milliseconds(200);
+
+std::optional<Job> ParseRecord(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return JobFromJson(j);
+}
+
+std::shared_ptr<grpc::Channel> SocketChannel(const std::string& path) {
+  grpc::ChannelArguments args;
+  // Local and either there or not: no reconnect backoff worth having.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+  return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+std::string ExitText(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return Cat("exited with code ", info.si_status);
+  const char* name = sigabbrev_np(info.si_status);
+  return Cat("died of signal ", info.si_status, name != nullptr ? Cat(" (SIG", name, ")") : "");
+}
+
+// Reads the supervisor's Watch stream; each event goes to the loop.
+class Watcher final : public grpc::ClientReadReactor<pb::Event> {
+ public:
+  using Sink = std::function<void(pb::Event)>;
+  using End = std::function<void(grpc::Status)>;
+
+  static std::shared_ptr<Watcher> Start(pb::Supervisor::Stub& stub, Sink sink, End end) {
+    auto w = std::shared_ptr<Watcher>(new Watcher(std::move(sink), std::move(end)));
+    w->self_ = w;  // alive until OnDone
+    stub.async()->Watch(&w->ctx_, &w->request_, w.get());
+    w->StartRead(&w->event_);
+    w->StartCall();
+    return w;
+  }
+  void Cancel() { ctx_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    sink_(std::move(event_));
+    event_.Clear();
+    StartRead(&event_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    end_(status);
+    self_.reset();  // last: may free this
+  }
+
+ private:
+  Watcher(Sink sink, End end) : sink_(std::move(sink)), end_(std::move(end)) {}
+  grpc::ClientContext ctx_;
+  pb::WatchRequest request_;
+  pb::Event event_;
+  Sink sink_;
+  End end_;
+  std::shared_ptr<Watcher> self_;
+};
+
+}  // namespace
+
+// One supervisor: its process (a pidfd, polled for its exit), its channel,
+// the watch on it, and the events of the job table it reports to. Outlives
+// its Supervision until the supervisor process is gone.
+struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
+  ShimSupervisorHost* host = nullptr;
+  std::string job_id;
+  pid_t pid = 0;
+  Fd pidfd;
+  UvPtr<uv_poll_t> exit_poll;
+  UvPtr<uv_timer_t> rewatch_timer;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Supervisor::Stub> stub;
+  std::shared_ptr<Watcher> watcher;
+  SupervisionEvents* events = nullptr;  // null once the job table let go
+  bool ended = false;
+
+  ~Core() {
+    if (watcher) watcher->Cancel();
+  }
+
+  Loop& loop() { return host->loop_; }
+
+  void BeginWatch() {
+    std::weak_ptr<Core> weak = weak_from_this();
+    Loop* l = &loop();
+    watcher = Watcher::Start(
+        *stub,
+        [l, weak](pb::Event event) {
+          l->Post([weak, event = std::move(event)] {
+            if (auto core = weak.lock()) core->OnEvent(event);
+          });
+        },
+        [l, weak](grpc::Status status) {
+          l->Post([weak, status] {
+            if (auto core = weak.lock()) core->OnStreamEnd(status);
+          });
+        });
+  }
+
+  void OnEvent(const pb::Event& event) {
+    if (events == nullptr || ended) return;
+    switch (event.event_case()) {
+      case pb::Event::kJob:
+        if (auto job = ParseRecord(event.job()); job && job->id == job_id) {
+          events->OnChanged(*job, true);
+        }
+        return;
+      case pb::Event::kOutput:
+        events->OnOutput(event.output().rank(),
+                         event.output().stderr() ? Stream::kStderr : Stream::kStdout,
+                         event.output().data());
+        return;
+      case pb::Event::kEnded:
+        if (auto job = ParseRecord(event.ended()); job && job->id == job_id && IsFinal(job->state)) {
+          End(*job);
+        }
+        return;
+      case pb::Event::EVENT_NOT_SET:
+        return;
+    }
+  }
+
+  void End(const Job& job) {
+    ended = true;
+    SupervisionEvents* e = std::exchange(events, nullptr);
+    if (e != nullptr) e->OnEnded(job);
+  }
+
+  void OnStreamEnd(const grpc::Status& status) {
+    watcher.reset();
+    if (ended || events == nullptr || !exit_poll) return;
+    // The supervisor lives (its exit would have been seen) but the stream
+    // broke: watch again, over its socket.
+    spdlog::warn("job={} supervisor stream ended ({}); watching again", job_id,
+                 status.error_message());
+    if (!rewatch_timer) {
+      rewatch_timer = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop().get(), t); });
+      if (!rewatch_timer) return;
+      rewatch_timer->data = this;
+    }
+    uv_timer_start(
+        rewatch_timer.get(),
+        [](uv_timer_t* t) {
+          auto* core = static_cast<Core*>(t->data);
+          if (core->ended || core->events == nullptr || !core->exit_poll) return;
+          core->channel = SocketChannel(core->host->store_.JobDir(core->job_id) + "/shim.sock");
+          core->stub = pb::Supervisor::NewStub(core->channel);
+          core->BeginWatch();
+        },
+        static_cast<uint64_t>(kRewatchDelay.count()), 0);
+  }
+
+  // The supervisor process is gone.
+  void OnExit() {
+    auto self = shared_from_this();  // Forget may drop the last other reference
+    exit_poll.reset();
+    siginfo_t info{};
+    std::string how = "is gone";
+    // Ours to reap when this ltd started it; an adopted one is init's.
+    if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd.get()), &info,
+               WEXITED | WNOHANG) == 0 &&
+        info.si_pid != 0) {
+      how = ExitText(info);
+    }
+    if (events != nullptr && !ended) {
+      // It may have ended the job and written its final record before ltd
+      // read the stream to the end.
+      auto record = host->store_.Load(job_id);
+      if (record.ok() && IsFinal(record->state)) {
+        End(*record);
+      } else {
+        const int killed = KillInstance(host->plan_, SupervisorInstance(job_id));
+        spdlog::error("job={} supervisor pid {} {}; killed {} process(es) it left", job_id, pid, how,
+                      killed);
+        SupervisionEvents* e = std::exchange(events, nullptr);
+        e->OnLost(Cat("its supervisor (pid ", pid, ") ", how, "; ", killed,
+                      " process(es) of the job were killed"));
+      }
+    }
+    if (watcher) watcher->Cancel();
+    host->Forget(this);
+  }
+
+  void Kill(int signal, std::string why, Supervision::Done done) {
+    struct Call {
+      grpc::ClientContext ctx;
+      pb::KillRequest request;
+      pb::KillReply reply;
+    };
+    auto call = std::make_shared<Call>();
+    call->ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    call->request.set_signal(signal);
+    call->request.set_why(std::move(why));
+    Loop* l = &loop();
+    const std::string id = job_id;
+    stub->async()->Kill(&call->ctx, &call->request, &call->reply,
+                        [l, call, id, done = std::move(done)](grpc::Status s) {
+                          l->Post([s, id, done] {
+                            if (s.ok()) return done(absl::OkStatus());
+                            if (s.error_code() == grpc::FAILED_PRECONDITION) {
+                              return done(absl::FailedPreconditionError(s.error_message()));
+                            }
+                            done(absl::UnavailableError(
+                                Cat("job ", id, "'s supervisor did not answer (",
+                                    s.error_message(), "); try again")));
+                          });
+                        });
+  }
+};
+
+namespace {
+
+class ShimSupervision final : public Supervision {
+ public:
+  explicit ShimSupervision(std::shared_ptr<ShimSupervisorHost::Core> core)
+      : core_(std::move(core)) {}
+  ~ShimSupervision() override {
+    // The job table lets go (the job ended, or ltd stops and leaves the
+    // job to its supervisor): stop watching; the process is still reaped.
+    core_->events = nullptr;
+    if (core_->watcher) core_->watcher->Cancel();
+  }
+  void Kill(int signal, std::string why, Done done) override {
+    core_->Kill(signal, std::move(why), std::move(done));
+  }
+
+ private:
+  std::shared_ptr<ShimSupervisorHost::Core> core_;
+};
+
+}  // namespace
+
+ShimSupervisorHost::ShimSupervisorHost(Loop& loop, const JobStore& store, ContainmentPlan plan,
+                                       ShimConfig config)
+    : loop_(loop), store_(store), plan_(std::move(plan)), config_(std::move(config)) {
+  char resolved[PATH_MAX];
+  canonical_state_dir_ =
+      realpath(store_.state_dir().c_str(), resolved) != nullptr ? resolved : store_.state_dir();
+}
+
+ShimSupervisorHost::~ShimSupervisorHost() {
+  for (const auto& core : cores_) {
+    core->events = nullptr;
+    core->exit_poll.reset();
+    core->rewatch_timer.reset();
+    if (core->watcher) core->watcher->Cancel();
+  }
+}
+
+void ShimSupervisorHost::Forget(Core* core) {
+  for (auto it = cores_.begin(); it != cores_.end(); ++it) {
+    if (it->get() == core) {
+      cores_.erase(it);
+      return;
+    }
+  }
+}
+
+std::unique_ptr<Supervision> ShimSupervisorHost::Watch(const std::string& job_id, pid_t pid,
+                                                       Fd pidfd,
+                                                       std::shared_ptr<grpc::Channel> channel,
+                                                       SupervisionEvents& events) {
+  auto core = std::make_shared<Core>();
+  core->host = this;
+  core->job_id = job_id;
+  core->pid = pid;
+  core->pidfd = std::move(pidfd);
+  core->channel = std::move(channel);
+  core->stub = pb::Supervisor::NewStub(core->channel);
+  core->events = &events;
+  core->exit_poll = UvInit<uv_poll_t>(
+      [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, core->pidfd.get()); });
+  if (core->exit_poll) {
+    core->exit_poll->data = core.get();
+    uv_poll_start(core->exit_poll.get(), UV_READABLE,
+                  [](uv_poll_t* p, int, int) { static_cast<Core*>(p->data)->OnExit(); });
+  }
+  cores_.insert(core);
+  core->BeginWatch();
+  return std::make_unique<ShimSupervision>(core);
+}
+
+std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, SupervisionEvents& events) {
+  auto fail = [&](std::string why) -> std::unique_ptr<Supervision> {
+    spdlog::error("job={} cannot start its supervisor: {}", job.id, why);
+    events.OnLost(Cat("ltd could not start the job's supervisor: ", why));
+    return nullptr;
+  };
+  // The supervisor starts from the record: placed, with its environment.
+  if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return fail(Cat("socketpair: ", std::strerror(errno)));
+  }
+  Fd ours(pair[0]), theirs(pair[1]);
+  const std::vector<std::string> args = {
+      config_.shim_binary,
+      "--state-dir", store_.state_dir(),
+      "--job", job.id,
+      "--exec", config_.exec_binary,
+      "--containment", config_.containment,
+      "--restore-window-ms", std::to_string(config_.restore_window.count()),
+      "--stack-budget-ms", std::to_string(config_.stack_budget.count()),
+      "--restart-backoff-ms", std::to_string(config_.restart_backoff.count()),
+      "--job-max-log-bytes", std::to_string(config_.job_max_log_bytes),
+      "--log-level", config_.log_level,
+      "--ltd-fd"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);  // clears close-on-exec
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, config_.shim_binary.c_str(), &actions, &attr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return fail(Cat("posix_spawn(", config_.shim_binary, "): ", std::strerror(rc)));
+  theirs.reset();
+  // Not reaped until ltd says so: the pid cannot be anyone else's yet.
+  Fd pidfd(PidfdOpen(pid));
+  if (!pidfd.valid()) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return fail(Cat("pidfd_open: ", std::strerror(errno)));
+  }
+  spdlog::debug("job={} supervisor pid {}", job.id, pid);
+  auto channel = grpc::CreateInsecureChannelFromFd("lt-shim", ours.release());
+  return Watch(job.id, pid, std::move(pidfd), std::move(channel), events);
+}
+
+std::map<std::string, ShimSupervisorHost::Found> ShimSupervisorHost::Probe(
+    const std::vector<std::string>& job_ids, std::chrono::milliseconds timeout) {
+  struct Call {
+    std::string job_id;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<pb::Supervisor::Stub> stub;
+    grpc::ClientContext ctx;
+    pb::HelloRequest request;
+    pb::HelloReply reply;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = 0;
+  // All at once, each bounded: one wedged supervisor costs `timeout`, not
+  // `timeout` per job.
+  for (const std::string& id : job_ids) {
+    auto call = std::make_unique<Call>();
+    call->job_id = id;
+    call->channel = SocketChannel(store_.JobDir(id) + "/shim.sock");
+    call->stub = pb::Supervisor::NewStub(call->channel);
+    call->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    Call* c = call.get();
+    calls.push_back(std::move(call));
+    {
+      std::lock_guard lock(mu);
+      ++pending;
+    }
+    c->stub->async()->Hello(&c->ctx, &c->request, &c->reply, [&, c](grpc::Status s) {
+      std::lock_guard lock(mu);
+      c->status = std::move(s);
+      if (--pending == 0) cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return pending == 0; });
+  }
+  std::map<std::string, Found> found;
+  for (auto& c : calls) {
+    if (!c->status.ok()) {
+      spdlog::warn("job={} no supervisor answered: {}", c->job_id, c->status.error_message());
+      continue;
+    }
+    const pb::HelloReply& r = c->reply;
+    if (r.api_version() != 1 || r.job_id() != c->job_id || r.state_dir() != canonical_state_dir_ ||
+        r.pid() <= 0) {
+      spdlog::error(
+          "job={} the supervisor on its socket is not its own (api {}, job {}, state dir {}); "
+          "not adopted",
+          c->job_id, r.api_version(), r.job_id(), r.state_dir());
+      continue;
+    }
+    Fd pidfd(PidfdOpen(r.pid()));
+    if (!pidfd.valid()) {
+      spdlog::warn("job={} supervisor pid {} is gone: {}", c->job_id, r.pid(), std::strerror(errno));
+      continue;
+    }
+    Found f;
+    f.pid = r.pid();
+    f.pidfd = std::move(pidfd);
+    f.release = r.release();
+    f.channel = c->channel;
+    found.emplace(c->job_id, std::move(f));
+  }
+  return found;
+}
+
+std::unique_ptr<Supervision> ShimSupervisorHost::Adopt(const Job& job, Found found,
+                                                       SupervisionEvents& events) {
+  spdlog::info("job={} adopted its supervisor, pid {} (release {})", job.id, found.pid,
+               found.release);
+  return Watch(job.id, found.pid, std::move(found.pidfd), std::move(found.channel), events);
+}
+
+}  // namespace ltd

@@ -1,0 +1,79 @@
+// ltd's side of per-job supervisors: starts an lt-shim for each job it
+// places, watches it over the supervisor API (proto/shim.proto), adopts the
+// supervisors an earlier ltd left, and when one dies, kills what it left
+// and says the job is lost. Loop thread, except Probe (start-up).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "containment_factory.h"
+#include "fd.h"
+#include "job_store.h"
+#include "loop.h"
+#include "supervision.h"
+
+namespace ltd {
+
+struct ShimConfig {
+  std::string shim_binary;  // lt-shim
+  std::string exec_binary;  // lt-exec
+  std::string containment;  // the mode every supervisor uses
+  std::string log_level = "info";
+  std::chrono::milliseconds restore_window{10 * 60 * 1000};
+  std::chrono::milliseconds stack_budget{5000};
+  std::chrono::milliseconds restart_backoff{1000};
+  uint64_t job_max_log_bytes = 1ull << 30;
+};
+
+class ShimSupervisorHost final : public SupervisorHost {
+ public:
+  // `plan`: ltd's containment plan, to find what a dead supervisor left.
+  ShimSupervisorHost(Loop& loop, const JobStore& store, ContainmentPlan plan, ShimConfig config);
+  ~ShimSupervisorHost() override;
+  ShimSupervisorHost(const ShimSupervisorHost&) = delete;
+  ShimSupervisorHost& operator=(const ShimSupervisorHost&) = delete;
+
+  std::string_view containment() const override { return config_.containment; }
+  std::unique_ptr<Supervision> Start(const Job& job, SupervisionEvents& events) override;
+
+  // A supervisor an earlier ltd started, found alive and answering for its
+  // job on this state dir.
+  struct Found {
+    pid_t pid = 0;
+    Fd pidfd;
+    std::string release;
+    std::shared_ptr<grpc::Channel> channel;
+  };
+  // Asks the supervisors of `job_ids` who they are, all at once, each
+  // within `timeout`. Blocks (ltd's start-up, before its loop runs).
+  std::map<std::string, Found> Probe(const std::vector<std::string>& job_ids,
+                                     std::chrono::milliseconds timeout);
+  std::unique_ptr<Supervision> Adopt(const Job& job, Found found, SupervisionEvents& events);
+
+  // Shared by a supervision and its gRPC callbacks; see shim_host.cc.
+  struct Core;
+
+ private:
+  std::unique_ptr<Supervision> Watch(const std::string& job_id, pid_t pid, Fd pidfd,
+                                     std::shared_ptr<grpc::Channel> channel,
+                                     SupervisionEvents& events);
+  friend struct Core;
+  void Forget(Core* core);
+
+  Loop& loop_;
+  const JobStore& store_;
+  const ContainmentPlan plan_;
+  const ShimConfig config_;
+  std::string canonical_state_dir_;
+  // Every supervisor not yet reaped, ended jobs' too (they exit just after).
+  std::set<std::shared_ptr<Core>> cores_;
+};
+
+}  // namespace ltd

@@ -1,0 +1,367 @@
+#include "job.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <utility>
+
+#include "bytes.h"
+
+namespace ltd {
+namespace {
+
+constexpr std::array<std::pair<JobState, std::string_view>, 6> kJobStates = {{
+    {JobState::kPending, "PENDING"},
+    {JobState::kRunning, "RUNNING"},
+    {JobState::kSucceeded, "SUCCEEDED"},
+    {JobState::kFailed, "FAILED"},
+    {JobState::kCancelled, "CANCELLED"},
+    {JobState::kLost, "LOST"},
+}};
+
+constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
+    {RankState::kPending, "PENDING"},
+    {RankState::kRunning, "RUNNING"},
+    {RankState::kExited, "EXITED"},
+    {RankState::kFailed, "FAILED"},
+    {RankState::kKilled, "KILLED"},
+    {RankState::kLost, "LOST"},
+}};
+
+constexpr std::array<std::pair<CauseReason, std::string_view>, 8> kReasons = {{
+    {CauseReason::kExited, "exited"},
+    {CauseReason::kSignaled, "signaled"},
+    {CauseReason::kHang, "hang"},
+    {CauseReason::kStartupTimeout, "startup_timeout"},
+    {CauseReason::kCancelled, "cancelled"},
+    {CauseReason::kDaemonLost, "daemon_lost"},
+    {CauseReason::kSpawnFailed, "spawn_failed"},
+    {CauseReason::kSupervisorLost, "supervisor_lost"},
+}};
+
+template <typename E, size_t N>
+std::string_view Name(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [e, name] : table) {
+    if (e == value) return name;
+  }
+  return "UNKNOWN";
+}
+
+template <typename E, size_t N>
+std::optional<E> Lookup(const std::array<std::pair<E, std::string_view>, N>& table,
+                        std::string_view name) {
+  for (const auto& [e, n] : table) {
+    if (n == name) return e;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json OptTime(const std::optional<WallTime>& t) {
+  return t ? nlohmann::json(FormatTime(*t)) : nlohmann::json(nullptr);
+}
+
+template <typename T>
+nlohmann::json Opt(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::optional<WallTime> TimeField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return std::nullopt;
+  return ParseTime(it->get<std::string>());
+}
+
+template <typename T>
+std::optional<T> Field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// A bytes field in either of BytesToJson's forms.
+std::optional<std::string> BytesField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  return BytesFromJson(*it);
+}
+
+nlohmann::json BytesList(const std::vector<std::string>& items) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& item : items) out.push_back(BytesToJson(item));
+  return out;
+}
+
+std::vector<std::string> BytesListField(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const auto& item : *it) {
+    if (auto bytes = BytesFromJson(item)) out.push_back(std::move(*bytes));
+  }
+  return out;
+}
+
+std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return std::nullopt;
+  RootCause c;
+  c.rank = Field<int>(j, "rank").value_or(-1);
+  c.reason = Lookup(kReasons, Field<std::string>(j, "reason").value_or(""))
+                 .value_or(CauseReason::kDaemonLost);
+  c.exit_code = Field<int>(j, "exit_code").value_or(0);
+  c.signal = Field<int>(j, "signal").value_or(0);
+  c.at = TimeField(j, "at").value_or(WallTime{});
+  c.message = BytesField(j, "message").value_or("");
+  return c;
+}
+
+}  // namespace
+
+std::string_view ToString(JobState s) { return Name(kJobStates, s); }
+std::string_view ToString(RankState s) { return Name(kRankStates, s); }
+std::string_view ToString(CauseReason r) { return Name(kReasons, r); }
+std::optional<JobState> ParseJobState(std::string_view s) { return Lookup(kJobStates, s); }
+
+bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
+
+int ExitCodeFor(const RootCause& cause) {
+  switch (cause.reason) {
+    case CauseReason::kExited:
+      return cause.exit_code;
+    case CauseReason::kSignaled:
+      return 128 + cause.signal;
+    case CauseReason::kHang:
+    case CauseReason::kStartupTimeout:
+      return 124;
+    case CauseReason::kCancelled:
+      return 130;
+    case CauseReason::kSpawnFailed:
+      return cause.exit_code != 0 ? cause.exit_code : 127;
+    case CauseReason::kDaemonLost:
+    case CauseReason::kSupervisorLost:
+      return 1;
+  }
+  return 1;
+}
+
+std::string FormatTime(WallTime t) {
+  // Microseconds: teardowns take milliseconds, and records are read by tools.
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(us.count() / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(us.count() % 1000000));
+  return buf;
+}
+
+std::optional<WallTime> ParseTime(std::string_view s) {
+  std::tm tm{};
+  const std::string str(s);
+  const char* rest = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  int64_t micros = 0;
+  if (*rest == '.') {
+    // Any number of digits; the first six are microseconds.
+    int digits = 0;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest, ++digits) {
+      if (digits < 6) micros = micros * 10 + (*rest - '0');
+    }
+    for (; digits < 6; ++digits) micros *= 10;
+  }
+  if (*rest != 'Z') return std::nullopt;
+  const std::time_t secs = timegm(&tm);
+  return WallTime(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
+}
+
+nlohmann::json ToJson(const RootCause& c) {
+  return {
+      {"rank", c.rank >= 0 ? nlohmann::json(c.rank) : nlohmann::json(nullptr)},
+      {"reason", ToString(c.reason)},
+      {"exit_code", c.exit_code},
+      {"signal", c.signal},
+      {"at", FormatTime(c.at)},
+      {"message", BytesToJson(c.message)},
+  };
+}
+
+nlohmann::json ToJson(const Job& job) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const Rank& r : job.ranks) {
+    ranks.push_back({
+        {"rank", r.rank},
+        {"pid", r.pid},
+        {"state", ToString(r.state)},
+        {"exit_code", Opt(r.exit_code)},
+        {"signal", Opt(r.signal)},
+        {"last_step", r.last_step >= 0 ? nlohmann::json(r.last_step) : nlohmann::json(nullptr)},
+        {"last_heartbeat_at", OptTime(r.last_heartbeat_at)},
+        {"started_at", OptTime(r.started_at)},
+        {"steps_per_second", r.steps_per_second},
+        {"straggler", r.straggler},
+        {"error", BytesToJson(r.error_message)},
+    });
+  }
+  nlohmann::json attempts = nlohmann::json::array();
+  for (const Attempt& a : job.attempts) {
+    attempts.push_back({
+        {"restart_count", a.restart_count},
+        {"master_port", a.master_port},
+        {"started_at", FormatTime(a.started_at)},
+        {"ended_at", OptTime(a.ended_at)},
+        {"root_cause", a.root_cause ? ToJson(*a.root_cause) : nlohmann::json(nullptr)},
+    });
+  }
+  nlohmann::json hang = nullptr;
+  if (job.hang_report) {
+    const HangReport& h = *job.hang_report;
+    nlohmann::json hr = nlohmann::json::array();
+    for (const HangReportRank& r : h.ranks) {
+      hr.push_back({
+          {"rank", r.rank},
+          {"last_step", r.last_step >= 0 ? nlohmann::json(r.last_step) : nlohmann::json(nullptr)},
+          {"last_heartbeat_at", OptTime(r.last_heartbeat_at)},
+          {"stalled", r.stalled},
+          {"straggler", r.straggler},
+          {"in_collective", r.in_collective},
+          {"process_state", BytesToJson(r.process_state)},
+          {"stack", BytesToJson(r.stack)},
+      });
+    }
+    hang = {{"at", FormatTime(h.at)},
+            {"stalled_ranks", h.stalled_ranks},
+            {"straggler_ranks", h.straggler_ranks},
+            {"ranks", hr}};
+  }
+  const JobSpec& s = job.spec;
+  nlohmann::json out = {
+      {"id", job.id},
+      {"name", BytesToJson(s.name)},
+      {"user", BytesToJson(job.user)},
+      {"uid", s.uid},
+      {"gid", s.gid},
+      {"state", ToString(job.state)},
+      {"exit_code", Opt(job.exit_code)},
+      {"devices", s.devices},
+      {"device_slots", job.device_slots},
+      {"cuda_visible_devices", BytesToJson(job.cuda_visible_devices)},
+      {"master_port", job.master_port},
+      {"restart_count", job.restart_count},
+      {"max_restarts", s.max_restarts},
+      {"containment", BytesToJson(job.containment)},
+      {"submitted_at", FormatTime(job.submitted_at)},
+      {"started_at", OptTime(job.started_at)},
+      {"ended_at", OptTime(job.ended_at)},
+      {"teardown_at", OptTime(job.teardown_at)},
+      {"root_cause", job.root_cause ? ToJson(*job.root_cause) : nlohmann::json(nullptr)},
+      {"hang_report", hang},
+      {"ranks", ranks},
+      {"attempts", attempts},
+      {"argv", BytesList(s.argv)},
+      {"cwd", BytesToJson(s.cwd)},
+      {"heartbeat_timeout_ms", s.heartbeat_timeout.count()},
+      {"startup_timeout_ms", s.startup_timeout.count()},
+      {"grace_ms", s.grace.count()},
+  };
+  // The environment while the job may still (re)start: a PENDING job
+  // survives ltd's restart, and a supervisor is started from the record.
+  // Its secrets go no further than they must, so a final record drops it.
+  if (!IsFinal(job.state)) out["env"] = BytesList(s.env);
+  return out;
+}
+
+std::optional<Job> JobFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto id = Field<std::string>(j, "id");
+  auto state = ParseJobState(Field<std::string>(j, "state").value_or(""));
+  if (!id || id->empty() || !state) return std::nullopt;
+  Job job;
+  job.id = *id;
+  job.state = *state;
+  JobSpec& s = job.spec;
+  s.name = BytesField(j, "name").value_or("");
+  s.uid = Field<uid_t>(j, "uid").value_or(0);
+  s.gid = Field<gid_t>(j, "gid").value_or(0);
+  s.devices = Field<int>(j, "devices").value_or(0);
+  s.argv = BytesListField(j, "argv");
+  s.cwd = BytesField(j, "cwd").value_or("");
+  s.env = BytesListField(j, "env");
+  s.max_restarts = Field<int>(j, "max_restarts").value_or(0);
+  s.heartbeat_timeout =
+      std::chrono::milliseconds(Field<int64_t>(j, "heartbeat_timeout_ms").value_or(0));
+  s.startup_timeout =
+      std::chrono::milliseconds(Field<int64_t>(j, "startup_timeout_ms").value_or(0));
+  s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
+  job.user = BytesField(j, "user").value_or("");
+  job.exit_code = Field<int>(j, "exit_code");
+  job.device_slots = Field<std::vector<int>>(j, "device_slots").value_or(std::vector<int>{});
+  job.cuda_visible_devices = BytesField(j, "cuda_visible_devices").value_or("");
+  job.master_port = Field<int>(j, "master_port").value_or(0);
+  job.restart_count = Field<int>(j, "restart_count").value_or(0);
+  job.containment = BytesField(j, "containment").value_or("");
+  job.submitted_at = TimeField(j, "submitted_at").value_or(WallTime{});
+  job.started_at = TimeField(j, "started_at");
+  job.ended_at = TimeField(j, "ended_at");
+  job.teardown_at = TimeField(j, "teardown_at");
+  if (auto it = j.find("root_cause"); it != j.end()) job.root_cause = CauseFromJson(*it);
+  if (auto it = j.find("ranks"); it != j.end() && it->is_array()) {
+    for (const auto& rj : *it) {
+      Rank r;
+      r.rank = Field<int>(rj, "rank").value_or(0);
+      r.pid = Field<pid_t>(rj, "pid").value_or(0);
+      r.state = RankState::kLost;
+      for (const auto& [e, name] : kRankStates) {
+        if (name == Field<std::string>(rj, "state").value_or("")) r.state = e;
+      }
+      r.exit_code = Field<int>(rj, "exit_code");
+      r.signal = Field<int>(rj, "signal");
+      r.last_step = Field<int64_t>(rj, "last_step").value_or(-1);
+      r.last_heartbeat_at = TimeField(rj, "last_heartbeat_at");
+      r.started_at = TimeField(rj, "started_at");
+      r.error_message = BytesField(rj, "error").value_or("");
+      job.ranks.push_back(std::move(r));
+    }
+  }
+  if (auto it = j.find("attempts"); it != j.end() && it->is_array()) {
+    for (const auto& aj : *it) {
+      Attempt a;
+      a.restart_count = Field<int>(aj, "restart_count").value_or(0);
+      a.master_port = Field<int>(aj, "master_port").value_or(0);
+      a.started_at = TimeField(aj, "started_at").value_or(WallTime{});
+      a.ended_at = TimeField(aj, "ended_at");
+      if (auto c = aj.find("root_cause"); c != aj.end()) a.root_cause = CauseFromJson(*c);
+      job.attempts.push_back(std::move(a));
+    }
+  }
+  if (auto it = j.find("hang_report"); it != j.end() && it->is_object()) {
+    HangReport h;
+    h.at = TimeField(*it, "at").value_or(WallTime{});
+    h.stalled_ranks = Field<std::vector<int>>(*it, "stalled_ranks").value_or(std::vector<int>{});
+    h.straggler_ranks =
+        Field<std::vector<int>>(*it, "straggler_ranks").value_or(std::vector<int>{});
+    if (auto rs = it->find("ranks"); rs != it->end() && rs->is_array()) {
+      for (const auto& rj : *rs) {
+        HangReportRank r;
+        r.rank = Field<int>(rj, "rank").value_or(0);
+        r.last_step = Field<int64_t>(rj, "last_step").value_or(-1);
+        r.last_heartbeat_at = TimeField(rj, "last_heartbeat_at");
+        r.stalled = Field<bool>(rj, "stalled").value_or(false);
+        r.straggler = Field<bool>(rj, "straggler").value_or(false);
+        r.in_collective = Field<bool>(rj, "in_collective").value_or(false);
+        r.process_state = BytesField(rj, "process_state").value_or("");
+        r.stack = BytesField(rj, "stack").value_or("");
+        h.ranks.push_back(std::move(r));
+      }
+    }
+    job.hang_report = std::move(h);
+  }
+  return job;
+}
+
+}  // namespace ltd

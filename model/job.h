@@ -1,0 +1,150 @@
+// The job and rank records: what ltd knows about a job and what it
+// persists. Plain data plus the few rules that decide states, root causes
+// and exit codes; no libuv, no gRPC, no I/O. Every string that came from a
+// user or a rank (argv, env, cwd, name, error text, stacks) holds raw
+// bytes, UTF-8 or not; only the edges turn them into text (common/bytes.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ltd {
+
+using WallTime = std::chrono::system_clock::time_point;
+
+enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled, kLost };
+
+// kExited: exited 0. kFailed: exited non-zero or died of a signal on its own.
+// kKilled: ended by a teardown it did not cause.
+enum class RankState { kPending, kRunning, kExited, kFailed, kKilled, kLost };
+
+enum class CauseReason {
+  kExited,
+  kSignaled,
+  kHang,
+  kStartupTimeout,
+  kCancelled,
+  kDaemonLost,      // ltd was gone past its restore window
+  kSpawnFailed,
+  kSupervisorLost,  // the job's supervisor died
+};
+
+std::string_view ToString(JobState s);
+std::string_view ToString(RankState s);
+std::string_view ToString(CauseReason r);
+std::optional<JobState> ParseJobState(std::string_view s);
+bool IsFinal(JobState s);
+
+// The first failure of a job; every other rank's end is a consequence of it.
+struct RootCause {
+  int rank = -1;  // -1: not a rank's doing (cancelled, daemon_lost)
+  CauseReason reason = CauseReason::kExited;
+  int exit_code = 0;  // the rank's own exit status, when it exited
+  int signal = 0;     // the signal that killed it, when it was killed
+  WallTime at{};
+  std::string message;
+};
+
+// SPEC.md exit codes: the root cause's code, 128+N for signal N, 124 for a
+// hang, 130 for a cancellation, 127/126 for a program that cannot run (as a
+// shell says), 1 for ltd's own failure.
+int ExitCodeFor(const RootCause& cause);
+
+struct HangReportRank {
+  int rank = 0;
+  int64_t last_step = -1;
+  std::optional<WallTime> last_heartbeat_at;
+  bool stalled = false;        // its deadline passed first
+  bool straggler = false;      // its step lags the others'
+  bool in_collective = false;  // its stack waits in a collective
+  std::string process_state;   // "stopped (SIGSTOP)" when not simply running
+  std::string stack;           // where it was, when it could be had
+};
+
+struct HangReport {
+  WallTime at{};
+  std::vector<int> stalled_ranks;
+  std::vector<int> straggler_ranks;
+  std::vector<HangReportRank> ranks;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = 0;
+  RankState state = RankState::kPending;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t last_step = -1;
+  std::optional<WallTime> last_heartbeat_at;
+  std::optional<WallTime> started_at;
+  std::string error_message;  // from an `error TEXT` line or the error file
+  double steps_per_second = 0;
+  bool straggler = false;
+};
+
+// One start of the job's ranks; a job with --max-restarts has several.
+struct Attempt {
+  int restart_count = 0;
+  int master_port = 0;
+  WallTime started_at{};
+  std::optional<WallTime> ended_at;
+  std::optional<RootCause> root_cause;
+};
+
+struct JobSpec {
+  int devices = 1;
+  std::string name;
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::vector<std::string> env;  // K=V, client's environment plus --env
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::chrono::milliseconds heartbeat_timeout{0};  // 0: off
+  std::chrono::milliseconds startup_timeout{0};    // 0: off
+  std::chrono::milliseconds grace{10000};
+  int max_restarts = 0;
+};
+
+struct Job {
+  std::string id;
+  JobSpec spec;
+  std::string user;
+  JobState state = JobState::kPending;
+  std::optional<int> exit_code;
+  std::vector<int> device_slots;  // indices into ltd's slots
+  std::string cuda_visible_devices;
+  int master_port = 0;
+  int restart_count = 0;
+  std::string containment;  // "cgroup", "subreaper" or "process-group"
+  WallTime submitted_at{};
+  std::optional<WallTime> started_at;
+  std::optional<WallTime> ended_at;
+  std::optional<WallTime> teardown_at;  // when the last teardown began
+  std::optional<RootCause> root_cause;
+  std::optional<HangReport> hang_report;
+  std::vector<Rank> ranks;
+  std::vector<Attempt> attempts;
+  // Why the record on disk is behind this one (a full disk, say); empty
+  // once it is saved. Not part of the record itself.
+  std::string record_error;
+};
+
+std::string FormatTime(WallTime t);  // RFC 3339, UTC, milliseconds
+std::optional<WallTime> ParseTime(std::string_view s);
+
+// The record format of the state dir. Bytes fields are BytesToJson's: a
+// JSON string when valid UTF-8, else {"base64": ...}; so a record always
+// dumps and reads back byte for byte.
+nlohmann::json ToJson(const Job& job);
+// Tolerates missing fields; fails only on a record that is not a job.
+std::optional<Job> JobFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const RootCause& cause);
+
+}  // namespace ltd

@@ -1,0 +1,93 @@
+// The process layer as the job manager sees it. Only implementations of
+// this interface create, signal and reap processes; the job manager decides
+// when. Tests inject a fake launcher with made-up pids.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ltd {
+
+enum class Stream { kStdout, kStderr };
+
+struct ExitStatus {
+  int exit_code = 0;    // valid when term_signal == 0
+  int term_signal = 0;  // the signal that killed it, or 0
+};
+
+struct SpawnRequest {
+  std::string job_id;
+  int rank = 0;
+  std::vector<std::string> argv;  // argv[0] already resolved to a path
+  std::vector<std::string> env;   // K=V
+  std::string cwd;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Callbacks run on the loop thread. `on_exit` comes once, after the
+// process is reaped and everything it wrote to its pipes was delivered.
+struct RankCallbacks {
+  std::function<void(Stream, std::string_view)> on_output;
+  std::function<void(std::string_view)> on_control;  // heartbeat fd bytes
+  std::function<void(ExitStatus)> on_exit;
+};
+
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+
+  // How jobs are contained: "cgroup", "subreaper" or "process-group".
+  virtual std::string_view containment() const = 0;
+
+  // Prepares what holds a job's processes (its cgroup, say).
+  virtual absl::Status BeginJob(const std::string& job_id) = 0;
+
+  virtual absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) = 0;
+
+  // Ranks are named by job and rank, never by pid: a launcher holds each
+  // rank's process through a pidfd from its spawn until it is reaped, so it
+  // can never signal a process (or group) whose number was reused. Once a
+  // rank is reaped these do nothing.
+
+  // Sends `sig` to the rank's whole process group (its workers too).
+  virtual void SignalRank(const std::string& job_id, int rank, int sig) = 0;
+  // Sends `sig` to the rank's process alone (its workers are spared).
+  virtual void SignalProcess(const std::string& job_id, int rank, int sig) = 0;
+  // Whether the rank's process is stopped (SIGSTOP, SIGTSTP, ...) and by
+  // which signal (0 when stopped but the signal cannot be told).
+  virtual std::optional<int> StopSignal(const std::string& job_id, int rank) = 0;
+
+  // SIGKILLs everything of the job still alive, escaped descendants included.
+  virtual void KillJob(const std::string& job_id) = 0;
+
+  // Calls `on_empty` once no process of the job is left, and releases what
+  // BeginJob made. Kills nothing by itself. `on_empty` always runs later
+  // from the loop, never from within EndJob.
+  virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+};
+
+// Gathers a hung rank's stack (gdb), off the loop thread. `done` runs on
+// the loop with whatever could be had, maybe nothing.
+class StackSampler {
+ public:
+  virtual ~StackSampler() = default;
+  // Python ranks are asked for their stacks through faulthandler instead.
+  virtual bool IsPython(pid_t pid) = 0;
+  // One stack per pid (empty where none could be had; pid 0 is skipped),
+  // taken with the privileges of the ranks' user `uid`/`gid`, no more.
+  virtual void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid,
+                      std::chrono::milliseconds budget,
+                      std::function<void(std::vector<std::string>)> done) = 0;
+};
+
+}  // namespace ltd

@@ -1,0 +1,182 @@
+// lt-shim: the supervisor of one job. ltd starts one per job it places
+// (root, in its own session, the job's record in the state dir); it runs
+// the job's ranks through lt-exec, watches them, tears them down, restarts
+// them, and records the job, whether or not ltd is there. ltd watches it
+// over the socket pair it was started with (fd 3); a later ltd finds it
+// again at <job dir>/shim.sock. With ltd gone for longer than the restore
+// window it tears its job down. Its ranks die with it (PDEATHSIG); what
+// they leave, ltd kills.
+#include <grpc/grpc.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "containment_factory.h"
+#include "control_reader.h"
+#include "job_runner.h"
+#include "job_store.h"
+#include "loop.h"
+#include "shim_service.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+#include "stack_sampler.h"
+#include "uv_clock.h"
+#include "uv_launcher.h"
+
+namespace ltd {
+namespace {
+
+struct Options {
+  std::string state_dir;
+  std::string job;
+  std::string exec;  // lt-exec
+  std::string containment = "auto";
+  int64_t restore_window_ms = 600000;
+  int64_t stack_budget_ms = 5000;
+  uint64_t job_max_log_bytes = 1ull << 30;
+  int64_t restart_backoff_ms = 1000;
+  std::string log_level = "info";
+  int ltd_fd = -1;  // a connected socket to ltd, when it started us
+};
+
+// The fd of the connection to ltd: the only one a supervisor inherits.
+constexpr int kLtdFd = 3;
+
+int Run(const Options& opt) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lt-shim"));
+  spdlog::set_level(spdlog::level::from_str(opt.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ lt-shim[%P] %v");
+  umask(077);
+
+  char resolved[PATH_MAX];
+  if (realpath(opt.state_dir.c_str(), resolved) == nullptr) {
+    spdlog::critical("state dir {}: {}", opt.state_dir, std::strerror(errno));
+    return 1;
+  }
+  auto store = JobStore::Open(resolved);
+  if (!store.ok()) {
+    spdlog::critical("state dir {}: {}", resolved, std::string(store.status().message()));
+    return 1;
+  }
+  auto job = store->Load(opt.job);
+  if (!job.ok() || job->state != JobState::kPending) {
+    spdlog::critical("job={} has no record to start from: {}", opt.job,
+                     job.ok() ? "it is not PENDING" : std::string(job.status().message()));
+    return 1;
+  }
+
+  Loop loop;
+  UvClock clock(loop.get());
+  const ContainmentPlan plan = PlanContainment(*store, SupervisorInstance(opt.job));
+  auto containment = SetUpContainment(loop.get(), opt.containment, plan);
+  if (!containment.ok()) {
+    spdlog::critical("job={} {}", opt.job, std::string(containment.status().message()));
+    return 1;
+  }
+  auto control = ControlReader::Create(loop.get());
+  if (!control.ok()) {
+    spdlog::critical("job={} {}", opt.job, std::string(control.status().message()));
+    return 1;
+  }
+  int rc = 0;
+  {
+    UvLauncher launcher(loop.get(), std::move(*containment), opt.exec, std::move(*control));
+    UvStackSampler sampler(loop.get(), opt.exec);
+    RunnerConfig config;
+    config.stack_budget = Millis(opt.stack_budget_ms);
+    config.job_max_log_bytes = opt.job_max_log_bytes;
+    config.restart_backoff = Millis(opt.restart_backoff_ms);
+    config.extra_rank_env.push_back(plan.rank_marker);
+    ShimService::Options so;
+    so.job_id = opt.job;
+    so.state_dir = resolved;
+    so.restore_window = Millis(opt.restore_window_ms);
+    ShimService service(loop, clock, so);
+    JobRunner runner(clock, launcher, *store, &sampler, config, std::move(*job), service);
+
+    grpc_init();  // kept: see ltd's main.cc for why the library is never shut down
+    const std::string socket_path = store->JobDir(opt.job) + "/shim.sock";
+    unlink(socket_path.c_str());
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service);
+    builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server) {
+      spdlog::critical("job={} cannot serve on {}", opt.job, socket_path);
+      return 1;
+    }
+    if (opt.ltd_fd >= 0) grpc::AddInsecureChannelFromFd(server.get(), opt.ltd_fd);
+
+    service.Begin(
+        runner, [&] { runner.Start(); }, [&] { loop.Stop(); });
+    uv_signal_t signals[3]{};
+    int i = 0;
+    for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
+      uv_signal_t* h = &signals[i++];
+      uv_signal_init(loop.get(), h);
+      h->data = &runner;
+      uv_signal_start(
+          h,
+          [](uv_signal_t* handle, int s) {
+            auto* r = static_cast<JobRunner*>(handle->data);
+            spdlog::warn("job={} {} received: tearing the job down", r->job().id,
+                         sigabbrev_np(s));
+            (void)r->Kill(0, std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
+          },
+          signum);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    loop.Run();
+    for (uv_signal_t& h : signals) uv_close(reinterpret_cast<uv_handle_t*>(&h), nullptr);
+    uv_run(loop.get(), UV_RUN_NOWAIT);
+    if (!runner.job().record_error.empty()) {
+      spdlog::error("job={} final record not saved: {}", opt.job, runner.job().record_error);
+      rc = 1;
+    }
+    unlink(socket_path.c_str());
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace ltd
+
+int main(int argc, char** argv) {
+  ltd::Options opt;
+  CLI::App app{"lt-shim: supervises one job of ltd's; ltd starts it"};
+  app.add_option("--state-dir", opt.state_dir)->required();
+  app.add_option("--job", opt.job)->required();
+  app.add_option("--exec", opt.exec)->required();
+  app.add_option("--containment", opt.containment);
+  app.add_option("--restore-window-ms", opt.restore_window_ms)->check(CLI::NonNegativeNumber);
+  app.add_option("--stack-budget-ms", opt.stack_budget_ms)->check(CLI::NonNegativeNumber);
+  app.add_option("--job-max-log-bytes", opt.job_max_log_bytes);
+  app.add_option("--restart-backoff-ms", opt.restart_backoff_ms)->check(CLI::NonNegativeNumber);
+  app.add_option("--log-level", opt.log_level);
+  bool ltd_fd = false;
+  app.add_flag("--ltd-fd", ltd_fd, "fd 3 is a connection to ltd");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "lt-shim: %s; it is started by ltd, not by hand\n", e.what());
+    return 2;
+  }
+  if (ltd_fd) opt.ltd_fd = ltd::kLtdFd;
+  return ltd::Run(opt);
+}

@@ -1,0 +1,185 @@
+#include "shim_service.h"
+
+#include <unistd.h>
+
+#include "duration.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+#ifndef LTD_RELEASE
+#define LTD_RELEASE "dev"
+#endif
+
+namespace ltd {
+namespace {
+
+shim::v1::Event RecordEvent(const Job& job, bool final_record) {
+  shim::v1::Event event;
+  std::string record = ToJson(job).dump();
+  if (final_record) {
+    event.set_ended(std::move(record));
+  } else {
+    event.set_job(std::move(record));
+  }
+  return event;
+}
+
+}  // namespace
+
+ShimService::ShimService(Loop& loop, Clock& clock, Options options)
+    : loop_(loop), clock_(clock), options_(std::move(options)) {}
+
+ShimService::~ShimService() {
+  if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
+  if (progress_timer_ != 0) clock_.CancelTimer(progress_timer_);
+}
+
+void ShimService::Begin(JobRunner& runner, std::function<void()> start,
+                        std::function<void()> done) {
+  runner_ = &runner;
+  start_ = std::move(start);
+  done_ = std::move(done);
+  // ltd connects right after it starts us; should it never, the job is
+  // not left running unwatched for longer than the window.
+  ArmRestoreWindow(std::max(options_.restore_window, kFirstContact));
+}
+
+grpc::ServerUnaryReactor* ShimService::Hello(grpc::CallbackServerContext* ctx,
+                                             const shim::v1::HelloRequest*,
+                                             shim::v1::HelloReply* reply) {
+  reply->set_api_version(1);
+  reply->set_job_id(options_.job_id);
+  reply->set_state_dir(options_.state_dir);
+  reply->set_pid(getpid());
+  reply->set_release(LTD_RELEASE);
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServerContext*,
+                                                              const shim::v1::WatchRequest*) {
+  auto* stream = new Stream();
+  std::shared_ptr<Stream::Handle> handle = stream->handle();
+  loop_.Post([this, handle] {
+    if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
+    // ltd is here: the job is watched again.
+    if (restore_timer_ != 0) {
+      clock_.CancelTimer(restore_timer_);
+      restore_timer_ = 0;
+      if (ever_watched_) spdlog::info("job={} ltd is back", options_.job_id);
+    }
+    ever_watched_ = true;
+    handle->Push(RecordEvent(runner_->job(), ended_));
+    if (ended_) return handle->Finish(grpc::Status::OK);
+    watchers_.insert(handle);
+    const bool watching =
+        handle->OnGone([this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
+    if (!watching) return WatcherGone(handle.get());  // it hung up already
+    if (start_) {
+      // A new job's ranks start now, with ltd listening to every line.
+      auto start = std::move(start_);
+      start_ = nullptr;
+      start();
+    }
+  });
+  return stream;
+}
+
+grpc::ServerUnaryReactor* ShimService::Kill(grpc::CallbackServerContext* ctx,
+                                            const shim::v1::KillRequest* req,
+                                            shim::v1::KillReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  loop_.Post([this, reactor, signal = req->signal(), why = req->why()] {
+    absl::Status s = runner_ == nullptr ? absl::UnavailableError("the supervisor is starting")
+                                        : runner_->Kill(signal, why);
+    reactor->Finish(s.ok() ? grpc::Status::OK
+                           : grpc::Status(grpc::FAILED_PRECONDITION, std::string(s.message())));
+  });
+  return reactor;
+}
+
+void ShimService::OnChanged(const Job& job, bool significant) {
+  if (ended_) return;
+  if (!significant) {
+    // Progress: at most once per interval, the latest.
+    progress_dirty_ = true;
+    if (progress_timer_ == 0 && !watchers_.empty()) {
+      progress_timer_ = clock_.StartTimer(options_.progress_interval, [this] {
+        progress_timer_ = 0;
+        SendProgress();
+      });
+    }
+    return;
+  }
+  progress_dirty_ = false;
+  Broadcast(RecordEvent(job, false));
+}
+
+void ShimService::SendProgress() {
+  if (!progress_dirty_ || ended_ || runner_ == nullptr) return;
+  progress_dirty_ = false;
+  Broadcast(RecordEvent(runner_->job(), false));
+}
+
+void ShimService::OnOutput(int rank, ltd::Stream stream, std::string_view line) {
+  if (watchers_.empty()) return;  // the log has it; nobody is attached through ltd
+  shim::v1::Event event;
+  shim::v1::Output* out = event.mutable_output();
+  out->set_rank(rank);
+  out->set_stderr(stream == ltd::Stream::kStderr);
+  out->set_data(std::string(line));
+  Broadcast(event);
+}
+
+void ShimService::OnEnded(const Job& job) {
+  ended_ = true;
+  if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
+  restore_timer_ = 0;
+  Broadcast(RecordEvent(job, true));
+  for (const auto& handle : watchers_) handle->Finish(grpc::Status::OK);
+  // Done once every watcher has its final record (or is gone).
+  MaybeDone();
+}
+
+void ShimService::Broadcast(const shim::v1::Event& event) {
+  for (const auto& handle : watchers_) handle->Push(event);
+}
+
+void ShimService::WatcherGone(Stream::Handle* raw) {
+  for (auto it = watchers_.begin(); it != watchers_.end(); ++it) {
+    if (it->get() != raw) continue;
+    watchers_.erase(it);
+    break;
+  }
+  if (ended_) return MaybeDone();
+  if (watchers_.empty()) {
+    spdlog::warn("job={} ltd went away; the job runs on for {} without it", options_.job_id,
+                 FormatDuration(options_.restore_window));
+    ArmRestoreWindow(options_.restore_window);
+  }
+}
+
+void ShimService::ArmRestoreWindow(Millis window) {
+  if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
+  restore_timer_ = clock_.StartTimer(window, [this, window] {
+    restore_timer_ = 0;
+    if (runner_ == nullptr || ended_) return;
+    std::string why =
+        options_.restore_window.count() == 0
+            ? std::string("ltd stopped, and its jobs end with it (--restore-window 0)")
+            : Cat("ltd was away for ", FormatDuration(window),
+                  ", longer than its restore window; the job was torn down");
+    spdlog::error("job={} {}", options_.job_id, why);
+    runner_->Abandon(CauseReason::kDaemonLost, std::move(why));
+  });
+}
+
+void ShimService::MaybeDone() {
+  if (!ended_ || !watchers_.empty() || !done_) return;
+  auto done = std::move(done_);
+  done_ = nullptr;
+  done();
+}
+
+}  // namespace ltd

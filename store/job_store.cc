@@ -1,0 +1,216 @@
+#include "job_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fd.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+absl::Status MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", dir, errno);
+  absl::Status status = absl::OkStatus();
+  if (fsync(fd) != 0) status = ErrnoStatus("fsync", dir, errno);
+  close(fd);
+  return status;
+}
+
+}  // namespace
+
+absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err) {
+  return absl::Status(absl::StatusCode::kUnavailable,
+                      Cat(call, "(", object, "): ", std::strerror(err)));
+}
+
+absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
+  for (const std::string& dir : {state_dir, state_dir + "/jobs"}) {
+    if (auto s = MakeDir(dir, 0711); !s.ok()) return s;
+    // An older ltd made them 0755: nobody but root may list jobs' files.
+    if (chmod(dir.c_str(), 0711) != 0) return ErrnoStatus("chmod", dir, errno);
+  }
+  // Prove the directory is writable now rather than at the first job.
+  const std::string probe = state_dir + "/.write-test";
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("open", probe, errno);
+  close(fd);
+  unlink(probe.c_str());
+  return JobStore(state_dir);
+}
+
+std::string JobStore::JobDir(const std::string& job_id) const {
+  return state_dir_ + "/jobs/" + job_id;
+}
+
+std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
+  return Cat(JobDir(job_id), "/errors/error-", rank, ".json");
+}
+
+absl::Status JobStore::CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const {
+  const std::string dir = JobDir(job_id);
+  if (mkdir(dir.c_str(), 0711) != 0) return ErrnoStatus("mkdir", dir, errno);
+  const std::string errors = dir + "/errors";
+  absl::Status s = absl::OkStatus();
+  if (mkdir(errors.c_str(), 0700) != 0) {
+    s = ErrnoStatus("mkdir", errors, errno);
+  } else if (chown(errors.c_str(), uid, gid) != 0) {
+    s = ErrnoStatus("chown", errors, errno);
+  }
+  if (!s.ok()) {
+    rmdir(errors.c_str());
+    rmdir(dir.c_str());
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
+                                                    size_t max) const {
+  const std::string path = ErrorFile(job_id, rank);
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(path);
+    return ErrnoStatus("open", path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat", path, errno);
+  if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
+    return absl::PermissionDeniedError(
+        Cat(path, " is not a regular file of the job's user; ignored"));
+  }
+  std::string text(max, '\0');
+  size_t got = 0;
+  while (got < max) {
+    const ssize_t n = read(fd.get(), text.data() + got, max - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
+absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least) {
+  const std::string path = state_dir_ + "/next-id";
+  uint64_t next = at_least;
+  if (FILE* f = fopen(path.c_str(), "re")) {
+    unsigned long long stored = 0;
+    if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
+    fclose(f);
+  }
+  // Never onto a dir some earlier job left, whatever next-id said.
+  struct stat st {};
+  while (stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
+  const std::string tmp = path + ".tmp";
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoStatus("open", tmp, errno);
+  absl::Status s = WriteAll(fd.get(), Cat(next + 1, "\n"), tmp);
+  if (s.ok() && fdatasync(fd.get()) != 0) s = ErrnoStatus("fdatasync", tmp, errno);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus("rename", tmp, errno);
+  if (!s.ok()) {
+    unlink(tmp.c_str());
+    return s;
+  }
+  return next;
+}
+
+absl::Status JobStore::Remove(const std::string& job_id) const {
+  std::error_code ec;
+  std::filesystem::remove_all(JobDir(job_id), ec);
+  if (ec) return absl::UnavailableError(Cat("remove(", JobDir(job_id), "): ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::Save(const Job& job) const {
+  const std::string dir = JobDir(job.id);
+  const std::string path = dir + "/job.json";
+  const std::string tmp = path + ".tmp";
+  // ToJson keeps bytes valid UTF-8; `replace` is the last line of defence.
+  const std::string text =
+      ToJson(job).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("open", tmp, errno);
+  absl::Status status = WriteAll(fd, text, tmp);
+  // The rename alone is atomic against an ltd crash. A final record is
+  // also made durable against a host crash; a live one is rewritten soon
+  // anyway, and is LOST after a reboot whatever it says.
+  if (status.ok() && IsFinal(job.state) && fdatasync(fd) != 0) {
+    status = ErrnoStatus("fdatasync", tmp, errno);
+  }
+  if (close(fd) != 0 && status.ok()) status = ErrnoStatus("close", tmp, errno);
+  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0)
+    status = ErrnoStatus("rename", tmp, errno);
+  if (!status.ok()) {
+    unlink(tmp.c_str());
+    return status;
+  }
+  // The rename lives in the directory: without syncing it, a host crash can
+  // bring back the old record (or none) beside a durable file.
+  if (IsFinal(job.state)) status = SyncDir(dir);
+  return status;
+}
+
+absl::StatusOr<Job> JobStore::Load(const std::string& job_id) const {
+  const std::string path = JobDir(job_id) + "/job.json";
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(Cat("no record ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto job = JobFromJson(parsed);
+  if (!job || job->id != job_id) return absl::DataLossError(Cat("unreadable record ", path));
+  return std::move(*job);
+}
+
+std::vector<Job> JobStore::LoadAll() const {
+  std::vector<Job> jobs;
+  const std::string root = state_dir_ + "/jobs";
+  DIR* dir = opendir(root.c_str());
+  if (dir == nullptr) {
+    spdlog::warn("cannot list {}: {}", root, std::strerror(errno));
+    return jobs;
+  }
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    auto job = Load(entry->d_name);
+    if (!job.ok()) {
+      if (!absl::IsNotFound(job.status())) {
+        spdlog::warn("skipping job record: {}", std::string(job.status().message()));
+      }
+      continue;
+    }
+    jobs.push_back(std::move(*job));
+  }
+  closedir(dir);
+  return jobs;
+}
+
+}  // namespace ltd

@@ -1,0 +1,67 @@
+// Job records on disk: <state-dir>/jobs/<id>/job.json beside the job's rank
+// logs. A record is replaced atomically (write, fsync, rename), so a crash
+// of ltd at any moment leaves either the old record or the new one.
+//
+// Other users may traverse the tree but read nothing in it: the state dir,
+// jobs/ and every job dir are root's, 0711; records and logs 0600. The one
+// place a rank writes is its job's errors/ dir (owned by the job's user,
+// 0700), for TORCHELASTIC_ERROR_FILE; what ltd reads back from there is
+// the user's and is treated as such.
+//
+// Job ids count up for ever: the next one is on disk (next-id) before any
+// job takes it, so neither a failed save nor a restart hands an id, and
+// with it a log, to a second job.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "job.h"
+
+namespace ltd {
+
+class JobStore {
+ public:
+  // Creates the directory tree if needed; fails if it cannot be written.
+  static absl::StatusOr<JobStore> Open(const std::string& state_dir);
+
+  // Atomic; durable (fdatasync) once the job is final.
+  absl::Status Save(const Job& job) const;
+  // One job's record: NotFound without one, DataLoss when unreadable.
+  absl::StatusOr<Job> Load(const std::string& job_id) const;
+  // Every readable record; unreadable ones are logged and skipped.
+  std::vector<Job> LoadAll() const;
+
+  // Deletes a job's record and logs.
+  absl::Status Remove(const std::string& job_id) const;
+
+  // Takes the next job id, at least `at_least`, and records that it is
+  // taken before returning it.
+  absl::StatusOr<uint64_t> TakeId(uint64_t at_least);
+
+  std::string JobDir(const std::string& job_id) const;
+  // The job's dir (fails if it exists: ids are never reused) and its
+  // errors/ dir, owned by `uid`:`gid`.
+  absl::Status CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const;
+  std::string ErrorFile(const std::string& job_id, int rank) const;
+  // What a rank left in its TORCHELASTIC_ERROR_FILE: at most `max` bytes of
+  // a regular file of its own user (no link to someone else's file, no
+  // FIFO to block on). NotFound when there is none.
+  absl::StatusOr<std::string> ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
+                                            size_t max) const;
+  const std::string& state_dir() const { return state_dir_; }
+
+ private:
+  explicit JobStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  std::string state_dir_;
+};
+
+// "open(/x/y): Permission denied".
+absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err);
+
+}  // namespace ltd

@@ -1,0 +1,105 @@
+// One job's life once it is placed: its attempts, ranks, output, heartbeats,
+// watchdog, the investigation of a hang, teardown, restarts, and its record
+// and log while it runs. It decides; the process layer acts. One runner per
+// job, on the loop thread only; it knows neither libuv nor gRPC, so its
+// tests drive it with a fake launcher and a fake clock.
+//
+// Under ltd a runner lives in the job's own supervisor process (lt-shim);
+// ltrun runs one in the foreground.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "clock.h"
+#include "job.h"
+#include "job_runtime.h"
+#include "job_store.h"
+#include "process.h"
+#include "supervision.h"
+
+namespace ltd {
+
+struct RunnerConfig {
+  // How long stacks of a hung job may take before its teardown starts.
+  Millis stack_budget{5000};
+  // K=V added to every rank's environment (containment markers).
+  std::vector<std::string> extra_rank_env;
+  // Output kept per job (head and tail past it), so one job cannot fill
+  // the disk of everyone.
+  uint64_t job_max_log_bytes = 1ull << 30;
+  // Restarts wait restart_backoff, doubling with each attempt up to
+  // kMaxRestartBackoff, so a job that fails at once cannot spin.
+  Millis restart_backoff{1000};
+  static constexpr Millis kMaxRestartBackoff{5 * 60 * 1000};
+};
+
+class JobRunner {
+ public:
+  // `job` is placed (slots, master port) and PENDING, its dir made.
+  JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store, StackSampler* sampler,
+            RunnerConfig config, Job job, SupervisionEvents& events);
+  ~JobRunner();
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  // The first attempt. Events may end the job before it returns.
+  void Start();
+
+  // signal 0: tear the job down, cancelled, saying `why`. Else send the
+  // signal to every rank.
+  absl::Status Kill(int signal, std::string why);
+  // Tears the job down because its supervision is gone (reason daemon_lost
+  // or supervisor_lost): the job ends LOST.
+  void Abandon(CauseReason reason, std::string why);
+
+  const Job& job() const { return job_; }
+  bool ended() const { return IsFinal(job_.state); }
+
+ private:
+  // The methods take the job and its runtime as the job manager's did; a
+  // callback that outlives its attempt finds nothing and returns.
+  Job* FindMutable(const std::string& id) { return id == job_.id ? &job_ : nullptr; }
+  JobRuntime* Runtime(const std::string& id) { return id == job_.id ? rt_.get() : nullptr; }
+
+  void BeginAttempt(Job& job);
+  void SpawnRanks(Job& job, JobRuntime& rt);
+  void OnOutput(Job& job, int rank, Stream stream, std::string_view data);
+  void OnControl(Job& job, int rank, std::string_view data);
+  void OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
+  void OnExit(Job& job, int rank, ExitStatus status);
+  void ArmWatchdog(Job& job, JobRuntime& rt);
+  void OnWatchdog(const std::string& id);
+  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason);
+  void FinishInvestigation(const std::string& id);
+  void CaptureStack(JobRuntime& rt, int rank, std::string_view line);
+  void StackCaptured(const std::string& id, JobRuntime& rt, int rank);
+  void Fail(Job& job, JobRuntime& rt, RootCause cause);
+  void Teardown(Job& job, JobRuntime& rt);
+  void OnGraceExpired(const std::string& id);
+  void OnRanksGone(Job& job, JobRuntime& rt);
+  void OnJobEmpty(const std::string& id);
+  void Restart(const std::string& id);
+  void Finish(Job& job, std::optional<RootCause> cause);
+  void SetState(Job& job, JobState state);
+  void SetRankState(Job& job, Rank& rank, RankState state);
+  void Output(int rank, Stream stream, std::string_view line) {
+    events_.OnOutput(rank, stream, line);
+  }
+  // Saves the record and tells the events.
+  void Persist(Job& job);
+
+  Clock& clock_;
+  ProcessLauncher& launcher_;
+  JobStore& store_;
+  StackSampler* sampler_;
+  RunnerConfig config_;
+  SupervisionEvents& events_;
+  Job job_;
+  std::unique_ptr<JobRuntime> rt_;  // of the current attempt
+};
+
+}  // namespace ltd

@@ -1,0 +1,81 @@
+// What the runner tracks of a live job and its ranks beyond their
+// records: output buffers, heartbeat parsers, log files, the watchdog's
+// clock, timers and a hang being investigated. Loop thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "fd.h"
+#include "heartbeat.h"
+#include "job_log.h"
+#include "job.h"
+#include "line_splitter.h"
+
+namespace ltd {
+
+struct RankRuntime {
+  static constexpr size_t kMaxOutputLine = 64 * 1024;
+
+  LineSplitter stdout_lines{kMaxOutputLine};
+  LineSplitter stderr_lines{kMaxOutputLine};
+  HeartbeatParser heartbeats;
+  bool alive = false;
+  bool malformed_logged = false;
+  std::string exec_error;  // the exec shim could not start the program
+  // A Python rank sent SIGABRT for its faulthandler traceback: its stderr
+  // until it exits is its stack.
+  bool capturing_stack = false;
+  std::string stack;
+
+  // Watchdog, in monotonic time. The deadline is derived, never stored, so a
+  // heartbeat costs one assignment and no timer work.
+  Millis started{0};
+  std::optional<Millis> last_beat;
+  std::optional<Millis> timeout;  // a `timeout DUR` from the rank overrides the job's
+
+  // Step rate over a window of at least kRateWindow.
+  static constexpr Millis kRateWindow{2000};
+  Millis rate_anchor_time{0};
+  int64_t rate_anchor_step = -1;
+
+  std::optional<Millis> Deadline(Millis heartbeat_timeout, Millis startup_timeout) const {
+    if (!alive) return std::nullopt;
+    if (last_beat) {
+      const Millis t = timeout.value_or(heartbeat_timeout);
+      if (t.count() <= 0) return std::nullopt;
+      return *last_beat + t;
+    }
+    if (timeout && timeout->count() <= 0) return std::nullopt;
+    if (startup_timeout.count() <= 0) return std::nullopt;
+    return started + startup_timeout;
+  }
+};
+
+struct JobRuntime {
+  std::vector<RankRuntime> ranks;
+  std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
+  std::optional<RootCause> cause;  // of the current attempt
+  // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
+  std::optional<RootCause> lost;
+  int live = 0;                    // ranks not yet reaped
+  bool tearing_down = false;
+  Clock::TimerId grace_timer = 0;
+  Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
+  Clock::TimerId watchdog_timer = 0;
+  std::optional<Millis> watchdog_at;
+
+  // A hang found, stacks being taken before the teardown.
+  bool investigating = false;
+  // The verdict names a stopped rank: no stack can overrule that.
+  bool cause_settled = false;
+  int pending_python_stacks = 0;
+  bool pending_native_stacks = false;
+  Clock::TimerId investigation_timer = 0;
+};
+
+}  // namespace ltd

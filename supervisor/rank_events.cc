@@ -1,0 +1,144 @@
+// The runner hearing from its ranks: output lines, heartbeat lines,
+// exits. Each may decide a root cause and start the teardown.
+#include "job_runner.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view data) {
+  JobRuntime* found = Runtime(job.id);
+  if (found == nullptr) return;
+  JobRuntime& rt = *found;
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
+  const std::string prefix = Cat("[", rank, "] ");
+  std::string stored;  // this chunk's lines as the log keeps them: one write
+  auto emit = [&](std::string_view line, bool) {
+    if (rr.capturing_stack && stream == Stream::kStderr) CaptureStack(rt, rank, line);
+    stored.append(prefix).append(line).push_back('\n');
+    Output(rank, stream, line);
+  };
+  if (data.empty()) {
+    lines.Finish(emit);  // end of stream: the last unterminated line
+  } else {
+    lines.Feed(data, emit);
+  }
+  if (rt.log && !stored.empty()) rt.log->Append(stored);
+}
+
+void JobRunner::OnControl(Job& job, int rank, std::string_view data) {
+  JobRuntime* found = Runtime(job.id);
+  if (found == nullptr) return;
+  JobRuntime& rt = *found;
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  rr.heartbeats.Feed(
+      data, [&](const HeartbeatMessage& msg) { OnHeartbeat(job, rt, rank, msg); },
+      [&](std::string_view bad) {
+        if (rr.malformed_logged) return;
+        rr.malformed_logged = true;  // once per rank: a noisy rank must not flood the journal
+        spdlog::warn(
+            "job={} rank={} sent a malformed heartbeat line ({} bytes), ignored; "
+            "further ones are ignored silently",
+            job.id, rank, bad.size());
+      });
+}
+
+void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg) {
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  Rank& rec = job.ranks[static_cast<size_t>(rank)];
+  const Millis now = clock_.Monotonic();
+  switch (msg.kind) {
+    case HeartbeatMessage::Kind::kBeat: {
+      // The first beat swaps a startup deadline for a heartbeat one, which
+      // may be earlier; later beats only move the deadline later, so an
+      // armed timer stays valid and a beat costs no timer work.
+      const bool first = !rr.last_beat;
+      rr.last_beat = now;
+      rec.last_heartbeat_at = clock_.Now();
+      if (msg.step) {
+        rec.last_step = *msg.step;
+        if (rr.rate_anchor_step < 0) {
+          rr.rate_anchor_step = *msg.step;
+          rr.rate_anchor_time = now;
+        } else if (now - rr.rate_anchor_time >= RankRuntime::kRateWindow) {
+          const double secs = static_cast<double>((now - rr.rate_anchor_time).count()) / 1000.0;
+          rec.steps_per_second = static_cast<double>(*msg.step - rr.rate_anchor_step) / secs;
+          rr.rate_anchor_step = *msg.step;
+          rr.rate_anchor_time = now;
+        }
+      }
+      if (first) ArmWatchdog(job, rt);
+      events_.OnChanged(job, /*significant=*/false);
+      return;
+    }
+    case HeartbeatMessage::Kind::kTimeout:
+      rr.timeout = msg.timeout;
+      rr.last_beat = now;
+      rec.last_heartbeat_at = clock_.Now();
+      ArmWatchdog(job, rt);
+      return;
+    case HeartbeatMessage::Kind::kError:
+      rec.error_message = msg.text;
+      events_.OnChanged(job, /*significant=*/false);
+      return;
+    case HeartbeatMessage::Kind::kExecFailed:
+      rr.exec_error = msg.text;
+      return;
+  }
+}
+
+void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
+  JobRuntime* found = Runtime(job.id);
+  if (found == nullptr) return;
+  JobRuntime& rt = *found;
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  Rank& rec = job.ranks[static_cast<size_t>(rank)];
+  if (!rr.alive) return;
+  rr.alive = false;
+  --rt.live;
+  if (status.term_signal != 0) {
+    rec.signal = status.term_signal;
+  } else {
+    rec.exit_code = status.exit_code;
+  }
+  const bool failed = status.term_signal != 0 || status.exit_code != 0;
+  spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "job={} rank={} pid={} {} {}",
+              job.id, rank, rec.pid, status.term_signal ? "died of signal" : "exited with",
+              status.term_signal ? status.term_signal : status.exit_code);
+  if (!failed) {
+    SetRankState(job, rec, RankState::kExited);
+  } else if (rt.tearing_down || rt.cause) {
+    SetRankState(job, rec,
+                 rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
+  } else {
+    SetRankState(job, rec, RankState::kFailed);
+    RootCause cause;
+    cause.rank = rank;
+    cause.at = clock_.Now();
+    if (!rr.exec_error.empty()) {
+      cause.reason = CauseReason::kSpawnFailed;
+      cause.exit_code = status.exit_code;
+      cause.message = rr.exec_error;
+    } else if (status.term_signal != 0) {
+      cause.reason = CauseReason::kSignaled;
+      cause.signal = status.term_signal;
+      cause.message =
+          Cat("rank ", rank, " died of signal ", status.term_signal, " (",
+              sigabbrev_np(status.term_signal) ? sigabbrev_np(status.term_signal) : "?", ")");
+    } else {
+      cause.reason = CauseReason::kExited;
+      cause.exit_code = status.exit_code;
+      cause.message = Cat("rank ", rank, " exited with code ", status.exit_code);
+    }
+    if (!rec.error_message.empty()) cause.message = rec.error_message;
+    Fail(job, rt, std::move(cause));
+  }
+  if (rr.capturing_stack) {
+    // Its output is drained, so its traceback is complete; the end of the
+    // investigation takes the job from here.
+    return StackCaptured(job.id, rt, rank);
+  }
+  if (rt.live == 0 && !rt.investigating) OnRanksGone(job, rt);
+}
+
+}  // namespace ltd

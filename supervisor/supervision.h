@@ -1,0 +1,56 @@
+// A running job as the job table sees it: somebody supervises it (a
+// JobRunner in this process for tests and ltrun, an lt-shim process under
+// ltd) and reports what happens. The table decides placement; the
+// supervision decides everything about the job's life from its start to
+// its final record.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "job.h"
+#include "process.h"
+
+namespace ltd {
+
+// What a supervision reports, on the loop thread, in order.
+class SupervisionEvents {
+ public:
+  virtual ~SupervisionEvents() = default;
+  // The job changed. `significant`: a state, a rank's state, a root cause or
+  // a report changed; otherwise only progress (steps, heartbeat times),
+  // which a remote supervisor sends at a bounded rate.
+  virtual void OnChanged(const Job& job, bool significant) = 0;
+  // A line of a rank's output, or (rank -1) a notice about the job.
+  virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  // The job's final record. Nothing comes after it.
+  virtual void OnEnded(const Job& job) = 0;
+  // The supervisor died before the job ended; what it left of the job is
+  // killed. Nothing comes after it.
+  virtual void OnLost(std::string why) = 0;
+};
+
+class Supervision {
+ public:
+  virtual ~Supervision() = default;
+  // signal 0: tear the job down, cancelled, saying `why`. Else send the
+  // signal to every rank. `done` runs on the loop with the answer (a
+  // refusal says why in one line), maybe before Kill returns.
+  using Done = std::function<void(absl::Status)>;
+  virtual void Kill(int signal, std::string why, Done done) = 0;
+};
+
+class SupervisorHost {
+ public:
+  virtual ~SupervisorHost() = default;
+  // How jobs are contained: "cgroup", "subreaper" or "process-group".
+  virtual std::string_view containment() const = 0;
+  // Starts supervising `job`, placed (slots, port) and PENDING. Events may
+  // come before this returns (a job that cannot start ends at once).
+  virtual std::unique_ptr<Supervision> Start(const Job& job, SupervisionEvents& events) = 0;
+};
+
+}  // namespace ltd
