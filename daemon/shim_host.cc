@@ -321,7 +321,7 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   // The supervisor starts from the record: placed, with its environment.
   if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
   int pair[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
     return fail(Cat("socketpair: ", std::strerror(errno)));
   }
   Fd ours(pair[0]), theirs(pair[1]);

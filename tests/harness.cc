@@ -387,6 +387,11 @@ bool Daemon::Start(std::vector<std::string> extra_args) {
   bool has_devices = false;
   for (const auto& a : extra_args) has_devices = has_devices || a == "--devices" || a == "--gpus";
   if (!has_devices) argv.insert(argv.end(), {"--devices", "8"});
+  // Jobs end with ltd unless a test says otherwise: that nothing outlives
+  // a test's ltd is what most of them check.
+  bool has_window = false;
+  for (const auto& a : extra_args) has_window = has_window || a == "--restore-window";
+  if (!has_window) argv.insert(argv.end(), {"--restore-window", "0"});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int log =
       open((dir_ + "/ltd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
