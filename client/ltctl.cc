@@ -150,6 +150,76 @@ int Drain(const Globals& g, grpc::ClientReaderInterface<v1::JobEvent>& reader, b
   return code.value_or(0);
 }
 
+// How long an attached ltctl waits for a restarting ltd (its jobs live on
+// meanwhile under their supervisors).
+constexpr auto kReconnectFor = std::chrono::minutes(10);
+
+bool Reachable(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+// Follows job `id` (its output, or only its end) to the end, through
+// restarts of ltd: a stream that breaks because ltd went away is opened
+// again (Attach or Wait) once ltd is back, and the user is told once.
+// `first` is the stream already open (an attached submit's, say).
+int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
+                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
+  std::unique_ptr<v1::Ltd::Stub> api;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> owned;
+  grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
+  for (bool again = false;; again = true) {
+    if (reader == nullptr) {
+      api = Connect(g);
+      ctx = std::make_unique<grpc::ClientContext>();
+      v1::JobRef req;
+      req.set_job(id);
+      owned = output ? api->Attach(ctx.get(), req) : api->Wait(ctx.get(), req);
+      reader = owned.get();
+    }
+    v1::JobEvent ev;
+    std::optional<int> code;
+    bool first_event = true;
+    while (reader->Read(&ev)) {
+      if (again && first_event) {
+        std::fprintf(stderr, "ltctl: ltd is back; following job %s again\n", id.c_str());
+      }
+      first_event = false;
+      if (auto c = PrintEvent(ev, /*prefix=*/true, quiet_end)) code = c;
+    }
+    std::fflush(stdout);
+    grpc::Status s = reader->Finish();
+    if (code) return *code;
+    if (s.ok()) return 0;
+    const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                      s.error_code() == grpc::StatusCode::CANCELLED;
+    if (!gone) DieRpc(g, s);
+    if (!again || !first_event) {
+      std::fprintf(stderr, "ltctl: lost ltd (%s); waiting for it to come back\n",
+                   s.error_message().c_str());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
+    // A stopping ltd may still accept for a moment: wait for it to go first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (!Reachable(g.socket)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl attach " + id +
+            "` once it is back");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    reader = nullptr;
+  }
+}
+
 struct SubmitArgs {
   int devices = 0;
   std::string name;
@@ -222,7 +292,7 @@ int Submit(const Globals& g, const SubmitArgs& a) {
       (void)killer->Kill(&kctx, kreq, &kreply);
     }
   }).detach();
-  return Drain(g, *reader, /*prefix=*/true);
+  return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get());
 }
 
 std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
@@ -286,12 +356,16 @@ int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_
 }
 
 int Follow(const Globals& g, const std::string& job, bool output) {
+  // The job's id, so that a reconnect cannot resolve a name to another job.
   auto api = Connect(g);
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::JobRef req;
   req.set_job(job);
-  auto reader = output ? api->Attach(&ctx, req) : api->Wait(&ctx, req);
-  return Drain(g, *reader, /*prefix=*/true, /*quiet_end=*/!output);
+  v1::Job found;
+  grpc::Status s = api->Show(&ctx, req, &found);
+  if (!s.ok()) DieRpc(g, s);
+  return FollowThroughRestarts(g, found.id(), output, /*quiet_end=*/!output, nullptr);
 }
 
 int Kill(const Globals& g, const std::string& job, const std::string& signal) {
@@ -311,6 +385,17 @@ int Kill(const Globals& g, const std::string& job, const std::string& signal) {
 // What was wrong, in the user's words. What CLI11 says first is not always
 // the mistake: a misspelt option (`submit --devcies 2 ./train`) shows up as
 // the required option missing, and a misspelt verb as no verb at all.
+int Shutdown(const Globals& g) {
+  auto api = Connect(g);
+  grpc::ClientContext ctx;
+  v1::ShutdownRequest req;
+  v1::ShutdownReply reply;
+  grpc::Status s = api->Shutdown(&ctx, req, &reply);
+  if (!s.ok()) DieRpc(g, s);
+  std::fprintf(stderr, "ltctl: every job has ended; ltd is stopping\n");
+  return 0;
+}
+
 std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
   const bool have_verb = !app.get_subcommands().empty();
   for (const std::string& extra : app.remaining(/*recurse=*/true)) {
@@ -393,6 +478,8 @@ int main(int argc, char** argv) {
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
   kill->add_option("JOB", job, "job id or name")->required();
   kill->add_option("--signal,-s", signal, "only send this signal (e.g. USR1) to every rank");
+  auto* shutdown =
+      app.add_subcommand("shutdown", "root: tear every job down, then stop ltd (maintenance)");
 
   try {
     app.parse(argc, argv);
@@ -412,5 +499,6 @@ int main(int argc, char** argv) {
   if (attach->parsed()) return Follow(g, job, true);
   if (wait->parsed()) return Follow(g, job, false);
   if (kill->parsed()) return Kill(g, job, signal);
+  if (shutdown->parsed()) return Shutdown(g);
   return kErrorExit;
 }

@@ -270,6 +270,16 @@ int Run(const Options& opt) {
       service.Close();
       manager.Shutdown(end_jobs, [&] { loop.Stop(); });
     };
+    service.set_shutdown([&](std::function<void()> finished) {
+      if (stopping) return finished();
+      stopping = true;
+      spdlog::info("shutdown asked for: tearing every job down, then stopping");
+      service.Close();
+      manager.Shutdown(/*end_jobs=*/true, [&, finished] {
+        finished();
+        loop.Stop();
+      });
+    });
     struct SignalCtx {
       std::function<void(int)> fn;
     } ctx{on_signal};

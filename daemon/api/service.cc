@@ -248,6 +248,25 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerUnaryReactor* LtdService::Shutdown(grpc::CallbackServerContext* ctx,
+                                               const v1::ShutdownRequest*, v1::ShutdownReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who || who->uid != 0) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                 "only root may shut ltd down; ask an administrator"));
+    return reactor;
+  }
+  loop_.Post([this, reactor] {
+    if (!shutdown_ || closed_) {
+      return reactor->Finish(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is stopping already"));
+    }
+    shutdown_([reactor] { reactor->Finish(grpc::Status::OK); });
+  });
+  return reactor;
+}
+
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerContext* ctx,
                                                            const v1::JobRef* req) {
   return Follow(ctx, req->job(), /*output=*/true);

@@ -34,6 +34,14 @@ class LtdService final : public v1::Ltd::CallbackService {
                                                const v1::JobRef* req) override;
   grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const v1::KillRequest* req,
                                  v1::KillReply* reply) override;
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
+                                     const v1::ShutdownRequest* req,
+                                     v1::ShutdownReply* reply) override;
+
+  // What `ltctl shutdown` does (loop thread): end every job, then call
+  // `finished` and stop.
+  using ShutdownFn = std::function<void(std::function<void()> finished)>;
+  void set_shutdown(ShutdownFn fn) { shutdown_ = std::move(fn); }
 
   // Refuse new work from now on (ltd is stopping).
   void Close() { closed_ = true; }
@@ -49,6 +57,7 @@ class LtdService final : public v1::Ltd::CallbackService {
   JobManager& manager_;
   const Listener& listener_;
   std::atomic<bool> closed_{false};
+  ShutdownFn shutdown_;
 };
 
 }  // namespace ltd
