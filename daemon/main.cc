@@ -18,6 +18,7 @@
 #include "containment_factory.h"
 #include "byte_size.h"
 #include "duration.h"
+#include "helpers.h"
 #include "job_manager.h"
 #include "job_store.h"
 #include "listener.h"
@@ -75,20 +76,6 @@ int CountGpus() {
   int n = 0;
   while (access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
   return n;
-}
-
-// A helper binary (lt-exec, lt-guardian): beside ltd in a build tree, in
-// libexec once installed.
-std::string FindHelper(const std::string& name) {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto beside = self.parent_path() / name;
-    if (access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  const std::string installed = std::string(LTD_LIBEXECDIR) + "/" + name;
-  if (access(installed.c_str(), X_OK) == 0) return installed;
-  return "";
 }
 
 int Run(const Options& opt) {
@@ -156,8 +143,8 @@ int Run(const Options& opt) {
     config.placement.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  const std::string exec = FindHelper("lt-exec");
-  const std::string shim = FindHelper("lt-shim");
+  const std::string exec = FindHelper("lt-exec", LTD_LIBEXECDIR);
+  const std::string shim = FindHelper("lt-shim", LTD_LIBEXECDIR);
   if (exec.empty() || shim.empty()) {
     std::fprintf(stderr, "ltd: cannot find %s beside ltd or in %s; reinstall ltd\n",
                  exec.empty() ? "lt-exec" : "lt-shim", LTD_LIBEXECDIR);

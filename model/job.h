@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace ltd {
 
 using WallTime = std::chrono::system_clock::time_point;
@@ -111,6 +113,14 @@ struct JobSpec {
   std::chrono::milliseconds grace{10000};
   int max_restarts = 0;
 };
+
+// What a job may ask for here: ltd's slots and restart limit.
+struct SpecLimits {
+  int slots = 1;
+  int max_restarts = 100;
+};
+// OK, or one line saying what is wrong with the job asked for and what to do.
+absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);
 
 struct Job {
   std::string id;

@@ -1,0 +1,304 @@
+// ltrun: one job in the foreground, as the calling user, with no daemon and
+// no root: the supervisor ltd runs per job (supervisor/), on this terminal.
+//
+//   ltrun --devices 4 --heartbeat-timeout 60s -- python train.py
+//
+// Output is "[RANK] line" on stdout/stderr; the exit code follows ltctl's
+// rules; Ctrl-C tears the job down (a second one kills it at once). Jobs
+// are held in a cgroup where this user may make one (inside a delegated
+// scope: `systemd-run --user --scope -p Delegate=yes ltrun ...`), else by
+// ltrun as a child subreaper. This is what runs inside a cluster
+// scheduler's job step, a notebook, or CI.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "bytes.h"
+#include "containment_factory.h"
+#include "control_reader.h"
+#include "duration.h"
+#include "helpers.h"
+#include "job_runner.h"
+#include "job_store.h"
+#include "loop.h"
+#include "ports.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+#include "stack_sampler.h"
+#include "str_util.h"
+#include "uv_clock.h"
+#include "uv_handle.h"
+#include "uv_launcher.h"
+
+#ifndef LTD_LIBEXECDIR
+#define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
+#endif
+
+extern char** environ;
+
+namespace ltd {
+namespace {
+
+constexpr int kErrorExit = 2;
+
+struct Options {
+  int devices = 1;
+  std::string name;
+  std::string heartbeat_timeout = "0", startup_timeout = "0", grace = "10s";
+  std::string stack_budget = "5s";
+  int max_restarts = 0;
+  std::vector<std::string> env;
+  std::string report;
+  std::string state_dir;
+  std::string containment = "auto";
+  std::string log_level = "error";
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "ltrun: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
+  std::exit(kErrorExit);
+}
+
+Millis DurationFlag(const char* flag, const std::string& text) {
+  auto d = ParseDuration(text);
+  if (!d) Die(Cat(flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m or 2h"));
+  return *d;
+}
+
+// The job's lines on this terminal.
+class Terminal final : public SupervisionEvents {
+ public:
+  explicit Terminal(Loop& loop) : loop_(loop) {}
+  void OnChanged(const Job&, bool) override {}
+  void OnOutput(int rank, Stream stream, std::string_view line) override {
+    FILE* out = stream == Stream::kStderr || rank < 0 ? stderr : stdout;
+    if (rank < 0) {
+      std::fprintf(out, "ltrun: %.*s\n", static_cast<int>(line.size()), line.data());
+    } else {
+      std::fprintf(out, "[%d] ", rank);
+      std::fwrite(line.data(), 1, line.size(), out);
+      std::fputc('\n', out);
+    }
+    if (out == stderr) std::fflush(stderr);
+  }
+  void OnEnded(const Job& job) override {
+    ended_ = job;
+    loop_.Stop();
+  }
+  void OnLost(std::string) override {}
+  const std::optional<Job>& ended() const { return ended_; }
+
+ private:
+  Loop& loop_;
+  std::optional<Job> ended_;
+};
+
+void PrintEnd(const Job& job) {
+  std::fflush(stdout);
+  if (job.state == JobState::kSucceeded) return;
+  const std::string why = job.root_cause ? job.root_cause->message : "";
+  std::fprintf(stderr, "ltrun: job %s: %s (exit code %d)\n", std::string(ToString(job.state)).c_str(),
+               DisplayEscape(why, Controls::kEscape).c_str(), job.exit_code.value_or(1));
+  if (!job.hang_report) return;
+  const HangReport& report = *job.hang_report;
+  std::fprintf(stderr, "ltrun: hang report: stalled rank(s) %s%s\n",
+               Join(report.stalled_ranks, ",").c_str(),
+               report.straggler_ranks.empty()
+                   ? ""
+                   : Cat("; stragglers ", Join(report.straggler_ranks, ",")).c_str());
+  for (const HangReportRank& r : report.ranks) {
+    if (!r.stalled || r.stack.empty()) continue;
+    std::fprintf(stderr, "ltrun: rank %d was here:\n%s\n", r.rank,
+                 DisplayEscape(r.stack, Controls::kKeepNewlines).c_str());
+  }
+}
+
+int Run(const Options& opt) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ltrun"));
+  spdlog::set_level(spdlog::level::from_str(opt.log_level));
+  spdlog::set_pattern("ltrun: %v");
+
+  JobSpec spec;
+  spec.devices = opt.devices;
+  spec.name = opt.name;
+  spec.argv = opt.command;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == nullptr) Die(Cat("getcwd: ", std::strerror(errno)));
+  spec.cwd = cwd;
+  for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
+  for (const std::string& kv : opt.env) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=') {
+      Die("--env takes KEY=VALUE; got '" + kv + "'");
+    }
+    spec.env.push_back(kv);
+  }
+  spec.uid = getuid();
+  spec.gid = getgid();
+  spec.heartbeat_timeout = DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout);
+  spec.startup_timeout = DurationFlag("--startup-timeout", opt.startup_timeout);
+  spec.grace = DurationFlag("--grace", opt.grace);
+  spec.max_restarts = opt.max_restarts;
+  SpecLimits limits;
+  limits.slots = 1 << 16;
+  if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
+  const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
+
+  const std::string exec = FindHelper("lt-exec", LTD_LIBEXECDIR);
+  if (exec.empty()) Die(Cat("cannot find lt-exec beside ltrun or in ", LTD_LIBEXECDIR, "; reinstall ltd"));
+
+  // The job's record and log: a directory of the user's, removed at the
+  // end unless they asked for it (--state-dir).
+  std::string dir = opt.state_dir;
+  const bool temporary = dir.empty();
+  if (temporary) {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = Cat(base != nullptr && *base != '\0' ? base : "/tmp", "/ltrun.XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) Die(Cat("mkdtemp(", tmpl, "): ", std::strerror(errno)));
+    dir = tmpl;
+  }
+  auto store = JobStore::Open(dir);
+  if (!store.ok()) Die(Cat("state dir ", dir, ": ", store.status().message()));
+  auto id = store->TakeId(1);
+  if (!id.ok()) Die(std::string(id.status().message()));
+  Job job;
+  job.id = std::to_string(*id);
+  const char* user = std::getenv("USER");
+  job.user = user != nullptr ? user : std::to_string(spec.uid);
+  job.spec = std::move(spec);
+  job.submitted_at = std::chrono::system_clock::now();
+  if (auto s = store->CreateJobDir(job.id, job.spec.uid, job.spec.gid); !s.ok()) {
+    Die(std::string(s.message()));
+  }
+  KernelPortAllocator ports;
+  auto port = ports.Pick({});
+  if (!port.ok()) Die(std::string(port.status().message()));
+  job.master_port = *port;
+  for (int r = 0; r < job.spec.devices; ++r) job.device_slots.push_back(r);
+
+  // A stop signal that comes while ltrun starts waits for the loop.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Loop loop;
+  int exit_code = 1;
+  {
+    UvClock clock(loop.get());
+    const ContainmentPlan plan = PlanContainment(*store, Cat("ltrun", getpid()));
+    auto containment = SetUpContainment(loop.get(), opt.containment, plan);
+    if (!containment.ok()) Die(std::string(containment.status().message()));
+    auto control = ControlReader::Create(loop.get());
+    if (!control.ok()) Die(std::string(control.status().message()));
+    UvLauncher launcher(loop.get(), std::move(*containment), exec, std::move(*control));
+    UvStackSampler sampler(loop.get(), exec);
+    RunnerConfig config;
+    config.stack_budget = stack_budget;
+    config.extra_rank_env.push_back(plan.rank_marker);
+    Terminal terminal(loop);
+    JobRunner runner(clock, launcher, *store, &sampler, config, job, terminal);
+
+    struct Stop {
+      JobRunner* runner;
+      ProcessLauncher* launcher;
+      int presses = 0;
+    } stop{&runner, &launcher};
+    std::vector<UvPtr<uv_signal_t>> handlers;
+    for (int signum : {SIGINT, SIGTERM, SIGHUP}) {
+      auto h = UvInit<uv_signal_t>([&](uv_signal_t* s) { return uv_signal_init(loop.get(), s); });
+      h->data = &stop;
+      uv_signal_start(
+          h.get(),
+          [](uv_signal_t* s, int signum) {
+            auto* st = static_cast<Stop*>(s->data);
+            if (++st->presses > 1) {
+              std::fprintf(stderr, "ltrun: killing job now\n");
+              st->launcher->KillJob(st->runner->job().id);
+              return;
+            }
+            std::fprintf(stderr, "ltrun: tearing the job down (%s again to kill it at once)\n",
+                         signum == SIGINT ? "Ctrl-C" : "the signal");
+            (void)st->runner->Kill(0, Cat("interrupted (SIG", sigabbrev_np(signum), ")"));
+          },
+          signum);
+      handlers.push_back(std::move(h));
+    }
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    runner.Start();
+    if (!terminal.ended()) loop.Run();
+    handlers.clear();
+    const Job& final_job = terminal.ended() ? *terminal.ended() : runner.job();
+    PrintEnd(final_job);
+    exit_code = final_job.exit_code.value_or(1);
+    if (!opt.report.empty()) {
+      std::ofstream out(opt.report, std::ios::trunc);
+      out << ToJson(final_job).dump(2) << "\n";
+      if (!out) std::fprintf(stderr, "ltrun: cannot write the report to %s\n", opt.report.c_str());
+    }
+  }
+  if (temporary) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  } else {
+    std::fprintf(stderr, "ltrun: the job's record and log are in %s\n",
+                 store->JobDir(job.id).c_str());
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace ltd
+
+int main(int argc, char** argv) {
+  ltd::Options opt;
+  CLI::App app{"ltrun: runs one multi-rank job in the foreground, without ltd"};
+  app.add_option("--devices,-n", opt.devices, "ranks to start")->capture_default_str();
+  app.add_option("--name", opt.name, "a name for the job");
+  app.add_option("--heartbeat-timeout", opt.heartbeat_timeout,
+                 "a rank silent this long is hung; 0: off")
+      ->capture_default_str();
+  app.add_option("--startup-timeout", opt.startup_timeout,
+                 "a rank's first heartbeat must come within this; 0: off")
+      ->capture_default_str();
+  app.add_option("--grace", opt.grace, "SIGTERM to SIGKILL at teardown")->capture_default_str();
+  app.add_option("--stack-budget", opt.stack_budget,
+                 "time a hung job's stacks may take before its teardown")
+      ->capture_default_str();
+  app.add_option("--max-restarts", opt.max_restarts, "restarts after a failure")
+      ->capture_default_str();
+  app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)");
+  app.add_option("--report", opt.report, "write the job's final record (JSON) to this file");
+  app.add_option("--state-dir", opt.state_dir,
+                 "keep the job's record and log here (default: a temporary dir, removed)");
+  app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
+      ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
+      ->capture_default_str();
+  app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
+      ->capture_default_str();
+  // Everything from PROGRAM on is the program's (`--` before it is optional).
+  app.prefix_command();
+  app.footer("usage: ltrun [options] [--] PROGRAM [ARGS...]");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "ltrun: %s; see `ltrun --help`\n", e.what());
+    return ltd::kErrorExit;
+  }
+  opt.command = app.remaining();
+  if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
+  if (opt.command.empty()) {
+    std::fprintf(stderr, "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
+    return ltd::kErrorExit;
+  }
+  return ltd::Run(opt);
+}
