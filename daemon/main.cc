@@ -284,7 +284,18 @@ int Run(const Options& opt) {
     uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
     uv_run(loop.get(), UV_RUN_NOWAIT);  // their close callbacks, while they still exist
+    // Every record is on disk (supervisors write their own; ltd saved the
+    // rest as it went), and the jobs that outlive ltd are their
+    // supervisors' now. What is left to destroy is gRPC client state of
+    // watch streams still being cancelled on gRPC's threads; tearing that
+    // down under them races (an abort in gRPC's reference counting), so
+    // ltd removes its socket and leaves at once.
+    listener->reset();
+    containment->reset();  // ltd's own (empty) cgroup, and the base once no job is left in it
     spdlog::info("ltd stopped");
+    spdlog::shutdown();
+    std::fflush(stderr);
+    _exit(0);
   }
   return 0;
 }

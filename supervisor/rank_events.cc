@@ -107,6 +107,9 @@ void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
               status.term_signal ? status.term_signal : status.exit_code);
   if (!failed) {
     SetRankState(job, rec, RankState::kExited);
+    // Not a change of the job's course; whoever watches learns it with the
+    // next progress report.
+    events_.OnChanged(job, /*significant=*/false);
   } else if (rt.tearing_down || rt.cause) {
     SetRankState(job, rec,
                  rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);

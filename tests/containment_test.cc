@@ -103,22 +103,35 @@ class Containment : public E2E, public ::testing::WithParamInterface<std::string
 
   void TearDown() override {
     E2E::TearDown();
-    // ltd removes its subtree when it stops; the guardian would otherwise.
+    // ltd removes its subtree when it stops, each supervisor its job's.
     if (GetParam() == "cgroup" && !run_dir_.empty()) {
       EXPECT_TRUE(WaitFor([&] { return !Exists(run_dir_); }, 5s)) << run_dir_ << " left behind";
-      const std::string base = run_dir_.substr(0, run_dir_.rfind('/'));
-      EXPECT_TRUE(WaitFor([&] { return !Exists(base); }, 5s)) << base << " left behind";
+      EXPECT_TRUE(WaitFor([&] { return !Exists(Base()); }, 5s)) << Base() << " left behind";
     }
   }
 
-  // This ltd's run cgroup, as it logged it at start ("" outside cgroup mode).
+  // The current ltd's own run cgroup, as it logged it at start ("" outside
+  // cgroup mode). Each supervisor logs its own after it, as
+  // "lt-shim[PID] containment: ...", which this skips; after a restart the
+  // log holds both ltds' lines, and the latest is the current one's.
   std::string RunDir() const {
     const std::string log = d_.log();
-    const std::string key = "jobs under ";
+    const std::string key = "info containment: cgroup, jobs under ";
     const size_t at = log.rfind(key);
     if (at == std::string::npos) return "";
     const size_t end = log.find('\n', at);
     return log.substr(at + key.size(), end - at - key.size());
+  }
+  // <own cgroup>/ltd-<state tag>: every instance's run-* is in it.
+  std::string Base() const { return run_dir_.substr(0, run_dir_.rfind('/')); }
+  // The cgroup of job `id`'s supervisor; the job's is job-<ID> in it.
+  std::string JobCgroup(const std::string& id) const { return Base() + "/run-job" + id; }
+
+  // Zombies under ltd or under any supervisor of this test's state dir.
+  size_t Zombies() const {
+    size_t n = ZombieChildrenOf(d_.pid()).size();
+    for (pid_t shim : Supervisors(d_.state_dir())) n += ZombieChildrenOf(shim).size();
+    return n;
   }
 
   std::string Submit(std::vector<std::string> args) { return SubmitDetached(std::move(args)); }
@@ -133,9 +146,10 @@ class Containment : public E2E, public ::testing::WithParamInterface<std::string
     EXPECT_TRUE(left.empty()) << left.size() << " process(es) of the job alive, first pid "
                               << left.front();
     EXPECT_EQ(job.value("containment", ""), GetParam());
-    // Orphans are ltd's children (it is a subreaper) and ltd reaps them.
-    EXPECT_TRUE(WaitFor([&] { return ZombieChildrenOf(d_.pid()).empty(); }, 5s))
-        << ZombieChildrenOf(d_.pid()).size() << " zombie(s) under ltd";
+    // Orphans are the supervisor's children (in subreaper mode it is
+    // their subreaper) and it reaps them; ltd reaps its supervisors.
+    EXPECT_TRUE(WaitFor([&] { return Zombies() == 0; }, 5s))
+        << Zombies() << " zombie(s) under ltd or a supervisor";
     EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
     // Back to the baseline or below: the baseline may still count the
     // warm-up client's connection, which ltd closes a moment later, so only
@@ -143,7 +157,8 @@ class Containment : public E2E, public ::testing::WithParamInterface<std::string
     EXPECT_TRUE(WaitFor([&] { return CountOpenFds(d_.pid()) <= baseline_fds_; }, 5s))
         << "ltd has " << CountOpenFds(d_.pid()) << " fds, had " << baseline_fds_;
     if (GetParam() == "cgroup") {
-      EXPECT_FALSE(Exists(run_dir_ + "/job-" + id));
+      EXPECT_TRUE(WaitFor([&] { return !Exists(JobCgroup(id)); }, 5s))
+          << JobCgroup(id) << " left behind";
     }
     return job;
   }
@@ -179,8 +194,8 @@ TEST_P(Containment, EscapedGrandchildIgnoringTermAndHupIsKilled) {
   ASSERT_TRUE(ProcessAlive(escapee));
   EXPECT_NE(SessionOf(escapee), SessionOf(rank)) << "the grandchild did not leave the session";
   if (GetParam() == "cgroup") {
-    EXPECT_EQ(CgroupOf(rank), run_dir_ + "/job-" + id + "/rank-0");
-    EXPECT_EQ(CgroupOf(escapee), run_dir_ + "/job-" + id + "/rank-0");
+    EXPECT_EQ(CgroupOf(rank), JobCgroup(id) + "/job-" + id + "/rank-0");
+    EXPECT_EQ(CgroupOf(escapee), JobCgroup(id) + "/job-" + id + "/rank-0");
   }
   CmdResult k = d_.Ctl({"kill", id});
   ASSERT_EQ(k.exit_code, 0) << k.err;
@@ -250,12 +265,24 @@ pid_t ForkGroupLeaderWithPid(pid_t pid) {
 
 TEST_P(Containment, AReapedRanksPidAndGroupAreNeverSignalled) {
   if (geteuid() != 0) GTEST_SKIP() << "taking a given pid (ns_last_pid) needs root";
-  const std::string pidfile = d_.dir() + "/pids";
-  const std::string id = Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
-                                 "pidfile:" + pidfile + ",exit:0",
-                                 "pidfile:" + pidfile + ",ignore-term,hang"});
-  ASSERT_TRUE(WaitFor([&] { return Rank(d_.Show(id), 0).value("state", "") == "EXITED"; }, 10s));
-  const pid_t reaped = Rank(d_.Show(id), 0)["pid"];
+  const std::string pidfile = d_.dir() + "/pids", pidfile0 = d_.dir() + "/pids.0";
+  const std::string id =
+      Submit({"--devices", "2", "--grace", "500ms", "--", kChild, "--rank", "0",
+              "pidfile:" + pidfile0 + ",exit:0", "pidfile:" + pidfile + ",ignore-term,hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile0).size() == 1; }, 10s));
+  const pid_t reaped = ReadPids(pidfile0)[0];
+  // Reaped: not even a zombie is left of it.
+  ASSERT_TRUE(WaitFor([&] { return !Exists("/proc/" + std::to_string(reaped)); }, 10s));
+  // And ltd says so (the supervisor tells it).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json job = d_.Show(id);
+        const nlohmann::json r = job.contains("ranks") ? Rank(job, 0) : nlohmann::json();
+        return r.is_object() && r.value("state", "") == "EXITED" && r["pid"] == reaped;
+      },
+      5s))
+      << "rank 0 exited 0, reaped, but show still says\n"
+      << d_.Show(id).dump(2);
   // An unrelated process group now carries the reaped rank's number, as
   // any process on the host may once the number is free.
   const pid_t impostor = ForkGroupLeaderWithPid(reaped);
@@ -301,8 +328,8 @@ TEST_P(Containment, RankClosingStdoutEarlyAndEscapeeHoldingThePipes) {
 }
 
 TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
-  // Stand in for init: orphans of ltd's death come to this process, so the
-  // test can prove they were killed and leave no zombie.
+  // Stand in for init: the supervisor, orphaned by ltd's death, comes to
+  // this process, so the test can prove it ends and leaves no zombie.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   const std::string pidfile = d_.dir() + "/pids";
   const std::string id = Submit({"--devices", "2", "--grace", "5s", "--", kChild,
@@ -311,98 +338,104 @@ TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
   ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 10; }, 10s));
   ASSERT_EQ(d_.Show(id)["state"], "RUNNING");
   const std::string old_run_dir = run_dir_;
+  // --restore-window 0 (the harness's default): the supervisor sees ltd's
+  // stream close and tears the job down at once.
   d_.KillHard();
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s))
-      << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived ltd by 1s";
+      << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived ltd";
   ExpectAllDead(ReadPids(pidfile));
-  // Reap every orphan, the guardian included once its sweep is done.
-  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "a child of ltd (the guardian?) is still running";
+  // Reap every orphan, the supervisor included once its teardown is done.
+  EXPECT_TRUE(WaitFor(ReapedAll, 10s)) << "a child of ltd (the supervisor?) is still running";
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
   if (GetParam() == "cgroup") {
-    EXPECT_FALSE(Exists(old_run_dir)) << "the guardian left it";
+    EXPECT_FALSE(Exists(JobCgroup(id))) << "the supervisor left it";
   }
+  // The supervisor wrote the final record itself.
+  auto record =
+      nlohmann::json::parse(Slurp(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
+  EXPECT_EQ(record.is_object() ? record.value("state", "") : "", "LOST") << record.dump();
 
   ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
   nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job["state"], "LOST") << job.dump();
+  EXPECT_EQ(job["root_cause"]["reason"], "daemon_lost") << job.dump();
+  EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
+  if (GetParam() == "cgroup") {
+    // The killed ltd could not remove its own run cgroup; the next one
+    // sweeps it.
+    EXPECT_FALSE(Exists(old_run_dir)) << "left behind";
+  }
   run_dir_ = RunDir();
   if (GetParam() == "cgroup") {
     EXPECT_NE(run_dir_, old_run_dir);
   }
-  EXPECT_EQ(job["state"], "LOST");
-  EXPECT_EQ(job["root_cause"]["reason"], "daemon_lost");
-  EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
 }
 
-// ltd's guardian, found among its children by name.
-pid_t GuardianOf(pid_t ltd) {
-  for (const ProcEntry& e : ListProcesses()) {
-    if (e.ppid != ltd || e.state == 'Z') continue;
-    if (Slurp("/proc/" + std::to_string(e.pid) + "/comm") == "lt-guardian\n") return e.pid;
-  }
-  return 0;
-}
-
-TEST_P(Containment, GuardianKilledIsReplacedAndStillCoversLtdsDeath) {
-  const pid_t first = GuardianOf(d_.pid());
-  ASSERT_GT(first, 0) << "no lt-guardian under ltd";
-  ASSERT_EQ(kill(first, SIGKILL), 0);
-  pid_t second = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        second = GuardianOf(d_.pid());
-        return second > 0 && second != first;
-      },
-      5s));
-  EXPECT_NE(d_.log().find("restarting it"), std::string::npos);
-
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+// The job's supervisor SIGKILLed: its ranks die with it (PDEATHSIG), and
+// ltd, which watches it through a pidfd, kills whatever else of the job
+// is left (its cgroup, its marked processes: escapees too) and says the
+// job is lost.
+TEST_P(Containment, ASupervisorKilledTakesItsWholeJobWithIt) {
   const std::string pidfile = d_.dir() + "/pids";
-  const std::string id =
-      Submit({"--devices", "1", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
-  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
-  d_.KillHard();
-  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
+  const std::string id = Submit({"--devices", "2", "--grace", "5s", "--", kChild,
+                                 "pidfile:" + pidfile + ",escape,fork:3,hang"});
+  ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 10; }, 10s));
+  ASSERT_EQ(d_.Show(id)["state"], "RUNNING");
+  const std::vector<pid_t> shims = Supervisors(d_.state_dir(), id);
+  ASSERT_EQ(shims.size(), 1u) << "no single lt-shim for job " << id;
+  ASSERT_EQ(kill(shims[0], SIGKILL), 0);
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 5s))
+      << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job outlived it";
   ExpectAllDead(ReadPids(pidfile));
-  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "a child of ltd (the guardian?) is still running";
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
-  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
-  EXPECT_EQ(d_.Show(id)["state"], "LOST");
-  run_dir_ = RunDir();
+  ExpectAllDead(shims);
+  if (GetParam() == "cgroup") {
+    EXPECT_TRUE(WaitFor([&] { return !Exists(JobCgroup(id)); }, 5s)) << JobCgroup(id) << " left";
+  }
+  nlohmann::json job = d_.WaitEnded(id, 10s);
+  EXPECT_EQ(job["state"], "LOST") << job.dump();
+  EXPECT_EQ(job["root_cause"]["reason"], "supervisor_lost") << job.dump();
+  EXPECT_TRUE(WaitFor([&] { return Zombies() == 0; }, 5s)) << Zombies() << " zombie(s)";
+  // ltd goes on serving.
+  nlohmann::json next = ExpectEndedClean(Submit({"--devices", "1", "--", kChild, "exit:0"}));
+  EXPECT_EQ(next["state"], "SUCCEEDED") << next.dump();
 }
 
-// ltd and its guardian both die (the guardian first, while ltd is stopped
-// and cannot replace it): the escapee survives them, and the next ltd on
+// ltd and the job's supervisor both die (the supervisor first, while ltd
+// is stopped and cannot clean up after it): the rank goes with the
+// supervisor (PDEATHSIG), its escapee survives both, and the next ltd on
 // the same state dir must find and kill it, and remove the old cgroups.
-TEST_P(Containment, StartupSweepsWhatADeadLtdAndGuardianLeft) {
+TEST_P(Containment, StartupSweepsWhatADeadLtdAndSupervisorLeft) {
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   const std::string pidfile = d_.dir() + "/pids";
   const std::string id =
       Submit({"--devices", "1", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
   ASSERT_TRUE(WaitFor([&] { return ReadPids(pidfile).size() == 2; }, 10s));
-  const pid_t escapee = ReadPids(pidfile)[1];
-  const pid_t guardian = GuardianOf(d_.pid());
-  ASSERT_GT(guardian, 0);
+  const pid_t rank = ReadPids(pidfile)[0], escapee = ReadPids(pidfile)[1];
+  const std::vector<pid_t> shims = Supervisors(d_.state_dir(), id);
+  ASSERT_EQ(shims.size(), 1u);
   ASSERT_EQ(kill(d_.pid(), SIGSTOP), 0);
-  ASSERT_EQ(kill(guardian, SIGKILL), 0);
+  ASSERT_EQ(kill(shims[0], SIGKILL), 0);
   d_.KillHard();
-  // The rank went with ltd (PDEATHSIG); its escapee did not.
-  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(ReadPids(pidfile)[0]); }, 5s));
-  ASSERT_TRUE(ProcessAlive(escapee)) << "the escapee should have outlived ltd and its guardian";
+  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(rank); }, 5s))
+      << "the rank outlived its supervisor";
+  ASSERT_TRUE(ProcessAlive(escapee)) << "the escapee should have outlived ltd and the supervisor";
   const std::string old_run_dir = run_dir_;
   if (GetParam() == "cgroup") {
     ASSERT_TRUE(Exists(old_run_dir));
+    ASSERT_TRUE(Exists(JobCgroup(id)));
   }
 
   ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
   // ltd answers RPCs only once its start-up sweep is done.
   nlohmann::json job = d_.Show(id);
-  EXPECT_EQ(job["state"], "LOST");
-  EXPECT_FALSE(ProcessAlive(escapee));
+  EXPECT_EQ(job["state"], "LOST") << job.dump();
+  EXPECT_EQ(job["root_cause"]["reason"], "supervisor_lost") << job.dump();
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(escapee); }, 5s)) << "escapee " << escapee;
   EXPECT_TRUE(ProcessesWithMarker(d_.marker()).empty());
   EXPECT_NE(d_.log().find("left by an earlier ltd"), std::string::npos);
-  run_dir_ = RunDir();
   if (GetParam() == "cgroup") {
     EXPECT_FALSE(Exists(old_run_dir));
+    EXPECT_FALSE(Exists(JobCgroup(id)));
   }
   EXPECT_TRUE(WaitFor(NoZombieChildren, 5s));
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);

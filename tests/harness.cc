@@ -357,6 +357,35 @@ bool ProcessAlive(pid_t pid) {
   return s != 0 && s != 'Z' && s != 'X';
 }
 
+std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job) {
+  std::vector<pid_t> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || ReadFile("/proc/" + std::to_string(pid) + "/comm") != "lt-shim\n") continue;
+    const std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+    std::vector<std::string> args;
+    for (size_t start = 0; start < cmdline.size();) {
+      size_t end = cmdline.find('\0', start);
+      if (end == std::string::npos) end = cmdline.size();
+      args.push_back(cmdline.substr(start, end - start));
+      start = end + 1;
+    }
+    auto has = [&](const std::string& flag, const std::string& value) {
+      for (size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] == flag && args[i + 1] == value) return true;
+      }
+      return false;
+    };
+    if (has("--state-dir", state_dir) && (job.empty() || has("--job", job)) && ProcessAlive(pid)) {
+      found.push_back(pid);
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
 int CountOpenFds(pid_t pid) {
   int n = 0;
   std::error_code ec;
@@ -382,7 +411,8 @@ Daemon::~Daemon() {
 void Daemon::LetUsersConnect() const { chmod(dir_.c_str(), 0711); }
 
 bool Daemon::Start(std::vector<std::string> extra_args) {
-  std::vector<std::string> argv = {LtdPath(),   "--socket",    socket_, "--state-dir",
+  const std::string ltd = binary_.empty() ? LtdPath() : binary_;
+  std::vector<std::string> argv = {ltd,         "--socket",    socket_, "--state-dir",
                                    state_dir(), "--log-level", "debug"};
   bool has_devices = false;
   for (const auto& a : extra_args) has_devices = has_devices || a == "--devices" || a == "--gpus";

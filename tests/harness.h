@@ -103,6 +103,9 @@ std::vector<pid_t> ZombieChildrenOf(pid_t parent);
 // Pids of live (non-zombie) processes whose real or effective uid is `uid`.
 std::vector<pid_t> ProcessesOfUser(uid_t uid);
 bool ProcessAlive(pid_t pid);  // exists and is not a zombie
+// Live job supervisors (lt-shim) of the state dir `state_dir` (as ltd was
+// given it), of job `job` only unless it is empty.
+std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job = "");
 int CountOpenFds(pid_t pid);
 
 std::string TestChildPath();
@@ -125,6 +128,9 @@ class Daemon {
   pid_t pid() const { return pid_; }
   // RLIMIT_NOFILE (soft and hard) for the next Start(); 0: inherited.
   void set_nofile_limit(rlim_t n) { nofile_ = n; }
+  // The ltd binary the next Start() runs ("" : the build's); ltd finds its
+  // helpers (lt-exec, lt-shim) beside it.
+  void set_binary(std::string path) { binary_ = std::move(path); }
   // Lets other users reach the socket (traverse the temp dir, 0711); the
   // temp dir is 0700 otherwise.
   void LetUsersConnect() const;
@@ -149,6 +155,7 @@ class Daemon {
   std::string socket_;
   pid_t pid_ = -1;
   rlim_t nofile_ = 0;
+  std::string binary_;
 };
 
 }  // namespace ltd::test
