@@ -11,6 +11,11 @@ copy so that the program's `import ltworker`, if any, is untouched:
     auto stack F1<TAB>F2..  the main thread stopped here (innermost frame
                             first, each `File "f.py", line 3 in fn`)
 
+The rank is watched from the moment `torch` has been imported (`auto on`):
+loading torch's native library holds the GIL for seconds, which no thread
+of Python can see through, and a Python that never imports torch has no
+training loop to watch. Until then only uncaught exceptions are reported.
+
 Progress is judged by a daemon thread, never by the training loop, which
 only pays for counting its optimizer steps (one Python call per step):
 
@@ -102,21 +107,25 @@ class _LoaderProxy:
         return getattr(self._loader, name)
 
 
-class _OptimizerFinder:
-    """A meta path finder that only watches for torch.optim.optimizer."""
+class _ModuleFinder:
+    """A meta path finder that only watches for a few modules and runs a
+    callback once each is loaded; it leaves once they all are."""
 
-    NAME = "torch.optim.optimizer"
+    def __init__(self, callbacks):
+        self.callbacks = dict(callbacks)  # module name -> f(module)
 
     def find_spec(self, name, path, target=None):
-        if name != self.NAME:
+        on_loaded = self.callbacks.pop(name, None)
+        if on_loaded is None:
             return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
+        if not self.callbacks:
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
-            if find is None:
+            if find is None or finder is self:
                 continue
             spec = find(name, path, target)
             if spec is not None:
@@ -124,16 +133,20 @@ class _OptimizerFinder:
         else:
             return None
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _LoaderProxy(spec.loader, _hook_optimizer)
+            spec.loader = _LoaderProxy(spec.loader, on_loaded)
         return spec
 
 
-def _install_step_counter():
-    module = sys.modules.get(_OptimizerFinder.NAME)
-    if module is not None:
-        _hook_optimizer(module)
-    else:
-        sys.meta_path.insert(0, _OptimizerFinder())
+def _when_loaded(callbacks):
+    waiting = {}
+    for name, on_loaded in callbacks.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            on_loaded(module)
+        else:
+            waiting[name] = on_loaded
+    if waiting:
+        sys.meta_path.insert(0, _ModuleFinder(waiting))
 
 
 # --- the main thread's progress ----------------------------------------------
@@ -280,12 +293,18 @@ def start(interval):
     _report_error = ltworker.report_error
     _active = True
     os.register_at_fork(after_in_child=_off_in_child)
-    _send(b"auto on\n")
-    _install_step_counter()
     _install_excepthooks()
-    import atexit
+    main_ident = threading.main_thread().ident
 
-    atexit.register(_final_steps)
-    watcher = _Watcher(max(0.01, interval), threading.main_thread().ident)
-    threading.Thread(target=watcher.run, name="ltd-auto-heartbeat", daemon=True).start()
+    def watch(_torch):
+        if not _active:
+            return  # torch imported in a forked child
+        _send(b"auto on\n")
+        import atexit
+
+        atexit.register(_final_steps)
+        watcher = _Watcher(max(0.01, interval), main_ident)
+        threading.Thread(target=watcher.run, name="ltd-auto-heartbeat", daemon=True).start()
+
+    _when_loaded({"torch.optim.optimizer": _hook_optimizer, "torch": watch})
     return True

@@ -15,8 +15,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 AUTOLOAD = os.path.join(os.path.dirname(HERE), "autoload")
 PYTHON = sys.executable
 
+# A stand-in for torch, whose import starts the watching, for the tests
+# that need no real one.
+_fake = tempfile.TemporaryDirectory()
+FAKE_TORCH = _fake.name
+os.mkdir(os.path.join(FAKE_TORCH, "torch"))
+open(os.path.join(FAKE_TORCH, "torch", "__init__.py"), "w").close()
 
-def run_rank(code, interval_ms="50", pythonpath=None, timeout=120):
+
+def run_rank(code, interval_ms="50", pythonpath=FAKE_TORCH, timeout=120):
     """Runs `code` as an instrumented rank; returns (process, lines sent)."""
     ours, theirs = socket.socketpair()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LT_")}
@@ -51,6 +58,7 @@ class AutoHeartbeatTest(unittest.TestCase):
     def test_reports_progress_and_leaves_nothing_to_children(self):
         proc, lines = run_rank("""
             import os, subprocess, sys, time
+            import torch
             print("env", os.environ.get("LT_AUTO_HEARTBEAT"), os.environ.get("PYTHONPATH"))
             print("path", any("autoload" in p for p in sys.path))
             child = subprocess.run([sys.executable, "-c",
@@ -68,7 +76,7 @@ class AutoHeartbeatTest(unittest.TestCase):
                 n += 1
         """)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertIn("env used None", proc.stdout)
+        self.assertIn("env used %s" % FAKE_TORCH, proc.stdout)
         self.assertIn("path False", proc.stdout)
         self.assertIn("spawned child active False", proc.stdout)
         self.assertIn("forked child active False", proc.stdout)
@@ -80,7 +88,7 @@ class AutoHeartbeatTest(unittest.TestCase):
 
     def test_a_stalled_main_thread_sends_its_stack_once(self):
         proc, lines = run_rank("""
-            import time
+            import time, torch
             def wait_here():
                 time.sleep(1.0)
             wait_here()
@@ -91,6 +99,11 @@ class AutoHeartbeatTest(unittest.TestCase):
         frames = stacks[0][len("auto stack "):].split("\t")
         self.assertEqual(frames[0], 'File "<string>", line 4 in wait_here')
         self.assertEqual(frames[-1], 'File "<string>", line 5 in <module>')
+
+    def test_nothing_is_watched_before_torch_is_imported(self):
+        proc, lines = run_rank("import time; time.sleep(0.5); print('ok')")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(lines, [])
 
     def test_an_uncaught_exception_is_the_ranks_error(self):
         proc, lines = run_rank("""
@@ -106,15 +119,16 @@ class AutoHeartbeatTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as site:
             with open(os.path.join(site, "sitecustomize.py"), "w") as f:
                 f.write("import os\nos.environ['MINE'] = 'ran'\n")
-            proc, lines = run_rank("import os; print(os.environ.get('MINE'), os.environ['PYTHONPATH'])",
-                                   pythonpath=site)
+            proc, lines = run_rank(
+                "import os, torch; print(os.environ.get('MINE'), os.environ['PYTHONPATH'])",
+                pythonpath=os.pathsep.join([site, FAKE_TORCH]))
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout.strip(), "ran " + site)
+        self.assertEqual(proc.stdout.strip(), "ran " + os.pathsep.join([site, FAKE_TORCH]))
         self.assertEqual(lines[0], "auto on")
 
     def test_inactive_without_the_variable_or_once_used(self):
         for value in (None, "used", "x1"):
-            proc, lines = run_rank("import sys; print('ltd_autoheartbeat' in sys.modules)",
+            proc, lines = run_rank("import sys, torch; print('ltd_autoheartbeat' in sys.modules)",
                                    interval_ms=value)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assertEqual(proc.stdout.strip(), "False", value)
@@ -135,7 +149,7 @@ class AutoHeartbeatTest(unittest.TestCase):
                 opt.step()
             adam.step()
             time.sleep(0.3)
-        """, interval_ms="50")
+        """, interval_ms="50", pythonpath=None)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         steps = [int(l.split()[2]) for l in lines if l.startswith("auto step ")]
         self.assertEqual(steps[-1], 41, lines)
