@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "auto_instrument.h"
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "byte_size.h"
@@ -35,6 +36,9 @@
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
+#endif
+#ifndef LTD_PYTHONDIR
+#define LTD_PYTHONDIR "/usr/local/share/ltd/python"
 #endif
 
 namespace ltd {
@@ -57,6 +61,10 @@ struct Options {
   std::string job_max_log_bytes = "1G";
   int max_restarts_limit = 100;
   std::string restart_backoff = "1s";
+  // Automatic heartbeats for Python ranks (README).
+  bool auto_heartbeat = true;
+  std::string auto_heartbeat_timeout = "5m";
+  std::string auto_heartbeat_dir;  // empty: beside ltd (build tree), else installed
 };
 
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
@@ -87,6 +95,18 @@ std::string FindHelper(const std::string& name) {
   const std::string installed = std::string(LTD_LIBEXECDIR) + "/" + name;
   if (access(installed.c_str(), X_OK) == 0) return installed;
   return "";
+}
+
+// The automatic heartbeat module: python/autoload beside ltd in a build
+// tree, the installed one otherwise.
+std::string FindAutoHeartbeatDir() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = self.parent_path() / "python" / "autoload";
+    if (access((beside / "sitecustomize.py").c_str(), R_OK) == 0) return beside;
+  }
+  return std::string(LTD_PYTHONDIR) + "/autoload";
 }
 
 int Run(const Options& opt) {
@@ -121,7 +141,12 @@ int Run(const Options& opt) {
   auto budget = duration("--stack-budget", opt.stack_budget);
   auto idle = duration("--idle-timeout", opt.idle_timeout);
   auto backoff = duration("--restart-backoff", opt.restart_backoff);
-  if (!budget || !idle || !backoff) return 1;
+  auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
+  if (!budget || !idle || !backoff || !auto_timeout) return 1;
+  if (auto_timeout->count() <= 0) {
+    std::fprintf(stderr, "ltd: --auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to turn it off\n");
+    return 1;
+  }
   auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
   if (!log_bytes || *log_bytes < (1u << 20)) {
     std::fprintf(stderr, "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
@@ -133,6 +158,19 @@ int Run(const Options& opt) {
   config.job_max_log_bytes = *log_bytes;
   config.max_restarts_limit = opt.max_restarts_limit;
   config.restart_backoff = *backoff;
+  config.auto_heartbeat_timeout = *auto_timeout;
+  if (opt.auto_heartbeat) {
+    const std::string dir =
+        opt.auto_heartbeat_dir.empty() ? FindAutoHeartbeatDir() : opt.auto_heartbeat_dir;
+    if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
+      config.auto_heartbeat_dir = dir;
+    } else if (!opt.auto_heartbeat_dir.empty()) {
+      std::fprintf(stderr, "ltd: --auto-heartbeat-dir: %s\n", problem.c_str());
+      return 1;
+    } else {
+      spdlog::warn("automatic heartbeats are off: {}", problem);
+    }
+  }
   config.placement.user_max_running_jobs = opt.user_max_running_jobs;
   config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
   RaiseFdLimit();
@@ -320,6 +358,16 @@ int main(int argc, char** argv) {
   app.add_option("--restart-backoff", opt.restart_backoff,
                  "wait before a job's first restart, doubling for each next one up to 5m")
       ->capture_default_str();
+  app.add_option("--auto-heartbeat", opt.auto_heartbeat,
+                 "watch Python ranks for hangs without code changes (jobs may opt out)")
+      ->capture_default_str();
+  app.add_option("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout,
+                 "automatic heartbeats: a job is hung when no rank progresses for this long, "
+                 "unless it was submitted with --heartbeat-timeout")
+      ->capture_default_str();
+  app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir,
+                 "the directory of ltd's sitecustomize.py for Python ranks (root's, writable by "
+                 "no one else); default: python/autoload beside ltd, else under share/ltd");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
