@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "auto_instrument.h"
 #include "bytes.h"
 #include "duration.h"
 #include "launch_env.h"
@@ -288,6 +289,8 @@ void JobManager::SpawnRanks(Job& job, JobRuntime& rt) {
     req.rank = r;
     req.argv = job.spec.argv;
     req.env = RankEnvironment(job, r, store_.JobDir(job.id), config_.extra_rank_env);
+    RequestAutoHeartbeat(req.env, job.spec.auto_heartbeat ? config_.auto_heartbeat_dir : "",
+                         AutoTimeout(job));
     req.cwd = job.spec.cwd;
     req.uid = job.spec.uid;
     req.gid = job.spec.gid;
