@@ -182,6 +182,14 @@ def format_stack(frame):
     return out[:_MAX_STACK_BYTES]
 
 
+def _program_beats_itself():
+    """True once the program's own `ltworker` sent a heartbeat or timeout
+    (ltd ignores this module's lines from then on anyway). libltworker's
+    beats are not seen here; ltd's precedence covers them."""
+    ltworker = sys.modules.get("ltworker")
+    return ltworker is not None and getattr(ltworker, "_own_beats_sent", False)
+
+
 class _Watcher:
     def __init__(self, interval, main_ident):
         self.interval = interval
@@ -208,6 +216,8 @@ class _Watcher:
                 del frame
             if not _active:
                 return
+            if _program_beats_itself():
+                return  # ltd now watches this rank by the program's own beats
             self.report(moved)
 
     def report(self, moved):

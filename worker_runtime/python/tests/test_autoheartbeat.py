@@ -154,6 +154,52 @@ class AutoHeartbeatTest(unittest.TestCase):
         steps = [int(l.split()[2]) for l in lines if l.startswith("auto step ")]
         self.assertEqual(steps[-1], 41, lines)
 
+    def test_stops_once_the_program_beats_itself(self):
+        ltworker_dir = os.path.dirname(HERE)
+        proc, lines = run_rank("""
+            import time, torch, ltworker
+            end = time.monotonic() + 0.4
+            while time.monotonic() < end:
+                pass
+            ltworker.heartbeat(1)
+            sent = time.monotonic()
+            while time.monotonic() < sent + 0.4:
+                pass
+        """, pythonpath=os.pathsep.join([FAKE_TORCH, ltworker_dir]))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("auto live", lines)
+        own = lines.index("hb 1")
+        # At most the check already under way when the beat went out.
+        self.assertLessEqual(len([l for l in lines[own:] if l.startswith("auto ")]), 1, lines)
+
+    def test_counts_steps_through_torch2s_global_post_hook(self):
+        # torch >= 2.0's API, in a stand-in: register_optimizer_step_post_hook
+        # in torch.optim.optimizer, hooks called as hook(optimizer, args, kwargs).
+        with tempfile.TemporaryDirectory() as fake:
+            os.makedirs(os.path.join(fake, "torch", "optim"))
+            open(os.path.join(fake, "torch", "__init__.py"), "w").close()
+            open(os.path.join(fake, "torch", "optim", "__init__.py"), "w").close()
+            with open(os.path.join(fake, "torch", "optim", "optimizer.py"), "w") as f:
+                f.write(textwrap.dedent("""
+                    _hooks = []
+                    def register_optimizer_step_post_hook(hook):
+                        _hooks.append(hook)
+                    class Optimizer:
+                        def step(self):
+                            for hook in _hooks:
+                                hook(self, (), {})
+                """))
+            proc, lines = run_rank("""
+                import time, torch
+                from torch.optim.optimizer import Optimizer
+                opt = Optimizer()
+                for _ in range(7):
+                    opt.step()
+                time.sleep(0.3)
+            """, pythonpath=fake)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("auto step 7", lines)
+
     def test_stack_lines_stay_short_and_printable(self):
         spec = importlib.util.spec_from_file_location(
             "ltd_autoheartbeat_under_test", os.path.join(AUTOLOAD, "ltd_autoheartbeat.py"))
