@@ -78,9 +78,9 @@ TEST_F(AutoHeartbeats, RankBlockedInSleepIsTheRootCauseFromItsStack) {
 TEST_F(AutoHeartbeats, SlowRankWhileTheOthersWaitInABarrierIsNoHang) {
   // Rank 0 spends three timeouts in a Python loop; the others wait for it
   // in a barrier all along.
-  CmdResult r = d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "2s", "--", kPython,
+  CmdResult r = d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", kPython,
                         kTrain, "--steps", "20", "--slow-rank", "0", "--slow-step", "5",
-                        "--slow-seconds", "6"},
+                        "--slow-seconds", "9"},
                        180s);
   EXPECT_EQ(r.exit_code, 0) << r.err << d_.Show("1").dump(1);
   EXPECT_NE(r.out.find("trained 20 steps on 3 ranks"), std::string::npos) << r.out;
@@ -90,7 +90,7 @@ TEST_F(AutoHeartbeats, SlowRankWhileTheOthersWaitInABarrierIsNoHang) {
 }
 
 TEST_F(AutoHeartbeats, MismatchedCollectivesAreAHangReportedAsSuch) {
-  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--heartbeat-timeout", "2s", "--", kPython,
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--heartbeat-timeout", "3s", "--", kPython,
                         kTrain, "--steps", "100", "--mismatch-step", "5"},
                        180s);
   EXPECT_EQ(r.exit_code, 124) << r.err;
