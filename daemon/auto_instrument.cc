@@ -29,8 +29,8 @@ bool IsPythonName(std::string_view name) {
 
 bool IsWrapperName(std::string_view name) {
   static constexpr std::string_view kWrappers[] = {
-      "sh",     "bash",    "dash",   "zsh",     "ksh",   "mksh", "env",   "nice",
-      "nohup",  "numactl", "taskset", "stdbuf", "timeout", "chrt", "ionice", "setsid"};
+      "sh",    "bash",    "dash",    "zsh",    "ksh",     "mksh", "env",    "nice",
+      "nohup", "numactl", "taskset", "stdbuf", "timeout", "chrt", "ionice", "setsid"};
   return std::find(std::begin(kWrappers), std::end(kWrappers), name) != std::end(kWrappers);
 }
 
@@ -51,8 +51,8 @@ std::string_view ShebangProgram(std::string_view head) {
   std::string_view program = next_word();
   if (Basename(program) != "env") return program;
   for (std::string_view word = next_word(); !word.empty(); word = next_word()) {
-    if (word.starts_with("-")) continue;                           // -S, -i, -u NAME is rare
-    if (word.find('=') != std::string_view::npos) continue;        // NAME=VALUE
+    if (word.starts_with("-")) continue;                     // -S, -i, -u NAME is rare
+    if (word.find('=') != std::string_view::npos) continue;  // NAME=VALUE
     return word;
   }
   return program;
@@ -142,8 +142,7 @@ std::string AutoHeartbeatDirProblem(const std::string& dir) {
   struct stat st {};
   const std::string module = dir + "/sitecustomize.py";
   if (dir.empty() || dir.front() != '/') return "'" + dir + "' is not an absolute path";
-  if (stat(module.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return module + " is missing";
+  if (stat(module.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return module + " is missing";
   if (geteuid() != 0) return "";  // one user: nobody else's ranks to reach
   // The directory and every one above it, the module's files, and the
   // ltworker package beside it (the module loads its writer from there).

@@ -17,7 +17,16 @@ struct HeartbeatMessage {
   // kAuto*: lines of ltd's own automatic heartbeat module (README,
   // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
   // `auto stack FRAME<TAB>FRAME...` (innermost first).
-  enum class Kind { kBeat, kTimeout, kError, kExecFailed, kAutoOn, kAutoStep, kAutoLive, kAutoStack };
+  enum class Kind {
+    kBeat,
+    kTimeout,
+    kError,
+    kExecFailed,
+    kAutoOn,
+    kAutoStep,
+    kAutoLive,
+    kAutoStack
+  };
   Kind kind = Kind::kBeat;
   std::optional<int64_t> step;  // kBeat, kAutoStep
   Millis timeout{0};            // kTimeout; 0 turns the watchdog off

@@ -306,8 +306,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.auto_heartbeat = Field<bool>(j, "auto_heartbeat").value_or(true);
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
-  job.hang_timeout =
-      std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));
+  job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));
   job.user = BytesField(j, "user").value_or("");
   job.exit_code = Field<int>(j, "exit_code");
   job.device_slots = Field<std::vector<int>>(j, "device_slots").value_or(std::vector<int>{});

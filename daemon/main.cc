@@ -144,7 +144,9 @@ int Run(const Options& opt) {
   auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
   if (!budget || !idle || !backoff || !auto_timeout) return 1;
   if (auto_timeout->count() <= 0) {
-    std::fprintf(stderr, "ltd: --auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to turn it off\n");
+    std::fprintf(stderr,
+                 "ltd: --auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to "
+                 "turn it off\n");
     return 1;
   }
   auto log_bytes = ParseByteSize(opt.job_max_log_bytes);

@@ -78,10 +78,10 @@ TEST_F(AutoHeartbeats, RankBlockedInSleepIsTheRootCauseFromItsStack) {
 TEST_F(AutoHeartbeats, SlowRankWhileTheOthersWaitInABarrierIsNoHang) {
   // Rank 0 spends three timeouts in a Python loop; the others wait for it
   // in a barrier all along.
-  CmdResult r = d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", kPython,
-                        kTrain, "--steps", "20", "--slow-rank", "0", "--slow-step", "5",
-                        "--slow-seconds", "9"},
-                       180s);
+  CmdResult r =
+      d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", kPython, kTrain,
+              "--steps", "20", "--slow-rank", "0", "--slow-step", "5", "--slow-seconds", "9"},
+             180s);
   EXPECT_EQ(r.exit_code, 0) << r.err << d_.Show("1").dump(1);
   EXPECT_NE(r.out.find("trained 20 steps on 3 ranks"), std::string::npos) << r.out;
   nlohmann::json job = d_.Show("1");
@@ -152,10 +152,10 @@ TEST_F(AutoHeartbeats, UncaughtExceptionIsTheRootCauseMessage) {
 }
 
 TEST_F(AutoHeartbeats, PythonStartedByAShellScriptIsWatched) {
-  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--heartbeat-timeout", "3s", "--", "bash",
-                        kRanks + "/auto_train.sh", "--steps", "100000", "--hang-rank", "1",
-                        "--hang-step", "10"},
-                       180s);
+  CmdResult r = d_.Ctl(
+      {"submit", "--devices", "2", "--heartbeat-timeout", "3s", "--", "bash",
+       kRanks + "/auto_train.sh", "--steps", "100000", "--hang-rank", "1", "--hang-step", "10"},
+      180s);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["heartbeat_mode"], "AUTOMATIC");
@@ -177,9 +177,8 @@ TEST_F(AutoHeartbeats, NothingIsInjectedIntoOtherProgramsOrWhenTurnedOff) {
   const std::string probe =
       "import os, sys, torch; print('module', 'ltd_autoheartbeat' in sys.modules, "
       "os.environ.get('LT_AUTO_HEARTBEAT'), os.environ.get('PYTHONPATH'))";
-  CmdResult off =
-      d_.Ctl({"submit", "--devices", "1", "--no-auto-heartbeat", "--", kPython, "-c", probe}, 60s,
-             env);
+  CmdResult off = d_.Ctl(
+      {"submit", "--devices", "1", "--no-auto-heartbeat", "--", kPython, "-c", probe}, 60s, env);
   EXPECT_EQ(off.exit_code, 0) << off.err;
   EXPECT_NE(off.out.find("[0] module False None /lt-test-path\n"), std::string::npos) << off.out;
   nlohmann::json job = d_.Show("2");

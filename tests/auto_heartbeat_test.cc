@@ -19,15 +19,15 @@ TEST(AutoInstrument, PythonShellsAndWrappersMayRunPythonOthersDoNot) {
   EXPECT_TRUE(MayRunPython("/usr/bin/python3", ""));
   EXPECT_TRUE(MayRunPython("/home/u/venv/bin/python", ""));
   EXPECT_TRUE(MayRunPython("/usr/bin/python3.11", ""));
-  EXPECT_TRUE(MayRunPython("/bin/bash", "\x7f" "ELF"));
+  EXPECT_TRUE(MayRunPython("/bin/bash", "\177ELF"));
   EXPECT_TRUE(MayRunPython("/usr/bin/env", ""));
   EXPECT_TRUE(MayRunPython("./train.py", "#!/usr/bin/env python3\nimport torch\n"));
   EXPECT_TRUE(MayRunPython("./train.py", "#!/usr/bin/env -S python3 -u\n"));
   EXPECT_TRUE(MayRunPython("./train", "#! /opt/conda/bin/python3.10 -O\n"));
   EXPECT_TRUE(MayRunPython("./run.sh", "#!/bin/sh\npython3 train.py\n"));
 
-  EXPECT_FALSE(MayRunPython("/usr/bin/printenv", "\x7f" "ELF"));
-  EXPECT_FALSE(MayRunPython("./train", "\x7f" "ELF\x02\x01"));
+  EXPECT_FALSE(MayRunPython("/usr/bin/printenv", "\177ELF"));
+  EXPECT_FALSE(MayRunPython("./train", "\177ELF\002\001"));
   EXPECT_FALSE(MayRunPython("./pythonic-tool", ""));
   EXPECT_FALSE(MayRunPython("./run.pl", "#!/usr/bin/perl\n"));
   EXPECT_FALSE(MayRunPython("./run", "#!/usr/bin/env perl\n"));
@@ -74,7 +74,8 @@ TEST(AutoHeartbeatLines, ParseAndRejectGarbage) {
   EXPECT_EQ(step->kind, HeartbeatMessage::Kind::kAutoStep);
   EXPECT_EQ(step->step, 42);
   EXPECT_EQ(ParseHeartbeatLine("auto live")->kind, HeartbeatMessage::Kind::kAutoLive);
-  auto stack = ParseHeartbeatLine("auto stack File \"a.py\", line 3 in f\tFile \"b.py\", line 9 in <module>");
+  auto stack = ParseHeartbeatLine(
+      "auto stack File \"a.py\", line 3 in f\tFile \"b.py\", line 9 in <module>");
   ASSERT_TRUE(stack);
   EXPECT_EQ(stack->kind, HeartbeatMessage::Kind::kAutoStack);
   for (const char* bad : {"auto", "auto on now", "auto step", "auto step -1", "auto step 1x",
@@ -83,7 +84,8 @@ TEST(AutoHeartbeatLines, ParseAndRejectGarbage) {
   }
 }
 
-constexpr char kInSleep[] = "File \"train.py\", line 30 in stall\tFile \"train.py\", line 80 in <module>";
+constexpr char kInSleep[] =
+    "File \"train.py\", line 30 in stall\tFile \"train.py\", line 80 in <module>";
 constexpr char kInAllreduce[] =
     "File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1536 in "
     "all_reduce\tFile \"train.py\", line 70 in <module>";
