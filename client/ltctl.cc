@@ -224,6 +224,7 @@ struct SubmitArgs {
   int devices = 0;
   std::string name;
   bool detach = false;
+  bool no_auto_heartbeat = false;
   std::string heartbeat_timeout, startup_timeout, grace = "10s";
   std::vector<std::string> env;
   int max_restarts = 0;
@@ -248,6 +249,7 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   }
   if (!a.heartbeat_timeout.empty())
     req.set_heartbeat_timeout_ms(DurationFlag("--heartbeat-timeout", a.heartbeat_timeout).count());
+  req.set_no_auto_heartbeat(a.no_auto_heartbeat);
   if (!a.startup_timeout.empty())
     req.set_startup_timeout_ms(DurationFlag("--startup-timeout", a.startup_timeout).count());
   req.set_grace_ms(DurationFlag("--grace", a.grace).count());
@@ -438,6 +440,8 @@ int main(int argc, char** argv) {
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
   submit->add_option("--heartbeat-timeout", sa.heartbeat_timeout,
                      "hung after this long without a heartbeat");
+  submit->add_flag("--no-auto-heartbeat", sa.no_auto_heartbeat,
+                   "no automatic heartbeats for Python ranks (ltd watches only the ranks' own)");
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "bytes.h"
+#include "duration.h"
 #include "table.h"
 
 namespace ltd {
@@ -140,6 +141,22 @@ std::string DescribeCause(const v1::RootCause& c) {
   return what;
 }
 
+// Which mode watched the job for hangs, and with which timeout.
+std::string HeartbeatMode(const v1::Job& j) {
+  const std::string timeout =
+      j.hang_timeout_ms() > 0 ? FormatDuration(Millis(j.hang_timeout_ms())) : "";
+  switch (j.heartbeat_mode()) {
+    case v1::Job::EXPLICIT:
+      return "explicit (the ranks' own), " +
+             (timeout.empty() ? std::string("timeout set by the ranks") : "timeout " + timeout);
+    case v1::Job::AUTOMATIC:
+      return "automatic, hung when no rank progresses for " + timeout;
+    default:
+      return std::string("none") +
+             (j.auto_heartbeat() ? "" : " (automatic heartbeats off: --no-auto-heartbeat)");
+  }
+}
+
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
   Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "STEP", "ELAPSED", "EXIT", "COMMAND"});
   for (const auto& j : jobs) {
@@ -170,6 +187,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Master port:", std::to_string(j.master_port()));
   field("Containment:", Line(j.containment()));
   field("Restarts:", std::to_string(j.restart_count()) + " of " + std::to_string(j.max_restarts()));
+  field("Heartbeats:", HeartbeatMode(j));
   field("Submitted:", Time(j.has_submitted_at(), j.submitted_at()));
   field("Started:", Time(j.has_started_at(), j.started_at()));
   field("Ended:", Time(j.has_ended_at(), j.ended_at()));

@@ -9,13 +9,19 @@
 
 namespace ltd {
 
-// "" when it is in neither place.
-inline std::string FindHelper(const std::string& name, const std::string& libexec_dir) {
+// `relative` beside the running binary (a build tree), or "".
+inline std::string FindBeside(const std::string& relative) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto beside = self.parent_path() / name;
-    if (access(beside.c_str(), X_OK) == 0) return beside;
+  if (ec) return "";
+  const auto beside = self.parent_path() / relative;
+  return access(beside.c_str(), F_OK) == 0 ? beside.string() : "";
+}
+
+// "" when it is in neither place.
+inline std::string FindHelper(const std::string& name, const std::string& libexec_dir) {
+  if (std::string beside = FindBeside(name); !beside.empty() && access(beside.c_str(), X_OK) == 0) {
+    return beside;
   }
   const std::string installed = libexec_dir + "/" + name;
   if (access(installed.c_str(), X_OK) == 0) return installed;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "auto_instrument.h"
 #include "containment_factory.h"
 #include "byte_size.h"
 #include "duration.h"
@@ -33,6 +34,9 @@
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
+#endif
+#ifndef LTD_PYTHONDIR
+#define LTD_PYTHONDIR "/usr/local/share/ltd/python"
 #endif
 
 namespace ltd {
@@ -56,6 +60,10 @@ struct Options {
   int max_restarts_limit = 100;
   std::string restart_backoff = "1s";
   std::string restore_window = "10m";
+  // Automatic heartbeats for Python ranks (README).
+  bool auto_heartbeat = true;
+  std::string auto_heartbeat_timeout = "5m";
+  std::string auto_heartbeat_dir;  // empty: beside ltd (build tree), else installed
 };
 
 // A supervisor answers in microseconds; the ones that do not within this
@@ -76,6 +84,14 @@ int CountGpus() {
   int n = 0;
   while (access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
   return n;
+}
+
+// The automatic heartbeat module: python/autoload beside ltd in a build
+// tree, the installed one otherwise.
+std::string FindAutoHeartbeatDir() {
+  std::string beside = FindBeside("python/autoload/sitecustomize.py");
+  if (!beside.empty()) return beside.substr(0, beside.rfind('/'));
+  return std::string(LTD_PYTHONDIR) + "/autoload";
 }
 
 int Run(const Options& opt) {
@@ -111,7 +127,14 @@ int Run(const Options& opt) {
   auto idle = duration("--idle-timeout", opt.idle_timeout);
   auto backoff = duration("--restart-backoff", opt.restart_backoff);
   auto restore_window = duration("--restore-window", opt.restore_window);
-  if (!budget || !idle || !backoff || !restore_window) return 1;
+  auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
+  if (!budget || !idle || !backoff || !restore_window || !auto_timeout) return 1;
+  if (auto_timeout->count() <= 0) {
+    std::fprintf(stderr,
+                 "ltd: --auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to "
+                 "turn it off\n");
+    return 1;
+  }
   auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
   if (!log_bytes || *log_bytes < (1u << 20)) {
     std::fprintf(stderr, "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
@@ -120,6 +143,19 @@ int Run(const Options& opt) {
   }
   config.keep_finished = opt.keep_jobs;
   config.max_restarts_limit = opt.max_restarts_limit;
+  std::string auto_heartbeat_dir;
+  if (opt.auto_heartbeat) {
+    const std::string dir =
+        opt.auto_heartbeat_dir.empty() ? FindAutoHeartbeatDir() : opt.auto_heartbeat_dir;
+    if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
+      auto_heartbeat_dir = dir;
+    } else if (!opt.auto_heartbeat_dir.empty()) {
+      std::fprintf(stderr, "ltd: --auto-heartbeat-dir: %s\n", problem.c_str());
+      return 1;
+    } else {
+      spdlog::warn("automatic heartbeats are off: {}", problem);
+    }
+  }
   config.placement.user_max_running_jobs = opt.user_max_running_jobs;
   config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
   RaiseFdLimit();
@@ -186,6 +222,8 @@ int Run(const Options& opt) {
   shim_config.stack_budget = *budget;
   shim_config.restart_backoff = *backoff;
   shim_config.job_max_log_bytes = *log_bytes;
+  shim_config.auto_heartbeat_dir = auto_heartbeat_dir;
+  shim_config.auto_heartbeat_timeout = *auto_timeout;
 
   // Supervisors an earlier ltd left: those that answer for their job keep
   // it; the rest of what earlier processes left is swept.
@@ -353,6 +391,16 @@ int main(int argc, char** argv) {
                  "how long running jobs outlive ltd (a restart, an upgrade) before their "
                  "supervisors tear them down; 0: every job ends with ltd")
       ->capture_default_str();
+  app.add_option("--auto-heartbeat", opt.auto_heartbeat,
+                 "watch Python ranks for hangs without code changes (jobs may opt out)")
+      ->capture_default_str();
+  app.add_option("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout,
+                 "automatic heartbeats: a job is hung when no rank progresses for this long, "
+                 "unless it was submitted with --heartbeat-timeout")
+      ->capture_default_str();
+  app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir,
+                 "the directory of ltd's sitecustomize.py for Python ranks (root's, writable by "
+                 "no one else); default: python/autoload beside ltd, else under share/ltd");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

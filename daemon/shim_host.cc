@@ -336,6 +336,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
       "--restart-backoff-ms", std::to_string(config_.restart_backoff.count()),
       "--job-max-log-bytes", std::to_string(config_.job_max_log_bytes),
       "--log-level", config_.log_level,
+      "--auto-heartbeat-dir", config_.auto_heartbeat_dir,
+      "--auto-heartbeat-timeout-ms", std::to_string(config_.auto_heartbeat_timeout.count()),
       "--ltd-fd"};
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));

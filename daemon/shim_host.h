@@ -30,6 +30,8 @@ struct ShimConfig {
   std::chrono::milliseconds stack_budget{5000};
   std::chrono::milliseconds restart_backoff{1000};
   uint64_t job_max_log_bytes = 1ull << 30;
+  std::string auto_heartbeat_dir;  // empty: no automatic heartbeats
+  std::chrono::milliseconds auto_heartbeat_timeout{5 * 60 * 1000};
 };
 
 class ShimSupervisorHost final : public SupervisorHost {

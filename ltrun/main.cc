@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "auto_instrument.h"
 #include "bytes.h"
 #include "containment_factory.h"
 #include "control_reader.h"
@@ -40,6 +41,9 @@
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
 #endif
+#ifndef LTD_PYTHONDIR
+#define LTD_PYTHONDIR "/usr/local/share/ltd/python"
+#endif
 
 extern char** environ;
 
@@ -59,6 +63,7 @@ struct Options {
   std::string state_dir;
   std::string containment = "auto";
   std::string log_level = "error";
+  bool auto_heartbeat = true;
   std::vector<std::string> command;
 };
 
@@ -146,6 +151,7 @@ int Run(const Options& opt) {
   spec.startup_timeout = DurationFlag("--startup-timeout", opt.startup_timeout);
   spec.grace = DurationFlag("--grace", opt.grace);
   spec.max_restarts = opt.max_restarts;
+  spec.auto_heartbeat = opt.auto_heartbeat;
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
@@ -204,6 +210,16 @@ int Run(const Options& opt) {
     RunnerConfig config;
     config.stack_budget = stack_budget;
     config.extra_rank_env.push_back(plan.rank_marker);
+    if (opt.auto_heartbeat) {
+      // ltd's module for Python ranks, where this ltrun finds it.
+      std::string dir = FindBeside("python/autoload/sitecustomize.py");
+      dir = !dir.empty() ? dir.substr(0, dir.rfind('/')) : std::string(LTD_PYTHONDIR) + "/autoload";
+      if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
+        config.auto_heartbeat_dir = dir;
+      } else {
+        spdlog::warn("automatic heartbeats are off: {}", problem);
+      }
+    }
     Terminal terminal(loop);
     JobRunner runner(clock, launcher, *store, &sampler, config, job, terminal);
 
@@ -282,6 +298,8 @@ int main(int argc, char** argv) {
   app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
       ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
       ->capture_default_str();
+  app.add_flag("!--no-auto-heartbeat", opt.auto_heartbeat,
+               "do not watch Python ranks for hangs automatically");
   app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
       ->capture_default_str();
   // Everything from PROGRAM on is the program's (`--` before it is optional).

@@ -88,6 +88,31 @@ bool IsCollective(std::string_view frame) {
   return ContainsAny(frame, kMarkers);
 }
 
+// The innermost collective frame of the main thread, for humans: a Python
+// frame as "fn (file.py:N)", a native one as gdb printed it.
+std::string CollectiveFrame(std::string_view stack) {
+  const std::vector<Thread> threads = ParseThreads(stack);
+  const Thread* main = MainThread(threads);
+  if (main == nullptr) return "";
+  for (std::string_view frame : main->frames) {
+    if (IsWaitPrimitive(frame) || !IsCollective(frame)) continue;
+    if (frame.starts_with("File \"")) {
+      const size_t close = frame.find('"', 6);
+      const size_t line = frame.find(", line ");
+      const size_t in = frame.rfind(" in ");
+      if (close != std::string_view::npos && line != std::string_view::npos &&
+          in != std::string_view::npos && in > line) {
+        std::string_view file = frame.substr(6, close - 6);
+        file = file.substr(file.rfind('/') + 1);
+        return Cat(frame.substr(in + 4), " (", file, ":", frame.substr(line + 7, in - line - 7),
+                   ")");
+      }
+    }
+    return std::string(frame);
+  }
+  return "";
+}
+
 }  // namespace
 
 bool WaitsInCollective(std::string_view stack) {
@@ -124,6 +149,38 @@ int AttributeHang(HangReport& report) {
   }
   report.stalled_ranks = culprits;
   return culprits.front();
+}
+
+std::string DescribeCollectiveWaits(const HangReport& report) {
+  std::vector<std::pair<int, std::string>> waits;
+  for (const HangReportRank& r : report.ranks) {
+    if (r.stack.empty()) continue;
+    if (!r.in_collective) return "";
+    waits.emplace_back(r.rank, CollectiveFrame(r.stack));
+  }
+  if (waits.size() < 2) return "";
+  // Ranks in the same collective wait at the same frame; its line is part
+  // of it, so two different calls of one collective differ too.
+  bool same = true;
+  for (const auto& [rank, frame] : waits) same = same && frame == waits.front().second;
+  if (same) {
+    return Cat("every rank waits in the same collective, ", waits.front().second,
+               ", for a peer that never joins it (a deadlock)");
+  }
+  std::string out = "every rank waits in a collective and they disagree (a mismatch):";
+  for (size_t i = 0; i < waits.size(); ++i) {
+    out += Cat(i == 0 ? " " : ", ", "rank ", waits[i].first, " in ", waits[i].second);
+  }
+  return out;
+}
+
+std::string AutoStackText(std::string_view frames) {
+  std::string out = "Thread (main; sent by ltd's automatic heartbeats, most recent call first):\n";
+  for (std::string_view frame : Split(frames, '\t')) {
+    if (frame.empty()) continue;
+    out.append("  ").append(frame).push_back('\n');
+  }
+  return out;
 }
 
 }  // namespace ltd

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "job.h"
@@ -27,5 +28,16 @@ bool IsStraggler(int64_t step, int64_t max_step);
 // collective are the ones that stalled. Marks `in_collective` on every
 // rank; returns the rank to blame, or -1 to keep the deadline order.
 int AttributeHang(HangReport& report);
+
+// When every rank with a stack waits in a collective, says so and whether
+// they disagree about which one ("rank 0 in all_reduce (distributed_c10d.py:1536),
+// rank 1 in barrier (...)": a mismatch) or are in the same one (a
+// deadlock); "" otherwise. Call after AttributeHang (it reads in_collective).
+std::string DescribeCollectiveWaits(const HangReport& report);
+
+// The main thread's stack as ltd's automatic heartbeat module sends it
+// (`auto stack F1<TAB>F2...`, innermost first), in faulthandler's layout
+// so that it reads like any other Python stack.
+std::string AutoStackText(std::string_view frames);
 
 }  // namespace ltd

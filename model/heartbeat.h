@@ -14,11 +14,23 @@
 namespace ltd {
 
 struct HeartbeatMessage {
-  enum class Kind { kBeat, kTimeout, kError, kExecFailed };
+  // kAuto*: lines of ltd's own automatic heartbeat module (README,
+  // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
+  // `auto stack FRAME<TAB>FRAME...` (innermost first).
+  enum class Kind {
+    kBeat,
+    kTimeout,
+    kError,
+    kExecFailed,
+    kAutoOn,
+    kAutoStep,
+    kAutoLive,
+    kAutoStack
+  };
   Kind kind = Kind::kBeat;
-  std::optional<int64_t> step;  // kBeat
+  std::optional<int64_t> step;  // kBeat, kAutoStep
   Millis timeout{0};            // kTimeout; 0 turns the watchdog off
-  std::string text;             // kError, kExecFailed
+  std::string text;             // kError, kExecFailed, kAutoStack
 };
 
 // nullopt for a malformed line.

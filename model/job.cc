@@ -127,6 +127,16 @@ std::string_view ToString(RankState s) { return Name(kRankStates, s); }
 std::string_view ToString(CauseReason r) { return Name(kReasons, r); }
 std::optional<JobState> ParseJobState(std::string_view s) { return Lookup(kJobStates, s); }
 
+constexpr std::array<std::pair<HeartbeatMode, std::string_view>, 3> kHeartbeatModes = {{
+    {HeartbeatMode::kNone, "none"},
+    {HeartbeatMode::kExplicit, "explicit"},
+    {HeartbeatMode::kAutomatic, "automatic"},
+}};
+std::string_view ToString(HeartbeatMode m) { return Name(kHeartbeatModes, m); }
+std::optional<HeartbeatMode> ParseHeartbeatMode(std::string_view s) {
+  return Lookup(kHeartbeatModes, s);
+}
+
 bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
 
 int ExitCodeFor(const RootCause& cause) {
@@ -268,6 +278,9 @@ nlohmann::json ToJson(const Job& job) {
       {"heartbeat_timeout_ms", s.heartbeat_timeout.count()},
       {"startup_timeout_ms", s.startup_timeout.count()},
       {"grace_ms", s.grace.count()},
+      {"auto_heartbeat", s.auto_heartbeat},
+      {"heartbeat_mode", ToString(job.heartbeat_mode)},
+      {"hang_timeout_ms", job.hang_timeout.count()},
   };
   // The environment while the job may still (re)start: a PENDING job
   // survives ltd's restart, and a supervisor is started from the record.
@@ -298,6 +311,10 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.startup_timeout =
       std::chrono::milliseconds(Field<int64_t>(j, "startup_timeout_ms").value_or(0));
   s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
+  s.auto_heartbeat = Field<bool>(j, "auto_heartbeat").value_or(true);
+  job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
+                           .value_or(HeartbeatMode::kNone);
+  job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));
   job.user = BytesField(j, "user").value_or("");
   job.exit_code = Field<int>(j, "exit_code");
   job.device_slots = Field<std::vector<int>>(j, "device_slots").value_or(std::vector<int>{});

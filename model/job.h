@@ -41,6 +41,14 @@ enum class CauseReason {
 std::string_view ToString(JobState s);
 std::string_view ToString(RankState s);
 std::string_view ToString(CauseReason r);
+
+// What watched a job for hangs (README, "Automatic heartbeats"): nothing
+// yet, heartbeats the ranks send themselves (per-rank deadlines), or ltd's
+// automatic ones (the job is hung when no rank progresses). A rank's own
+// heartbeats take precedence over the automatic ones.
+enum class HeartbeatMode { kNone, kExplicit, kAutomatic };
+std::string_view ToString(HeartbeatMode m);
+std::optional<HeartbeatMode> ParseHeartbeatMode(std::string_view s);
 std::optional<JobState> ParseJobState(std::string_view s);
 bool IsFinal(JobState s);
 
@@ -112,6 +120,7 @@ struct JobSpec {
   std::chrono::milliseconds startup_timeout{0};    // 0: off
   std::chrono::milliseconds grace{10000};
   int max_restarts = 0;
+  bool auto_heartbeat = true;  // false: --no-auto-heartbeat
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
@@ -139,6 +148,8 @@ struct Job {
   std::optional<WallTime> teardown_at;  // when the last teardown began
   std::optional<RootCause> root_cause;
   std::optional<HangReport> hang_report;
+  HeartbeatMode heartbeat_mode = HeartbeatMode::kNone;
+  std::chrono::milliseconds hang_timeout{0};  // in force for heartbeat_mode; 0: none
   std::vector<Rank> ranks;
   std::vector<Attempt> attempts;
   // Why the record on disk is behind this one (a full disk, say); empty

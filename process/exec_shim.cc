@@ -20,11 +20,16 @@
 // signals, keep only fds 0-3, and execve with the rank's environment. When
 // the program cannot run it says why on the heartbeat fd (`exec_failed
 // ...`) and exits 127 (not found) or 126 (cannot run), as a shell would.
+//
+// ltd may ask for automatic heartbeats (auto_instrument.h): lt-exec grants
+// them, by the program it found and that file's `#!` line, read as the
+// user, only to a program that runs Python or may start it.
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +40,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "auto_instrument.h"
 
 namespace {
 
@@ -143,6 +150,38 @@ std::string_view EnvValue(const std::vector<std::string>& env, std::string_view 
   return {};
 }
 
+// The start of the file at `path` (its `#!` line), as the user; empty
+// when it cannot be read as a regular file.
+std::string Head(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return {};
+  std::string head;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char buf[256];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) head.assign(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return head;
+}
+
+// execve with the environment meant for this file: an automatic heartbeat
+// request is granted or dropped here (see the top of the file).
+void ExecAt(const std::string& path, char* const* argv, const Spec& spec,
+            const std::vector<char*>& env) {
+  if (!ltd::HasAutoHeartbeatRequest(spec.env)) {
+    execve(path.c_str(), argv, env.data());
+    return;
+  }
+  const std::vector<std::string> granted =
+      ltd::ApplyAutoHeartbeat(spec.env, ltd::MayRunPython(path, Head(path)));
+  std::vector<char*> envp;
+  for (const std::string& e : granted) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  execve(path.c_str(), argv, envp.data());
+}
+
 // execve of the program as a shell finds it: a name with a slash as is
 // (relative to the working directory), else the first match in the
 // user's PATH. Returns only when nothing could be executed.
@@ -156,7 +195,7 @@ std::string_view EnvValue(const std::vector<std::string>& env, std::string_view 
   const std::string& program = spec.argv.front();
   int err = ENOENT;
   if (program.find('/') != std::string::npos) {
-    execve(program.c_str(), argv.data(), env.data());
+    ExecAt(program, argv.data(), spec, env);
     err = errno;
   } else {
     std::string_view path = EnvValue(spec.env, "PATH");
@@ -169,7 +208,7 @@ std::string_view EnvValue(const std::vector<std::string>& env, std::string_view 
       if (full.empty()) full.push_back('.');
       full.push_back('/');
       full.append(program);
-      execve(full.c_str(), argv.data(), env.data());
+      ExecAt(full, argv.data(), spec, env);
       // Like execvp: keep looking past what is missing or forbidden here.
       if (errno == EACCES) {
         denied = true;

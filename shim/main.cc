@@ -43,6 +43,8 @@ struct Options {
   uint64_t job_max_log_bytes = 1ull << 30;
   int64_t restart_backoff_ms = 1000;
   std::string log_level = "info";
+  std::string auto_heartbeat_dir;
+  int64_t auto_heartbeat_timeout_ms = 300000;
   int ltd_fd = -1;  // a connected socket to ltd, when it started us
 };
 
@@ -101,6 +103,8 @@ int Run(const Options& opt) {
     config.job_max_log_bytes = opt.job_max_log_bytes;
     config.restart_backoff = Millis(opt.restart_backoff_ms);
     config.extra_rank_env.push_back(plan.rank_marker);
+    config.auto_heartbeat_dir = opt.auto_heartbeat_dir;
+    config.auto_heartbeat_timeout = Millis(opt.auto_heartbeat_timeout_ms);
     ShimService::Options so;
     so.job_id = opt.job;
     so.state_dir = resolved;
@@ -168,6 +172,9 @@ int main(int argc, char** argv) {
   app.add_option("--job-max-log-bytes", opt.job_max_log_bytes);
   app.add_option("--restart-backoff-ms", opt.restart_backoff_ms)->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", opt.log_level);
+  app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir);
+  app.add_option("--auto-heartbeat-timeout-ms", opt.auto_heartbeat_timeout_ms)
+      ->check(CLI::PositiveNumber);
   bool ltd_fd = false;
   app.add_flag("--ltd-fd", ltd_fd, "fd 3 is a connection to ltd");
   try {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "auto_instrument.h"
 #include "bytes.h"
 #include "launch_env.h"
 #include "spdlog/spdlog.h"
@@ -78,6 +79,8 @@ void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
     req.rank = r;
     req.argv = job.spec.argv;
     req.env = RankEnvironment(job, r, store_.JobDir(job.id), config_.extra_rank_env);
+    RequestAutoHeartbeat(req.env, job.spec.auto_heartbeat ? config_.auto_heartbeat_dir : "",
+                         AutoTimeout(job));
     req.cwd = job.spec.cwd;
     req.uid = job.spec.uid;
     req.gid = job.spec.gid;

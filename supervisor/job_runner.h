@@ -35,6 +35,11 @@ struct RunnerConfig {
   // kMaxRestartBackoff, so a job that fails at once cannot spin.
   Millis restart_backoff{1000};
   static constexpr Millis kMaxRestartBackoff{5 * 60 * 1000};
+  // Automatic heartbeats (README): the directory of ltd's sitecustomize
+  // handed to Python ranks (empty: off for every job), and the hang
+  // timeout of a job submitted without --heartbeat-timeout.
+  std::string auto_heartbeat_dir;
+  Millis auto_heartbeat_timeout{5 * 60 * 1000};
 };
 
 class JobRunner {
@@ -70,6 +75,8 @@ class JobRunner {
   void OnOutput(Job& job, int rank, Stream stream, std::string_view data);
   void OnControl(Job& job, int rank, std::string_view data);
   void OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
+  void OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
+  Millis AutoTimeout(const Job& job) const;
   void OnExit(Job& job, int rank, ExitStatus status);
   void ArmWatchdog(Job& job, JobRuntime& rt);
   void OnWatchdog(const std::string& id);

@@ -38,6 +38,13 @@ struct RankRuntime {
   std::optional<Millis> last_beat;
   std::optional<Millis> timeout;  // a `timeout DUR` from the rank overrides the job's
 
+  // Automatic heartbeats (README): ltd's module runs in this rank (`auto
+  // on`), unless the rank beats itself, which takes precedence for good.
+  bool auto_on = false;
+  bool explicit_beats = false;
+  std::string auto_stack;  // where its main thread stopped, until it moves again
+  bool Automatic() const { return alive && auto_on && !explicit_beats; }
+
   // Step rate over a window of at least kRateWindow.
   static constexpr Millis kRateWindow{2000};
   Millis rate_anchor_time{0};
@@ -68,6 +75,19 @@ struct JobRuntime {
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;
   std::optional<Millis> watchdog_at;
+
+  // Automatic heartbeats: when any rank last made progress, from the
+  // first `auto on`. The job is hung when none has for auto_timeout.
+  std::optional<Millis> auto_progress;
+  Millis auto_timeout{0};
+  bool auto_verdict = false;  // the hang being investigated is the job-level one
+  std::optional<Millis> AutoDeadline() const {
+    if (!auto_progress || auto_timeout.count() <= 0) return std::nullopt;
+    for (const RankRuntime& rr : ranks) {
+      if (rr.Automatic()) return *auto_progress + auto_timeout;
+    }
+    return std::nullopt;
+  }
 
   // A hang found, stacks being taken before the teardown.
   bool investigating = false;

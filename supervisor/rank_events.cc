@@ -47,6 +47,17 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   const Millis now = clock_.Monotonic();
+  if (msg.kind == HeartbeatMessage::Kind::kBeat || msg.kind == HeartbeatMessage::Kind::kTimeout) {
+    // The rank beats itself: its own heartbeats watch it from now on, and
+    // any beat is progress for the job-level automatic watchdog.
+    rr.explicit_beats = true;
+    rr.auto_stack.clear();
+    if (rt.auto_progress) rt.auto_progress = now;
+    job.heartbeat_mode = HeartbeatMode::kExplicit;
+    job.hang_timeout = msg.kind == HeartbeatMessage::Kind::kTimeout
+                           ? msg.timeout
+                           : rr.timeout.value_or(job.spec.heartbeat_timeout);
+  }
   switch (msg.kind) {
     case HeartbeatMessage::Kind::kBeat: {
       // The first beat swaps a startup deadline for a heartbeat one, which
@@ -83,6 +94,63 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
       return;
     case HeartbeatMessage::Kind::kExecFailed:
       rr.exec_error = msg.text;
+      return;
+    case HeartbeatMessage::Kind::kAutoOn:
+    case HeartbeatMessage::Kind::kAutoStep:
+    case HeartbeatMessage::Kind::kAutoLive:
+    case HeartbeatMessage::Kind::kAutoStack:
+      return OnAutoHeartbeat(job, rt, rank, msg);
+  }
+}
+
+Millis JobRunner::AutoTimeout(const Job& job) const {
+  return job.spec.heartbeat_timeout.count() > 0 ? job.spec.heartbeat_timeout
+                                                : config_.auto_heartbeat_timeout;
+}
+
+void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg) {
+  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  Rank& rec = job.ranks[static_cast<size_t>(rank)];
+  // A rank's own heartbeats take precedence; a rank that never said `auto
+  // on` is not ltd's module talking.
+  if (rr.explicit_beats) return;
+  if (msg.kind != HeartbeatMessage::Kind::kAutoOn && !rr.auto_on) return;
+  const Millis now = clock_.Monotonic();
+  switch (msg.kind) {
+    case HeartbeatMessage::Kind::kAutoOn:
+      rr.auto_on = true;
+      if (job.heartbeat_mode != HeartbeatMode::kExplicit) {
+        job.heartbeat_mode = HeartbeatMode::kAutomatic;
+        job.hang_timeout = AutoTimeout(job);
+      }
+      rt.auto_timeout = AutoTimeout(job);
+      rt.auto_progress = now;
+      spdlog::info("job={} rank={} automatic heartbeats on", job.id, rank);
+      ArmWatchdog(job, rt);
+      return events_.OnChanged(job, /*significant=*/true);
+    case HeartbeatMessage::Kind::kAutoStep:
+      rec.last_step = *msg.step;
+      [[fallthrough]];
+    case HeartbeatMessage::Kind::kAutoLive:
+      rt.auto_progress = now;
+      rr.auto_stack.clear();
+      rec.last_heartbeat_at = clock_.Now();
+      if (msg.step) {
+        if (rr.rate_anchor_step < 0) {
+          rr.rate_anchor_step = *msg.step;
+          rr.rate_anchor_time = now;
+        } else if (now - rr.rate_anchor_time >= RankRuntime::kRateWindow) {
+          const double secs = static_cast<double>((now - rr.rate_anchor_time).count()) / 1000.0;
+          rec.steps_per_second = static_cast<double>(*msg.step - rr.rate_anchor_step) / secs;
+          rr.rate_anchor_step = *msg.step;
+          rr.rate_anchor_time = now;
+        }
+      }
+      return events_.OnChanged(job, /*significant=*/false);
+    case HeartbeatMessage::Kind::kAutoStack:
+      rr.auto_stack = msg.text;
+      return;
+    default:
       return;
   }
 }

@@ -30,6 +30,7 @@ void JobRunner::ArmWatchdog(Job& job, JobRuntime& rt) {
     auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
     if (d && (!earliest || *d < *earliest)) earliest = d;
   }
+  if (auto d = rt.AutoDeadline(); d && (!earliest || *d < *earliest)) earliest = d;
   if (rt.watchdog_at && earliest && *rt.watchdog_at <= *earliest) return;  // fires soon enough
   if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
   rt.watchdog_timer = 0;
@@ -51,6 +52,16 @@ void JobRunner::OnWatchdog(const std::string& id) {
   rt.watchdog_at.reset();
   if (rt.tearing_down || rt.investigating) return;
   const Millis now = clock_.Monotonic();
+  // Automatic heartbeats: no rank made progress for the hang timeout. Every
+  // rank watched so is stalled; the stacks tell which one the others wait for.
+  if (auto d = rt.AutoDeadline(); d && *d < now) {
+    std::vector<int> stalled;
+    for (size_t r = 0; r < rt.ranks.size(); ++r) {
+      if (rt.ranks[r].Automatic()) stalled.push_back(static_cast<int>(r));
+    }
+    rt.auto_verdict = true;
+    return ReportHang(*job, rt, std::move(stalled), CauseReason::kHang);
+  }
   // Stalled: every rank past its deadline, earliest deadline first.
   std::vector<std::pair<Millis, int>> expired;
   bool startup = true;
@@ -110,6 +121,10 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   cause.message =
       Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
           FormatDuration(waited), " from rank(s) ", Join(stalled, ","));
+  if (rt.auto_verdict) {
+    cause.message = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
+                        " (automatic heartbeats)");
+  }
   if (stopped_rank >= 0) {
     cause.rank = stopped_rank;
     cause.message = Cat("rank ", stopped_rank, " is ",
@@ -131,8 +146,15 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     RankRuntime& rr = rt.ranks[r];
     const pid_t pid = job.ranks[r].pid;
-    if (!rr.alive || sampler_ == nullptr || config_.stack_budget.count() <= 0) continue;
     const bool stopped = !job.hang_report->ranks[r].process_state.empty();
+    if (rr.Automatic() && !rr.auto_stack.empty() && !stopped) {
+      // ltd's module already sent where the main thread stopped: it costs
+      // no signal, no gdb and no budget, and works for a Python that a
+      // shell started, too.
+      job.hang_report->ranks[r].stack = AutoStackText(rr.auto_stack);
+      continue;
+    }
+    if (!rr.alive || sampler_ == nullptr || config_.stack_budget.count() <= 0) continue;
     if (sampler_->IsPython(pid)) {
       // faulthandler runs in the rank itself, which a stopped rank cannot.
       if (stopped) continue;
@@ -181,10 +203,14 @@ void JobRunner::FinishInvestigation(const std::string& id) {
     rr.stack.clear();
     rr.capturing_stack = false;
   }
+  const int culprit = rt.cause_settled ? -1 : AttributeHang(report);
   if (rt.cause_settled) {
     for (HangReportRank& r : report.ranks) r.in_collective = WaitsInCollective(r.stack);
-  } else if (const int culprit = AttributeHang(report);
-             culprit >= 0 && culprit != rt.cause->rank) {
+  } else if (std::string waits = DescribeCollectiveWaits(report);
+             culprit < 0 && rt.auto_verdict && !waits.empty()) {
+    // Nobody stopped outside a collective: the ranks wait for each other.
+    rt.cause->message = Cat(rt.cause->message, "; ", waits);
+  } else if (culprit >= 0 && (culprit != rt.cause->rank || rt.auto_verdict)) {
     // Ranks that already died of the stack dump were judged by the old verdict.
     Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
     if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);

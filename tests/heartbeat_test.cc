@@ -25,6 +25,14 @@ std::string Describe(const HeartbeatMessage& m) {
       return "error " + m.text;
     case HeartbeatMessage::Kind::kExecFailed:
       return "exec_failed " + m.text;
+    case HeartbeatMessage::Kind::kAutoOn:
+      return "auto on";
+    case HeartbeatMessage::Kind::kAutoStep:
+      return "auto step " + std::to_string(*m.step);
+    case HeartbeatMessage::Kind::kAutoLive:
+      return "auto live";
+    case HeartbeatMessage::Kind::kAutoStack:
+      return "auto stack " + m.text;
   }
   return "?";
 }

@@ -212,6 +212,19 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_heartbeat_timeout_ms(s.heartbeat_timeout.count());
   out->set_startup_timeout_ms(s.startup_timeout.count());
   out->set_grace_ms(s.grace.count());
+  switch (job.heartbeat_mode) {
+    case HeartbeatMode::kNone:
+      out->set_heartbeat_mode(v1::Job::NONE);
+      break;
+    case HeartbeatMode::kExplicit:
+      out->set_heartbeat_mode(v1::Job::EXPLICIT);
+      break;
+    case HeartbeatMode::kAutomatic:
+      out->set_heartbeat_mode(v1::Job::AUTOMATIC);
+      break;
+  }
+  out->set_hang_timeout_ms(job.hang_timeout.count());
+  out->set_auto_heartbeat(s.auto_heartbeat);
 }
 
 void FillEnded(const Job& job, v1::Ended* out) {
@@ -268,6 +281,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
   spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
   spec.startup_timeout = Millis(req.startup_timeout_ms());
+  spec.auto_heartbeat = !req.no_auto_heartbeat();
   spec.grace = Millis(req.grace_ms());
   spec.max_restarts = req.max_restarts();
   return spec;

@@ -169,6 +169,19 @@ def _send(line):
     return channel.write(line)
 
 
+# Set once a heartbeat or timeout line of the program's own went out: ltd
+# then watches this rank by those, and ltd's automatic heartbeat module, if
+# it runs here, stops sending its own (it reads this flag).
+_own_beats_sent = False
+
+
+def _own(sent):
+    global _own_beats_sent
+    if sent:
+        _own_beats_sent = True
+    return sent
+
+
 def enabled():
     """True when running under ltd (LT_HEARTBEAT_FD is set and usable)."""
     return _get_channel() is not None
@@ -181,11 +194,11 @@ def heartbeat(step=None):
     tensor).
     """
     if step is None:
-        return _send(b"hb\n")
+        return _own(_send(b"hb\n"))
     step = operator.index(step)
     if step < 0:
         raise ValueError(f"heartbeat step must be >= 0, got {step}")
-    return _send(b"hb %d\n" % step)
+    return _own(_send(b"hb %d\n" % step))
 
 
 def _format_timeout(milliseconds):
@@ -238,7 +251,7 @@ def set_timeout(seconds):
     MAX_TIMEOUT_SECONDS (365 days, the longest ltd accepts) is sent as that.
     A negative, NaN or infinite one raises ValueError.
     """
-    return _send(_format_timeout(_timeout_ms(seconds)))
+    return _own(_send(_format_timeout(_timeout_ms(seconds))))
 
 
 def _format_error(text):
