@@ -1,0 +1,219 @@
+#!/usr/bin/python3
+"""Per-job supervisors (lt-shim): what they cost and how fast ltd re-attaches.
+
+Prints, side by side with `ltctl ps` (one bare RPC) in the same run:
+  1. submit-to-exit of `ltctl submit --devices 8 -- /bin/true`, and where
+     the time goes (from the job's record: queue and supervisor start,
+     ranks, end);
+  2. crash teardown: one rank of 8 exits 1; from the supervisor seeing
+     that exit (the root cause's time) to every rank reaped (ended_at);
+  3. CPU of ltd plus the supervisor for 1,000 ranks beating 10 times a
+     second;
+  4. the memory one supervisor adds while idle (Private_Dirty of
+     /proc/PID/smaps_rollup: shared library pages do not count), and ltd's;
+  5. ltd SIGKILLed under 100 running jobs and started again: the time
+     until `ps` shows all 100 RUNNING with the same pids (adopted).
+
+Not a test: nothing is asserted; a shared 2-core machine is noisy.
+Usage: bench/supervisor_bench.py [--build DIR] [--runs N] [--ranks N] [--jobs N]
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from core_bench import Ltd, cpu_seconds, median_line, parse_time  # noqa: E402
+
+
+def kib(pid, key, path="smaps_rollup"):
+    try:
+        with open(f"/proc/{pid}/{path}") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def supervisors(state_dir):
+    """pid of every lt-shim on `state_dir`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                if f.read().strip() != "lt-shim":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if state_dir.encode() not in f.read():
+                    continue
+        except OSError:
+            continue
+        pids.append(int(entry))
+    return pids
+
+
+class WindowLtd(Ltd):
+    """An ltd whose jobs outlive it (the default restore window)."""
+
+    def __init__(self, build, devices, extra=()):
+        self.extra = ["--restore-window", "10m", *extra]
+        self.devices = devices
+        super().__init__(build, devices, self.extra)
+
+    def restart(self):
+        log = open(os.path.join(self.dir, "ltd.log"), "a")
+        self.proc = subprocess.Popen(
+            [f"{self.build}/daemon/ltd", "--socket", self.sock, "--state-dir", f"{self.dir}/state",
+             "--devices", str(self.devices), "--log-level", "warn", *self.extra], stdout=log, stderr=log)
+
+    def stop(self):
+        # Every job ends first: nothing of the bench outlives it.
+        if self.proc.poll() is None:
+            self.ctl("shutdown", check=False)
+            self.proc.wait(timeout=120)
+        super().stop()
+
+
+def bench_ps_and_submit(ltd, runs):
+    ps = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        ltd.ctl("ps")
+        ps.append(time.perf_counter() - t0)
+    median_line("ltctl ps (one bare RPC)", ps)
+    total, queue, ranks = [], [], []
+    ltd.ctl("submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        ltd.ctl("submit", "--devices", "8", "--", "/bin/true")
+        total.append(time.perf_counter() - t0)
+    for j in json.loads(ltd.ctl("--json", "ps", "-a").stdout)[1:]:
+        queue.append(parse_time(j["started_at"]) - parse_time(j["submitted_at"]))
+        ranks.append(parse_time(j["ended_at"]) - parse_time(j["started_at"]))
+    median_line("submit --devices 8 /bin/true, end to end", total)
+    median_line("  of which submit -> supervisor up, ranks start", queue)
+    median_line("  of which 8 ranks start, run, reaped, recorded", ranks)
+
+
+def bench_teardown(ltd, child, runs):
+    times = []
+    for _ in range(runs):
+        job = ltd.ctl("submit", "-d", "--devices", "8", "--", child, "--rank", "0",
+                      "sleep:200,exit:1", "hang").stdout.strip()
+        ltd.ctl("wait", job, check=False)
+        j = ltd.show(job)
+        times.append(parse_time(j["ended_at"]) - parse_time(j["root_cause"]["at"]))
+    median_line("crash: supervisor sees the exit -> all 8 reaped", times)
+
+
+def bench_memory(ltd, child):
+    job = ltd.ctl("submit", "-d", "--devices", "1", "--", child, "hang").stdout.strip()
+    deadline = time.time() + 30
+    while ltd.show(job)["state"] != "RUNNING" and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # idle
+    shims = supervisors(ltd.dir)
+    dirty = [kib(p, "Private_Dirty") / 1024 for p in shims]
+    rss = [kib(p, "VmRSS", "status") / 1024 for p in shims]
+    print(f"{'supervisor idle: Private_Dirty (RSS)':<48} {statistics.median(dirty):9.2f} MiB"
+          f"  ({statistics.median(rss):.1f} MiB RSS, mostly shared libraries)")
+    print(f"{'ltd: Private_Dirty (RSS)':<48} {kib(ltd.proc.pid, 'Private_Dirty') / 1024:9.2f} MiB"
+          f"  ({kib(ltd.proc.pid, 'VmRSS', 'status') / 1024:.1f} MiB RSS)")
+    ltd.ctl("kill", job)
+    ltd.ctl("wait", job, check=False)
+
+
+def bench_many_ranks(build, child, ranks, seconds):
+    ltd = WindowLtd(build, ranks, ["--stack-budget", "0"])
+    try:
+        job = ltd.ctl("submit", "-d", "--devices", str(ranks), "--heartbeat-timeout", "30s", "--", child,
+                      "beat:1000000:100").stdout.strip()
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            j = ltd.show(job)
+            if sum(1 for r in j["ranks"] if r["last_step"] is not None and r["last_step"] >= 5) == ranks:
+                break
+            time.sleep(0.5)
+        shim = supervisors(ltd.dir)[0]
+        procs = [ltd.proc.pid, shim]
+        c0, t0 = [cpu_seconds(p) for p in procs], time.time()
+        time.sleep(seconds)
+        c1, t1 = [cpu_seconds(p) for p in procs], time.time()
+        dt = t1 - t0
+        ltd_cpu, shim_cpu = (100 * (c1[i] - c0[i]) / dt for i in range(2))
+        print(f"{str(ranks) + ' ranks at 10 Hz: ltd + supervisor CPU':<48} {ltd_cpu + shim_cpu:9.2f} %"
+              f"  (ltd {ltd_cpu:.2f} %, supervisor {shim_cpu:.2f} % of one core)")
+        ltd.ctl("kill", job)
+        ltd.ctl("wait", job, check=False)
+    finally:
+        ltd.stop()
+
+
+def bench_reattach(build, child, jobs):
+    ltd = WindowLtd(build, jobs, ["--stack-budget", "0"])
+    try:
+        ids = [ltd.ctl("submit", "-d", "--devices", "1", "--", child, "hang").stdout.strip()
+               for _ in range(jobs)]
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            listed = json.loads(ltd.ctl("--json", "ps").stdout)
+            if sum(1 for j in listed if j["state"] == "RUNNING" and j["ranks"][0]["pid"]) == jobs:
+                break
+            time.sleep(0.2)
+        before = {j["id"]: j["ranks"][0]["pid"] for j in listed}
+        ltd.proc.send_signal(signal.SIGKILL)
+        ltd.proc.wait()
+        os.unlink(ltd.sock)
+        t0 = time.perf_counter()
+        ltd.restart()
+        while time.perf_counter() - t0 < 60:
+            if os.path.exists(ltd.sock):
+                r = ltd.ctl("--json", "ps", check=False)
+                if r.returncode == 0:
+                    listed = json.loads(r.stdout)
+                    if sum(1 for j in listed if j["state"] == "RUNNING") == jobs:
+                        break
+            time.sleep(0.005)
+        took = time.perf_counter() - t0
+        same = sum(1 for j in listed if before.get(j["id"]) == j["ranks"][0]["pid"])
+        print(f"{'ltd SIGKILLed, restarted: ' + str(jobs) + ' jobs re-attached':<48} {took * 1000:9.2f} ms"
+              f"  (start to `ps` showing all RUNNING; {same}/{jobs} with the same pids)")
+    finally:
+        ltd.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--ranks", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--jobs", type=int, default=100)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    child = f"{build}/tests/lt_test_child"
+
+    ltd = WindowLtd(build, 8, ["--stack-budget", "0"])
+    try:
+        bench_ps_and_submit(ltd, args.runs)
+        bench_teardown(ltd, child, max(5, args.runs // 2))
+        bench_memory(ltd, child)
+    finally:
+        ltd.stop()
+    if args.ranks > 0:
+        bench_many_ranks(build, child, args.ranks, args.seconds)
+    if args.jobs > 0:
+        bench_reattach(build, child, args.jobs)
+
+
+if __name__ == "__main__":
+    main()
