@@ -105,6 +105,8 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
   std::shared_ptr<Watcher> watcher;
   SupervisionEvents* events = nullptr;  // null once the job table let go
   bool ended = false;
+  bool exited = false;  // the process is gone (reaped when it was ours)
+  std::string exit_text = "is gone";
 
   ~Core() {
     if (watcher) watcher->Cancel();
@@ -160,6 +162,7 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
 
   void OnStreamEnd(const grpc::Status& status) {
     watcher.reset();
+    if (exited) return FinishExit();
     if (ended || events == nullptr || !exit_poll) return;
     // The supervisor lives (its exit would have been seen) but the stream
     // broke: watch again, over its socket.
@@ -182,18 +185,25 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
         static_cast<uint64_t>(kRewatchDelay.count()), 0);
   }
 
-  // The supervisor process is gone.
+  // The supervisor process is gone. What it sent before may still be on
+  // its way through the stream (its last output, its final record): the
+  // stream's end finishes the job, unless there is no stream.
   void OnExit() {
-    auto self = shared_from_this();  // Forget may drop the last other reference
     exit_poll.reset();
     siginfo_t info{};
-    std::string how = "is gone";
     // Ours to reap when this ltd started it; an adopted one is init's.
     if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd.get()), &info,
                WEXITED | WNOHANG) == 0 &&
         info.si_pid != 0) {
-      how = ExitText(info);
+      exit_text = ExitText(info);
     }
+    exited = true;
+    if (!watcher) FinishExit();
+  }
+
+  void FinishExit() {
+    auto self = shared_from_this();  // Forget may drop the last other reference
+    const std::string& how = exit_text;
     if (events != nullptr && !ended) {
       // It may have ended the job and written its final record before ltd
       // read the stream to the end.
