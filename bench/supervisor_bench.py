@@ -132,6 +132,32 @@ def bench_memory(ltd, child):
     ltd.ctl("wait", job, check=False)
 
 
+def bench_supervisor_death(ltd, child, runs):
+    """SIGKILL a job's supervisor: its ranks (PDEATHSIG) and what they left
+    (an escaped grandchild) go; the time until ltd has killed it all and
+    recorded the job LOST."""
+    times = []
+    for _ in range(runs):
+        pidfile = os.path.join(ltd.dir, "pids")
+        if os.path.exists(pidfile):
+            os.unlink(pidfile)
+        job = ltd.ctl("submit", "-d", "--devices", "2", "--", child,
+                      f"pidfile:{pidfile},escape,hang").stdout.strip()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if os.path.exists(pidfile) and len(open(pidfile).read().split()) == 4:
+                break
+            time.sleep(0.02)
+        shim = [p for p in supervisors(ltd.dir) if f"--job\0{job}\0".encode() in
+                open(f"/proc/{p}/cmdline", "rb").read()][0]
+        t_kill = time.time()
+        os.kill(shim, signal.SIGKILL)
+        ltd.ctl("wait", job, check=False)
+        j = ltd.show(job)
+        times.append(parse_time(j["root_cause"]["at"]) - t_kill)
+    median_line("supervisor SIGKILLed -> job killed, recorded LOST", times)
+
+
 def bench_many_ranks(build, child, ranks, seconds):
     ltd = WindowLtd(build, ranks, ["--stack-budget", "0"])
     try:
@@ -207,6 +233,7 @@ def main():
         bench_ps_and_submit(ltd, args.runs)
         bench_teardown(ltd, child, max(5, args.runs // 2))
         bench_memory(ltd, child)
+        bench_supervisor_death(ltd, child, 5)
     finally:
         ltd.stop()
     if args.ranks > 0:

@@ -434,3 +434,32 @@ TEST_F(SupervisorE2E, AnUpgradedLtdAdoptsASupervisorOfAnotherBuild) {
 
 }  // namespace
 }  // namespace ltd::test
+
+namespace ltd::test {
+namespace {
+
+// PENDING jobs survive a restart of ltd, in their order: with one device
+// held by a running job, two jobs wait; after the restart, the first of
+// them starts once the device is free, the second still waits.
+TEST_F(SupervisorE2E, PendingJobsSurviveARestartInTheirOrder) {
+  ASSERT_TRUE(Start("10m", {"--devices", "1"})) << d_.log();
+  const std::string holder = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  WaitRunning(holder, 1);
+  const std::string first = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  const std::string second = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  EXPECT_EQ(d_.Show(first)["state"], "PENDING");
+  EXPECT_EQ(d_.Show(second)["state"], "PENDING");
+  EXPECT_EQ(d_.Stop(), 0);
+
+  ASSERT_TRUE(Start("10m", {"--devices", "1"})) << d_.log();
+  EXPECT_EQ(d_.Show(holder)["state"], "RUNNING");
+  EXPECT_EQ(d_.Show(first)["state"], "PENDING");
+  EXPECT_EQ(d_.Show(second)["state"], "PENDING");
+  ASSERT_EQ(d_.Ctl({"kill", holder}).exit_code, 0);
+  d_.WaitEnded(holder);
+  WaitRunning(first, 1);
+  EXPECT_EQ(d_.Show(second)["state"], "PENDING");
+}
+
+}  // namespace
+}  // namespace ltd::test
