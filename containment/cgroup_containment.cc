@@ -106,11 +106,12 @@ absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
 
 CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir)
     : loop_(loop), base_dir_(std::move(base_dir)), run_dir_(std::move(run_dir)), reaper_(loop) {
-  run_watch_ = new uv_fs_event_t{};
-  uv_fs_event_init(loop_, run_watch_);
+  run_watch_ =
+      UvInit<uv_fs_event_t>([&](uv_fs_event_t* h) { return uv_fs_event_init(loop_, h); });
+  if (!run_watch_) return;
   const std::string events = run_dir_ + "/cgroup.events";
   if (int rc = uv_fs_event_start(
-          run_watch_, [](uv_fs_event_t*, const char*, int, int) {}, events.c_str(), 0);
+          run_watch_.get(), [](uv_fs_event_t*, const char*, int, int) {}, events.c_str(), 0);
       rc != 0) {
     spdlog::warn("uv_fs_event_start({}): {}", events, uv_strerror(rc));
   }
@@ -119,8 +120,7 @@ CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std:
 CgroupContainment::~CgroupContainment() {
   for (auto& [id, w] : waiters_) Release(w);
   waiters_.clear();
-  uv_close(reinterpret_cast<uv_handle_t*>(run_watch_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_fs_event_t*>(h); });
+  run_watch_.reset();
   // ltd stops only after every job ended, so the run cgroup is empty; if
   // not, that is a bug, and still nothing may survive it.
   if (auto populated = CgroupPopulated(run_dir_); populated.ok() && *populated) {

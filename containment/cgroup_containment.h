@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "containment.h"
 #include "subreaper.h"
+#include "uv_handle.h"
 
 namespace ltd {
 
@@ -57,7 +58,7 @@ class CgroupContainment final : public Containment {
   std::string run_dir_;
   // Held for ltd's life so libuv's inotify fd exists from the start: ltd's
   // fd count then stays flat across jobs, which is how a leak shows.
-  uv_fs_event_t* run_watch_ = nullptr;      // freed by its close callback
+  UvPtr<uv_fs_event_t> run_watch_;
   std::map<std::string, Waiter*> waiters_;  // jobs in EndJob, by id
   AdoptedChildReaper reaper_;
 };

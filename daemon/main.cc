@@ -31,6 +31,7 @@
 #include "spdlog/spdlog.h"
 #include "state_lock.h"
 #include "uv_clock.h"
+#include "uv_handle.h"
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
@@ -282,7 +283,6 @@ int Run(const Options& opt) {
                  supervisors.containment());
 
     // SIGTERM/SIGINT: refuse new jobs, tear every job down, record, exit 0.
-    uv_signal_t sigterm{}, sigint{};
     bool stopping = false;
     auto on_signal = [&](int signum) {
       if (stopping) return;
@@ -308,19 +308,23 @@ int Run(const Options& opt) {
     struct SignalCtx {
       std::function<void(int)> fn;
     } ctx{on_signal};
-    for (auto [handle, signum] : {std::pair{&sigterm, SIGTERM}, std::pair{&sigint, SIGINT}}) {
-      uv_signal_init(loop.get(), handle);
+    std::vector<UvPtr<uv_signal_t>> stop_handlers;
+    for (int signum : {SIGTERM, SIGINT}) {
+      UvPtr<uv_signal_t> handle =
+          UvInit<uv_signal_t>([&](uv_signal_t* h) { return uv_signal_init(loop.get(), h); });
+      if (!handle) continue;
       handle->data = &ctx;
       uv_signal_start(
-          handle, [](uv_signal_t* h, int s) { static_cast<SignalCtx*>(h->data)->fn(s); }, signum);
+          handle.get(), [](uv_signal_t* h, int s) { static_cast<SignalCtx*>(h->data)->fn(s); },
+          signum);
+      stop_handlers.push_back(std::move(handle));
     }
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // any that came: to the loop now
     loop.Run();
 
     (*listener)->Stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    uv_close(reinterpret_cast<uv_handle_t*>(&sigterm), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&sigint), nullptr);
+    stop_handlers.clear();
     uv_run(loop.get(), UV_RUN_NOWAIT);  // their close callbacks, while they still exist
     // Every record is on disk (supervisors write their own; ltd saved the
     // rest as it went), and the jobs that outlive ltd are their

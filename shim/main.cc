@@ -28,6 +28,7 @@
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
 #include "uv_clock.h"
+#include "uv_handle.h"
 #include "uv_launcher.h"
 
 namespace ltd {
@@ -127,14 +128,14 @@ int Run(const Options& opt) {
 
     service.Begin(
         runner, [&] { runner.Start(); }, [&] { loop.Stop(); });
-    uv_signal_t signals[3]{};
-    int i = 0;
+    std::vector<UvPtr<uv_signal_t>> signals;
     for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
-      uv_signal_t* h = &signals[i++];
-      uv_signal_init(loop.get(), h);
+      UvPtr<uv_signal_t> h =
+          UvInit<uv_signal_t>([&](uv_signal_t* s) { return uv_signal_init(loop.get(), s); });
+      if (!h) continue;
       h->data = &runner;
       uv_signal_start(
-          h,
+          h.get(),
           [](uv_signal_t* handle, int s) {
             auto* r = static_cast<JobRunner*>(handle->data);
             spdlog::warn("job={} {} received: tearing the job down", r->job().id,
@@ -142,10 +143,11 @@ int Run(const Options& opt) {
             (void)r->Kill(0, std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
           },
           signum);
+      signals.push_back(std::move(h));
     }
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     loop.Run();
-    for (uv_signal_t& h : signals) uv_close(reinterpret_cast<uv_handle_t*>(&h), nullptr);
+    signals.clear();
     uv_run(loop.get(), UV_RUN_NOWAIT);
     if (!runner.job().record_error.empty()) {
       spdlog::error("job={} final record not saved: {}", opt.job, runner.job().record_error);
