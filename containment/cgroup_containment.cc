@@ -24,7 +24,7 @@ namespace {
 constexpr uint64_t kRecheckMs = 1000;
 
 absl::Status MakeDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return SysError("mkdir", dir, errno);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return PosixError("mkdir", dir, errno);
   return absl::OkStatus();
 }
 
@@ -35,7 +35,7 @@ absl::Status MakeDir(const std::string& dir) {
 absl::Status ProbeJoin(const std::string& dir) {
   const std::string procs = dir + "/cgroup.procs";
   const pid_t child = fork();
-  if (child < 0) return SysError("fork", "cgroup probe", errno);
+  if (child < 0) return PosixError("fork", "cgroup probe", errno);
   if (child == 0) {
     const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) _exit(errno & 0xff);
@@ -47,9 +47,9 @@ absl::Status ProbeJoin(const std::string& dir) {
   do {
     rc = waitpid(child, &status, 0);
   } while (rc < 0 && errno == EINTR);
-  if (rc != child) return SysError("waitpid", "cgroup probe", errno);
+  if (rc != child) return PosixError("waitpid", "cgroup probe", errno);
   if (!WIFEXITED(status)) return absl::InternalError("cgroup probe child died of a signal");
-  if (WEXITSTATUS(status) != 0) return SysError("write", procs, WEXITSTATUS(status));
+  if (WEXITSTATUS(status) != 0) return PosixError("write", procs, WEXITSTATUS(status));
   return absl::OkStatus();
 }
 
@@ -147,7 +147,7 @@ std::string CgroupContainment::JobDir(const std::string& job_id) const {
 absl::Status CgroupContainment::BeginJob(const std::string& job_id) {
   const std::string dir = JobDir(job_id);
   if (mkdir(dir.c_str(), 0755) == 0) return absl::OkStatus();
-  if (errno != EEXIST) return SysError("mkdir", dir, errno);
+  if (errno != EEXIST) return PosixError("mkdir", dir, errno);
   // Left by an attempt whose cgroup could not be removed: start clean.
   spdlog::warn("job={} cgroup {} already exists; killing what is in it", job_id, dir);
   if (absl::Status s = KillCgroup(dir); !s.ok()) return s;

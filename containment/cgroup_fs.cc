@@ -17,20 +17,6 @@
 
 namespace ltd {
 
-absl::Status SysError(std::string_view call, std::string_view object, int err) {
-  std::string message = Cat(call, "(", object, "): ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 namespace {
 
 std::vector<std::string_view> SplitFields(std::string_view line) {
@@ -123,7 +109,7 @@ absl::StatusOr<std::string> OwnCgroupDir() {
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return SysError("open", path, errno);
+  if (!fd.valid()) return PosixError("open", path, errno);
   std::string text;
   char buf[4096];
   for (;;) {
@@ -134,19 +120,19 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
       return text;
     } else if (errno != EINTR) {
       // A process that exits while its /proc files are read gives ESRCH.
-      return SysError("read", path, errno);
+      return PosixError("read", path, errno);
     }
   }
 }
 
 absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return SysError("open", path, errno);
+  if (!fd.valid()) return PosixError("open", path, errno);
   ssize_t n;
   do {
     n = write(fd.get(), text.data(), text.size());
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return SysError("write", path, errno);
+  if (n < 0) return PosixError("write", path, errno);
   if (static_cast<size_t>(n) != text.size()) {
     return absl::InternalError(Cat("write(", path, "): short write"));
   }
@@ -166,7 +152,7 @@ absl::StatusOr<bool> CgroupPopulated(const std::string& dir) {
 
 absl::Status KillCgroup(const std::string& dir) {
   struct stat st {};
-  if (stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
+  if (stat(dir.c_str(), &st) != 0) return PosixError("stat", dir, errno);
   const std::string kill_file = Join2(dir, "cgroup.kill");
   if (access(kill_file.c_str(), F_OK) != 0 && errno == ENOENT) return KillCgroupByFreezing(dir);
   return WriteWholeFile(kill_file, "1");
@@ -189,7 +175,7 @@ bool Frozen(const std::string& dir) {
 
 absl::Status KillCgroupByFreezing(const std::string& dir) {
   struct stat st {};
-  if (stat(dir.c_str(), &st) != 0) return SysError("stat", dir, errno);
+  if (stat(dir.c_str(), &st) != 0) return PosixError("stat", dir, errno);
   const std::string freeze = Join2(dir, "cgroup.freeze");
   // Kernels before 5.2 have no cgroup v2 freezer; then kill in rounds
   // until a round finds nobody new, which forks can only delay.
@@ -215,7 +201,7 @@ absl::Status KillCgroupByFreezing(const std::string& dir) {
         if (!killed.insert(pid).second) continue;
         fresh = true;
         if (kill(pid, SIGKILL) != 0 && errno != ESRCH) {
-          result = SysError("kill", Cat("pid ", pid, " in ", cg), errno);
+          result = PosixError("kill", Cat("pid ", pid, " in ", cg), errno);
         }
       }
     }
@@ -267,7 +253,7 @@ absl::Status RemoveCgroupTree(const std::string& dir) {
   for (const std::string& child : ChildCgroups(dir)) {
     if (absl::Status s = RemoveCgroupTree(Join2(dir, child)); !s.ok()) return s;
   }
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return SysError("rmdir", dir, errno);
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return PosixError("rmdir", dir, errno);
   return absl::OkStatus();
 }
 

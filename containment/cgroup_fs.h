@@ -11,12 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "posix_error.h"
 
 namespace ltd {
-
-// "write(/sys/fs/cgroup/x/cgroup.kill): No such device". NotFound for
-// ENOENT, so callers can tell "already gone" from a real failure.
-absl::Status SysError(std::string_view call, std::string_view object, int err);
 
 // Where the cgroup2 hierarchy is mounted, and which of its cgroups the
 // mount shows at that point ("/" unless a subtree was bind-mounted).

@@ -20,7 +20,7 @@ namespace ltd {
 namespace {
 
 absl::Status MakeDir(const std::string& path, mode_t mode) {
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", path, errno);
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return PosixError("mkdir", path, errno);
   return absl::OkStatus();
 }
 
@@ -29,7 +29,7 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
     const ssize_t n = write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("write", path, errno);
+      return PosixError("write", path, errno);
     }
     data.remove_prefix(static_cast<size_t>(n));
   }
@@ -38,30 +38,25 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
 
 absl::Status SyncDir(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open", dir, errno);
+  if (fd < 0) return PosixError("open", dir, errno);
   absl::Status status = absl::OkStatus();
-  if (fsync(fd) != 0) status = ErrnoStatus("fsync", dir, errno);
+  if (fsync(fd) != 0) status = PosixError("fsync", dir, errno);
   close(fd);
   return status;
 }
 
 }  // namespace
 
-absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err) {
-  return absl::Status(absl::StatusCode::kUnavailable,
-                      Cat(call, "(", object, "): ", std::strerror(err)));
-}
-
 absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
   for (const std::string& dir : {state_dir, state_dir + "/jobs"}) {
     if (auto s = MakeDir(dir, 0711); !s.ok()) return s;
     // An older ltd made them 0755: nobody but root may list jobs' files.
-    if (chmod(dir.c_str(), 0711) != 0) return ErrnoStatus("chmod", dir, errno);
+    if (chmod(dir.c_str(), 0711) != 0) return PosixError("chmod", dir, errno);
   }
   // Prove the directory is writable now rather than at the first job.
   const std::string probe = state_dir + "/.write-test";
   const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("open", probe, errno);
+  if (fd < 0) return PosixError("open", probe, errno);
   close(fd);
   unlink(probe.c_str());
   return JobStore(state_dir);
@@ -77,13 +72,13 @@ std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
 
 absl::Status JobStore::CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const {
   const std::string dir = JobDir(job_id);
-  if (mkdir(dir.c_str(), 0711) != 0) return ErrnoStatus("mkdir", dir, errno);
+  if (mkdir(dir.c_str(), 0711) != 0) return PosixError("mkdir", dir, errno);
   const std::string errors = dir + "/errors";
   absl::Status s = absl::OkStatus();
   if (mkdir(errors.c_str(), 0700) != 0) {
-    s = ErrnoStatus("mkdir", errors, errno);
+    s = PosixError("mkdir", errors, errno);
   } else if (chown(errors.c_str(), uid, gid) != 0) {
-    s = ErrnoStatus("chown", errors, errno);
+    s = PosixError("chown", errors, errno);
   }
   if (!s.ok()) {
     rmdir(errors.c_str());
@@ -98,10 +93,10 @@ absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, i
   Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return absl::NotFoundError(path);
-    return ErrnoStatus("open", path, errno);
+    return PosixError("open", path, errno);
   }
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat", path, errno);
+  if (fstat(fd.get(), &st) != 0) return PosixError("fstat", path, errno);
   if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
     return absl::PermissionDeniedError(
         Cat(path, " is not a regular file of the job's user; ignored"));
@@ -131,10 +126,10 @@ absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least) {
   while (stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
   const std::string tmp = path + ".tmp";
   Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return ErrnoStatus("open", tmp, errno);
+  if (!fd.valid()) return PosixError("open", tmp, errno);
   absl::Status s = WriteAll(fd.get(), Cat(next + 1, "\n"), tmp);
-  if (s.ok() && fdatasync(fd.get()) != 0) s = ErrnoStatus("fdatasync", tmp, errno);
-  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus("rename", tmp, errno);
+  if (s.ok() && fdatasync(fd.get()) != 0) s = PosixError("fdatasync", tmp, errno);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename", tmp, errno);
   if (!s.ok()) {
     unlink(tmp.c_str());
     return s;
@@ -157,17 +152,17 @@ absl::Status JobStore::Save(const Job& job) const {
   const std::string text =
       ToJson(job).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("open", tmp, errno);
+  if (fd < 0) return PosixError("open", tmp, errno);
   absl::Status status = WriteAll(fd, text, tmp);
   // The rename alone is atomic against an ltd crash. A final record is
   // also made durable against a host crash; a live one is rewritten soon
   // anyway, and is LOST after a reboot whatever it says.
   if (status.ok() && IsFinal(job.state) && fdatasync(fd) != 0) {
-    status = ErrnoStatus("fdatasync", tmp, errno);
+    status = PosixError("fdatasync", tmp, errno);
   }
-  if (close(fd) != 0 && status.ok()) status = ErrnoStatus("close", tmp, errno);
+  if (close(fd) != 0 && status.ok()) status = PosixError("close", tmp, errno);
   if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0)
-    status = ErrnoStatus("rename", tmp, errno);
+    status = PosixError("rename", tmp, errno);
   if (!status.ok()) {
     unlink(tmp.c_str());
     return status;

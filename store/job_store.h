@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "job.h"
+#include "posix_error.h"
 
 namespace ltd {
 
@@ -60,8 +61,5 @@ class JobStore {
   explicit JobStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
   std::string state_dir_;
 };
-
-// "open(/x/y): Permission denied".
-absl::Status ErrnoStatus(std::string_view call, std::string_view object, int err);
 
 }  // namespace ltd

@@ -38,9 +38,9 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
 
   Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus("socket", "AF_UNIX", errno);
+  if (!fd.valid()) return PosixError("socket", "AF_UNIX", errno);
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (errno != EADDRINUSE) return ErrnoStatus("bind", path, errno);
+    if (errno != EADDRINUSE) return PosixError("bind", path, errno);
     // A socket file is there: is an ltd behind it, or is it stale?
     Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
@@ -54,15 +54,15 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
     }
     unlink(path.c_str());
     if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      return ErrnoStatus("bind", path, errno);
+      return PosixError("bind", path, errno);
     }
   }
   // Every local user may submit; who they are comes from SO_PEERCRED.
-  if (chmod(path.c_str(), 0666) != 0) return ErrnoStatus("chmod", path, errno);
-  if (listen(fd.get(), 128) != 0) return ErrnoStatus("listen", path, errno);
+  if (chmod(path.c_str(), 0666) != 0) return PosixError("chmod", path, errno);
+  if (listen(fd.get(), 128) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "listener", errno);
+  if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
   listener->wake_[0].reset(p[0]);
   listener->wake_[1].reset(p[1]);
   return listener;

@@ -17,17 +17,17 @@ absl::StatusOr<int> KernelPortAllocator::Pick(const std::set<int>& in_use) {
   // port free on all of them; bind(0) picks from the ephemeral range.
   for (int attempt = 0; attempt < 32; ++attempt) {
     Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) return ErrnoStatus("socket", "AF_INET", errno);
+    if (!fd.valid()) return PosixError("socket", "AF_INET", errno);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = 0;
     if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      return ErrnoStatus("bind", "0.0.0.0:0", errno);
+      return PosixError("bind", "0.0.0.0:0", errno);
     }
     socklen_t len = sizeof addr;
     if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return ErrnoStatus("getsockname", "0.0.0.0:0", errno);
+      return PosixError("getsockname", "0.0.0.0:0", errno);
     }
     const int port = ntohs(addr.sin_port);
     if (!in_use.contains(port)) return port;
