@@ -166,6 +166,26 @@ bool Reachable(const std::string& path) {
   return ok;
 }
 
+// After a stream broke because ltd went away: waits, bounded, until ltd
+// accepts connections again (its jobs live on meanwhile). `say`: tell the
+// user once; `resume`: the verb to run by hand should ltd not come back.
+void WaitForLtd(const Globals& g, const grpc::Status& lost, bool say, const std::string& resume) {
+  if (say) {
+    std::fprintf(stderr, "ltctl: lost ltd (%s); waiting for it to come back\n",
+                 lost.error_message().c_str());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
+  // A stopping ltd may still accept for a moment: wait for it to go first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!Reachable(g.socket)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl " + resume +
+          "` once it is back");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // Follows job `id` (its output, or only its end) to the end, through
 // restarts of ltd: a stream that breaks because ltd went away is opened
 // again (Attach or Wait) once ltd is back, and the user is told once.
@@ -202,20 +222,7 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
     const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
                       s.error_code() == grpc::StatusCode::CANCELLED;
     if (!gone) DieRpc(g, s);
-    if (!again || !first_event) {
-      std::fprintf(stderr, "ltctl: lost ltd (%s); waiting for it to come back\n",
-                   s.error_message().c_str());
-    }
-    const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
-    // A stopping ltd may still accept for a moment: wait for it to go first.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    while (!Reachable(g.socket)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl attach " + id +
-            "` once it is back");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    WaitForLtd(g, s, /*say=*/!again || !first_event, "attach " + id);
     reader = nullptr;
   }
 }
@@ -343,22 +350,8 @@ int Show(const Globals& g, const std::string& job) {
   return 0;
 }
 
-int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
-  if (tail < 0) Die("--tail must be >= 0");
-  auto api = Connect(g);
-  grpc::ClientContext ctx;
-  v1::LogsRequest req;
-  req.set_job(job);
-  req.set_rank(rank);
-  req.set_follow(follow);
-  req.set_tail(tail);
-  auto reader = api->Logs(&ctx, req);
-  Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
-  return 0;
-}
-
-int Follow(const Globals& g, const std::string& job, bool output) {
-  // The job's id, so that a reconnect cannot resolve a name to another job.
+// JOB (an id or a name) as the id ltd resolves it to now.
+std::string JobId(const Globals& g, const std::string& job) {
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -367,7 +360,78 @@ int Follow(const Globals& g, const std::string& job, bool output) {
   v1::Job found;
   grpc::Status s = api->Show(&ctx, req, &found);
   if (!s.ok()) DieRpc(g, s);
-  return FollowThroughRestarts(g, found.id(), output, /*quiet_end=*/!output, nullptr);
+  return found.id();
+}
+
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
+  if (tail < 0) Die("--tail must be >= 0");
+  if (!follow || tail > 0) {
+    auto api = Connect(g);
+    grpc::ClientContext ctx;
+    v1::LogsRequest req;
+    req.set_job(job);
+    req.set_rank(rank);
+    req.set_follow(follow);
+    req.set_tail(tail);
+    auto reader = api->Logs(&ctx, req);
+    Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
+    return 0;
+  }
+  // `logs -f` follows the log through restarts of ltd: the log only grows,
+  // so the replay after a reconnect goes on from what was printed (counted
+  // here) and nothing is shown twice. By id, so no name can change jobs.
+  const std::string id = JobId(g, job);
+  uint64_t printed_bytes = 0, printed_lines = 0;
+  for (bool again = false;; again = true) {
+    auto api = Connect(g);
+    grpc::ClientContext ctx;
+    v1::LogsRequest req;
+    req.set_job(id);
+    req.set_rank(rank);
+    req.set_follow(true);
+    auto reader = api->Logs(&ctx, req);
+    uint64_t skip_bytes = printed_bytes, skip_lines = printed_lines;
+    v1::JobEvent ev;
+    bool told = false;
+    while (reader->Read(&ev)) {
+      if (again && !told) {
+        std::fprintf(stderr, "ltctl: ltd is back; following the log of job %s again\n", id.c_str());
+        told = true;
+      }
+      if (ev.has_log()) {
+        std::string_view chunk = ev.log();
+        const uint64_t drop = std::min<uint64_t>(skip_bytes, chunk.size());
+        skip_bytes -= drop;
+        chunk.remove_prefix(drop);
+        std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+        std::fflush(stdout);  // as `tail -f`: out as it comes, into a pipe or file too
+        printed_bytes += chunk.size();
+        continue;
+      }
+      if (ev.has_output()) {
+        if (skip_lines > 0) {
+          --skip_lines;
+          continue;
+        }
+        ++printed_lines;
+      }
+      PrintEvent(ev, /*prefix=*/rank < 0, /*quiet_end=*/true);
+      std::fflush(stdout);
+    }
+    std::fflush(stdout);
+    grpc::Status s = reader->Finish();
+    if (s.ok()) return 0;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::CANCELLED) {
+      DieRpc(g, s);
+    }
+    WaitForLtd(g, s, /*say=*/!again || told, "logs -f " + id);
+  }
+}
+
+int Follow(const Globals& g, const std::string& job, bool output) {
+  // By id, so that a reconnect cannot resolve a name to another job.
+  return FollowThroughRestarts(g, JobId(g, job), output, /*quiet_end=*/!output, nullptr);
 }
 
 int Kill(const Globals& g, const std::string& job, const std::string& signal) {

@@ -260,6 +260,42 @@ TEST_F(SupervisorE2E, AnAttachedClientFollowsTheJobThroughAnLtdRestart) {
   EXPECT_EQ(job["exit_code"], 3);
 }
 
+// `logs -f` goes on through a restart of ltd from where it was: every
+// line once, none twice.
+TEST_F(SupervisorE2E, LogsFollowGoesOnThroughAnLtdRestartWithoutRepeatingALine) {
+  ASSERT_TRUE(Start("10m")) << d_.log();
+  const std::string go = d_.dir() + "/GO";
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild, "print:3,waitfile:" + go + ",print:2,exit:0"});
+  ASSERT_EQ(WaitRunning(id, 2).size(), 2u);
+  const std::string out = d_.dir() + "/logs.out", err = d_.dir() + "/logs.err";
+  std::future<int> logs = std::async(std::launch::async, [&] {
+    return RunCommand({"/bin/sh", "-c", "exec \"$0\" --socket \"$1\" logs -f \"$2\" >\"$3\" 2>\"$4\"",
+                       LtctlPath(), d_.socket(), id, out, err},
+                      {}, 120s)
+        .exit_code;
+  });
+  // Both ranks' first lines are out before ltd goes.
+  ASSERT_TRUE(WaitFor([&] { return Count(Slurp(out), "\n") == 6; }, 20s)) << Slurp(out);
+  d_.KillHard();
+  ASSERT_TRUE(WaitFor(
+      [&] { return Slurp(err).find("waiting for it to come back") != std::string::npos; }, 10s))
+      << Slurp(err);
+  ASSERT_TRUE(Start("10m")) << d_.log();
+  ASSERT_EQ(d_.Ctl({"ps"}).exit_code, 0);
+  Touch(go);
+  EXPECT_EQ(logs.get(), 0) << Slurp(err);
+  const std::string o = Slurp(out), e = Slurp(err);
+  EXPECT_EQ(Count(o, "\n"), 10u) << o;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(Count(o, "[" + std::to_string(rank) + "] line 0 of 3\n"), 1u) << o;
+    EXPECT_EQ(Count(o, "[" + std::to_string(rank) + "] line 1 of 2\n"), 1u) << o;
+  }
+  EXPECT_EQ(Count(e, "ltctl: lost ltd ("), 1u) << e;
+  EXPECT_EQ(Count(e, "following the log of job " + id + " again"), 1u) << e;
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
 TEST_F(SupervisorE2E, ARankThatHangsWhileLtdIsDownIsTornDownOnTime) {
   // No stacks taken: the teardown follows the hang at once.
   ASSERT_TRUE(Start("10m", {"--stack-budget", "0"})) << d_.log();
