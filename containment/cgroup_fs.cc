@@ -107,38 +107,6 @@ absl::StatusOr<std::string> OwnCgroupDir() {
   return mount->mount_point + rel;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return PosixError("open", path, errno);
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n > 0) {
-      text.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return text;
-    } else if (errno != EINTR) {
-      // A process that exits while its /proc files are read gives ESRCH.
-      return PosixError("read", path, errno);
-    }
-  }
-}
-
-absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
-  Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return PosixError("open", path, errno);
-  ssize_t n;
-  do {
-    n = write(fd.get(), text.data(), text.size());
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return PosixError("write", path, errno);
-  if (static_cast<size_t>(n) != text.size()) {
-    return absl::InternalError(Cat("write(", path, "): short write"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<bool> CgroupPopulated(const std::string& dir) {
   const std::string path = Join2(dir, "cgroup.events");
   auto text = ReadWholeFile(path);

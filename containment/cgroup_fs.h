@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "file_io.h"
 #include "posix_error.h"
 
 namespace ltd {
@@ -30,8 +31,6 @@ absl::StatusOr<std::string> ParseUnifiedCgroup(std::string_view proc_cgroup);
 // own path below the mount's root.
 absl::StatusOr<std::string> OwnCgroupDir();
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
-absl::Status WriteWholeFile(const std::string& path, std::string_view text);
 
 // Whether anything lives in the cgroup or below (`populated` of
 // cgroup.events). NotFound when the cgroup is gone.

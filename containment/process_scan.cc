@@ -10,6 +10,7 @@
 #include <set>
 
 #include "fd.h"
+#include "file_io.h"
 
 namespace ltd {
 namespace {
@@ -17,20 +18,10 @@ namespace {
 // Reads a small /proc file into `out`; false if the process is gone or
 // the file is unreadable.
 bool ReadProcFile(const char* path, std::string& out) {
-  out.clear();
-  Fd fd(open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return true;
-    } else if (errno != EINTR) {
-      return false;
-    }
-  }
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) return false;
+  out = std::move(*text);
+  return true;
 }
 
 }  // namespace

@@ -9,10 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "fd.h"
+#include "file_io.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -101,16 +100,7 @@ absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, i
     return absl::PermissionDeniedError(
         Cat(path, " is not a regular file of the job's user; ignored"));
   }
-  std::string text(max, '\0');
-  size_t got = 0;
-  while (got < max) {
-    const ssize_t n = read(fd.get(), text.data() + got, max - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  text.resize(got);
-  return text;
+  return ReadFd(fd.get(), path, max);
 }
 
 absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least) {
@@ -175,11 +165,9 @@ absl::Status JobStore::Save(const Job& job) const {
 
 absl::StatusOr<Job> JobStore::Load(const std::string& job_id) const {
   const std::string path = JobDir(job_id) + "/job.json";
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(Cat("no record ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  auto parsed = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   auto job = JobFromJson(parsed);
   if (!job || job->id != job_id) return absl::DataLossError(Cat("unreadable record ", path));
   return std::move(*job);

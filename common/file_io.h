@@ -1,0 +1,23 @@
+// Whole-file reads and writes by plain system calls: one reader for /proc,
+// cgroupfs, records and the files ranks leave.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ltd {
+
+// What `fd` holds from its offset on, at most `max` bytes (the rest stays
+// unread); EINTR is retried. `name` names it in errors.
+absl::StatusOr<std::string> ReadFd(int fd, std::string_view name, size_t max = SIZE_MAX);
+// The file at `path`; NotFound when there is none (PosixError's codes).
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max = SIZE_MAX);
+// One write of `text` to an existing file (cgroupfs and /proc take a value
+// in one write).
+absl::Status WriteWholeFile(const std::string& path, std::string_view text);
+
+}  // namespace ltd
