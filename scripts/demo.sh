@@ -24,7 +24,10 @@ cleanup() {
 trap cleanup EXIT
 
 step "start ltd (4 device slots) on $LTD_SOCKET"
-"$build/daemon/ltd" --socket "$LTD_SOCKET" --state-dir "$tmp/state" --devices 4 2>"$tmp/ltd.log" &
+# --restore-window 0: the demo's jobs end with its ltd (by default they
+# would outlive a restart of ltd for 10 minutes, under their supervisors).
+"$build/daemon/ltd" --socket "$LTD_SOCKET" --state-dir "$tmp/state" --devices 4 \
+  --restore-window 0 2>"$tmp/ltd.log" &
 ltd_pid=$!
 for _ in $(seq 100); do [ -S "$LTD_SOCKET" ] && break; sleep 0.05; done
 
