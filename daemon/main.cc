@@ -323,7 +323,9 @@ int Run(const Options& opt) {
     loop.Run();
 
     (*listener)->Stop();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Calls in flight finish on the loop (their last step was posted there).
+    loop.RunWhile(
+        [&] { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2)); });
     stop_handlers.clear();
     uv_run(loop.get(), UV_RUN_NOWAIT);  // their close callbacks, while they still exist
     // Every record is on disk (supervisors write their own; ltd saved the

@@ -1,6 +1,7 @@
 #include "loop.h"
 
 #include <cstdlib>
+#include <thread>
 
 #include "spdlog/spdlog.h"
 
@@ -39,6 +40,15 @@ void Loop::Post(std::function<void()> fn) {
 }
 
 int Loop::Run() { return uv_run(&loop_, UV_RUN_DEFAULT); }
+
+void Loop::RunWhile(const std::function<void()>& fn) {
+  std::thread worker([&] {
+    fn();
+    Post([this] { Stop(); });
+  });
+  Run();
+  worker.join();
+}
 
 void Loop::OnAsync(uv_async_t* handle) { static_cast<Loop*>(handle->data)->Drain(); }
 

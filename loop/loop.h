@@ -25,6 +25,10 @@ class Loop {
 
   // Runs until Stop(); returns uv_run's result.
   int Run();
+  // Runs the loop while `fn` runs on another thread, until it returns:
+  // for a gRPC server's Shutdown, which waits for calls whose last step
+  // was posted here.
+  void RunWhile(const std::function<void()>& fn);
   // Loop thread only: ends Run() once the current iteration is done.
   void Stop() { uv_stop(&loop_); }
 

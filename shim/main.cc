@@ -154,7 +154,9 @@ int Run(const Options& opt) {
       rc = 1;
     }
     unlink(socket_path.c_str());
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    // Calls that came as the job ended (a Kill, a Watch) finish on the loop.
+    loop.RunWhile(
+        [&] { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); });
   }
   return rc;
 }
