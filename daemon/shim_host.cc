@@ -36,8 +36,14 @@ std::optional<Job> ParseRecord(const std::string& text) {
   return JobFromJson(j);
 }
 
+// A job's record carries its user's bytes (a command line of up to 2 MB,
+// escaped in JSON up to six times that): past gRPC's default 4 MB a record
+// would break the watch for good.
+constexpr int kMaxRecordBytes = 64 << 20;
+
 std::shared_ptr<grpc::Channel> SocketChannel(const std::string& path) {
   grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxRecordBytes);
   // Local and either there or not: no reconnect backoff worth having.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
@@ -145,7 +151,8 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
                          event.output().data());
         return;
       case pb::Event::kEnded:
-        if (auto job = ParseRecord(event.ended()); job && job->id == job_id && IsFinal(job->state)) {
+        if (auto job = ParseRecord(event.ended());
+            job && job->id == job_id && IsFinal(job->state)) {
           End(*job);
         }
         return;
@@ -169,7 +176,8 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     spdlog::warn("job={} supervisor stream ended ({}); watching again", job_id,
                  status.error_message());
     if (!rewatch_timer) {
-      rewatch_timer = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop().get(), t); });
+      rewatch_timer =
+          UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop().get(), t); });
       if (!rewatch_timer) return;
       rewatch_timer->data = this;
     }
@@ -212,8 +220,8 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
         End(*record);
       } else {
         const int killed = KillInstance(host->plan_, SupervisorInstance(job_id));
-        spdlog::error("job={} supervisor pid {} {}; killed {} process(es) it left", job_id, pid, how,
-                      killed);
+        spdlog::error("job={} supervisor pid {} {}; killed {} process(es) it left", job_id, pid,
+                      how, killed);
         SupervisionEvents* e = std::exchange(events, nullptr);
         e->OnLost(Cat("its supervisor (pid ", pid, ") ", how, "; ", killed,
                       " process(es) of the job were killed"));
@@ -235,18 +243,18 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     call->request.set_why(std::move(why));
     Loop* l = &loop();
     const std::string id = job_id;
-    stub->async()->Kill(&call->ctx, &call->request, &call->reply,
-                        [l, call, id, done = std::move(done)](grpc::Status s) {
-                          l->Post([s, id, done] {
-                            if (s.ok()) return done(absl::OkStatus());
-                            if (s.error_code() == grpc::FAILED_PRECONDITION) {
-                              return done(absl::FailedPreconditionError(s.error_message()));
-                            }
-                            done(absl::UnavailableError(
-                                Cat("job ", id, "'s supervisor did not answer (",
-                                    s.error_message(), "); try again")));
-                          });
-                        });
+    stub->async()->Kill(
+        &call->ctx, &call->request, &call->reply,
+        [l, call, id, done = std::move(done)](grpc::Status s) {
+          l->Post([s, id, done] {
+            if (s.ok()) return done(absl::OkStatus());
+            if (s.error_code() == grpc::FAILED_PRECONDITION) {
+              return done(absl::FailedPreconditionError(s.error_message()));
+            }
+            done(absl::UnavailableError(Cat("job ", id, "'s supervisor did not answer (",
+                                            s.error_message(), "); try again")));
+          });
+        });
   }
 };
 
@@ -335,20 +343,30 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
     return fail(Cat("socketpair: ", std::strerror(errno)));
   }
   Fd ours(pair[0]), theirs(pair[1]);
-  const std::vector<std::string> args = {
-      config_.shim_binary,
-      "--state-dir", store_.state_dir(),
-      "--job", job.id,
-      "--exec", config_.exec_binary,
-      "--containment", config_.containment,
-      "--restore-window-ms", std::to_string(config_.restore_window.count()),
-      "--stack-budget-ms", std::to_string(config_.stack_budget.count()),
-      "--restart-backoff-ms", std::to_string(config_.restart_backoff.count()),
-      "--job-max-log-bytes", std::to_string(config_.job_max_log_bytes),
-      "--log-level", config_.log_level,
-      "--auto-heartbeat-dir", config_.auto_heartbeat_dir,
-      "--auto-heartbeat-timeout-ms", std::to_string(config_.auto_heartbeat_timeout.count()),
-      "--ltd-fd"};
+  const std::vector<std::string> args = {config_.shim_binary,
+                                         "--state-dir",
+                                         store_.state_dir(),
+                                         "--job",
+                                         job.id,
+                                         "--exec",
+                                         config_.exec_binary,
+                                         "--containment",
+                                         config_.containment,
+                                         "--restore-window-ms",
+                                         std::to_string(config_.restore_window.count()),
+                                         "--stack-budget-ms",
+                                         std::to_string(config_.stack_budget.count()),
+                                         "--restart-backoff-ms",
+                                         std::to_string(config_.restart_backoff.count()),
+                                         "--job-max-log-bytes",
+                                         std::to_string(config_.job_max_log_bytes),
+                                         "--log-level",
+                                         config_.log_level,
+                                         "--auto-heartbeat-dir",
+                                         config_.auto_heartbeat_dir,
+                                         "--auto-heartbeat-timeout-ms",
+                                         std::to_string(config_.auto_heartbeat_timeout.count()),
+                                         "--ltd-fd"};
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -366,8 +384,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, config_.shim_binary.c_str(), &actions, &attr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
@@ -382,7 +400,9 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
     return fail(Cat("pidfd_open: ", std::strerror(errno)));
   }
   spdlog::debug("job={} supervisor pid {}", job.id, pid);
-  auto channel = grpc::CreateInsecureChannelFromFd("lt-shim", ours.release());
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(kMaxRecordBytes);
+  auto channel = grpc::CreateCustomInsecureChannelFromFd("lt-shim", ours.release(), channel_args);
   return Watch(job.id, pid, std::move(pidfd), std::move(channel), events);
 }
 
@@ -442,7 +462,8 @@ std::map<std::string, ShimSupervisorHost::Found> ShimSupervisorHost::Probe(
     }
     Fd pidfd(PidfdOpen(r.pid()));
     if (!pidfd.valid()) {
-      spdlog::warn("job={} supervisor pid {} is gone: {}", c->job_id, r.pid(), std::strerror(errno));
+      spdlog::warn("job={} supervisor pid {} is gone: {}", c->job_id, r.pid(),
+                   std::strerror(errno));
       continue;
     }
     Found f;

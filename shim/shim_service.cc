@@ -15,7 +15,11 @@ namespace {
 
 shim::v1::Event RecordEvent(const Job& job, bool final_record) {
   shim::v1::Event event;
-  std::string record = ToJson(job).dump();
+  nlohmann::json j = ToJson(job);
+  // ltd has the environment from the job's start; it need not travel again
+  // (the largest part of a record, sent each second while the job runs).
+  j.erase("env");
+  std::string record = j.dump();
   if (final_record) {
     event.set_ended(std::move(record));
   } else {
@@ -73,8 +77,8 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
     handle->Push(RecordEvent(runner_->job(), ended_));
     if (ended_) return handle->Finish(grpc::Status::OK);
     watchers_.insert(handle);
-    const bool watching =
-        handle->OnGone([this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
+    const bool watching = handle->OnGone(
+        [this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
     if (!watching) return WatcherGone(handle.get());  // it hung up already
     if (start_) {
       // A new job's ranks start now, with ltd listening to every line.
