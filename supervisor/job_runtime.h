@@ -12,8 +12,8 @@
 #include "clock.h"
 #include "fd.h"
 #include "heartbeat.h"
-#include "job_log.h"
 #include "job.h"
+#include "job_log.h"
 #include "line_splitter.h"
 
 namespace ltd {
@@ -49,6 +49,18 @@ struct RankRuntime {
   static constexpr Millis kRateWindow{2000};
   Millis rate_anchor_time{0};
   int64_t rate_anchor_step = -1;
+  // A step seen at `now`: updates `rate` once the window has passed.
+  void MeasureRate(int64_t step, Millis now, double& rate) {
+    if (rate_anchor_step < 0) {
+      rate_anchor_step = step;
+      rate_anchor_time = now;
+    } else if (now - rate_anchor_time >= kRateWindow) {
+      const double secs = static_cast<double>((now - rate_anchor_time).count()) / 1000.0;
+      rate = static_cast<double>(step - rate_anchor_step) / secs;
+      rate_anchor_step = step;
+      rate_anchor_time = now;
+    }
+  }
 
   std::optional<Millis> Deadline(Millis heartbeat_timeout, Millis startup_timeout) const {
     if (!alive) return std::nullopt;
@@ -66,10 +78,10 @@ struct RankRuntime {
 struct JobRuntime {
   std::vector<RankRuntime> ranks;
   std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
-  std::optional<RootCause> cause;  // of the current attempt
+  std::optional<RootCause> cause;   // of the current attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;
-  int live = 0;                    // ranks not yet reaped
+  int live = 0;  // ranks not yet reaped
   bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff

@@ -68,15 +68,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
       rec.last_heartbeat_at = clock_.Now();
       if (msg.step) {
         rec.last_step = *msg.step;
-        if (rr.rate_anchor_step < 0) {
-          rr.rate_anchor_step = *msg.step;
-          rr.rate_anchor_time = now;
-        } else if (now - rr.rate_anchor_time >= RankRuntime::kRateWindow) {
-          const double secs = static_cast<double>((now - rr.rate_anchor_time).count()) / 1000.0;
-          rec.steps_per_second = static_cast<double>(*msg.step - rr.rate_anchor_step) / secs;
-          rr.rate_anchor_step = *msg.step;
-          rr.rate_anchor_time = now;
-        }
+        rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       }
       if (first) ArmWatchdog(job, rt);
       events_.OnChanged(job, /*significant=*/false);
@@ -135,17 +127,7 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rt.auto_progress = now;
       rr.auto_stack.clear();
       rec.last_heartbeat_at = clock_.Now();
-      if (msg.step) {
-        if (rr.rate_anchor_step < 0) {
-          rr.rate_anchor_step = *msg.step;
-          rr.rate_anchor_time = now;
-        } else if (now - rr.rate_anchor_time >= RankRuntime::kRateWindow) {
-          const double secs = static_cast<double>((now - rr.rate_anchor_time).count()) / 1000.0;
-          rec.steps_per_second = static_cast<double>(*msg.step - rr.rate_anchor_step) / secs;
-          rr.rate_anchor_step = *msg.step;
-          rr.rate_anchor_time = now;
-        }
-      }
+      if (msg.step) rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       return events_.OnChanged(job, /*significant=*/false);
     case HeartbeatMessage::Kind::kAutoStack:
       rr.auto_stack = msg.text;
