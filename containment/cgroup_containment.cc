@@ -106,8 +106,7 @@ absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
 
 CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir)
     : loop_(loop), base_dir_(std::move(base_dir)), run_dir_(std::move(run_dir)), reaper_(loop) {
-  run_watch_ =
-      UvInit<uv_fs_event_t>([&](uv_fs_event_t* h) { return uv_fs_event_init(loop_, h); });
+  run_watch_ = UvInit<uv_fs_event_t>([&](uv_fs_event_t* h) { return uv_fs_event_init(loop_, h); });
   if (!run_watch_) return;
   const std::string events = run_dir_ + "/cgroup.events";
   if (int rc = uv_fs_event_start(

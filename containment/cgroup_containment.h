@@ -14,8 +14,8 @@
 #include <uv.h>
 
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"

@@ -31,7 +31,6 @@ absl::StatusOr<std::string> ParseUnifiedCgroup(std::string_view proc_cgroup);
 // own path below the mount's root.
 absl::StatusOr<std::string> OwnCgroupDir();
 
-
 // Whether anything lives in the cgroup or below (`populated` of
 // cgroup.events). NotFound when the cgroup is gone.
 absl::StatusOr<bool> CgroupPopulated(const std::string& dir);

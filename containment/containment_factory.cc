@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <climits>
-#include <set>
 #include <cstdlib>
+#include <set>
 
 #include "cgroup_containment.h"
 #include "cgroup_fs.h"

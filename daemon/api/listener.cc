@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <set>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "job_store.h"
@@ -122,8 +122,8 @@ void Listener::SweepLocked() {
   for (auto it = peers_.begin(); it != peers_.end();) {
     dev_t dev = 0;
     ino_t ino = 0;
-    const bool same = SocketIdentity(it->first, &dev, &ino) && dev == it->second.dev &&
-                      ino == it->second.ino;
+    const bool same =
+        SocketIdentity(it->first, &dev, &ino) && dev == it->second.dev && ino == it->second.ino;
     it = same ? std::next(it) : peers_.erase(it);
   }
   // Amortised: the next sweep once as many again have come.

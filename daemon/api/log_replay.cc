@@ -17,8 +17,8 @@ class LogReplay::Follower final : public JobObserver {
   LogReplay* replay_;  // null once the replay is gone
 };
 
-void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query,
-                      bool follow, std::shared_ptr<EventStream::Handle> out) {
+void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query, bool follow,
+                      std::shared_ptr<EventStream::Handle> out) {
   std::shared_ptr<LogReplay> owner(new LogReplay(loop, manager, job.id, query, std::move(out)));
   LogReplay* r = owner.get();
   r->self_ = std::move(owner);
@@ -47,7 +47,10 @@ void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery 
 
 LogReplay::LogReplay(Loop& loop, JobManager& manager, std::string job_id, LogQuery query,
                      std::shared_ptr<EventStream::Handle> out)
-    : loop_(loop), manager_(manager), job_id_(std::move(job_id)), query_(query),
+    : loop_(loop),
+      manager_(manager),
+      job_id_(std::move(job_id)),
+      query_(query),
       out_(std::move(out)) {
   req_.data = this;
 }
@@ -73,7 +76,7 @@ void LogReplay::Deliver() {
     ev.set_log(std::move(chunk_));
     chunk_.clear();
     if (!out_->Push(std::move(ev))) return Done(false);  // the client is gone
-    reading_ = true;  // until the stream has room
+    reading_ = true;                                     // until the stream has room
     std::weak_ptr<LogReplay> weak = self_;
     if (!out_->OnRoom([this, weak] {
           loop_.Post([weak] {

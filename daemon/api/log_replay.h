@@ -44,13 +44,13 @@ class LogReplay {
   uv_work_t req_{};
   std::string chunk_;
   bool more_ = false;
-  bool reading_ = false;   // a read is on the pool, or the stream is full
-  bool idle_ = false;      // following, at the end, waiting for more
-  bool grew_ = false;      // the log grew since the snapshot being read
+  bool reading_ = false;  // a read is on the pool, or the stream is full
+  bool idle_ = false;     // following, at the end, waiting for more
+  bool grew_ = false;     // the log grew since the snapshot being read
   bool following_ = false;
-  bool ended_ = false;           // the job ended
+  bool ended_ = false;  // the job ended
   bool snapshot_after_end_ = false;
-  bool gone_ = false;            // the client is gone
+  bool gone_ = false;  // the client is gone
   std::optional<v1::JobEvent> ended_event_;
   std::optional<JobManager::ObserverId> observer_;
   std::shared_ptr<Follower> follower_;

@@ -60,7 +60,8 @@ void JobManager::Recover(const Adopter& adopt) {
     if (!absl::SimpleAtoi(loaded.id, &numeric)) continue;  // not a job of ours
     next_id_ = std::max(next_id_, numeric + 1);
     std::string id = loaded.id;
-    Job& job = *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
+    Job& job =
+        *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
     if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
     if (IsFinal(job.state)) finished_.push_back(job.id);
@@ -112,7 +113,8 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   auto taken = store_.TakeId(next_id_);
   if (!taken.ok()) {
     return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
-                                      "); free space in ", store_.state_dir(), " and submit again"));
+                                      "); free space in ", store_.state_dir(),
+                                      " and submit again"));
   }
   next_id_ = *taken + 1;
   auto job = std::make_unique<Job>();
@@ -125,8 +127,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (saved.ok()) saved = store_.Save(*job);
   if (!saved.ok()) {
     (void)store_.Remove(job->id);
-    return absl::UnavailableError(Cat("cannot record the job (", saved.message(), "); free space in ",
-                                      store_.state_dir(), " and submit again"));
+    return absl::UnavailableError(Cat("cannot record the job (", saved.message(),
+                                      "); free space in ", store_.state_dir(),
+                                      " and submit again"));
   }
   const std::string id = job->id;
   Job& ref = *job;
@@ -334,7 +337,8 @@ void JobManager::MaybeFinishShutdown(bool end_jobs) {
 void JobManager::Finish(Job& job, RootCause cause, JobState state) {
   job.exit_code = ExitCodeFor(cause);
   for (Rank& r : job.ranks) {
-    if (r.state == RankState::kRunning || r.state == RankState::kPending) r.state = RankState::kLost;
+    if (r.state == RankState::kRunning || r.state == RankState::kPending)
+      r.state = RankState::kLost;
   }
   if (!job.attempts.empty() && !job.attempts.back().ended_at) {
     job.attempts.back().ended_at = cause.at;

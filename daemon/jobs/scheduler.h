@@ -75,7 +75,7 @@ class Scheduler {
   std::map<std::string, Queued> queued_;          // pending, by id
   std::map<std::string, std::vector<int>> held_;  // placed, by id
   std::map<std::string, uid_t> owner_;            // placed, by id
-  std::map<uid_t, User> users_;  // users with pending or placed jobs
+  std::map<uid_t, User> users_;                   // users with pending or placed jobs
   uint64_t placements_ = 0;
 };
 
