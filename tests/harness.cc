@@ -70,12 +70,18 @@ pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
   cargv.push_back(nullptr);
   for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
+  const std::string procs = as.cgroup.empty() ? "" : as.cgroup + "/cgroup.procs";
   const pid_t pid = fork();
   if (pid != 0) return pid;
   const int devnull = open("/dev/null", O_RDONLY);
   dup2(devnull, 0);
   if (out_fd >= 0) dup2(out_fd, 1);
   if (err_fd >= 0) dup2(err_fd, 2);
+  if (!procs.empty()) {
+    const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
+    close(fd);
+  }
   if (!as.cwd.empty() && chdir(as.cwd.c_str()) != 0) _exit(121);
   if (setgroups(as.groups.size(), as.groups.data()) != 0) _exit(122);
   if (setgid(as.gid) != 0 || setuid(as.uid) != 0) _exit(123);

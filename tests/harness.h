@@ -38,6 +38,9 @@ struct RunAs {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   std::string cwd;  // empty: the test's own
+  // A cgroup directory the command joins while still root, as a process
+  // started in a delegated scope does (systemd-run --scope -p Delegate=yes).
+  std::string cgroup;
 };
 
 CmdResult RunCommandAs(const RunAs& as, const std::vector<std::string>& argv,

@@ -1,14 +1,19 @@
 // ltrun end to end: one job in the foreground with no daemon, as root in
-// cgroup mode and as an unprivileged user in subreaper mode: a clean job,
-// a crash, a hang, Ctrl-C. Nothing of a job outlives ltrun.
+// cgroup mode, as an unprivileged user in a delegated cgroup (what
+// `systemd-run --user --scope -p Delegate=yes` gives), and as an
+// unprivileged user in subreaper mode: a clean job, a crash, a hang,
+// Ctrl-C. Nothing of a job outlives ltrun.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cgroup_fs.h"
+#include "file_io.h"
 #include "harness.h"
 
 namespace ltd::test {
@@ -23,10 +28,23 @@ class Ltrun : public ::testing::TestWithParam<std::string> {
     dir_ = mkdtemp(tmpl);
     chmod(dir_.c_str(), 0777);
     marker_ = "LT_TEST_TAG=" + dir_;
-    if (GetParam() == "subreaper") {
+    if (GetParam() != "cgroup") {
       if (geteuid() != 0) GTEST_SKIP() << "needs root to make a throwaway user";
       user_ = std::make_unique<TestUser>("ltrun" + std::to_string(getpid() % 100000));
       ASSERT_TRUE(user_->ok()) << user_->error();
+      as_ = user_->As(dir_);
+    }
+    if (GetParam() == "delegated") {
+      auto own = OwnCgroupDir();
+      if (!own.ok()) GTEST_SKIP() << "no cgroup v2 here: " << own.status().message();
+      delegated_ = *own + "/ltrun-test-" + std::to_string(getpid());
+      ASSERT_EQ(mkdir(delegated_.c_str(), 0755), 0) << delegated_ << ": " << strerror(errno);
+      // What systemd hands the user of a scope with Delegate=yes.
+      for (const char* f : {"", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads"}) {
+        const std::string path = delegated_ + f;
+        ASSERT_EQ(chown(path.c_str(), as_.uid, as_.gid), 0) << path << ": " << strerror(errno);
+      }
+      as_.cgroup = delegated_;
     }
   }
   void TearDown() override {
@@ -34,22 +52,32 @@ class Ltrun : public ::testing::TestWithParam<std::string> {
         << "processes left behind: " << ProcessesWithMarker(marker_).size();
     for (pid_t pid : ProcessesWithMarker(marker_)) kill(pid, SIGKILL);
     EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
+    if (!delegated_.empty()) {
+      // ltrun leaves nothing of its own below the scope, as a scope's user
+      // would expect; the scope itself is the test's.
+      EXPECT_TRUE(ChildCgroups(delegated_).empty()) << "ltrun left cgroups under " << delegated_;
+      EXPECT_TRUE(RemoveCgroupTree(delegated_).ok());
+    }
     user_.reset();
     std::filesystem::remove_all(dir_);
   }
 
-  // ltrun ARGS as root (cgroup mode) or as the throwaway user (subreaper).
+  // ltrun ARGS as root (cgroup mode) or as the throwaway user (in its
+  // delegated cgroup, or subreaper).
   CmdResult Run(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s,
                 const std::function<void(pid_t)>& started = nullptr) {
-    std::vector<std::string> argv = {LtrunPath(), "--containment", GetParam()};
+    const std::string mode = GetParam() == "delegated" ? "cgroup" : GetParam();
+    std::vector<std::string> argv = {LtrunPath(), "--containment", mode};
     argv.insert(argv.end(), args.begin(), args.end());
-    if (user_) return RunCommandAs(user_->As(dir_), argv, {marker_}, timeout, started);
+    if (user_) return RunCommandAs(as_, argv, {marker_}, timeout, started);
     return RunCommand(argv, {marker_}, timeout, started);
   }
 
   std::string dir_;
   std::string marker_;
   std::unique_ptr<TestUser> user_;
+  RunAs as_;
+  std::string delegated_;  // the user's delegated cgroup, in that mode
 };
 
 TEST_P(Ltrun, CleanJobPrintsEveryRanksLinesAndExitsZero) {
@@ -57,7 +85,8 @@ TEST_P(Ltrun, CleanJobPrintsEveryRanksLinesAndExitsZero) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank) {
     for (int line = 0; line < 2; ++line) {
-      const std::string want = "[" + std::to_string(rank) + "] line " + std::to_string(line) + " of 2\n";
+      const std::string want =
+          "[" + std::to_string(rank) + "] line " + std::to_string(line) + " of 2\n";
       EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
     }
   }
@@ -81,9 +110,9 @@ TEST_P(Ltrun, ACrashTearsTheOthersDownWithTheRanksExitCode) {
 
 TEST_P(Ltrun, AHangIsFoundReportedAndEndsWith124) {
   const std::string report = dir_ + "/report.json";
-  CmdResult r = Run({"--devices", "2", "--heartbeat-timeout", "500ms", "--stack-budget", "0",
-                     "--report", report, "--", TestChildPath(), "--rank", "1", "beat:3:20,hang",
-                     "beat:100000:50"});
+  CmdResult r =
+      Run({"--devices", "2", "--heartbeat-timeout", "500ms", "--stack-budget", "0", "--report",
+           report, "--", TestChildPath(), "--rank", "1", "beat:3:20,hang", "beat:100000:50"});
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find("ltrun: hang report: stalled rank(s) 1"), std::string::npos) << r.err;
   std::ifstream in(report);
@@ -95,22 +124,40 @@ TEST_P(Ltrun, AHangIsFoundReportedAndEndsWith124) {
 
 TEST_P(Ltrun, CtrlCTearsTheJobDownAndExits130) {
   const std::string pidfile = dir_ + "/pids";
-  CmdResult r = Run({"--devices", "2", "--", TestChildPath(), "pidfile:" + pidfile + ",escape,hang"},
-                    60s, [&](pid_t pid) {
-                      // Once every rank and its escapee run, the user presses Ctrl-C.
-                      std::thread([pid, pidfile] {
-                        WaitFor(
-                            [&] {
-                              std::ifstream in(pidfile);
-                              return std::count(std::istreambuf_iterator<char>(in),
-                                                std::istreambuf_iterator<char>(), '\n') >= 4;
-                            },
-                            20s);
-                        kill(pid, SIGINT);
-                      }).detach();
-                    });
+  // In the cgroup modes, where the ranks and escapees ran: below the
+  // delegated cgroup, when there is one.
+  auto cgroups = std::make_shared<std::vector<std::string>>();
+  auto seen = std::make_shared<std::atomic<bool>>(false);
+  CmdResult r =
+      Run({"--devices", "2", "--", TestChildPath(), "pidfile:" + pidfile + ",escape,hang"}, 60s,
+          [&](pid_t pid) {
+            // Once every rank and its escapee run, the user presses Ctrl-C.
+            std::thread([pid, pidfile, cgroups, seen] {
+              WaitFor(
+                  [&] {
+                    std::ifstream in(pidfile);
+                    return std::count(std::istreambuf_iterator<char>(in),
+                                      std::istreambuf_iterator<char>(), '\n') >= 4;
+                  },
+                  20s);
+              std::ifstream in(pidfile);
+              for (pid_t p; in >> p;) {
+                auto cg = ReadWholeFile("/proc/" + std::to_string(p) + "/cgroup");
+                cgroups->push_back(cg.ok() ? *cg : "");
+              }
+              seen->store(true, std::memory_order_release);
+              kill(pid, SIGINT);
+            }).detach();
+          });
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("ltrun: job CANCELLED: interrupted (SIGINT)"), std::string::npos) << r.err;
+  if (GetParam() != "subreaper") {
+    const std::string within =
+        GetParam() == "delegated" ? delegated_.substr(delegated_.rfind('/')) + "/ltd-" : "/ltd-";
+    ASSERT_TRUE(seen->load(std::memory_order_acquire));
+    ASSERT_EQ(cgroups->size(), 4u);
+    for (const std::string& cg : *cgroups) EXPECT_NE(cg.find(within), std::string::npos) << cg;
+  }
   // The escapees went with the job.
   std::ifstream in(pidfile);
   for (pid_t pid; in >> pid;) {
@@ -127,7 +174,7 @@ TEST_P(Ltrun, BadCommandLinesAreOneLine) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Ltrun, ::testing::Values("cgroup", "subreaper"),
+INSTANTIATE_TEST_SUITE_P(Modes, Ltrun, ::testing::Values("cgroup", "delegated", "subreaper"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
