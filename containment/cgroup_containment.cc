@@ -67,14 +67,15 @@ bool WaitEmpty(const std::string& dir, std::chrono::milliseconds timeout) {
   }
 }
 
+// A job in EndJob. Destroying it closes its handles, after which libuv
+// calls nothing of it.
 struct CgroupContainment::Waiter {
-  CgroupContainment* owner = nullptr;  // null once released
+  CgroupContainment* owner = nullptr;
   std::string job_id;
   std::string dir;
   std::function<void()> on_empty;
-  uv_fs_event_t events{};
-  uv_timer_t timer{};
-  int open = 2;
+  UvPtr<uv_fs_event_t> events;
+  UvPtr<uv_timer_t> timer;
   int timer_checks = 0;
 };
 
@@ -117,7 +118,6 @@ CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std:
 }
 
 CgroupContainment::~CgroupContainment() {
-  for (auto& [id, w] : waiters_) Release(w);
   waiters_.clear();
   run_watch_.reset();
   // ltd stops only after every job ended, so the run cgroup is empty; if
@@ -174,30 +174,38 @@ void CgroupContainment::KillJob(const std::string& job_id, const std::vector<pid
 }
 
 void CgroupContainment::EndJob(const std::string& job_id, std::function<void()> on_empty) {
-  if (auto it = waiters_.find(job_id); it != waiters_.end()) {
+  if (waiters_.erase(job_id) > 0) {
     spdlog::warn("job={} EndJob while already ending; the first caller is dropped", job_id);
-    Release(it->second);
-    waiters_.erase(it);
   }
-  auto* w = new Waiter;
+  auto waiter = std::make_unique<Waiter>();
+  Waiter* w = waiter.get();
   w->owner = this;
   w->job_id = job_id;
   w->dir = JobDir(job_id);
   w->on_empty = std::move(on_empty);
-  w->events.data = w;
-  w->timer.data = w;
-  waiters_[job_id] = w;
-  uv_fs_event_init(loop_, &w->events);
-  uv_timer_init(loop_, &w->timer);
+  w->events = UvInit<uv_fs_event_t>([&](uv_fs_event_t* h) { return uv_fs_event_init(loop_, h); });
+  w->timer = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop_, h); });
+  if (!w->events || !w->timer) {
+    // Cannot happen on Linux (neither init allocates nor fails); still the
+    // job must end: it is looked at once, now.
+    spdlog::error("job={} cannot watch {}; looking once", job_id, w->dir);
+    auto done = std::move(w->on_empty);
+    (void)RemoveCgroupTree(w->dir);
+    done();
+    return;
+  }
+  w->events->data = w;
+  w->timer->data = w;
+  waiters_[job_id] = std::move(waiter);
   // Watch before the first look, so the last exit cannot fall between.
   const std::string events = w->dir + "/cgroup.events";
   if (int rc = uv_fs_event_start(
-          &w->events,
+          w->events.get(),
           [](uv_fs_event_t* h, const char*, int, int status) {
             auto* w = static_cast<Waiter*>(h->data);
             if (status < 0)
               spdlog::warn("job={} cgroup.events: {}", w->job_id, uv_strerror(status));
-            if (w->owner != nullptr) w->owner->Check(w, false);
+            w->owner->Check(w, false);
           },
           events.c_str(), 0);
       rc != 0 && rc != UV_ENOENT) {
@@ -207,10 +215,10 @@ void CgroupContainment::EndJob(const std::string& job_id, std::function<void()> 
   // The first look comes on the next loop turn, so on_empty never runs
   // from within EndJob.
   uv_timer_start(
-      &w->timer,
+      w->timer.get(),
       [](uv_timer_t* t) {
         auto* w = static_cast<Waiter*>(t->data);
-        if (w->owner != nullptr) w->owner->Check(w, true);
+        w->owner->Check(w, true);
       },
       0, kRecheckMs);
 }
@@ -237,21 +245,10 @@ void CgroupContainment::Done(Waiter* w) {
     spdlog::error("job={} cleanup: {}", w->job_id, std::string(s.message()));
   }
   spdlog::debug("job={} cgroup {} empty and removed", w->job_id, w->dir);
-  waiters_.erase(w->job_id);
   auto on_empty = std::move(w->on_empty);
-  Release(w);
-  on_empty();  // may begin the job's next attempt, with a new waiter
-}
-
-void CgroupContainment::Release(Waiter* w) {
-  w->owner = nullptr;
-  w->on_empty = nullptr;
-  auto on_closed = [](uv_handle_t* h) {
-    auto* w = static_cast<Waiter*>(h->data);
-    if (--w->open == 0) delete w;
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&w->events), on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&w->timer), on_closed);
+  const std::string id = w->job_id;
+  waiters_.erase(id);  // w is gone
+  on_empty();          // may begin the job's next attempt, with a new waiter
 }
 
 int SweepCgroupLeftovers(const std::string& base, const std::set<std::string>& keep,

@@ -51,7 +51,6 @@ class CgroupContainment final : public Containment {
   CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir);
   void Check(Waiter* w, bool from_timer);
   void Done(Waiter* w);
-  static void Release(Waiter* w);
 
   uv_loop_t* loop_;
   std::string base_dir_;
@@ -59,7 +58,7 @@ class CgroupContainment final : public Containment {
   // Held for ltd's life so libuv's inotify fd exists from the start: ltd's
   // fd count then stays flat across jobs, which is how a leak shows.
   UvPtr<uv_fs_event_t> run_watch_;
-  std::map<std::string, Waiter*> waiters_;  // jobs in EndJob, by id
+  std::map<std::string, std::unique_ptr<Waiter>> waiters_;  // jobs in EndJob, by id
   AdoptedChildReaper reaper_;
 };
 

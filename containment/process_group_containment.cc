@@ -2,26 +2,33 @@
 
 #include <signal.h>
 
+#include <memory>
+
+#include "uv_handle.h"
+
 namespace ltd {
 
 void RunSoon(uv_loop_t* loop, std::function<void()> fn) {
   struct Soon {
-    uv_timer_t timer;
+    UvPtr<uv_timer_t> timer;
     std::function<void()> fn;
   };
-  auto* soon = new Soon{{}, std::move(fn)};
-  soon->timer.data = soon;
-  uv_timer_init(loop, &soon->timer);
+  auto soon = std::make_unique<Soon>();
+  soon->timer = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop, h); });
+  if (!soon->timer) {
+    fn();  // cannot happen on Linux: uv_timer_init does not fail
+    return;
+  }
+  soon->fn = std::move(fn);
+  soon->timer->data = soon.get();
   uv_timer_start(
-      &soon->timer,
+      soon->timer.get(),
       [](uv_timer_t* t) {
-        auto* s = static_cast<Soon*>(t->data);
-        auto fn = std::move(s->fn);
-        uv_close(reinterpret_cast<uv_handle_t*>(t),
-                 [](uv_handle_t* h) { delete static_cast<Soon*>(h->data); });
-        fn();
+        std::unique_ptr<Soon> s(static_cast<Soon*>(t->data));  // closes the timer when done
+        s->fn();
       },
       0, 0);
+  (void)soon.release();  // the timer's callback owns it now
 }
 
 void KillProcessGroups(const std::vector<pid_t>& rank_pids) {

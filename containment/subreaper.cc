@@ -22,54 +22,33 @@ absl::Status BecomeChildSubreaper() {
   return absl::OkStatus();
 }
 
-struct AdoptedChildReaper::Handles {
-  uv_signal_t sigchld{};
+AdoptedChildReaper::AdoptedChildReaper(uv_loop_t* loop) : loop_(loop) {
   // SIGCHLD comes once per child; a burst of 200 dying children is
   // coalesced into one /proc scan on the next loop iteration.
-  uv_timer_t soon{};
-  AdoptedChildReaper* owner = nullptr;  // null once the owner is gone
-  int open = 2;
-  bool scheduled = false;
-};
-
-AdoptedChildReaper::AdoptedChildReaper(uv_loop_t* loop) : loop_(loop), handles_(new Handles) {
-  handles_->owner = this;
-  handles_->sigchld.data = handles_;
-  handles_->soon.data = handles_;
-  uv_timer_init(loop_, &handles_->soon);
-  uv_signal_init(loop_, &handles_->sigchld);
+  soon_ = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop_, h); });
+  sigchld_ = UvInit<uv_signal_t>([&](uv_signal_t* h) { return uv_signal_init(loop_, h); });
+  if (!soon_ || !sigchld_) {
+    spdlog::error("cannot watch SIGCHLD; orphaned job processes may stay zombies");
+    return;
+  }
+  soon_->data = this;
+  sigchld_->data = this;
   // Several SIGCHLD watchers may coexist: libuv's own for its processes
   // and this one.
   const int rc = uv_signal_start(
-      &handles_->sigchld,
+      sigchld_.get(),
       [](uv_signal_t* h, int) {
-        auto* hs = static_cast<Handles*>(h->data);
-        if (hs->owner == nullptr || hs->scheduled) return;
-        hs->scheduled = true;
+        auto* self = static_cast<AdoptedChildReaper*>(h->data);
+        if (uv_is_active(reinterpret_cast<uv_handle_t*>(self->soon_.get()))) return;
         uv_timer_start(
-            &hs->soon,
-            [](uv_timer_t* t) {
-              auto* hs = static_cast<Handles*>(t->data);
-              hs->scheduled = false;
-              if (hs->owner != nullptr) hs->owner->ReapNow();
-            },
-            0, 0);
+            self->soon_.get(),
+            [](uv_timer_t* t) { static_cast<AdoptedChildReaper*>(t->data)->ReapNow(); }, 0, 0);
       },
       SIGCHLD);
   if (rc != 0) {
     spdlog::error("uv_signal_start(SIGCHLD): {}; orphaned job processes may stay zombies",
                   uv_strerror(rc));
   }
-}
-
-AdoptedChildReaper::~AdoptedChildReaper() {
-  handles_->owner = nullptr;
-  auto on_closed = [](uv_handle_t* h) {
-    auto* hs = static_cast<Handles*>(h->data);
-    if (--hs->open == 0) delete hs;
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->sigchld), on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->soon), on_closed);
 }
 
 void AdoptedChildReaper::ReapNow() {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "uv_handle.h"
 
 namespace ltd {
 
@@ -26,8 +27,8 @@ absl::Status BecomeChildSubreaper();
 // report) are, and their forker waits for them.
 class AdoptedChildReaper {
  public:
-  explicit AdoptedChildReaper(uv_loop_t* loop);  // starts watching SIGCHLD
-  ~AdoptedChildReaper();                         // closes its handles
+  // Starts watching SIGCHLD; destruction closes its handles.
+  explicit AdoptedChildReaper(uv_loop_t* loop);
   AdoptedChildReaper(const AdoptedChildReaper&) = delete;
   AdoptedChildReaper& operator=(const AdoptedChildReaper&) = delete;
 
@@ -36,9 +37,9 @@ class AdoptedChildReaper {
   uint64_t reaped() const { return reaped_; }
 
  private:
-  struct Handles;
   uv_loop_t* loop_;
-  Handles* handles_;  // freed by the close callbacks
+  UvPtr<uv_signal_t> sigchld_;
+  UvPtr<uv_timer_t> soon_;  // armed: a reap pass is due on the next turn
   uint64_t reaped_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "process_group_containment.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
+#include "uv_handle.h"
 
 namespace ltd {
 namespace {
@@ -52,11 +53,13 @@ std::vector<pid_t> Descendants(const std::vector<pid_t>& ranks, const EnvMatch& 
 
 }  // namespace
 
+// A job in EndJob. Destroying it closes its timer, after which libuv
+// calls nothing of it.
 struct SubreaperContainment::Waiter {
-  SubreaperContainment* owner = nullptr;  // null once released
+  SubreaperContainment* owner = nullptr;
   std::string job_id;
   std::function<void()> on_empty;
-  uv_timer_t timer{};
+  UvPtr<uv_timer_t> timer;
   int checks = 0;
 };
 
@@ -71,7 +74,6 @@ SubreaperContainment::SubreaperContainment(uv_loop_t* loop, std::string instance
     : loop_(loop), marker_(std::move(instance_marker)), reaper_(loop) {}
 
 SubreaperContainment::~SubreaperContainment() {
-  for (auto& [id, w] : waiters_) Release(w);
   waiters_.clear();
   // ltd stops only after every job ended; anything marked still alive is a
   // bug, and still must not outlive ltd.
@@ -96,25 +98,31 @@ void SubreaperContainment::KillJob(const std::string& job_id, const std::vector<
 }
 
 void SubreaperContainment::EndJob(const std::string& job_id, std::function<void()> on_empty) {
-  if (auto it = waiters_.find(job_id); it != waiters_.end()) {
+  if (waiters_.erase(job_id) > 0) {
     spdlog::warn("job={} EndJob while already ending; the first caller is dropped", job_id);
-    Release(it->second);
-    waiters_.erase(it);
   }
-  auto* w = new Waiter;
+  auto waiter = std::make_unique<Waiter>();
+  Waiter* w = waiter.get();
   w->owner = this;
   w->job_id = job_id;
   w->on_empty = std::move(on_empty);
-  w->timer.data = w;
-  waiters_[job_id] = w;
-  uv_timer_init(loop_, &w->timer);
+  w->timer = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop_, h); });
+  if (!w->timer) {
+    // Cannot happen on Linux (uv_timer_init does not fail); still the job
+    // must end.
+    spdlog::error("job={} cannot wait for its processes; ending it now", job_id);
+    w->on_empty();
+    return;
+  }
+  w->timer->data = w;
+  waiters_[job_id] = std::move(waiter);
   // The first look comes on the next loop turn: on_empty never runs from
   // within EndJob.
   uv_timer_start(
-      &w->timer,
+      w->timer.get(),
       [](uv_timer_t* t) {
         auto* w = static_cast<Waiter*>(t->data);
-        if (w->owner != nullptr) w->owner->Check(w);
+        w->owner->Check(w);
       },
       0, kRecheckMs);
 }
@@ -124,10 +132,10 @@ void SubreaperContainment::Check(Waiter* w) {
   if (left.empty()) {
     // Zombies among them are reaped by reaper_ as their SIGCHLD comes.
     reaper_.ReapNow();
-    waiters_.erase(w->job_id);
     auto on_empty = std::move(w->on_empty);
-    Release(w);
-    on_empty();  // may begin the job's next attempt, with a new waiter
+    const std::string id = w->job_id;
+    waiters_.erase(id);  // w is gone
+    on_empty();          // may begin the job's next attempt, with a new waiter
     return;
   }
   if (++w->checks % kRekillEvery != 0) return;
@@ -136,14 +144,6 @@ void SubreaperContainment::Check(Waiter* w) {
       "killing again",
       w->job_id, left.size(), w->checks / kRekillEvery, left.front());
   KillProcesses(JobMatch(w->job_id), kKillRounds);
-}
-
-void SubreaperContainment::Release(Waiter* w) {
-  w->owner = nullptr;
-  w->on_empty = nullptr;
-  uv_timer_stop(&w->timer);
-  uv_close(reinterpret_cast<uv_handle_t*>(&w->timer),
-           [](uv_handle_t* h) { delete static_cast<Waiter*>(h->data); });
 }
 
 }  // namespace ltd

@@ -41,11 +41,10 @@ class SubreaperContainment final : public Containment {
   SubreaperContainment(uv_loop_t* loop, std::string instance_marker);
   EnvMatch JobMatch(const std::string& job_id) const;
   void Check(Waiter* w);
-  static void Release(Waiter* w);
 
   uv_loop_t* loop_;
   std::string marker_;
-  std::map<std::string, Waiter*> waiters_;  // jobs in EndJob, by id
+  std::map<std::string, std::unique_ptr<Waiter>> waiters_;  // jobs in EndJob, by id
   AdoptedChildReaper reaper_;
 };
 
