@@ -98,9 +98,15 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(Config config) {
   const auto deadline = Clock::now() + config.timeout;
   std::unique_ptr<Rendezvous> r(new Rendezvous(std::move(config)));
   if (auto s = r->Connect(deadline); !s.ok()) return s;
-  if (auto s = r->ClaimRank(); !s.ok()) return s;
-  if (auto s = r->AwaitNodes(deadline); !s.ok()) return s;
-  return r;
+  absl::Status s = r->ClaimRank();
+  if (s.ok()) s = r->AwaitNodes(deadline);
+  if (s.ok()) return r;
+  // A node that is set up wrong ends the run's start for every node, at
+  // once and with its message, rather than leaving them to their timeout.
+  if (absl::IsAlreadyExists(s) || absl::IsFailedPrecondition(s) || absl::IsResourceExhausted(s)) {
+    (void)r->client_->PutIfAbsent(r->Key("abort"), std::string(s.message()));
+  }
+  return s;
 }
 
 absl::Status Rendezvous::Connect(Clock::time_point deadline) {
@@ -168,6 +174,9 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
     joined.clear();
     std::optional<nlohmann::json> master;
     for (const etcd::KeyValue& kv : all->kvs) {
+      if (kv.key == Key("abort")) {
+        return absl::AbortedError("run " + config_.run_id + " cannot start: " + kv.value);
+      }
       if (kv.key == master_key) {
         master = nlohmann::json::parse(kv.value, nullptr, false);
         continue;

@@ -10,6 +10,7 @@
 //   status/<r>              {state, host, root_cause}: what `show` lists per node
 //   attempts/<k>/ready/<r>  node r is ready to start attempt k, on its lease
 //   attempts/<k>/cause      attempt k's root cause: the first writer wins
+//   abort                   why the run cannot start (a node set up wrong)
 #pragma once
 
 #include <chrono>
