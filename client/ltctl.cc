@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "bytes.h"
@@ -235,6 +236,11 @@ struct SubmitArgs {
   std::string heartbeat_timeout, startup_timeout, grace = "10s";
   std::vector<std::string> env;
   int max_restarts = 0;
+  // A multi-node run (torchrun's flags); see SubmitRequest.
+  int nnodes = 1;
+  std::optional<int> node_rank;
+  std::string master_addr, run_id, rdzv, rdzv_timeout;
+  int master_port = 0;
   std::vector<std::string> command;
 };
 
@@ -262,6 +268,15 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   req.set_grace_ms(DurationFlag("--grace", a.grace).count());
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
+  req.set_nnodes(a.nnodes);
+  if (a.node_rank) req.set_node_rank(*a.node_rank);
+  req.set_master_addr(a.master_addr);
+  req.set_master_port(a.master_port);
+  req.set_run_id(a.run_id);
+  req.set_rdzv(a.rdzv);
+  if (!a.rdzv_timeout.empty()) {
+    req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
+  }
 
   // Ctrl-C while attached: the first tears the job down, ltctl stays to
   // report the outcome; a second one leaves at once. Blocked before gRPC
@@ -499,7 +514,10 @@ int main(int argc, char** argv) {
   // --lr 3e-4 --name x` passes `--lr 3e-4 --name x` on. submit's own
   // options (and the globals) come before PROGRAM.
   submit->positionals_at_end();
-  submit->add_option("--devices", sa.devices, "number of ranks, one per device")->required();
+  submit
+      ->add_option("--devices,--nproc-per-node,--nproc_per_node", sa.devices,
+                   "number of ranks (on this node), one per device")
+      ->required();
   submit->add_option("--name", sa.name, "a name to refer to the job by");
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
   submit->add_option("--heartbeat-timeout", sa.heartbeat_timeout,
@@ -514,6 +532,20 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
       ->check(CLI::NonNegativeNumber);
+  submit->add_option("--nnodes", sa.nnodes, "nodes of a multi-node run (torchrun's flag)")
+      ->check(CLI::PositiveNumber);
+  submit
+      ->add_option("--node-rank,--node_rank", sa.node_rank,
+                   "this node's rank among them, 0..NNODES-1")
+      ->check(CLI::NonNegativeNumber);
+  submit->add_option("--master-addr,--master_addr", sa.master_addr,
+                     "node 0's host, the same on every node");
+  submit->add_option("--master-port,--master_port", sa.master_port, "the run's port on node 0")
+      ->check(CLI::Range(1, 65535));
+  submit->add_option("--run-id,--run_id", sa.run_id, "TORCHELASTIC_RUN_ID, the same on every node");
+  submit->add_option("--rdzv", sa.rdzv, "meet the other nodes at etcd://HOST:PORT");
+  submit->add_option("--rdzv-timeout,--rdzv_timeout", sa.rdzv_timeout,
+                     "fail when the nodes have not met within this (default 10m)");
   submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "

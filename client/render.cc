@@ -104,21 +104,44 @@ std::string RankList(const google::protobuf::RepeatedField<int32_t>& ranks) {
   return out + "]";
 }
 
+bool MultiNode(const v1::Job& j) { return j.nnodes() > 1 || !j.rdzv().empty(); }
+
+// "0/2": this node's rank of the run's nodes ("?" until a rendezvous gives
+// it); "-" for a single-node job.
+std::string NodeOf(const v1::Job& j) {
+  if (!MultiNode(j)) return "-";
+  return (j.has_node_rank() ? std::to_string(j.node_rank()) : "?") + "/" +
+         std::to_string(j.nnodes());
+}
+
+// How this node came to be part of the run, and where its ranks meet.
+std::string NodesLine(const v1::Job& j) {
+  std::string line = "node " + NodeOf(j) + " (" +
+                     (j.rdzv().empty() ? std::string("static") : "rendezvous " + Line(j.rdzv())) +
+                     "), run " + Line(j.run_id()) + ", master " + Line(j.master_addr()) + ":" +
+                     std::to_string(j.master_port());
+  return line;
+}
+
 }  // namespace
 
 std::string DescribeCause(const v1::RootCause& c) {
+  // A rank of another node is "node 1 rank 0" (ranks are local to their node).
   const std::string rank = c.has_rank() ? std::to_string(c.rank()) : "?";
+  const std::string who = c.has_node() && c.reason() != v1::RootCause::remote_failure
+                              ? "node " + std::to_string(c.node()) + " rank " + rank
+                              : "rank " + rank;
   std::string what;
   switch (c.reason()) {
     case v1::RootCause::exited:
-      what = "rank " + rank + " exited with code " + std::to_string(c.exit_code());
+      what = who + " exited with code " + std::to_string(c.exit_code());
       break;
     case v1::RootCause::signaled:
-      what = "rank " + rank + " died of signal " + std::to_string(c.signal());
+      what = who + " died of signal " + std::to_string(c.signal());
       break;
     case v1::RootCause::hang:
     case v1::RootCause::startup_timeout:
-      what = "rank " + rank + " hung";
+      what = who + " hung";
       break;
     case v1::RootCause::spawn_failed:
       what = "the program could not start";
@@ -131,6 +154,10 @@ std::string DescribeCause(const v1::RootCause& c) {
       break;
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";
+      break;
+    case v1::RootCause::remote_failure:
+      what = "torn down: node " + (c.has_node() ? std::to_string(c.node()) : std::string("?")) +
+             " of the run failed";
       break;
     default:
       what = v1::RootCause::Reason_Name(c.reason());
@@ -158,14 +185,14 @@ std::string HeartbeatMode(const v1::Job& j) {
 }
 
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
-  Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "STEP", "ELAPSED", "EXIT", "COMMAND"});
+  Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "NODE", "STEP", "ELAPSED", "EXIT", "COMMAND"});
   for (const auto& j : jobs) {
     std::string cmd = Command(j);
     size_t consumed = 0;
     std::string shown = DisplayEscapePrefix(cmd, 37, &consumed);
     if (consumed < cmd.size()) cmd = shown + "...";
     t.Add({Line(j.id()), Line(j.name()), Line(j.user()), v1::Job::State_Name(j.state()),
-           std::to_string(j.devices()), Progress(j), Elapsed(j),
+           std::to_string(j.devices()), NodeOf(j), Progress(j), Elapsed(j),
            Opt(j.has_exit_code(), j.exit_code()), cmd});
   }
   t.Print(out);
@@ -185,6 +212,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
                              ? ""
                              : " (CUDA_VISIBLE_DEVICES=" + Line(j.cuda_visible_devices()) + ")"));
   field("Master port:", std::to_string(j.master_port()));
+  if (MultiNode(j)) field("Nodes:", NodesLine(j));
   field("Containment:", Line(j.containment()));
   field("Restarts:", std::to_string(j.restart_count()) + " of " + std::to_string(j.max_restarts()));
   field("Heartbeats:", HeartbeatMode(j));
@@ -196,19 +224,40 @@ void PrintJob(const v1::Job& j, FILE* out) {
     const auto& c = j.root_cause();
     field("Root cause:", DescribeCause(c));
     field("  reason:", v1::RootCause::Reason_Name(c.reason()));
+    if (c.has_node()) field("  node:", std::to_string(c.node()));
     field("  rank:", Opt(c.has_rank(), c.rank()));
     field("  at:", Time(c.has_at(), c.at()));
   }
+  if (j.nodes_size() > 0) {
+    std::fprintf(out, "\n");
+    Table nodes({"NODE", "HOST", "STATE", "ROOT CAUSE"});
+    for (const auto& n : j.nodes()) {
+      nodes.Add({std::to_string(n.node_rank()), Line(n.host()), Line(n.state()),
+                 n.has_root_cause() ? DescribeCause(n.root_cause()) : "-"});
+    }
+    nodes.Print(out);
+  }
   std::fprintf(out, "\n");
-  Table ranks({"RANK", "PID", "STATE", "EXIT", "SIGNAL", "STEP", "STEPS/S", "LAST HEARTBEAT", ""});
+  // A multi-node job's ranks are this node's: LOCAL_RANK, and RANK beside it.
+  const bool multi = MultiNode(j);
+  const int first_global = j.has_node_rank() ? j.node_rank() * j.devices() : -1;
+  Table ranks(multi ? std::vector<std::string>{"RANK", "GLOBAL", "PID", "STATE", "EXIT", "SIGNAL",
+                                               "STEP", "STEPS/S", "LAST HEARTBEAT", ""}
+                    : std::vector<std::string>{"RANK", "PID", "STATE", "EXIT", "SIGNAL", "STEP",
+                                               "STEPS/S", "LAST HEARTBEAT", ""});
   for (const auto& r : j.ranks()) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%.2f", r.steps_per_second());
-    ranks.Add({std::to_string(r.rank()), std::to_string(r.pid()), v1::Rank::State_Name(r.state()),
-               Opt(r.has_exit_code(), r.exit_code()), Opt(r.has_signal(), r.signal()),
-               Opt(r.has_last_step(), r.last_step()), rate,
-               Time(r.has_last_heartbeat_at(), r.last_heartbeat_at()),
-               r.straggler() ? "straggler" : ""});
+    std::vector<std::string> row = {std::to_string(r.rank())};
+    if (multi) row.push_back(first_global >= 0 ? std::to_string(first_global + r.rank()) : "?");
+    for (std::string cell : {std::to_string(r.pid()), v1::Rank::State_Name(r.state()),
+                             Opt(r.has_exit_code(), r.exit_code()), Opt(r.has_signal(), r.signal()),
+                             Opt(r.has_last_step(), r.last_step()), std::string(rate),
+                             Time(r.has_last_heartbeat_at(), r.last_heartbeat_at()),
+                             std::string(r.straggler() ? "straggler" : "")}) {
+      row.push_back(std::move(cell));
+    }
+    ranks.Add(std::move(row));
   }
   ranks.Print(out);
   if (j.attempts_size() > 1) {

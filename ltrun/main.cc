@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "auto_instrument.h"
 #include "bytes.h"
@@ -30,6 +31,7 @@
 #include "job_store.h"
 #include "loop.h"
 #include "ports.h"
+#include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
@@ -64,6 +66,12 @@ struct Options {
   std::string containment = "auto";
   std::string log_level = "error";
   bool auto_heartbeat = true;
+  // A multi-node run (torchrun's flags); what is not given comes from
+  // Slurm's variables inside a job step, unless --no-slurm.
+  std::optional<int> nnodes, node_rank, master_port;
+  std::optional<std::string> master_addr, run_id;
+  std::string rdzv, rdzv_timeout = "10m";
+  bool slurm = true;
   std::vector<std::string> command;
 };
 
@@ -76,6 +84,28 @@ Millis DurationFlag(const char* flag, const std::string& text) {
   auto d = ParseDuration(text);
   if (!d) Die(Cat(flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m or 2h"));
   return *d;
+}
+
+// The run's nodes: Slurm's job step (inside one), then the flags given,
+// which win.
+NodeSpec NodesFor(const Options& opt) {
+  NodeSpec nodes;
+  if (opt.slurm) {
+    auto slurm = NodesFromSlurm(ProcessEnv());
+    if (!slurm.ok()) Die(std::string(slurm.status().message()));
+    if (*slurm) {
+      nodes = **slurm;
+      spdlog::info("Slurm job step: node {} of {}, master {}:{}, run {}", nodes.node_rank,
+                   nodes.nnodes, nodes.master_addr, nodes.master_port, nodes.run_id);
+    }
+  }
+  if (opt.nnodes) nodes.nnodes = *opt.nnodes;
+  if (opt.node_rank) nodes.node_rank = *opt.node_rank;
+  if (opt.master_addr) nodes.master_addr = *opt.master_addr;
+  if (opt.master_port) nodes.master_port = *opt.master_port;
+  if (opt.run_id) nodes.run_id = *opt.run_id;
+  nodes.rdzv = opt.rdzv;
+  return nodes;
 }
 
 // The job's lines on this terminal.
@@ -110,7 +140,8 @@ void PrintEnd(const Job& job) {
   std::fflush(stdout);
   if (job.state == JobState::kSucceeded) return;
   const std::string why = job.root_cause ? job.root_cause->message : "";
-  std::fprintf(stderr, "ltrun: job %s: %s (exit code %d)\n", std::string(ToString(job.state)).c_str(),
+  std::fprintf(stderr, "ltrun: job %s: %s (exit code %d)\n",
+               std::string(ToString(job.state)).c_str(),
                DisplayEscape(why, Controls::kEscape).c_str(), job.exit_code.value_or(1));
   if (!job.hang_report) return;
   const HangReport& report = *job.hang_report;
@@ -152,13 +183,16 @@ int Run(const Options& opt) {
   spec.grace = DurationFlag("--grace", opt.grace);
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
+  spec.nodes = NodesFor(opt);
+  spec.nodes.rdzv_timeout = DurationFlag("--rdzv-timeout", opt.rdzv_timeout);
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
   const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
 
   const std::string exec = FindHelper("lt-exec", LTD_LIBEXECDIR);
-  if (exec.empty()) Die(Cat("cannot find lt-exec beside ltrun or in ", LTD_LIBEXECDIR, "; reinstall ltd"));
+  if (exec.empty())
+    Die(Cat("cannot find lt-exec beside ltrun or in ", LTD_LIBEXECDIR, "; reinstall ltd"));
 
   // The job's record and log: a directory of the user's, removed at the
   // end unless they asked for it (--state-dir).
@@ -183,10 +217,15 @@ int Run(const Options& opt) {
   if (auto s = store->CreateJobDir(job.id, job.spec.uid, job.spec.gid); !s.ok()) {
     Die(std::string(s.message()));
   }
-  KernelPortAllocator ports;
-  auto port = ports.Pick({});
-  if (!port.ok()) Die(std::string(port.status().message()));
-  job.master_port = *port;
+  // A multi-node run's port is the run's, on node 0's host; a single
+  // node's is any free one here unless the user gave one.
+  job.master_port = job.spec.nodes.master_port;
+  if (!IsMultiNode(job.spec.nodes) && job.master_port == 0) {
+    KernelPortAllocator ports;
+    auto port = ports.Pick({});
+    if (!port.ok()) Die(std::string(port.status().message()));
+    job.master_port = *port;
+  }
   for (int r = 0; r < job.spec.devices; ++r) job.device_slots.push_back(r);
 
   // A stop signal that comes while ltrun starts waits for the loop.
@@ -277,7 +316,9 @@ int Run(const Options& opt) {
 int main(int argc, char** argv) {
   ltd::Options opt;
   CLI::App app{"ltrun: runs one multi-rank job in the foreground, without ltd"};
-  app.add_option("--devices,-n", opt.devices, "ranks to start")->capture_default_str();
+  app.add_option("--devices,-n,--nproc-per-node,--nproc_per_node", opt.devices,
+                 "ranks to start (on this node)")
+      ->capture_default_str();
   app.add_option("--name", opt.name, "a name for the job");
   app.add_option("--heartbeat-timeout", opt.heartbeat_timeout,
                  "a rank silent this long is hung; 0: off")
@@ -300,6 +341,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("!--no-auto-heartbeat", opt.auto_heartbeat,
                "do not watch Python ranks for hangs automatically");
+  app.add_option("--nnodes", opt.nnodes, "nodes of a multi-node run (torchrun's flag)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--node-rank,--node_rank", opt.node_rank,
+                 "this node's rank among them, 0..NNODES-1")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr,--master_addr", opt.master_addr,
+                 "node 0's host, the same on every node");
+  app.add_option("--master-port,--master_port", opt.master_port, "the run's port on node 0")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--run-id,--run_id", opt.run_id, "TORCHELASTIC_RUN_ID, the same on every node");
+  app.add_option("--rdzv", opt.rdzv, "meet the other nodes at etcd://HOST:PORT");
+  app.add_flag("!--no-slurm", opt.slurm,
+               "ignore Slurm's variables (by default a job step's nodes are the run's)");
+  app.add_option("--rdzv-timeout,--rdzv_timeout", opt.rdzv_timeout,
+                 "fail when the nodes have not met within this")
+      ->capture_default_str();
   app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
       ->capture_default_str();
   // Everything from PROGRAM on is the program's (`--` before it is optional).
@@ -315,7 +372,8 @@ int main(int argc, char** argv) {
   opt.command = app.remaining();
   if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
   if (opt.command.empty()) {
-    std::fprintf(stderr, "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
+    std::fprintf(stderr,
+                 "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
     return ltd::kErrorExit;
   }
   return ltd::Run(opt);

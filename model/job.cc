@@ -30,7 +30,7 @@ constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
     {RankState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<CauseReason, std::string_view>, 8> kReasons = {{
+constexpr std::array<std::pair<CauseReason, std::string_view>, 9> kReasons = {{
     {CauseReason::kExited, "exited"},
     {CauseReason::kSignaled, "signaled"},
     {CauseReason::kHang, "hang"},
@@ -39,6 +39,7 @@ constexpr std::array<std::pair<CauseReason, std::string_view>, 8> kReasons = {{
     {CauseReason::kDaemonLost, "daemon_lost"},
     {CauseReason::kSpawnFailed, "spawn_failed"},
     {CauseReason::kSupervisorLost, "supervisor_lost"},
+    {CauseReason::kRemoteFailure, "remote_failure"},
 }};
 
 template <typename E, size_t N>
@@ -111,6 +112,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   RootCause c;
   c.rank = Field<int>(j, "rank").value_or(-1);
+  c.node = Field<int>(j, "node").value_or(-1);
   c.reason = Lookup(kReasons, Field<std::string>(j, "reason").value_or(""))
                  .value_or(CauseReason::kDaemonLost);
   c.exit_code = Field<int>(j, "exit_code").value_or(0);
@@ -152,12 +154,21 @@ int ExitCodeFor(const RootCause& cause) {
       return 130;
     case CauseReason::kSpawnFailed:
       return cause.exit_code != 0 ? cause.exit_code : 127;
+    case CauseReason::kRemoteFailure:
+      return cause.exit_code != 0 ? cause.exit_code : 1;
     case CauseReason::kDaemonLost:
     case CauseReason::kSupervisorLost:
       return 1;
   }
   return 1;
 }
+
+int NodeRankOf(const NodeSpec& nodes) {
+  if (nodes.node_rank >= 0) return nodes.node_rank;
+  return nodes.rdzv.empty() ? 0 : -1;
+}
+
+bool IsMultiNode(const NodeSpec& nodes) { return nodes.nnodes > 1 || !nodes.rdzv.empty(); }
 
 std::string FormatTime(WallTime t) {
   // Microseconds: teardowns take milliseconds, and records are read by tools.
@@ -193,6 +204,7 @@ std::optional<WallTime> ParseTime(std::string_view s) {
 nlohmann::json ToJson(const RootCause& c) {
   return {
       {"rank", c.rank >= 0 ? nlohmann::json(c.rank) : nlohmann::json(nullptr)},
+      {"node", c.node >= 0 ? nlohmann::json(c.node) : nlohmann::json(nullptr)},
       {"reason", ToString(c.reason)},
       {"exit_code", c.exit_code},
       {"signal", c.signal},
@@ -226,6 +238,15 @@ nlohmann::json ToJson(const Job& job) {
         {"started_at", FormatTime(a.started_at)},
         {"ended_at", OptTime(a.ended_at)},
         {"root_cause", a.root_cause ? ToJson(*a.root_cause) : nlohmann::json(nullptr)},
+    });
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeStatus& n : job.nodes) {
+    nodes.push_back({
+        {"node_rank", n.node_rank},
+        {"host", BytesToJson(n.host)},
+        {"state", BytesToJson(n.state)},
+        {"root_cause", n.root_cause ? ToJson(*n.root_cause) : nlohmann::json(nullptr)},
     });
   }
   nlohmann::json hang = nullptr;
@@ -281,6 +302,15 @@ nlohmann::json ToJson(const Job& job) {
       {"auto_heartbeat", s.auto_heartbeat},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
+      {"nnodes", s.nodes.nnodes},
+      {"node_rank",
+       s.nodes.node_rank >= 0 ? nlohmann::json(s.nodes.node_rank) : nlohmann::json(nullptr)},
+      {"master_addr", BytesToJson(s.nodes.master_addr)},
+      {"requested_master_port", s.nodes.master_port},
+      {"run_id", BytesToJson(s.nodes.run_id)},
+      {"rdzv", BytesToJson(s.nodes.rdzv)},
+      {"rdzv_timeout_ms", s.nodes.rdzv_timeout.count()},
+      {"nodes", nodes},
   };
   // The environment while the job may still (re)start: a PENDING job
   // survives ltd's restart, and a supervisor is started from the record.
@@ -312,6 +342,26 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       std::chrono::milliseconds(Field<int64_t>(j, "startup_timeout_ms").value_or(0));
   s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
   s.auto_heartbeat = Field<bool>(j, "auto_heartbeat").value_or(true);
+  NodeSpec& n = s.nodes;
+  n.nnodes = Field<int>(j, "nnodes").value_or(1);
+  n.node_rank = Field<int>(j, "node_rank").value_or(-1);
+  n.master_addr = BytesField(j, "master_addr").value_or("");
+  n.master_port = Field<int>(j, "requested_master_port").value_or(0);
+  n.run_id = BytesField(j, "run_id").value_or("");
+  n.rdzv = BytesField(j, "rdzv").value_or("");
+  n.rdzv_timeout = std::chrono::milliseconds(
+      Field<int64_t>(j, "rdzv_timeout_ms").value_or(NodeSpec{}.rdzv_timeout.count()));
+  if (auto it = j.find("nodes"); it != j.end() && it->is_array()) {
+    for (const auto& nj : *it) {
+      if (!nj.is_object()) continue;
+      NodeStatus ns;
+      ns.node_rank = Field<int>(nj, "node_rank").value_or(0);
+      ns.host = BytesField(nj, "host").value_or("");
+      ns.state = BytesField(nj, "state").value_or("");
+      if (auto c = nj.find("root_cause"); c != nj.end()) ns.root_cause = CauseFromJson(*c);
+      job.nodes.push_back(std::move(ns));
+    }
+  }
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));

@@ -33,9 +33,10 @@ enum class CauseReason {
   kHang,
   kStartupTimeout,
   kCancelled,
-  kDaemonLost,      // ltd was gone past its restore window
+  kDaemonLost,  // ltd was gone past its restore window
   kSpawnFailed,
   kSupervisorLost,  // the job's supervisor died
+  kRemoteFailure,   // another node of the run failed; this one was torn down for it
 };
 
 std::string_view ToString(JobState s);
@@ -55,6 +56,12 @@ bool IsFinal(JobState s);
 // The first failure of a job; every other rank's end is a consequence of it.
 struct RootCause {
   int rank = -1;  // -1: not a rank's doing (cancelled, daemon_lost)
+  // The node rank where it happened; -1: this node (or a single-node job).
+  // A cause of another node is a remote one (kRemoteFailure): `exit_code`
+  // is then the code that node's job ends with, which this node's ends
+  // with too. `rank`, like Rank::rank, is the local rank on its node
+  // (LOCAL_RANK); its global RANK is node * devices + rank.
+  int node = -1;
   CauseReason reason = CauseReason::kExited;
   int exit_code = 0;  // the rank's own exit status, when it exited
   int signal = 0;     // the signal that killed it, when it was killed
@@ -108,8 +115,29 @@ struct Attempt {
   std::optional<RootCause> root_cause;
 };
 
+// Where a job's ranks sit among the nodes of a multi-node run (torchrun's
+// flags): `devices` ranks on each of `nnodes` nodes, this one `node_rank`.
+// The default is a single-node job. A rendezvous fills in what it agrees
+// (node_rank, master_addr, master_port) before the ranks start; the port
+// the ranks use is Job::master_port either way.
+struct NodeSpec {
+  int nnodes = 1;
+  // -1: given by the rendezvous (join order); a static launch means 0.
+  int node_rank = -1;
+  std::string master_addr;  // empty: 127.0.0.1, or the rendezvous'
+  int master_port = 0;      // 0: ltd picks one (single node) or the rendezvous agrees one
+  std::string run_id;       // empty: the job id
+  std::string rdzv;         // "" static, or "etcd://HOST:PORT"
+  std::chrono::milliseconds rdzv_timeout{10 * 60 * 1000};
+};
+
+// The node rank a job's ranks run as: a static launch's own, 0 for a
+// single-node one, -1 while a rendezvous has yet to give it.
+int NodeRankOf(const NodeSpec& nodes);
+bool IsMultiNode(const NodeSpec& nodes);
+
 struct JobSpec {
-  int devices = 1;
+  int devices = 1;  // ranks on this node (torchrun's --nproc-per-node)
   std::string name;
   std::vector<std::string> argv;
   std::string cwd;
@@ -121,6 +149,7 @@ struct JobSpec {
   std::chrono::milliseconds grace{10000};
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
+  NodeSpec nodes;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
@@ -130,6 +159,14 @@ struct SpecLimits {
 };
 // OK, or one line saying what is wrong with the job asked for and what to do.
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);
+
+// One node of a multi-node run as the rendezvous sees it.
+struct NodeStatus {
+  int node_rank = 0;
+  std::string host;
+  std::string state;  // JobState words: "RUNNING", "FAILED", ...
+  std::optional<RootCause> root_cause;
+};
 
 struct Job {
   std::string id;
@@ -152,6 +189,9 @@ struct Job {
   std::chrono::milliseconds hang_timeout{0};  // in force for heartbeat_mode; 0: none
   std::vector<Rank> ranks;
   std::vector<Attempt> attempts;
+  // Every node of a multi-node run, from the rendezvous (empty for a
+  // single-node job and a static launch, which knows only itself).
+  std::vector<NodeStatus> nodes;
   // Why the record on disk is behind this one (a full disk, say); empty
   // once it is saved. Not part of the record itself.
   std::string record_error;

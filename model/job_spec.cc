@@ -16,6 +16,86 @@ constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
 constexpr Millis kMaxGrace = std::chrono::hours(24);
 // execve takes about this much argv and environment together.
 constexpr size_t kMaxArgvAndEnv = 2u << 20;
+// Beyond the largest clusters; keeps RANK and WORLD_SIZE far from overflow.
+constexpr int kMaxNodes = 65536;
+constexpr int64_t kMaxWorldSize = 1 << 24;
+
+bool HostChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+         c == ':';
+}
+
+// A host name or an IP address as a rank's MASTER_ADDR, nothing else.
+absl::Status CheckHost(const char* flag, const std::string& host) {
+  if (host.empty() || host.size() > 253 || !std::all_of(host.begin(), host.end(), HostChar)) {
+    return absl::InvalidArgumentError(Cat(flag, " '",
+                                          DisplayEscapeElided(host, 64, Controls::kEscape),
+                                          "' is not a host name or IP address"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNodes(const NodeSpec& n, int devices, int max_restarts) {
+  if (n.nnodes < 1 || n.nnodes > kMaxNodes) {
+    return absl::InvalidArgumentError(Cat("--nnodes ", n.nnodes, " is outside 1..", kMaxNodes));
+  }
+  if (int64_t{n.nnodes} * devices > kMaxWorldSize) {
+    return absl::InvalidArgumentError(Cat("--nnodes ", n.nnodes, " x --devices ", devices,
+                                          " ranks is more than ", kMaxWorldSize,
+                                          "; ask for fewer"));
+  }
+  const bool rdzv = !n.rdzv.empty();
+  if (n.node_rank < -1 || n.node_rank >= n.nnodes) {
+    return absl::InvalidArgumentError(Cat("--node-rank ", n.node_rank, " is outside 0..",
+                                          n.nnodes - 1, " (--nnodes ", n.nnodes, ")"));
+  }
+  if (n.node_rank == -1 && n.nnodes > 1 && !rdzv) {
+    return absl::InvalidArgumentError(Cat("--nnodes ", n.nnodes, " needs --node-rank (0..",
+                                          n.nnodes - 1,
+                                          ", a different one on each node) or --rdzv"));
+  }
+  if (n.master_port < 0 || n.master_port > 65535) {
+    return absl::InvalidArgumentError(Cat("--master-port ", n.master_port, " is outside 1..65535"));
+  }
+  if (!n.master_addr.empty()) {
+    if (auto s = CheckHost("--master-addr", n.master_addr); !s.ok()) return s;
+  }
+  if (n.nnodes > 1 && !rdzv && (n.master_addr.empty() || n.master_port == 0)) {
+    return absl::InvalidArgumentError(
+        "a static multi-node job needs --master-addr and --master-port, the same on every node "
+        "(node 0's host and a free port there), or --rdzv");
+  }
+  if (n.nnodes > 1 && !rdzv && max_restarts > 0) {
+    return absl::InvalidArgumentError(
+        "--max-restarts of a multi-node job needs --rdzv (every node must restart together)");
+  }
+  if (n.run_id.size() > 128 || !std::all_of(n.run_id.begin(), n.run_id.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      })) {
+    return absl::InvalidArgumentError(
+        Cat("--run-id '", DisplayEscapeElided(n.run_id, 64, Controls::kEscape),
+            "' must be at most 128 letters, digits, '-', '_' or '.'"));
+  }
+  if (rdzv) {
+    constexpr std::string_view kScheme = "etcd://";
+    const std::string_view rest =
+        std::string_view(n.rdzv).substr(n.rdzv.starts_with(kScheme) ? kScheme.size() : 0);
+    const bool ok = n.rdzv.starts_with(kScheme) && !rest.empty() && rest.size() <= 1024 &&
+                    std::all_of(rest.begin(), rest.end(), [](char c) {
+                      return HostChar(c) || c == '[' || c == ']' || c == ',';
+                    });
+    if (!ok) {
+      return absl::InvalidArgumentError(Cat("--rdzv '",
+                                            DisplayEscapeElided(n.rdzv, 64, Controls::kEscape),
+                                            "' is not etcd://HOST:PORT"));
+    }
+    if (n.rdzv_timeout.count() <= 0 || n.rdzv_timeout > kMaxTimeout) {
+      return absl::InvalidArgumentError(
+          Cat("--rdzv-timeout must be between 1ms and ", FormatDuration(kMaxTimeout)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -39,7 +119,8 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
     }
     for (char c : spec.name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return absl::InvalidArgumentError(Cat("--name '", DisplayEscape(spec.name, Controls::kEscape),
+        return absl::InvalidArgumentError(Cat("--name '",
+                                              DisplayEscape(spec.name, Controls::kEscape),
                                               "' may only use letters, digits, '-', '_' and '.'"));
       }
     }
@@ -63,18 +144,19 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
   for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
                          Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
                          Range{"--grace", spec.grace, kMaxGrace}}) {
-    if (r.value.count() < 0) return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
+    if (r.value.count() < 0)
+      return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
     if (r.value > r.max) {
       return absl::InvalidArgumentError(Cat(r.flag, " ", r.value.count(), "ms is more than ",
                                             FormatDuration(r.max), "; use a shorter one"));
     }
   }
   if (spec.max_restarts < 0 || spec.max_restarts > limits.max_restarts) {
-    return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts,
-                                          " is outside 0..", limits.max_restarts,
+    return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts, " is outside 0..",
+                                          limits.max_restarts,
                                           ", the limit of this ltd (--max-restarts-limit)"));
   }
-  return absl::OkStatus();
+  return ValidateNodes(spec.nodes, spec.devices, spec.max_restarts);
 }
 
 }  // namespace ltd

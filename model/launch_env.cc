@@ -1,5 +1,7 @@
 #include "launch_env.h"
 
+#include <algorithm>
+
 #include "duration.h"
 #include "str_util.h"
 
@@ -19,25 +21,30 @@ bool HasEnv(const std::vector<std::string>& env, std::string_view key) {
 
 std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::string& job_dir,
                                          const std::vector<std::string>& extra) {
-  const std::string n = std::to_string(job.spec.devices);
-  const std::string r = std::to_string(rank);
+  // torchrun's numbering: node R's local rank L is global rank R * devices + L.
+  const NodeSpec& nodes = job.spec.nodes;
+  const int node = std::max(0, NodeRankOf(nodes));
+  const int local_world = job.spec.devices;
+  const std::string local = std::to_string(rank);
+  const std::string global = std::to_string(node * local_world + rank);
+  const std::string world = std::to_string(nodes.nnodes * local_world);
   std::vector<std::pair<std::string, std::string>> vars = {
-      {"RANK", r},
-      {"LOCAL_RANK", r},
-      {"WORLD_SIZE", n},
-      {"LOCAL_WORLD_SIZE", n},
-      {"GROUP_RANK", "0"},
-      {"NODE_RANK", "0"},
-      {"ROLE_RANK", r},
-      {"ROLE_WORLD_SIZE", n},
-      {"GROUP_WORLD_SIZE", "1"},
+      {"RANK", global},
+      {"LOCAL_RANK", local},
+      {"WORLD_SIZE", world},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"GROUP_RANK", std::to_string(node)},
+      {"NODE_RANK", std::to_string(node)},
+      {"ROLE_RANK", global},
+      {"ROLE_WORLD_SIZE", world},
+      {"GROUP_WORLD_SIZE", std::to_string(nodes.nnodes)},
       {"ROLE_NAME", "default"},
-      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_ADDR", nodes.master_addr.empty() ? "127.0.0.1" : nodes.master_addr},
       {"MASTER_PORT", std::to_string(job.master_port)},
-      {"TORCHELASTIC_RUN_ID", job.id},
+      {"TORCHELASTIC_RUN_ID", nodes.run_id.empty() ? job.id : nodes.run_id},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.spec.max_restarts)},
-      {"TORCHELASTIC_ERROR_FILE", Cat(job_dir, "/errors/error-", r, ".json")},
+      {"TORCHELASTIC_ERROR_FILE", Cat(job_dir, "/errors/error-", local, ".json")},
       {"PYTHONFAULTHANDLER", "1"},
       {"LT_JOB_ID", job.id},
       {"LT_HEARTBEAT_FD", "3"},

@@ -16,6 +16,8 @@ namespace {
 constexpr size_t kMaxArgBytes = 32 * 4096;
 // A job id or name (names are at most 128 bytes).
 constexpr size_t kMaxRefBytes = 128;
+// --master-addr, --run-id, --rdzv: host names and ids, never long.
+constexpr size_t kMaxRdzvBytes = 1024;
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
@@ -74,6 +76,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
       return v1::RootCause::spawn_failed;
     case CauseReason::kSupervisorLost:
       return v1::RootCause::supervisor_lost;
+    case CauseReason::kRemoteFailure:
+      return v1::RootCause::remote_failure;
   }
   return v1::RootCause::REASON_UNSPECIFIED;
 }
@@ -135,6 +139,7 @@ v1::Job::State ToProto(JobState s) {
 
 void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   if (c.rank >= 0) out->set_rank(c.rank);
+  if (c.node >= 0) out->set_node(c.node);
   out->set_reason(ToProto(c.reason));
   out->set_exit_code(c.exit_code);
   out->set_signal(c.signal);
@@ -225,6 +230,21 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   }
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
+  const NodeSpec& n = s.nodes;
+  out->set_nnodes(n.nnodes);
+  if (const int node = NodeRankOf(n); node >= 0) out->set_node_rank(node);
+  out->set_master_addr(
+      DisplayEscapeElided(n.master_addr.empty() ? "127.0.0.1" : n.master_addr, limits.text));
+  out->set_run_id(DisplayEscapeElided(n.run_id.empty() ? job.id : n.run_id, limits.text));
+  out->set_rdzv(DisplayEscapeElided(n.rdzv, limits.text));
+  out->set_rdzv_timeout_ms(n.rdzv.empty() ? 0 : n.rdzv_timeout.count());
+  for (const NodeStatus& node : job.nodes) {
+    auto* pn = out->add_nodes();
+    pn->set_node_rank(node.node_rank);
+    pn->set_host(DisplayEscapeElided(node.host, limits.text));
+    pn->set_state(DisplayEscapeElided(node.state, limits.text));
+    if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
+  }
 }
 
 void FillEnded(const Job& job, v1::Ended* out) {
@@ -284,6 +304,26 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.auto_heartbeat = !req.no_auto_heartbeat();
   spec.grace = Millis(req.grace_ms());
   spec.max_restarts = req.max_restarts();
+  // Ranges and forms are ValidateSpec's; only what would not fit is here.
+  NodeSpec& n = spec.nodes;
+  n.nnodes = req.nnodes() == 0 ? 1 : req.nnodes();
+  n.node_rank = req.has_node_rank() ? req.node_rank() : -1;
+  if (req.has_node_rank() && req.node_rank() < 0) {
+    return absl::InvalidArgumentError(Cat("--node-rank ", req.node_rank(), " must be >= 0"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair{"--master-addr", &req.master_addr()}, std::pair{"--run-id", &req.run_id()},
+        std::pair{"--rdzv", &req.rdzv()}}) {
+    if (value->size() > kMaxRdzvBytes) {
+      return absl::InvalidArgumentError(
+          Cat(flag, " is ", value->size(), " bytes; at most ", kMaxRdzvBytes, " are allowed"));
+    }
+  }
+  n.master_addr = req.master_addr();
+  n.master_port = req.master_port();
+  n.run_id = req.run_id();
+  n.rdzv = req.rdzv();
+  if (req.rdzv_timeout_ms() != 0) n.rdzv_timeout = Millis(req.rdzv_timeout_ms());
   return spec;
 }
 

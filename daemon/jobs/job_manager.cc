@@ -17,6 +17,16 @@
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// A multi-node run's port is the run's (given, or agreed by its
+// rendezvous) on node 0's host; so is one the user gave: ltd neither picks
+// nor holds those.
+bool LtdPicksPort(const JobSpec& spec) {
+  return !IsMultiNode(spec.nodes) && spec.nodes.master_port == 0;
+}
+
+}  // namespace
 
 // What ltd knows of a placed job's supervision.
 class JobManager::Link final : public SupervisionEvents {
@@ -83,7 +93,7 @@ void JobManager::Recover(const Adopter& adopt) {
       continue;
     }
     scheduler_.Hold(job->id, job->spec.uid, job->device_slots);
-    if (job->master_port != 0) ports_in_use_.insert(job->master_port);
+    if (job->master_port != 0 && LtdPicksPort(job->spec)) ports_in_use_.insert(job->master_port);
     auto& entry = supervised_[job->id];
     entry = std::make_unique<Supervised>();
     entry->link = std::move(link);
@@ -203,6 +213,10 @@ void JobManager::Schedule() {
 }
 
 void JobManager::Start(Job& job) {
+  if (!LtdPicksPort(job.spec)) {
+    job.master_port = job.spec.nodes.master_port;
+    return StartSupervision(job);
+  }
   auto port = ports_.Pick(ports_in_use_);
   if (!port.ok()) {
     RootCause cause;
@@ -215,6 +229,10 @@ void JobManager::Start(Job& job) {
   }
   job.master_port = *port;
   ports_in_use_.insert(*port);
+  StartSupervision(job);
+}
+
+void JobManager::StartSupervision(Job& job) {
   const std::string id = job.id;
   auto entry = std::make_unique<Supervised>();
   entry->link = std::make_unique<Link>(*this, id);
@@ -355,7 +373,7 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
-  if (job.master_port != 0) ports_in_use_.erase(job.master_port);
+  if (job.master_port != 0 && LtdPicksPort(job.spec)) ports_in_use_.erase(job.master_port);
   if (auto it = supervised_.find(job.id); it != supervised_.end()) {
     // Not destroyed here: this may be its own call.
     graveyard_.push_back(std::move(it->second->supervision));

@@ -106,6 +106,7 @@ class JobManager {
   Job* FindMutable(const std::string& id);
   void Schedule();
   void Start(Job& job);
+  void StartSupervision(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
