@@ -210,6 +210,9 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
       agreement_.revision = all->revision;
       return absl::OkStatus();
     }
+    if (config_.abandon && config_.abandon()) {
+      return absl::CancelledError("the rendezvous of run " + config_.run_id + " was given up");
+    }
     if (Clock::now() >= deadline) {
       std::string which;
       for (int r : joined) which += (which.empty() ? "" : ",") + std::to_string(r);

@@ -39,6 +39,9 @@ struct Config {
   int master_port = 0;      // node 0's: given or picked by it
   Millis timeout{10 * 60 * 1000};
   std::chrono::seconds lease_ttl{5};
+  // Polled while waiting for the others: true gives up (a job cancelled
+  // during its rendezvous).
+  std::function<bool()> abandon;
 };
 
 struct Agreement {
