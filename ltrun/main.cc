@@ -29,6 +29,7 @@
 #include "helpers.h"
 #include "job_runner.h"
 #include "job_store.h"
+#include "join_run.h"
 #include "loop.h"
 #include "ports.h"
 #include "slurm_env.h"
@@ -237,6 +238,26 @@ int Run(const Options& opt) {
   }
   for (int r = 0; r < job.spec.devices; ++r) job.device_slots.push_back(r);
 
+  // A run that meets at a rendezvous: node rank, master address and port
+  // are the run's, agreed before anything starts (Ctrl-C ends the wait).
+  Loop loop;
+  std::unique_ptr<rdzv::EtcdFence> fence;
+  if (!job.spec.nodes.rdzv.empty()) {
+    auto joined =
+        rdzv::JoinRun(job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
+    if (!joined.ok()) {
+      if (temporary) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+      Die(std::string(joined.status().message()));
+    }
+    fence = std::move(*joined);
+    spdlog::info("run {}: node {} of {}, master {}:{}", job.spec.nodes.run_id,
+                 job.spec.nodes.node_rank, job.spec.nodes.nnodes, job.spec.nodes.master_addr,
+                 job.master_port);
+  }
+
   // A stop signal that comes while ltrun starts waits for the loop.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -244,7 +265,6 @@ int Run(const Options& opt) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Loop loop;
   int exit_code = 1;
   {
     UvClock clock(loop.get());
@@ -270,6 +290,7 @@ int Run(const Options& opt) {
     }
     Terminal terminal(loop);
     JobRunner runner(clock, launcher, *store, &sampler, config, job, terminal);
+    if (fence) runner.SetFence(fence.get());
 
     struct Stop {
       JobRunner* runner;
@@ -309,6 +330,8 @@ int Run(const Options& opt) {
       if (!out) std::fprintf(stderr, "ltrun: cannot write the report to %s\n", opt.report.c_str());
     }
   }
+  // This node's end goes to the others before it leaves the run.
+  if (fence) fence->Close();
   if (temporary) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

@@ -14,14 +14,17 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "job_runner.h"
 #include "job_store.h"
+#include "join_run.h"
 #include "loop.h"
 #include "shim_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -97,6 +100,12 @@ int Run(const Options& opt) {
   }
   int rc = 0;
   {
+    // A multi-node run's fence, once its rendezvous is done; it outlives
+    // the runner. The rendezvous waits on a thread of its own, so that ltd
+    // hears from this supervisor (and may cancel the job) meanwhile.
+    std::unique_ptr<rdzv::EtcdFence> fence;
+    std::thread joiner;
+    std::atomic<bool> give_up{false};
     UvLauncher launcher(loop.get(), std::move(*containment), opt.exec, std::move(*control));
     UvStackSampler sampler(loop.get(), opt.exec);
     RunnerConfig config;
@@ -126,8 +135,22 @@ int Run(const Options& opt) {
     }
     if (opt.ltd_fd >= 0) grpc::AddInsecureChannelFromFd(server.get(), opt.ltd_fd);
 
-    service.Begin(
-        runner, [&] { runner.Start(); }, [&] { loop.Stop(); });
+    auto start = [&] {
+      if (runner.job().spec.nodes.rdzv.empty()) return runner.Start();
+      joiner = std::thread([&, job = runner.job()]() mutable {
+        auto post = [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); };
+        auto joined = rdzv::JoinRun(job, post, "", [&] { return give_up.load(); });
+        auto result = std::make_shared<decltype(joined)>(std::move(joined));
+        loop.Post([&, job, result] {
+          if (!result->ok()) return runner.FailToJoin(std::string(result->status().message()));
+          fence = std::move(**result);
+          if (runner.ended()) return fence->Close();  // cancelled meanwhile
+          runner.JoinedRun(fence.get(), job.spec.nodes, job.master_port);
+          runner.Start();
+        });
+      });
+    };
+    service.Begin(runner, start, [&] { loop.Stop(); });
     std::vector<UvPtr<uv_signal_t>> signals;
     for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
       UvPtr<uv_signal_t> h =
@@ -138,15 +161,18 @@ int Run(const Options& opt) {
           h.get(),
           [](uv_signal_t* handle, int s) {
             auto* r = static_cast<JobRunner*>(handle->data);
-            spdlog::warn("job={} {} received: tearing the job down", r->job().id,
-                         sigabbrev_np(s));
-            (void)r->Kill(0, std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
+            spdlog::warn("job={} {} received: tearing the job down", r->job().id, sigabbrev_np(s));
+            (void)r->Kill(0,
+                          std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
           },
           signum);
       signals.push_back(std::move(h));
     }
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     loop.Run();
+    give_up = true;
+    if (joiner.joinable()) joiner.join();
+    if (fence) fence->Close();  // this node's end reaches the others first
     signals.clear();
     uv_run(loop.get(), UV_RUN_NOWAIT);
     if (!runner.job().record_error.empty()) {

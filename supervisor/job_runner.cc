@@ -24,6 +24,7 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
       job_(std::move(job)) {}
 
 JobRunner::~JobRunner() {
+  if (fence_ != nullptr) fence_->SetEvents(nullptr);
   if (rt_ == nullptr) return;
   for (Clock::TimerId t : {rt_->grace_timer, rt_->restart_timer, rt_->watchdog_timer,
                            rt_->investigation_timer}) {
@@ -66,6 +67,7 @@ void JobRunner::BeginAttempt(Job& job) {
   job.ranks.assign(static_cast<size_t>(job.spec.devices), Rank{});
   for (int r = 0; r < job.spec.devices; ++r) job.ranks[static_cast<size_t>(r)].rank = r;
   SetState(job, JobState::kRunning);
+  if (fence_ != nullptr) fence_->SetState(JobState::kRunning, std::nullopt);
   SpawnRanks(job, rt);
   if (!ended()) Persist(job);
 }
@@ -144,7 +146,7 @@ absl::Status JobRunner::Kill(int signal, std::string why) {
     return absl::OkStatus();
   }
   JobRuntime& rt = *rt_;
-  if (rt.restart_timer != 0) {
+  if (rt.restart_timer != 0 || rt.awaiting_run) {
     // Between attempts: nothing runs, nothing to signal or tear down.
     if (signal != 0) {
       return absl::FailedPreconditionError(
@@ -170,7 +172,9 @@ void JobRunner::Abandon(CauseReason reason, std::string why) {
   cause.at = clock_.Now();
   cause.message = std::move(why);
   spdlog::warn("job={} abandoned: {}", job_.id, cause.message);
-  if (rt_ == nullptr || rt_->restart_timer != 0) return Finish(job_, std::move(cause));
+  if (rt_ == nullptr || rt_->restart_timer != 0 || rt_->awaiting_run) {
+    return Finish(job_, std::move(cause));
+  }
   // A verdict already made (a hang being investigated) stays the cause;
   // the job still ends LOST, as nobody watches it any more.
   rt_->lost = std::move(cause);

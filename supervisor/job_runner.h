@@ -19,6 +19,7 @@
 #include "job_runtime.h"
 #include "job_store.h"
 #include "process.h"
+#include "run_fence.h"
 #include "supervision.h"
 
 namespace ltd {
@@ -42,17 +43,30 @@ struct RunnerConfig {
   Millis auto_heartbeat_timeout{5 * 60 * 1000};
 };
 
-class JobRunner {
+class JobRunner final : public RunFenceEvents {
  public:
   // `job` is placed (slots, master port) and PENDING, its dir made.
   JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store, StackSampler* sampler,
             RunnerConfig config, Job job, SupervisionEvents& events);
-  ~JobRunner();
+  ~JobRunner() override;
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
 
   // The first attempt. Events may end the job before it returns.
   void Start();
+
+  // A multi-node run's fence (before Start; it must outlive the runner):
+  // this node's root cause and state go to the other nodes, theirs come
+  // back as OnRunCause, and restarts wait for every node.
+  void SetFence(RunFence* fence);
+  // Under ltd the rendezvous runs after the runner is made: what the nodes
+  // agreed (node rank, master address and port) comes before Start.
+  void JoinedRun(RunFence* fence, const NodeSpec& agreed, int master_port);
+  // The run could not be joined: the job ends before any rank started.
+  void FailToJoin(std::string why);
+  void OnRunCause(int attempt, RootCause cause) override;
+  void OnNodes(std::vector<NodeStatus> nodes) override;
+  void OnFenceNotice(std::string line) override;
 
   // signal 0: tear the job down, cancelled, saying `why`. Else send the
   // signal to every rank.
@@ -90,6 +104,10 @@ class JobRunner {
   void OnRanksGone(Job& job, JobRuntime& rt);
   void OnJobEmpty(const std::string& id);
   void Restart(const std::string& id);
+  // This node's own root cause of the attempt, to the other nodes.
+  void Announce(const Job& job, const RootCause& cause);
+  // This node's end, in its own list of nodes and to the other nodes.
+  void NodeEnded(Job& job);
   void Finish(Job& job, std::optional<RootCause> cause);
   void SetState(Job& job, JobState state);
   void SetRankState(Job& job, Rank& rank, RankState state);
@@ -107,6 +125,7 @@ class JobRunner {
   SupervisionEvents& events_;
   Job job_;
   std::unique_ptr<JobRuntime> rt_;  // of the current attempt
+  RunFence* fence_ = nullptr;
 };
 
 }  // namespace ltd

@@ -85,6 +85,10 @@ struct JobRuntime {
   bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
+  // A multi-node restart waits for every node of the run (RunFence).
+  bool awaiting_run = false;
+  // The run's cause was a cancel on another node: no node restarts.
+  bool run_cancelled = false;
   Clock::TimerId watchdog_timer = 0;
   std::optional<Millis> watchdog_at;
 

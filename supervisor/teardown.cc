@@ -44,6 +44,7 @@ void JobRunner::Fail(Job& job, JobRuntime& rt, RootCause cause) {
     rt.cause = std::move(cause);
     job.root_cause = rt.cause;  // visible while the teardown runs
     Persist(job);
+    Announce(job, *rt.cause);
   }
   Teardown(job, rt);
 }
@@ -94,7 +95,7 @@ void JobRunner::OnJobEmpty(const std::string& id) {
   JobRuntime& rt = *found;
   std::optional<RootCause> cause = rt.cause;
   // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.
-  if (cause && cause->rank >= 0) {
+  if (cause && cause->rank >= 0 && cause->reason != CauseReason::kRemoteFailure) {
     auto text = store_.ReadErrorFile(id, cause->rank, job->spec.uid, 64 * 1024);
     if (text.ok()) {
       if (auto message = ErrorFileMessage(*text)) cause->message = std::move(*message);
@@ -107,7 +108,7 @@ void JobRunner::OnJobEmpty(const std::string& id) {
   attempt.root_cause = cause;
   if (rt.lost) return Finish(*job, rt.lost);
   const bool restartable = cause && cause->reason != CauseReason::kCancelled &&
-                           job->restart_count < job->spec.max_restarts;
+                           !rt.run_cancelled && job->restart_count < job->spec.max_restarts;
   if (restartable) {
     ++job->restart_count;
     // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that
@@ -134,7 +135,18 @@ void JobRunner::Restart(const std::string& id) {
   JobRuntime* rt = Runtime(id);
   if (job == nullptr || rt == nullptr) return;
   rt->restart_timer = 0;
-  BeginAttempt(*job);  // a fresh runtime; the job keeps its devices and port
+  if (fence_ == nullptr) return BeginAttempt(*job);  // a fresh runtime; same devices and port
+  // Every node of the run starts the attempt together.
+  rt->awaiting_run = true;
+  fence_->BeginAttempt(job->restart_count, [this, id](absl::Status s) {
+    Job* job = FindMutable(id);
+    JobRuntime* rt = Runtime(id);
+    if (job == nullptr || rt == nullptr || !rt->awaiting_run || ended()) return;
+    rt->awaiting_run = false;
+    if (s.ok()) return BeginAttempt(*job);
+    Output(-1, Stream::kStderr, Cat("ltd: job ", id, " does not restart: ", s.message()));
+    Finish(*job, job->attempts.back().root_cause);
+  });
 }
 
 void JobRunner::Finish(Job& job, std::optional<RootCause> cause) {
@@ -155,6 +167,7 @@ void JobRunner::Finish(Job& job, std::optional<RootCause> cause) {
   if (!job.started_at) job.started_at = now;
   if (rt_ != nullptr && rt_->restart_timer != 0) clock_.CancelTimer(rt_->restart_timer);
   if (rt_ != nullptr) rt_->restart_timer = 0;
+  if (fence_ != nullptr) NodeEnded(job);
   Persist(job);
   events_.OnEnded(job);  // last: the owner may destroy this runner
 }

@@ -139,6 +139,7 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   job.root_cause = cause;
   rt.cause = std::move(cause);
   Persist(job);
+  Announce(job, *rt.cause);
 
   rt.investigating = true;
   std::vector<pid_t> native(rt.ranks.size(), 0);

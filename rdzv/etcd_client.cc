@@ -1,0 +1,285 @@
+#include "etcd_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+namespace ltd::etcd {
+namespace {
+
+namespace pb = etcdserverpb;
+
+absl::Status FromGrpc(const char* call, const std::string& endpoint, const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string text = std::string(call) + " at etcd " + endpoint + ": " + s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(text);
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(text);
+    case grpc::StatusCode::NOT_FOUND:
+      return absl::NotFoundError(text);
+    default:
+      return absl::UnknownError(text);
+  }
+}
+
+KeyValue FromPb(const mvccpb::KeyValue& kv) {
+  KeyValue out;
+  out.key = kv.key();
+  out.value = kv.value();
+  out.create_revision = kv.create_revision();
+  out.mod_revision = kv.mod_revision();
+  out.lease = kv.lease();
+  return out;
+}
+
+}  // namespace
+
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Client::Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel)
+    : endpoint_(std::move(endpoint)), channel_(std::move(channel)) {}
+
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Millis timeout) {
+  grpc::ChannelArguments args;
+  // A lost etcd is noticed by the calls' deadlines; reconnect soon after it
+  // is back rather than after gRPC's default backoff of up to 2 minutes.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
+    return absl::UnavailableError("cannot reach etcd at " + endpoint + " within " +
+                                  std::to_string(timeout.count()) + " ms");
+  }
+  return std::unique_ptr<Client>(new Client(std::move(endpoint), std::move(channel)));
+}
+
+std::unique_ptr<grpc::ClientContext> Client::Context() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + call_timeout_);
+  return ctx;
+}
+
+absl::StatusOr<std::optional<KeyValue>> Client::Get(const std::string& key) {
+  pb::RangeRequest req;
+  req.set_key(key);
+  pb::RangeResponse resp;
+  auto ctx = Context();
+  auto s = pb::KV::NewStub(channel_)->Range(ctx.get(), req, &resp);
+  if (!s.ok()) return FromGrpc("Range", endpoint_, s);
+  if (resp.kvs_size() == 0) return std::optional<KeyValue>();
+  return std::optional<KeyValue>(FromPb(resp.kvs(0)));
+}
+
+absl::StatusOr<RangeResult> Client::GetPrefix(const std::string& prefix) {
+  pb::RangeRequest req;
+  req.set_key(prefix);
+  req.set_range_end(PrefixEnd(prefix));
+  pb::RangeResponse resp;
+  auto ctx = Context();
+  auto s = pb::KV::NewStub(channel_)->Range(ctx.get(), req, &resp);
+  if (!s.ok()) return FromGrpc("Range", endpoint_, s);
+  RangeResult out;
+  out.revision = resp.header().revision();
+  for (const auto& kv : resp.kvs()) out.kvs.push_back(FromPb(kv));
+  return out;
+}
+
+absl::Status Client::Put(const std::string& key, const std::string& value, int64_t lease) {
+  pb::PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  req.set_lease(lease);
+  pb::PutResponse resp;
+  auto ctx = Context();
+  return FromGrpc("Put", endpoint_, pb::KV::NewStub(channel_)->Put(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<bool> Client::PutIfAbsent(const std::string& key, const std::string& value,
+                                         int64_t lease, KeyValue* existing) {
+  pb::TxnRequest req;
+  pb::Compare* cmp = req.add_compare();
+  cmp->set_key(key);
+  cmp->set_target(pb::Compare::CREATE);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_create_revision(0);
+  pb::PutRequest* put = req.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  req.add_failure()->mutable_request_range()->set_key(key);
+  pb::TxnResponse resp;
+  auto ctx = Context();
+  auto s = pb::KV::NewStub(channel_)->Txn(ctx.get(), req, &resp);
+  if (!s.ok()) return FromGrpc("Txn", endpoint_, s);
+  if (!resp.succeeded() && existing != nullptr && resp.responses_size() == 1 &&
+      resp.responses(0).response_range().kvs_size() == 1) {
+    *existing = FromPb(resp.responses(0).response_range().kvs(0));
+  }
+  return resp.succeeded();
+}
+
+absl::Status Client::DeletePrefix(const std::string& prefix) {
+  pb::DeleteRangeRequest req;
+  req.set_key(prefix);
+  req.set_range_end(PrefixEnd(prefix));
+  pb::DeleteRangeResponse resp;
+  auto ctx = Context();
+  return FromGrpc("DeleteRange", endpoint_,
+                  pb::KV::NewStub(channel_)->DeleteRange(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<int64_t> Client::GrantLease(std::chrono::seconds ttl) {
+  pb::LeaseGrantRequest req;
+  req.set_ttl(ttl.count());
+  pb::LeaseGrantResponse resp;
+  auto ctx = Context();
+  auto s = pb::Lease::NewStub(channel_)->LeaseGrant(ctx.get(), req, &resp);
+  if (!s.ok()) return FromGrpc("LeaseGrant", endpoint_, s);
+  if (!resp.error().empty()) {
+    return absl::UnknownError("LeaseGrant at etcd " + endpoint_ + ": " + resp.error());
+  }
+  return resp.id();
+}
+
+absl::Status Client::RevokeLease(int64_t lease) {
+  pb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  pb::LeaseRevokeResponse resp;
+  auto ctx = Context();
+  return FromGrpc("LeaseRevoke", endpoint_,
+                  pb::Lease::NewStub(channel_)->LeaseRevoke(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<int64_t> Client::KeepAliveOnce(int64_t lease) {
+  auto ctx = Context();
+  auto stream = pb::Lease::NewStub(channel_)->LeaseKeepAlive(ctx.get());
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(lease);
+  pb::LeaseKeepAliveResponse resp;
+  if (!stream->Write(req) || !stream->Read(&resp)) {
+    stream->WritesDone();
+    return FromGrpc("LeaseKeepAlive", endpoint_, stream->Finish());
+  }
+  stream->WritesDone();
+  ctx->TryCancel();
+  (void)stream->Finish();
+  return resp.ttl();
+}
+
+KeepAlive::KeepAlive(Client& client, int64_t lease, std::chrono::seconds ttl,
+                     std::function<void(absl::Status)> on_lost)
+    : client_(client), lease_(lease), ttl_(ttl), on_lost_(std::move(on_lost)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+KeepAlive::~KeepAlive() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void KeepAlive::Run() {
+  // One stream for the lease's life; a broken one is tried again until the
+  // lease would have expired, then the lease is lost.
+  const auto period = std::chrono::duration_cast<Millis>(ttl_) / 3;
+  auto last_ok = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    auto ttl = client_.KeepAliveOnce(lease_);
+    lock.lock();
+    if (stop_) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (ttl.ok() && *ttl > 0) {
+      last_ok = now;
+    } else if (ttl.ok() || now - last_ok >= ttl_) {
+      absl::Status why = ttl.ok() ? absl::NotFoundError("the lease expired") : ttl.status();
+      lock.unlock();
+      if (on_lost_) on_lost_(why);
+      return;
+    }
+    cv_.wait_for(lock, ttl.ok() ? period : period / 4, [this] { return stop_; });
+  }
+}
+
+Watch::Watch(Client& client, std::string prefix, int64_t start_revision, OnEvents on_events,
+             OnError on_error)
+    : client_(client),
+      prefix_(std::move(prefix)),
+      start_revision_(start_revision),
+      on_events_(std::move(on_events)),
+      on_error_(std::move(on_error)),
+      context_(std::make_unique<grpc::ClientContext>()) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+Watch::~Watch() {
+  stopping_ = true;
+  context_->TryCancel();
+  thread_.join();
+}
+
+absl::Status Watch::WaitCreated(Millis timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return created_.has_value(); })) {
+    return absl::DeadlineExceededError("etcd at " + client_.endpoint() +
+                                       " did not confirm the watch in time");
+  }
+  return *created_;
+}
+
+void Watch::Run() {
+  auto stream = pb::Watch::NewStub(client_.channel())->Watch(context_.get());
+  pb::WatchRequest req;
+  pb::WatchCreateRequest* create = req.mutable_create_request();
+  create->set_key(prefix_);
+  create->set_range_end(PrefixEnd(prefix_));
+  create->set_start_revision(start_revision_);
+  auto set_created = [this](absl::Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!created_) created_ = std::move(s);
+    cv_.notify_all();
+  };
+  pb::WatchResponse resp;
+  if (stream->Write(req)) {
+    while (stream->Read(&resp)) {
+      if (resp.created()) set_created(absl::OkStatus());
+      if (resp.canceled()) break;
+      if (resp.events_size() == 0) continue;
+      std::vector<WatchEvent> events;
+      for (const auto& e : resp.events()) {
+        WatchEvent ev;
+        ev.deleted = e.type() == mvccpb::Event::DELETE;
+        ev.kv = FromPb(e.kv());
+        events.push_back(std::move(ev));
+      }
+      on_events_(std::move(events));
+    }
+  }
+  grpc::Status s = stream->Finish();
+  absl::Status why = s.ok() ? absl::UnavailableError("etcd at " + client_.endpoint() +
+                                                     " ended the watch: " + resp.cancel_reason())
+                            : FromGrpc("Watch", client_.endpoint(), s);
+  set_created(why);
+  if (!stopping_ && on_error_) on_error_(why);
+}
+
+}  // namespace ltd::etcd

@@ -1,0 +1,228 @@
+#include "etcd_fence.h"
+
+#include <nlohmann/json.hpp>
+
+#include "bytes.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd::rdzv {
+namespace {
+
+// The number after `head` in `key` ("nodes/3" -> 3), or -1.
+int NumberAfter(const std::string& key, const std::string& head) {
+  if (key.rfind(head, 0) != 0 || key.size() == head.size() || key.size() - head.size() > 6) {
+    return -1;
+  }
+  const std::string rest = key.substr(head.size());
+  if (rest.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(rest);
+}
+
+// A root cause as the job record writes it, read by the record's own reader.
+std::optional<RootCause> ParseCause(const nlohmann::json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto job = JobFromJson(nlohmann::json{{"id", "0"}, {"state", "FAILED"}, {"root_cause", j}});
+  return job ? job->root_cause : std::nullopt;
+}
+
+bool IsFinalState(const std::string& s) {
+  auto state = ParseJobState(s);
+  return state && IsFinal(*state);
+}
+
+}  // namespace
+
+EtcdFence::EtcdFence(std::unique_ptr<Rendezvous> rdzv, Post post)
+    : rdzv_(std::move(rdzv)), post_(std::move(post)) {}
+
+absl::StatusOr<std::unique_ptr<EtcdFence>> EtcdFence::Start(std::unique_ptr<Rendezvous> rdzv,
+                                                            Post post) {
+  std::unique_ptr<EtcdFence> f(new EtcdFence(std::move(rdzv), std::move(post)));
+  // A lost etcd must not hold this node up for long: every call from now
+  // on waits a second at most, and the ranks go on under the local watchdog.
+  f->rdzv_->client().set_call_timeout(std::chrono::milliseconds(1000));
+  auto all = f->rdzv_->client().GetPrefix(f->rdzv_->prefix());
+  if (!all.ok()) return all.status();
+  f->OnWatchEvents([&] {
+    std::vector<etcd::WatchEvent> events;
+    for (etcd::KeyValue& kv : all->kvs) events.push_back({false, std::move(kv)});
+    return events;
+  }());
+  EtcdFence* self = f.get();
+  f->watch_ = std::make_unique<etcd::Watch>(
+      f->rdzv_->client(), f->rdzv_->prefix(), all->revision + 1,
+      [self](std::vector<etcd::WatchEvent> events) { self->OnWatchEvents(std::move(events)); },
+      [self](absl::Status why) {
+        self->Notice(Cat("etcd at ", self->rdzv_->config().endpoint,
+                         " is gone: this node no longer hears of the other nodes' failures; its "
+                         "ranks go on under the local watchdog (",
+                         why.message(), ")"));
+      });
+  if (auto s = f->watch_->WaitCreated(std::chrono::seconds(5)); !s.ok()) return s;
+  f->rdzv_->OnLeaseLost([self](absl::Status why) {
+    self->Notice(Cat("this node's etcd lease is lost (", why.message(),
+                     "): the other nodes will count it as gone"));
+  });
+  f->worker_ = std::thread([self] { self->WorkerLoop(); });
+  return f;
+}
+
+EtcdFence::~EtcdFence() { Close(); }
+
+void EtcdFence::Close() {
+  if (closing_.exchange(true)) return;
+  sink_->events = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();  // after the queued writes
+  watch_.reset();
+  rdzv_->Leave();
+}
+
+void EtcdFence::SetEvents(RunFenceEvents* events) { sink_->events = events; }
+
+void EtcdFence::Enqueue(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void EtcdFence::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stopped, and every write done
+    auto task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+void EtcdFence::Deliver(std::function<void(RunFenceEvents&)> fn) {
+  post_([sink = sink_, fn = std::move(fn)] {
+    if (sink->events != nullptr) fn(*sink->events);
+  });
+}
+
+void EtcdFence::Notice(std::string line) {
+  spdlog::warn("{}", line);
+  Deliver([line = std::move(line)](RunFenceEvents& e) { e.OnFenceNotice(line); });
+}
+
+void EtcdFence::Publish(int attempt, const RootCause& cause) {
+  nlohmann::json j = ToJson(cause);
+  j["node"] = node_rank();
+  j["host"] = BytesToJson(rdzv_->config().host);
+  Enqueue([this, attempt, value = j.dump()] {
+    auto put = rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/cause")), value);
+    if (!put.ok()) {
+      Notice(Cat("cannot tell the other nodes of this node's failure: ", put.status().message()));
+    }
+  });
+}
+
+void EtcdFence::SetState(JobState state, const std::optional<RootCause>& cause) {
+  nlohmann::json j{{"state", ToString(state)},
+                   {"host", BytesToJson(rdzv_->config().host)},
+                   {"root_cause", cause ? ToJson(*cause) : nlohmann::json(nullptr)}};
+  Enqueue([this, value = j.dump()] {
+    auto put = rdzv_->client().Put(rdzv_->Key(Cat("status/", node_rank())), value);
+    if (!put.ok()) spdlog::warn("this node's state is not in etcd: {}", std::string(put.message()));
+  });
+}
+
+void EtcdFence::BeginAttempt(int attempt, std::function<void(absl::Status)> ready) {
+  attempt_ = attempt;
+  Enqueue([this, attempt, ready = std::move(ready)]() mutable {
+    absl::Status s = rdzv_->Barrier(attempt, [this] { return closing_.load(); });
+    Deliver([s, ready = std::move(ready)](RunFenceEvents&) { ready(s); });
+  });
+}
+
+void EtcdFence::NodeLost(int node) {
+  // Every node that sees it writes the cause; the first one counts.
+  const std::string host = nodes_.count(node) ? nodes_[node].host : "";
+  RootCause cause;
+  cause.node = node;
+  cause.reason = CauseReason::kSupervisorLost;
+  cause.exit_code = 1;
+  cause.at = std::chrono::system_clock::now();
+  cause.message = Cat("node ", node, host.empty() ? "" : Cat(" (", host, ")"),
+                      " is gone: its etcd lease expired");
+  nlohmann::json j = ToJson(cause);
+  j["node"] = node;
+  j["host"] = BytesToJson(host);
+  const int attempt = attempt_;
+  Enqueue([this, attempt, value = j.dump()] {
+    (void)rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/cause")), value);
+  });
+}
+
+std::vector<NodeStatus> EtcdFence::NodesSnapshot() {
+  std::vector<NodeStatus> out;
+  for (const auto& [rank, n] : nodes_) out.push_back(n);
+  return out;
+}
+
+void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
+  bool nodes_changed = false;
+  for (etcd::WatchEvent& e : events) {
+    const std::string& key = e.kv.key;
+    if (key.rfind(rdzv_->prefix(), 0) != 0) continue;
+    const std::string rest = key.substr(rdzv_->prefix().size());
+    if (int r = NumberAfter(rest, "nodes/"); r >= 0) {
+      NodeStatus& n = nodes_[r];
+      n.node_rank = r;
+      if (e.deleted) {
+        members_[r] = false;
+        if (!IsFinalState(n.state)) {
+          n.state = "LOST";
+          if (r != node_rank()) NodeLost(r);
+        }
+      } else {
+        members_[r] = true;
+        auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
+        if (j.is_object() && j.contains("host")) n.host = BytesFromJson(j["host"]).value_or("");
+        if (n.state.empty()) n.state = "RUNNING";
+      }
+      nodes_changed = true;
+    } else if (int r = NumberAfter(rest, "status/"); r >= 0 && !e.deleted) {
+      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
+      if (!j.is_object()) continue;
+      NodeStatus& n = nodes_[r];
+      n.node_rank = r;
+      n.state = j.value("state", "");
+      if (j.contains("host")) n.host = BytesFromJson(j["host"]).value_or(n.host);
+      n.root_cause.reset();
+      if (j.contains("root_cause") && j["root_cause"].is_object()) {
+        n.root_cause = ParseCause(j["root_cause"]);
+      }
+      nodes_changed = true;
+    } else if (rest.rfind("attempts/", 0) == 0 && !e.deleted) {
+      // attempts/<k>/cause
+      const size_t slash = rest.find('/', 9);
+      if (slash == std::string::npos || rest.substr(slash) != "/cause") continue;
+      const int attempt = NumberAfter(rest.substr(0, slash), "attempts/");
+      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
+      std::optional<RootCause> cause = ParseCause(j);
+      if (attempt < 0 || !cause) continue;
+      Deliver([attempt, cause = std::move(*cause)](RunFenceEvents& ev) {
+        ev.OnRunCause(attempt, cause);
+      });
+    }
+  }
+  if (nodes_changed) {
+    Deliver([nodes = NodesSnapshot()](RunFenceEvents& ev) { ev.OnNodes(nodes); });
+  }
+}
+
+}  // namespace ltd::rdzv

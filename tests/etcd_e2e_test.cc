@@ -1,0 +1,298 @@
+// Multi-node runs over a real etcd, end to end: two ltrun processes stand
+// in for two nodes of 2 ranks each, running a real torch.distributed gloo
+// job across them. A crash or a hang on node 1 tears node 0 down, its
+// record naming node 1's root cause; --max-restarts restarts both nodes
+// together; a node that vanishes is a failure of the run; etcd going away
+// mid-run is reported and the job goes on; bad starts end with one message.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "etcd_client.h"
+#include "etcd_server.h"
+#include "harness.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kRanks = LT_TEST_RANKS_DIR;
+const std::string kPython = "/usr/bin/python3";
+
+std::string LtrunPath() { return LtdPath().substr(0, LtdPath().rfind('/')) + "/ltrun"; }
+
+bool HasTorch() {
+  static const bool has =
+      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 60s).exit_code == 0;
+  return has;
+}
+
+class EtcdRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    etcd_ = std::make_unique<EtcdServer>();
+    if (!etcd_->ok()) GTEST_SKIP() << "etcd cannot start here: " << etcd_->error();
+    char tmpl[] = "/tmp/ltd-etcd-e2e.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    marker_ = "LT_TEST_TAG=" + dir_;
+    run_id_ = "run" + std::to_string(getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(marker_).empty(); }, 10s))
+        << "processes left behind: " << ProcessesWithMarker(marker_).size();
+    for (pid_t pid : ProcessesWithMarker(marker_)) kill(pid, SIGKILL);
+    EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
+    std::filesystem::remove_all(dir_);
+  }
+
+  // ltrun as node `node` (-1: join order) of a 2-node run of 2 ranks each.
+  // Its record goes to Report(slot) (default: the node rank).
+  std::vector<std::string> Node(int node, std::vector<std::string> flags,
+                                std::vector<std::string> command, int slot = -2) {
+    std::vector<std::string> argv = {LtrunPath(), "--rdzv",        etcd_->url(), "--run-id",
+                                     run_id_,     "--nnodes",      "2",          "--devices",
+                                     "2",         "--master-addr", "127.0.0.1",  "--no-slurm"};
+    if (node >= 0) {
+      argv.push_back("--node-rank");
+      argv.push_back(std::to_string(node));
+    }
+    argv.push_back("--report");
+    argv.push_back(Report(slot == -2 ? node : slot));
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
+  std::string Report(int node) { return dir_ + "/node" + std::to_string(node) + ".json"; }
+  nlohmann::json Record(int node) {
+    std::ifstream in(Report(node));
+    return nlohmann::json::parse(in, nullptr, false);
+  }
+  std::vector<std::string> Env() { return {marker_, "PYTHONPATH=" LT_PYTHON_DIR}; }
+
+  // Runs both nodes at once.
+  std::pair<CmdResult, CmdResult> RunBoth(const std::vector<std::string>& node0,
+                                          const std::vector<std::string>& node1,
+                                          std::chrono::milliseconds timeout = 120s) {
+    auto one = std::async(std::launch::async, [&] { return RunCommand(node1, Env(), timeout); });
+    CmdResult zero = RunCommand(node0, Env(), timeout);
+    return {zero, one.get()};
+  }
+  std::vector<std::string> Trainer(std::vector<std::string> args) {
+    std::vector<std::string> cmd = {kPython, kRanks + "/etcd_ddp.py"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return cmd;
+  }
+
+  std::unique_ptr<EtcdServer> etcd_;
+  std::string dir_, marker_, run_id_;
+};
+
+TEST_F(EtcdRun, CleanGlooJobAcrossTwoNodes) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  auto [zero, one] = RunBoth(Node(-1, {}, Trainer({"--steps", "5"}), 0),
+                             Node(-1, {}, Trainer({"--steps", "5"}), 1));
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  // Ranks 0..3 across the nodes; node 0 (whichever joined first) has RANK 0.
+  const std::string all = zero.out + one.out;
+  EXPECT_NE(all.find("[0] trained 5 steps on 4 ranks (restart 0)"), std::string::npos) << all;
+  for (int slot : {0, 1}) {
+    nlohmann::json a = Record(slot);
+    ASSERT_TRUE(a.is_object());
+    EXPECT_EQ(a["state"], "SUCCEEDED");
+  }
+  EXPECT_NE(Record(0)["node_rank"], Record(1)["node_rank"]);
+}
+
+TEST_F(EtcdRun, CrashOnNode1TearsNode0DownNamingNode1) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  // Global rank 3 is node 1's local rank 1.
+  const auto cmd = Trainer({"--steps", "1000", "--step-sleep", "0.05", "--crash-rank", "3"});
+  auto [zero, one] = RunBoth(Node(0, {}, cmd), Node(1, {}, cmd));
+  EXPECT_EQ(one.exit_code, 3) << one.err;
+  EXPECT_EQ(zero.exit_code, 3) << zero.err;
+  nlohmann::json n0 = Record(0), n1 = Record(1);
+  ASSERT_TRUE(n0.is_object() && n1.is_object());
+  EXPECT_EQ(n1["root_cause"]["reason"], "exited") << n1.dump(1);
+  EXPECT_EQ(n1["root_cause"]["rank"], 1);
+  EXPECT_EQ(n0["state"], "FAILED");
+  EXPECT_EQ(n0["root_cause"]["reason"], "remote_failure") << n0["root_cause"].dump();
+  EXPECT_EQ(n0["root_cause"]["node"], 1);
+  EXPECT_EQ(n0["root_cause"]["rank"], 1);
+  EXPECT_NE(n0["root_cause"]["message"].get<std::string>().find("node 1 rank 3"),
+            std::string::npos);
+  EXPECT_NE(zero.err.find("node 1 rank 3"), std::string::npos) << zero.err;
+  // Node 0 knows both nodes' ends.
+  ASSERT_TRUE(n0["nodes"].is_array()) << n0.dump(1);
+  EXPECT_EQ(n0["nodes"].size(), 2u) << n0["nodes"].dump();
+}
+
+TEST_F(EtcdRun, HangOnNode1TearsNode0DownNamingNode1) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  // Node 0's own deadline is far off: what ends it is node 1's verdict.
+  const auto cmd = Trainer({"--steps", "1000", "--hang-rank", "2"});
+  auto [zero, one] = RunBoth(Node(0, {"--heartbeat-timeout", "10m"}, cmd),
+                             Node(1, {"--heartbeat-timeout", "3s", "--stack-budget", "0"}, cmd));
+  EXPECT_EQ(one.exit_code, 124) << one.err;
+  EXPECT_EQ(zero.exit_code, 124) << zero.err;
+  nlohmann::json n0 = Record(0), n1 = Record(1);
+  ASSERT_TRUE(n0.is_object() && n1.is_object());
+  EXPECT_EQ(n1["root_cause"]["reason"], "hang") << n1.dump(1);
+  EXPECT_EQ(n0["root_cause"]["reason"], "remote_failure") << n0["root_cause"].dump();
+  EXPECT_EQ(n0["root_cause"]["node"], 1);
+}
+
+TEST_F(EtcdRun, MaxRestartsRestartsBothNodesTogether) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  const auto cmd = Trainer({"--steps", "6", "--crash-rank", "3", "--first-attempt-only"});
+  const std::vector<std::string> flags = {"--max-restarts", "1"};
+  auto [zero, one] = RunBoth(Node(0, flags, cmd), Node(1, flags, cmd));
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(zero.out.find("[0] trained 6 steps on 4 ranks (restart 1)"), std::string::npos)
+      << zero.out << zero.err;
+  nlohmann::json n0 = Record(0), n1 = Record(1);
+  ASSERT_TRUE(n0.is_object() && n1.is_object());
+  EXPECT_EQ(n0["restart_count"], 1);
+  EXPECT_EQ(n1["restart_count"], 1);
+  ASSERT_EQ(n0["attempts"].size(), 2u);
+  EXPECT_EQ(n0["attempts"][0]["root_cause"]["node"], 1) << n0["attempts"].dump();
+}
+
+TEST_F(EtcdRun, NodeThatVanishesFailsTheRun) {
+  // Node 0's ranks sleep: nothing but the fence can end them.
+  const std::vector<std::string> sleeper = {TestChildPath(), "hang"};
+  auto one = std::async(std::launch::async, [&] {
+    return RunCommand(Node(1, {}, sleeper), Env(), 60s, [&](pid_t pid) {
+      // Node 1's ltrun dies outright once the run has started (its ranks
+      // go with it, by PDEATHSIG); its lease runs out a few seconds later.
+      auto c = etcd::Client::Connect(etcd_->endpoint(), 5s);
+      ASSERT_TRUE(c.ok());
+      const std::string key = "/ltd/runs/" + run_id_ + "/status/1";
+      ASSERT_TRUE(WaitFor(
+          [&] {
+            auto kv = (*c)->Get(key);
+            return kv.ok() && kv->has_value() && (**kv).value.find("RUNNING") != std::string::npos;
+          },
+          30s));
+      kill(pid, SIGKILL);
+    });
+  });
+  CmdResult zero = RunCommand(Node(0, {}, sleeper), Env(), 60s);
+  one.get();
+  EXPECT_EQ(zero.exit_code, 1) << zero.err;
+  nlohmann::json n0 = Record(0);
+  ASSERT_TRUE(n0.is_object());
+  EXPECT_EQ(n0["root_cause"]["reason"], "remote_failure") << n0.dump(1);
+  EXPECT_EQ(n0["root_cause"]["node"], 1);
+  EXPECT_NE(n0["root_cause"]["message"].get<std::string>().find("its etcd lease expired"),
+            std::string::npos);
+}
+
+TEST_F(EtcdRun, EtcdGoingAwayIsReportedAndTheJobGoesOn) {
+  const std::vector<std::string> cmd = {TestChildPath(), "sleep:4000,exit:0"};
+  auto one = std::async(std::launch::async, [&] {
+    return RunCommand(Node(1, {}, cmd), Env(), 60s, [&](pid_t) {
+      auto c = etcd::Client::Connect(etcd_->endpoint(), 5s);
+      ASSERT_TRUE(c.ok());
+      const std::string key = "/ltd/runs/" + run_id_ + "/status/";
+      ASSERT_TRUE(WaitFor(
+          [&] {
+            auto kvs = (*c)->GetPrefix(key);
+            return kvs.ok() && kvs->kvs.size() == 2;
+          },
+          30s));
+      etcd_->Stop();
+    });
+  });
+  CmdResult zero = RunCommand(Node(0, {}, cmd), Env(), 60s);
+  CmdResult r1 = one.get();
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(zero.err.find("is gone: this node no longer hears of the other nodes' failures"),
+            std::string::npos)
+      << zero.err;
+}
+
+// Under ltd: each node's job has its supervisor (lt-shim) in its own ltd,
+// and the fence runs there.
+TEST_F(EtcdRun, UnderLtdCrashOnNode1TearsNode0DownNamingNode1) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Daemon d0, d1;
+  ASSERT_TRUE(d0.Start({"--devices", "2"})) << d0.log();
+  ASSERT_TRUE(d1.Start({"--devices", "2"})) << d1.log();
+  auto submit = [&](Daemon& d, int node) {
+    std::vector<std::string> args = {
+        "submit",      "--devices",          "2",         "--nnodes",   "2",
+        "--node-rank", std::to_string(node), "--rdzv",    etcd_->url(), "--run-id",
+        run_id_,       "--master-addr",      "127.0.0.1", "--"};
+    for (const std::string& a :
+         Trainer({"--steps", "1000", "--step-sleep", "0.05", "--crash-rank", "3"})) {
+      args.push_back(a);
+    }
+    return d.Ctl(args, 120s, {"PYTHONPATH=" LT_PYTHON_DIR});
+  };
+  auto one = std::async(std::launch::async, [&] { return submit(d1, 1); });
+  CmdResult zero = submit(d0, 0);
+  CmdResult r1 = one.get();
+  EXPECT_EQ(r1.exit_code, 3) << r1.err;
+  EXPECT_EQ(zero.exit_code, 3) << zero.err;
+  nlohmann::json j0 = d0.WaitEnded("1", 60s);
+  EXPECT_EQ(j0["state"], "FAILED") << j0.dump(1);
+  EXPECT_EQ(j0["root_cause"]["reason"], "remote_failure") << j0.dump(1);
+  EXPECT_EQ(j0["root_cause"]["node"], 1);
+  EXPECT_EQ(j0["nodes"].size(), 2u) << j0.dump(1);
+  nlohmann::json j1 = d1.WaitEnded("1", 60s);
+  EXPECT_EQ(j1["root_cause"]["reason"], "exited") << j1.dump(1);
+}
+
+// Bad starts: each ends at once (or at its --rdzv-timeout) with one line.
+TEST_F(EtcdRun, MismatchedNnodesEndsBothNodes) {
+  auto n0 = Node(0, {}, {"true"});
+  auto n1 = Node(1, {}, {"true"});
+  n1[6] = "3";  // --nnodes 3
+  auto [zero, one] = RunBoth(n0, n1, 60s);
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  EXPECT_EQ(one.exit_code, 2) << one.err;
+  EXPECT_NE(one.err.find("every node must give the same --nnodes"), std::string::npos) << one.err;
+  EXPECT_NE(zero.err.find("every node must give the same --nnodes"), std::string::npos) << zero.err;
+}
+
+TEST_F(EtcdRun, DuplicateNodeRank) {
+  auto [zero, one] = RunBoth(Node(0, {"--rdzv-timeout", "20s"}, {"true"}),
+                             Node(0, {"--rdzv-timeout", "20s"}, {"true"}), 60s);
+  // One of the two nodes 0 is refused; the run cannot start for the other.
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  EXPECT_EQ(one.exit_code, 2) << one.err;
+  EXPECT_NE((zero.err + one.err).find("node rank 0 of run " + run_id_ + " is already taken"),
+            std::string::npos)
+      << zero.err << one.err;
+}
+
+TEST_F(EtcdRun, RendezvousThatNeverCompletes) {
+  CmdResult r = RunCommand(Node(1, {"--rdzv-timeout", "1s"}, {"true"}), Env(), 60s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("did not complete within --rdzv-timeout 1s: 1 of 2 nodes joined"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(EtcdRun, UnreachableEtcd) {
+  auto argv = Node(0, {"--rdzv-timeout", "1s"}, {"true"});
+  argv[2] = "etcd://127.0.0.1:" + std::to_string(FreeTcpPort());
+  CmdResult r = RunCommand(argv, Env(), 60s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot reach etcd at 127.0.0.1:"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace ltd::test

@@ -1,0 +1,37 @@
+// A real etcd for tests: Debian's /usr/bin/etcd on loopback, free ports, a
+// temp data dir; stopped (SIGTERM, then SIGKILL) and removed on
+// destruction. Tests skip with a clear message where it cannot start.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace ltd::test {
+
+class EtcdServer {
+ public:
+  EtcdServer();  // starts it and waits until it answers (10 s at most)
+  ~EtcdServer();
+  EtcdServer(const EtcdServer&) = delete;
+  EtcdServer& operator=(const EtcdServer&) = delete;
+
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }  // why not ok
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+  std::string url() const { return "etcd://" + endpoint(); }
+  // Stops it now (etcd "going away"); the destructor then only cleans up.
+  void Stop();
+
+ private:
+  pid_t pid_ = 0;
+  int client_port_ = 0;
+  std::string dir_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreeTcpPort();
+
+}  // namespace ltd::test
