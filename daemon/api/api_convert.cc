@@ -16,6 +16,7 @@ namespace {
 constexpr size_t kMaxArgBytes = 32 * 4096;
 // A job id or name (names are at most 128 bytes).
 constexpr size_t kMaxRefBytes = 128;
+constexpr int kMaxAfter = 64;  // --after per job
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
@@ -74,6 +75,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
       return v1::RootCause::spawn_failed;
     case CauseReason::kSupervisorLost:
       return v1::RootCause::supervisor_lost;
+    case CauseReason::kDependencyFailed:
+      return v1::RootCause::dependency_failed;
   }
   return v1::RootCause::REASON_UNSPECIFIED;
 }
@@ -141,6 +144,18 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   SetTime(c.at, out->mutable_at());
   out->set_message(DisplayEscapeElided(c.message, text_limit));
 }
+
+namespace {
+
+void ToProto(const GpuSample& s, v1::GpuUse* out) {
+  out->set_gpu(DisplayEscape(s.gpu));
+  out->set_memory_used_mib(s.used_mib);
+  out->set_memory_total_mib(s.total_mib);
+  if (s.utilization) out->set_utilization(*s.utilization);
+  SetTime(s.at, out->mutable_sampled_at());
+}
+
+}  // namespace
 
 void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   const JobSpec& s = job.spec;
@@ -225,6 +240,41 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   }
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
+  for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  if (job.state == JobState::kPending) {
+    out->set_pending_reason(DisplayEscapeElided(job.pending_reason, limits.text));
+  }
+  if (job.state == JobState::kRunning) {
+    for (const GpuSample& g : job.gpu_usage) ToProto(g, out->add_gpus());
+  }
+}
+
+void ToProto(const SlotView& slot, v1::Slot* out) {
+  out->set_slot(slot.slot);
+  out->set_gpu(DisplayEscape(slot.gpu));
+  switch (slot.state) {
+    case SlotView::State::kFree:
+      out->set_state(v1::Slot::FREE);
+      break;
+    case SlotView::State::kBusy:
+      out->set_state(v1::Slot::BUSY);
+      out->set_job_id(DisplayEscape(slot.job_id));
+      out->set_user(DisplayEscapeElided(slot.user, kListLimits.text));
+      break;
+    case SlotView::State::kQuarantined:
+      out->set_state(v1::Slot::QUARANTINED);
+      break;
+  }
+  if (slot.quarantine) {
+    SetTime(slot.quarantine->since, out->mutable_quarantined_since());
+    for (const GpuHolder& h : slot.quarantine->holders) {
+      auto* ph = out->add_holders();
+      ph->set_pid(h.pid);
+      ph->set_user(DisplayEscapeElided(h.user, kListLimits.text));
+      if (h.used_mib) ph->set_memory_mib(*h.used_mib);
+    }
+  }
+  if (slot.usage) ToProto(*slot.usage, out->mutable_usage());
 }
 
 void FillEnded(const Job& job, v1::Ended* out) {
@@ -284,6 +334,16 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.auto_heartbeat = !req.no_auto_heartbeat();
   spec.grace = Millis(req.grace_ms());
   spec.max_restarts = req.max_restarts();
+  if (req.after_size() > kMaxAfter) {
+    return absl::InvalidArgumentError(Cat("--after is given ", req.after_size(),
+                                          " times; a job may wait for at most ", kMaxAfter));
+  }
+  for (const std::string& ref : req.after()) {
+    if (auto s = CheckJobRef(ref); !s.ok()) {
+      return absl::InvalidArgumentError(Cat("--after: ", s.message()));
+    }
+  }
+  spec.after.assign(req.after().begin(), req.after().end());
   return spec;
 }
 
