@@ -8,6 +8,7 @@ packages=(
   libuv1-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev python3-torch gdb procps
+  libsystemd-dev prometheus-cpp-dev curl systemd
 )
 
 missing=()
