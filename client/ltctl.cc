@@ -241,6 +241,7 @@ struct SubmitArgs {
   std::optional<int> node_rank;
   std::string master_addr, run_id, rdzv, rdzv_timeout;
   int master_port = 0;
+  std::vector<std::string> after;
   std::vector<std::string> command;
 };
 
@@ -277,6 +278,7 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   if (!a.rdzv_timeout.empty()) {
     req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
   }
+  for (const auto& job : a.after) req.add_after(job);
 
   // Ctrl-C while attached: the first tears the job down, ltctl stays to
   // report the outcome; a second one leaves at once. Blocked before gRPC
@@ -344,6 +346,21 @@ int Ps(const Globals& g, bool all) {
     PrintJson(list);
   } else {
     PrintJobTable(jobs, stdout);
+  }
+  return 0;
+}
+
+int Gpus(const Globals& g) {
+  auto api = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GpusReply reply;
+  grpc::Status s = api->Gpus(&ctx, v1::GpusRequest(), &reply);
+  if (!s.ok()) DieRpc(g, s);
+  if (g.json) {
+    PrintJson(ToJsonValue(reply));
+  } else {
+    PrintSlots(reply, stdout);
   }
   return 0;
 }
@@ -547,6 +564,10 @@ int main(int argc, char** argv) {
   submit->add_option("--rdzv-timeout,--rdzv_timeout", sa.rdzv_timeout,
                      "fail when the nodes have not met within this (default 10m)");
   submit
+      ->add_option("--after", sa.after,
+                   "start once JOB succeeded; cancelled if it fails (repeatable)")
+      ->allow_extra_args(false);
+  submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "
                    "optional)")
@@ -557,6 +578,8 @@ int main(int argc, char** argv) {
   ps->add_flag("-a,--all", all, "include finished jobs");
 
   std::string job;
+  auto* gpus = app.add_subcommand(
+      "gpus", "every device slot: free, busy (job, user) or quarantined (who holds its GPU)");
   auto* show = app.add_subcommand("show", "one job: state, ranks, root cause, hang report");
   show->add_option("JOB", job, "job id or name")->required();
 
@@ -595,6 +618,7 @@ int main(int argc, char** argv) {
   }
   if (ps->parsed()) return Ps(g, all);
   if (show->parsed()) return Show(g, job);
+  if (gpus->parsed()) return Gpus(g);
   if (logs->parsed()) return Logs(g, job, rank, follow, tail);
   if (attach->parsed()) return Follow(g, job, true);
   if (wait->parsed()) return Follow(g, job, false);

@@ -152,6 +152,9 @@ std::string DescribeCause(const v1::RootCause& c) {
     case v1::RootCause::daemon_lost:
       what = "lost while ltd was away";
       break;
+    case v1::RootCause::dependency_failed:
+      what = "never ran";
+      break;
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";
       break;
@@ -191,11 +194,49 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
     size_t consumed = 0;
     std::string shown = DisplayEscapePrefix(cmd, 37, &consumed);
     if (consumed < cmd.size()) cmd = shown + "...";
-    t.Add({Line(j.id()), Line(j.name()), Line(j.user()), v1::Job::State_Name(j.state()),
-           std::to_string(j.devices()), NodeOf(j), Progress(j), Elapsed(j),
-           Opt(j.has_exit_code(), j.exit_code()), cmd});
+    std::string state = v1::Job::State_Name(j.state());
+    if (!j.pending_reason().empty()) state += " (" + Line(j.pending_reason()) + ")";
+    t.Add({Line(j.id()), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),
+           NodeOf(j), Progress(j), Elapsed(j), Opt(j.has_exit_code(), j.exit_code()), cmd});
   }
   t.Print(out);
+}
+
+std::string Mib(uint64_t mib) {
+  if (mib < 1024) return std::to_string(mib) + " MiB";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(mib) / 1024.0);
+  return buf;
+}
+
+std::string Use(const v1::GpuUse& u) {
+  std::string s = Mib(u.memory_used_mib()) + " of " + Mib(u.memory_total_mib());
+  if (u.has_utilization()) s += ", " + std::to_string(u.utilization()) + "% busy";
+  return s;
+}
+
+void PrintSlots(const v1::GpusReply& reply, FILE* out) {
+  Table t({"SLOT", "GPU", "STATE", "JOB", "USER", "MEMORY", "DETAIL"});
+  for (const auto& s : reply.slots()) {
+    std::string detail = "-";
+    if (s.state() == v1::Slot::QUARANTINED) {
+      detail.clear();
+      for (const auto& h : s.holders()) {
+        if (!detail.empty()) detail += "; ";
+        detail += "pid " + std::to_string(h.pid()) + " (" +
+                  (h.user().empty() ? std::string("gone") : Line(h.user())) + ") holds " +
+                  (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
+      }
+      if (detail.empty()) detail = "NVML cannot read it";
+      detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
+    }
+    t.Add({std::to_string(s.slot()), Line(s.gpu()), v1::Slot::State_Name(s.state()),
+           Line(s.job_id()), Line(s.user()), s.has_usage() ? Use(s.usage()) : "-", detail});
+  }
+  t.Print(out);
+  if (!reply.gpu_checks()) {
+    std::fprintf(out, "GPU checks are off (no NVML): GPUs are reused without a look\n");
+  }
 }
 
 void PrintJob(const v1::Job& j, FILE* out) {
@@ -205,12 +246,19 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Job:", Line(j.id()) + (j.name().empty() ? "" : " (" + Line(j.name()) + ")"));
   field("User:", Line(j.user()));
   field("State:", v1::Job::State_Name(j.state()));
+  if (!j.pending_reason().empty()) field("Waiting:", Line(j.pending_reason()));
+  if (j.after_size() > 0) {
+    std::string after;
+    for (const auto& id : j.after()) after += (after.empty() ? "" : ", ") + Line(id);
+    field("After:", after);
+  }
   field("Exit code:", Opt(j.has_exit_code(), j.exit_code()));
   field("Command:", Command(j));
   field("Devices:", std::to_string(j.devices()) +
                         (j.cuda_visible_devices().empty()
                              ? ""
                              : " (CUDA_VISIBLE_DEVICES=" + Line(j.cuda_visible_devices()) + ")"));
+  for (const auto& g : j.gpus()) field(("  GPU " + Line(g.gpu()) + ":").c_str(), Use(g));
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
   field("Containment:", Line(j.containment()));

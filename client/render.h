@@ -13,6 +13,8 @@ namespace ltd {
 
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out);
 void PrintJob(const v1::Job& job, FILE* out);
+// `ltctl gpus`: every device slot, free, busy or quarantined.
+void PrintSlots(const v1::GpusReply& reply, FILE* out);
 // "rank 2 exited with code 3" and the like, for one-line outcomes.
 std::string DescribeCause(const v1::RootCause& cause);
 

@@ -16,20 +16,25 @@
 #include <thread>
 
 #include "auto_instrument.h"
-#include "containment_factory.h"
 #include "byte_size.h"
+#include "containment_factory.h"
 #include "duration.h"
+#include "gpu_pool.h"
 #include "helpers.h"
 #include "job_manager.h"
 #include "job_store.h"
 #include "listener.h"
 #include "loop.h"
+#include "metrics.h"
+#include "nvml.h"
 #include "ports.h"
 #include "service.h"
 #include "shim_host.h"
+#include "socket_activation.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "state_lock.h"
+#include "systemd_notify.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 
@@ -65,6 +70,10 @@ struct Options {
   bool auto_heartbeat = true;
   std::string auto_heartbeat_timeout = "5m";
   std::string auto_heartbeat_dir;  // empty: beside ltd (build tree), else installed
+  std::string metrics_listen;      // empty: no metrics
+  std::string nvml_library = "libnvidia-ml.so.1";
+  uint64_t gpu_leftover_mib = 0;
+  std::string gpu_sample_interval = "10s";
 };
 
 // A supervisor answers in microseconds; the ones that do not within this
@@ -129,7 +138,12 @@ int Run(const Options& opt) {
   auto backoff = duration("--restart-backoff", opt.restart_backoff);
   auto restore_window = duration("--restore-window", opt.restore_window);
   auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
-  if (!budget || !idle || !backoff || !restore_window || !auto_timeout) return 1;
+  auto gpu_sample = duration("--gpu-sample-interval", opt.gpu_sample_interval);
+  if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample) return 1;
+  if (*gpu_sample < Millis(100)) {
+    std::fprintf(stderr, "ltd: --gpu-sample-interval must be at least 100ms\n");
+    return 1;
+  }
   if (auto_timeout->count() <= 0) {
     std::fprintf(stderr,
                  "ltd: --auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to "
@@ -160,6 +174,25 @@ int Run(const Options& opt) {
   config.placement.user_max_running_jobs = opt.user_max_running_jobs;
   config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
   RaiseFdLimit();
+  // NVML, when the host has it: the GPUs it finds are the default slots,
+  // and a GPU is reused only once NVML sees it clean. Said once ltd is up:
+  // a refusal to start stays one line on stderr.
+  std::unique_ptr<Nvml> nvml;
+  std::string nvml_off;
+  if (auto loaded = Nvml::Load(opt.nvml_library); loaded.ok()) {
+    nvml = std::move(*loaded);
+  } else {
+    nvml_off = std::string(loaded.status().message());
+  }
+  int nvml_gpus = 0;
+  if (nvml) {
+    auto n = nvml->Count();
+    if (n.ok()) {
+      nvml_gpus = *n;
+    } else {
+      spdlog::warn("NVML: {}", std::string(n.status().message()));
+    }
+  }
   if (!opt.gpus.empty()) {
     std::stringstream ss(opt.gpus);
     for (std::string id; std::getline(ss, id, ',');) {
@@ -173,6 +206,9 @@ int Run(const Options& opt) {
     config.placement.slots = static_cast<int>(config.placement.gpu_ids.size());
   } else if (opt.devices > 0) {
     config.placement.slots = opt.devices;
+  } else if (nvml_gpus > 0) {
+    for (int i = 0; i < nvml_gpus; ++i) config.placement.gpu_ids.push_back(std::to_string(i));
+    config.placement.slots = nvml_gpus;
   } else if (const int gpus = CountGpus(); gpus > 0) {
     for (int i = 0; i < gpus; ++i) config.placement.gpu_ids.push_back(std::to_string(i));
     config.placement.slots = gpus;
@@ -205,7 +241,15 @@ int Run(const Options& opt) {
     std::fprintf(stderr, "ltd: %s\n", std::string(lock.status().message()).c_str());
     return 1;
   }
-  auto listener = Listener::Bind(opt.socket, static_cast<size_t>(opt.user_max_connections));
+  // Under ltd.socket systemd holds the socket; started by hand, ltd binds it.
+  auto activated = ListeningSocketFromSystemd();
+  if (!activated.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(activated.status().message()).c_str());
+    return 1;
+  }
+  const auto max_conns = static_cast<size_t>(opt.user_max_connections);
+  auto listener = *activated ? Listener::Adopt(std::move(**activated), max_conns)
+                             : Listener::Bind(opt.socket, max_conns);
   if (!listener.ok()) {
     std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());
     return 1;
@@ -253,12 +297,45 @@ int Run(const Options& opt) {
     KernelPortAllocator ports;
     ShimSupervisorHost supervisors(loop, *store, plan, shim_config);
     JobManager manager(clock, supervisors, *store, ports, config);
+    SystemdNotifier notifier(clock, [&manager] {
+      SystemdNotifier::Counts c;
+      for (const Job* job : manager.List(false)) {
+        (job->state == JobState::kRunning ? c.running : c.pending) += 1;
+      }
+      return c;
+    });
+    manager.AddEvents(&notifier);
+    GpuPool gpu_pool(clock, nvml.get(), config.placement.gpu_ids,
+                     GpuPool::Config{.leftover_mib = opt.gpu_leftover_mib, .sample = *gpu_sample});
+    gpu_pool.SetCallbacks([&manager](int slot) { manager.GpuClean(slot); },
+                          [&manager] { manager.RefreshGpuUsage(); });
+    manager.SetGpuPool(&gpu_pool);
+    std::optional<Metrics> metrics;
+    if (!opt.metrics_listen.empty()) {
+      auto slots = [&manager] {
+        Metrics::Slots s;
+        for (const SlotView& v : manager.Slots()) {
+          if (v.state == SlotView::State::kBusy) ++s.busy;
+          if (v.state == SlotView::State::kQuarantined) ++s.quarantined;
+          if (v.state == SlotView::State::kFree) ++s.free;
+        }
+        return s;
+      };
+      metrics.emplace(clock, Metrics::Sources{[&manager] { return manager.List(true); }, slots});
+      if (auto s = metrics->Serve(opt.metrics_listen); !s.ok()) {
+        std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      manager.AddEvents(&*metrics);
+      spdlog::info("metrics on http://{}/metrics", metrics->address());
+    }
     manager.Recover([&](const Job& job, SupervisionEvents& events) -> std::unique_ptr<Supervision> {
       auto it = found.find(job.id);
       if (it == found.end()) return nullptr;
       return supervisors.Adopt(job, std::move(it->second), events);
     });
     found.clear();
+    gpu_pool.Start();
 
     // gRPC's library shutdown (run by ~Server when it drops the last
     // reference) joins an executor thread that may sit in a 10 s poll on a
@@ -277,10 +354,22 @@ int Run(const Options& opt) {
       return 1;
     }
     (*listener)->Start(server.get());
-    spdlog::info("ltd listening on {}; state in {}; {} device slot(s){}; containment: {}",
-                 opt.socket, opt.state_dir, config.placement.slots,
-                 config.placement.gpu_ids.empty() ? "" : " (GPUs)",
+    spdlog::info("ltd listening on {}{}; state in {}; {} device slot(s){}; containment: {}",
+                 (*listener)->path(), *activated ? " (socket from systemd)" : "", opt.state_dir,
+                 config.placement.slots, config.placement.gpu_ids.empty() ? "" : " (GPUs)",
                  supervisors.containment());
+    if (!nvml) {
+      spdlog::info("GPU checks off: {}", nvml_off);
+    } else if (!gpu_pool.checks_on()) {
+      spdlog::info("GPU checks off: the slots are no GPUs (--devices)");
+    }
+    if (metrics) metrics->Refresh();
+    // Listening, and every running job's supervisor re-attached (Recover).
+    notifier.Ready();
+    if (auto period = SystemdNotifier::WatchdogPeriod()) notifier.StartWatchdog(*period);
+    if (const char* wedge = std::getenv("LTD_TEST_WEDGE_AFTER_MS")) {
+      notifier.WedgeLoopAfter(Millis(std::strtoll(wedge, nullptr, 10)));
+    }
 
     // SIGTERM/SIGINT: refuse new jobs, tear every job down, record, exit 0.
     bool stopping = false;
@@ -292,6 +381,7 @@ int Run(const Options& opt) {
       const bool end_jobs = restore_window->count() == 0;
       spdlog::info("{} received: stopping{}", sigabbrev_np(signum),
                    end_jobs ? "; every job ends with ltd (--restore-window 0)" : "");
+      notifier.Stopping();
       service.Close();
       manager.Shutdown(end_jobs, [&] { loop.Stop(); });
     };
@@ -299,6 +389,7 @@ int Run(const Options& opt) {
       if (stopping) return finished();
       stopping = true;
       spdlog::info("shutdown asked for: tearing every job down, then stopping");
+      notifier.Stopping();
       service.Close();
       manager.Shutdown(/*end_jobs=*/true, [&, finished] {
         finished();
@@ -407,6 +498,18 @@ int main(int argc, char** argv) {
   app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir,
                  "the directory of ltd's sitecustomize.py for Python ranks (root's, writable by "
                  "no one else); default: python/autoload beside ltd, else under share/ltd");
+  app.add_option("--nvml-library", opt.nvml_library,
+                 "NVML to load for GPU checks (tests load a fake one)")
+      ->capture_default_str();
+  app.add_option("--gpu-leftover-mib", opt.gpu_leftover_mib,
+                 "a GPU whose job ended is reused only once no process outside a running job "
+                 "holds more than this on it")
+      ->capture_default_str();
+  app.add_option("--gpu-sample-interval", opt.gpu_sample_interval,
+                 "how often each GPU's memory and utilisation are sampled for `show`")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", opt.metrics_listen,
+                 "serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464); off by default");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -30,7 +30,7 @@ constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
     {RankState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<CauseReason, std::string_view>, 9> kReasons = {{
+constexpr std::array<std::pair<CauseReason, std::string_view>, 10> kReasons = {{
     {CauseReason::kExited, "exited"},
     {CauseReason::kSignaled, "signaled"},
     {CauseReason::kHang, "hang"},
@@ -40,6 +40,7 @@ constexpr std::array<std::pair<CauseReason, std::string_view>, 9> kReasons = {{
     {CauseReason::kSpawnFailed, "spawn_failed"},
     {CauseReason::kSupervisorLost, "supervisor_lost"},
     {CauseReason::kRemoteFailure, "remote_failure"},
+    {CauseReason::kDependencyFailed, "dependency_failed"},
 }};
 
 template <typename E, size_t N>
@@ -119,6 +120,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.signal = Field<int>(j, "signal").value_or(0);
   c.at = TimeField(j, "at").value_or(WallTime{});
   c.message = BytesField(j, "message").value_or("");
+  c.deadline_at = TimeField(j, "deadline_at");
   return c;
 }
 
@@ -158,6 +160,7 @@ int ExitCodeFor(const RootCause& cause) {
       return cause.exit_code != 0 ? cause.exit_code : 1;
     case CauseReason::kDaemonLost:
     case CauseReason::kSupervisorLost:
+    case CauseReason::kDependencyFailed:
       return 1;
   }
   return 1;
@@ -202,7 +205,7 @@ std::optional<WallTime> ParseTime(std::string_view s) {
 }
 
 nlohmann::json ToJson(const RootCause& c) {
-  return {
+  nlohmann::json out = {
       {"rank", c.rank >= 0 ? nlohmann::json(c.rank) : nlohmann::json(nullptr)},
       {"node", c.node >= 0 ? nlohmann::json(c.node) : nlohmann::json(nullptr)},
       {"reason", ToString(c.reason)},
@@ -211,6 +214,8 @@ nlohmann::json ToJson(const RootCause& c) {
       {"at", FormatTime(c.at)},
       {"message", BytesToJson(c.message)},
   };
+  if (c.deadline_at) out["deadline_at"] = FormatTime(*c.deadline_at);
+  return out;
 }
 
 nlohmann::json ToJson(const Job& job) {
@@ -300,6 +305,7 @@ nlohmann::json ToJson(const Job& job) {
       {"startup_timeout_ms", s.startup_timeout.count()},
       {"grace_ms", s.grace.count()},
       {"auto_heartbeat", s.auto_heartbeat},
+      {"after", s.after},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -362,6 +368,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       job.nodes.push_back(std::move(ns));
     }
   }
+  s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));

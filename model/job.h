@@ -35,8 +35,9 @@ enum class CauseReason {
   kCancelled,
   kDaemonLost,  // ltd was gone past its restore window
   kSpawnFailed,
-  kSupervisorLost,  // the job's supervisor died
-  kRemoteFailure,   // another node of the run failed; this one was torn down for it
+  kSupervisorLost,    // the job's supervisor died
+  kRemoteFailure,     // another node of the run failed; this one was torn down for it
+  kDependencyFailed,  // a job it was to run --after did not succeed
 };
 
 std::string_view ToString(JobState s);
@@ -67,6 +68,10 @@ struct RootCause {
   int signal = 0;     // the signal that killed it, when it was killed
   WallTime at{};
   std::string message;
+  // A hang or startup timeout: the heartbeat deadline that passed (ltd's
+  // deadline-to-verdict metric is `at` minus this). Absent otherwise, and
+  // in records of releases that did not write it.
+  std::optional<WallTime> deadline_at;
 };
 
 // SPEC.md exit codes: the root cause's code, 128+N for signal N, 124 for a
@@ -104,6 +109,15 @@ struct Rank {
   std::string error_message;  // from an `error TEXT` line or the error file
   double steps_per_second = 0;
   bool straggler = false;
+};
+
+// One GPU of a running job as NVML last saw it (sampled at a low rate).
+struct GpuSample {
+  std::string gpu;  // its index, as in --gpus
+  uint64_t used_mib = 0;
+  uint64_t total_mib = 0;
+  std::optional<unsigned> utilization;  // percent
+  WallTime at{};
 };
 
 // One start of the job's ranks; a job with --max-restarts has several.
@@ -150,6 +164,9 @@ struct JobSpec {
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
   NodeSpec nodes;
+  // --after: jobs that must succeed before this one starts. Submit takes
+  // what the client typed (ids or names) and keeps the ids they resolve to.
+  std::vector<std::string> after;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
@@ -195,6 +212,11 @@ struct Job {
   // Why the record on disk is behind this one (a full disk, say); empty
   // once it is saved. Not part of the record itself.
   std::string record_error;
+  // Why a PENDING job waits, in words ("needs 4 devices, 2 free"); set by
+  // the job table whenever it places jobs. Not part of the record.
+  std::string pending_reason;
+  // While it runs, each of its GPUs' last sample. Not part of the record.
+  std::vector<GpuSample> gpu_usage;
 };
 
 std::string FormatTime(WallTime t);  // RFC 3339, UTC, milliseconds

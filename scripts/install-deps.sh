@@ -11,6 +11,7 @@ packages=(
   etcd-server golang-etcd-server-dev
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
+  libsystemd-dev prometheus-cpp-dev curl systemd
 )
 
 missing=()

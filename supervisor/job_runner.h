@@ -94,7 +94,9 @@ class JobRunner final : public RunFenceEvents {
   void OnExit(Job& job, int rank, ExitStatus status);
   void ArmWatchdog(Job& job, JobRuntime& rt);
   void OnWatchdog(const std::string& id);
-  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason);
+  // `deadline`: the (monotonic) heartbeat deadline that passed.
+  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason,
+                  Millis deadline);
   void FinishInvestigation(const std::string& id);
   void CaptureStack(JobRuntime& rt, int rank, std::string_view line);
   void StackCaptured(const std::string& id, JobRuntime& rt, int rank);

@@ -60,7 +60,7 @@ void JobRunner::OnWatchdog(const std::string& id) {
       if (rt.ranks[r].Automatic()) stalled.push_back(static_cast<int>(r));
     }
     rt.auto_verdict = true;
-    return ReportHang(*job, rt, std::move(stalled), CauseReason::kHang);
+    return ReportHang(*job, rt, std::move(stalled), CauseReason::kHang, *d);
   }
   // Stalled: every rank past its deadline, earliest deadline first.
   std::vector<std::pair<Millis, int>> expired;
@@ -77,12 +77,13 @@ void JobRunner::OnWatchdog(const std::string& id) {
   std::vector<int> stalled;
   for (const auto& [deadline, rank] : expired) stalled.push_back(rank);
   ReportHang(*job, rt, std::move(stalled),
-             startup ? CauseReason::kStartupTimeout : CauseReason::kHang);
+             startup ? CauseReason::kStartupTimeout : CauseReason::kHang, expired.front().first);
 }
 
-void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
-                            CauseReason reason) {
+void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason,
+                           Millis deadline) {
   const WallTime now = clock_.Now();
+  const Millis late = std::max(Millis(0), clock_.Monotonic() - deadline);
   HangReport report;
   report.at = now;
   report.stalled_ranks = stalled;
@@ -114,6 +115,7 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   cause.rank = stalled.front();
   cause.reason = reason;
   cause.at = now;
+  cause.deadline_at = now - late;
   const Millis waited =
       reason == CauseReason::kHang
           ? rt.ranks[static_cast<size_t>(cause.rank)].timeout.value_or(job.spec.heartbeat_timeout)

@@ -92,7 +92,8 @@ pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
 
 // ltd for a test: like Spawn, and SIGTERMed if the test process dies
 // (an abort, a crash), so that even then ltd tears its jobs down.
-pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd, rlim_t nofile) {
+pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd, rlim_t nofile,
+                  const std::function<void()>& child_setup) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -109,6 +110,7 @@ pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd, rlim_t nofil
     const rlimit lim{nofile, nofile};
     if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(126);
   }
+  if (child_setup) child_setup();
   execv(cargv[0], cargv.data());
   _exit(127);
 }
@@ -422,7 +424,7 @@ bool Daemon::Start(std::vector<std::string> extra_args) {
                                    state_dir(), "--log-level", "debug"};
   bool has_devices = false;
   for (const auto& a : extra_args) has_devices = has_devices || a == "--devices" || a == "--gpus";
-  if (!has_devices) argv.insert(argv.end(), {"--devices", "8"});
+  if (!has_devices && default_devices_) argv.insert(argv.end(), {"--devices", "8"});
   // Jobs end with ltd unless a test says otherwise: that nothing outlives
   // a test's ltd is what most of them check.
   bool has_window = false;
@@ -431,7 +433,7 @@ bool Daemon::Start(std::vector<std::string> extra_args) {
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int log =
       open((dir_ + "/ltd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_ = SpawnDaemon(argv, log, nofile_);
+  pid_ = SpawnDaemon(argv, log, nofile_, child_setup_);
   close(log);
   if (pid_ <= 0) return false;
   return WaitFor(

@@ -134,6 +134,12 @@ class Daemon {
   // The ltd binary the next Start() runs ("" : the build's); ltd finds its
   // helpers (lt-exec, lt-shim) beside it.
   void set_binary(std::string path) { binary_ = std::move(path); }
+  // Runs in the forked child just before it execs ltd (set the environment
+  // systemd would, pass fds); only async-signal-safe work and setenv.
+  void set_child_setup(std::function<void()> fn) { child_setup_ = std::move(fn); }
+  // Start() without the `--devices 8` it adds when neither --devices nor
+  // --gpus is given: ltd picks its slots itself.
+  void set_default_devices(bool on) { default_devices_ = on; }
   // Lets other users reach the socket (traverse the temp dir, 0711); the
   // temp dir is 0700 otherwise.
   void LetUsersConnect() const;
@@ -159,6 +165,8 @@ class Daemon {
   pid_t pid_ = -1;
   rlim_t nofile_ = 0;
   std::string binary_;
+  std::function<void()> child_setup_;
+  bool default_devices_ = true;
 };
 
 }  // namespace ltd::test

@@ -18,6 +18,7 @@ constexpr size_t kMaxArgBytes = 32 * 4096;
 constexpr size_t kMaxRefBytes = 128;
 // --master-addr, --run-id, --rdzv: host names and ids, never long.
 constexpr size_t kMaxRdzvBytes = 1024;
+constexpr int kMaxAfter = 64;  // --after per job
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
@@ -78,6 +79,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
       return v1::RootCause::supervisor_lost;
     case CauseReason::kRemoteFailure:
       return v1::RootCause::remote_failure;
+    case CauseReason::kDependencyFailed:
+      return v1::RootCause::dependency_failed;
   }
   return v1::RootCause::REASON_UNSPECIFIED;
 }
@@ -146,6 +149,18 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   SetTime(c.at, out->mutable_at());
   out->set_message(DisplayEscapeElided(c.message, text_limit));
 }
+
+namespace {
+
+void ToProto(const GpuSample& s, v1::GpuUse* out) {
+  out->set_gpu(DisplayEscape(s.gpu));
+  out->set_memory_used_mib(s.used_mib);
+  out->set_memory_total_mib(s.total_mib);
+  if (s.utilization) out->set_utilization(*s.utilization);
+  SetTime(s.at, out->mutable_sampled_at());
+}
+
+}  // namespace
 
 void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   const JobSpec& s = job.spec;
@@ -245,6 +260,41 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     pn->set_state(DisplayEscapeElided(node.state, limits.text));
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
   }
+  for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  if (job.state == JobState::kPending) {
+    out->set_pending_reason(DisplayEscapeElided(job.pending_reason, limits.text));
+  }
+  if (job.state == JobState::kRunning) {
+    for (const GpuSample& g : job.gpu_usage) ToProto(g, out->add_gpus());
+  }
+}
+
+void ToProto(const SlotView& slot, v1::Slot* out) {
+  out->set_slot(slot.slot);
+  out->set_gpu(DisplayEscape(slot.gpu));
+  switch (slot.state) {
+    case SlotView::State::kFree:
+      out->set_state(v1::Slot::FREE);
+      break;
+    case SlotView::State::kBusy:
+      out->set_state(v1::Slot::BUSY);
+      out->set_job_id(DisplayEscape(slot.job_id));
+      out->set_user(DisplayEscapeElided(slot.user, kListLimits.text));
+      break;
+    case SlotView::State::kQuarantined:
+      out->set_state(v1::Slot::QUARANTINED);
+      break;
+  }
+  if (slot.quarantine) {
+    SetTime(slot.quarantine->since, out->mutable_quarantined_since());
+    for (const GpuHolder& h : slot.quarantine->holders) {
+      auto* ph = out->add_holders();
+      ph->set_pid(h.pid);
+      ph->set_user(DisplayEscapeElided(h.user, kListLimits.text));
+      if (h.used_mib) ph->set_memory_mib(*h.used_mib);
+    }
+  }
+  if (slot.usage) ToProto(*slot.usage, out->mutable_usage());
 }
 
 void FillEnded(const Job& job, v1::Ended* out) {
@@ -324,6 +374,16 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   n.run_id = req.run_id();
   n.rdzv = req.rdzv();
   if (req.rdzv_timeout_ms() != 0) n.rdzv_timeout = Millis(req.rdzv_timeout_ms());
+  if (req.after_size() > kMaxAfter) {
+    return absl::InvalidArgumentError(Cat("--after is given ", req.after_size(),
+                                          " times; a job may wait for at most ", kMaxAfter));
+  }
+  for (const std::string& ref : req.after()) {
+    if (auto s = CheckJobRef(ref); !s.ok()) {
+      return absl::InvalidArgumentError(Cat("--after: ", s.message()));
+    }
+  }
+  spec.after.assign(req.after().begin(), req.after().end());
   return spec;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "job.h"
+#include "job_manager.h"
 #include "ltd.pb.h"
 
 namespace ltd {
@@ -32,6 +33,8 @@ v1::Job::State ToProto(JobState state);
 void ToProto(const RootCause& cause, size_t text_limit, v1::RootCause* out);
 // The `ended` event of a finished job.
 void FillEnded(const Job& job, v1::Ended* out);
+// A device slot for `ltctl gpus`.
+void ToProto(const SlotView& slot, v1::Slot* out);
 
 // A request's fields checked and copied into a job spec (uid and gid are
 // the caller's, set by the service). An error is one line naming the field

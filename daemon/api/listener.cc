@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <set>
 
@@ -68,9 +69,28 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   return listener;
 }
 
+absl::StatusOr<std::unique_ptr<Listener>> Listener::Adopt(Fd fd, size_t max_per_user) {
+  sockaddr_un addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return PosixError("getsockname", "the socket passed by systemd", errno);
+  }
+  std::string path = len > offsetof(sockaddr_un, sun_path)
+                         ? std::string(addr.sun_path, strnlen(addr.sun_path, sizeof addr.sun_path))
+                         : std::string("(unnamed)");
+  auto listener =
+      std::unique_ptr<Listener>(new Listener(std::move(path), std::move(fd), max_per_user));
+  listener->owns_path_ = false;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
+  listener->wake_[0].reset(p[0]);
+  listener->wake_[1].reset(p[1]);
+  return listener;
+}
+
 Listener::~Listener() {
   Stop();
-  unlink(path_.c_str());
+  if (owns_path_) unlink(path_.c_str());
 }
 
 void Listener::Start(grpc::Server* server) {

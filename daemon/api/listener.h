@@ -40,7 +40,13 @@ class Listener {
   // refused at a bounded rate rather than left to spin the accept loop.
   static absl::StatusOr<std::unique_ptr<Listener>> Bind(const std::string& path,
                                                         size_t max_per_user = 0);
-  ~Listener();  // stops accepting and removes the socket file
+  // Takes a socket already bound and listening (socket activation). Its
+  // file belongs to whoever made it (systemd) and stays when ltd stops.
+  static absl::StatusOr<std::unique_ptr<Listener>> Adopt(Fd fd, size_t max_per_user = 0);
+  ~Listener();  // stops accepting and removes the socket file it made
+
+  // The path of the socket, for logs.
+  const std::string& path() const { return path_; }
 
   // Starts handing accepted connections to `server`.
   void Start(grpc::Server* server);
@@ -67,6 +73,7 @@ class Listener {
   size_t OpenOfLocked(uid_t uid);
 
   std::string path_;
+  bool owns_path_ = true;  // Bind made the file; Adopt did not
   Fd fd_;
   const size_t max_per_user_;
   Fd wake_[2];  // a pipe that tells the accept thread to stop

@@ -215,6 +215,20 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   return reactor;
 }
 
+// For everyone, as `ps` is: which slots are free, whose job holds which,
+// which GPU a process outside any job holds (its pid and user, as `ps`
+// would show them to anyone on the host).
+grpc::ServerUnaryReactor* LtdService::Gpus(grpc::CallbackServerContext* ctx, const v1::GpusRequest*,
+                                           v1::GpusReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  loop_.Post([this, reply, reactor] {
+    for (const SlotView& slot : manager_.Slots()) ToProto(slot, reply->add_slots());
+    reply->set_gpu_checks(manager_.gpu_checks());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
                                            const v1::KillRequest* req, v1::KillReply* reply) {
   auto* reactor = ctx->DefaultReactor();

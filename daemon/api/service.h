@@ -37,6 +37,8 @@ class LtdService final : public v1::Ltd::CallbackService {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const v1::ShutdownRequest* req,
                                      v1::ShutdownReply* reply) override;
+  grpc::ServerUnaryReactor* Gpus(grpc::CallbackServerContext* ctx, const v1::GpusRequest* req,
+                                 v1::GpusReply* reply) override;
 
   // What `ltctl shutdown` does (loop thread): end every job, then call
   // `finished` and stop.

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "bytes.h"
@@ -61,6 +62,7 @@ JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& stor
 JobManager::~JobManager() {
   if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
   if (bury_timer_ != 0) clock_.CancelTimer(bury_timer_);
+  if (fail_dependents_timer_ != 0) clock_.CancelTimer(fail_dependents_timer_);
 }
 
 void JobManager::Recover(const Adopter& adopt) {
@@ -103,7 +105,7 @@ void JobManager::Recover(const Adopter& adopt) {
   std::sort(pending.begin(), pending.end());
   for (auto& [seq, job] : pending) {
     job->device_slots.clear();
-    scheduler_.Enqueue(job->id, seq, job->spec.uid, job->spec.devices);
+    WaitOrQueue(*job, seq);
   }
   std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
@@ -119,7 +121,11 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.slots = config_.placement.slots;
   limits.max_restarts = config_.max_restarts_limit;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
-  if (auto s = scheduler_.MayQueue(spec.uid, user); !s.ok()) return s;
+  if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
+  std::vector<std::string> after_ids;
+  auto unmet = ResolveAfter(spec, &after_ids);
+  if (!unmet.ok()) return unmet.status();
+  spec.after = std::move(after_ids);
   auto taken = store_.TakeId(next_id_);
   if (!taken.ok()) {
     return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
@@ -148,7 +154,12 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
                ForLog(ref.spec.argv.front()));
   uint64_t seq = 0;
   (void)absl::SimpleAtoi(id, &seq);
-  scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
+  if (unmet->empty()) {
+    scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
+  } else {
+    deps_.Add(id, ref.spec.uid, *unmet);
+  }
+  Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();
   return id;
 }
@@ -198,6 +209,35 @@ std::vector<const Job*> JobManager::List(bool all) const {
   return out;
 }
 
+std::vector<SlotView> JobManager::Slots() const {
+  std::vector<SlotView> out(static_cast<size_t>(std::max(config_.placement.slots, 0)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].slot = static_cast<int>(i);
+    if (i < config_.placement.gpu_ids.size()) out[i].gpu = config_.placement.gpu_ids[i];
+    if (gpus_ == nullptr) continue;
+    out[i].usage = gpus_->usage(out[i].slot);
+    if (const GpuQuarantine* q = gpus_->quarantine(out[i].slot)) {
+      out[i].state = SlotView::State::kQuarantined;
+      out[i].quarantine = *q;
+    }
+  }
+  // A placed job holds its slots from its placement on, while its
+  // supervisor starts too.
+  for (const auto& [id, entry] : supervised_) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    const Job* job = it->second.get();
+    for (int slot : job->device_slots) {
+      if (slot < 0 || static_cast<size_t>(slot) >= out.size()) continue;
+      SlotView& v = out[static_cast<size_t>(slot)];
+      v.state = SlotView::State::kBusy;
+      v.job_id = job->id;
+      v.user = job->user;
+    }
+  }
+  return out;
+}
+
 void JobManager::Schedule() {
   if (shutting_down_) return;
   for (Scheduler::Placement& p : scheduler_.Place()) {
@@ -208,8 +248,10 @@ void JobManager::Schedule() {
     }
     job->device_slots = std::move(p.slots);
     job->cuda_visible_devices = std::move(p.cuda_visible_devices);
+    job->pending_reason.clear();
     Start(*job);
   }
+  UpdatePendingReasons();
 }
 
 void JobManager::Start(Job& job) {
@@ -250,7 +292,16 @@ void JobManager::OnChanged(const std::string& id, const Job& now) {
   Job* job = FindMutable(id);
   // The end comes with OnSupervisionEnded, which does more than copy.
   if (job == nullptr || IsFinal(job->state) || IsFinal(now.state)) return;
+  const JobState from = job->state;
+  Emit([&](JobEvents& e) { e.OnRecord(*job, now); });
+  std::vector<GpuSample> gpu_usage = std::move(job->gpu_usage);  // ltd's, not the record's
   *job = now;
+  job->gpu_usage = std::move(gpu_usage);
+  if (job->state != from) StateChanged(*job, from);
+}
+
+void JobManager::StateChanged(const Job& job, JobState from) {
+  Emit([&](JobEvents& e) { e.OnStateChanged(job, from); });
 }
 
 void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::string_view line) {
@@ -262,7 +313,10 @@ void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::s
 void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job) {
   Job* job = FindMutable(id);
   if (job == nullptr || IsFinal(job->state)) return;
+  const JobState from = job->state;
+  Emit([&](JobEvents& e) { e.OnRecord(*job, final_job); });
   *job = final_job;
+  StateChanged(*job, from);
   // The supervision saved the record unless it says otherwise; then ltd
   // does, now that nobody else writes it.
   if (!job->record_error.empty()) Persist(*job);
@@ -366,13 +420,20 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
   if (!job.started_at) job.started_at = cause.at;
   job.root_cause = std::move(cause);
   spdlog::info("job={} {} -> {}", job.id, ToString(job.state), ToString(state));
-  job.state = state;
+  const JobState from = std::exchange(job.state, state);
+  StateChanged(job, from);
   Persist(job);
   Ended(job);
 }
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  // Every process of the job is gone; a GPU some other process still holds
+  // is not reused until that one is gone too.
+  if (gpus_ != nullptr) {
+    for (int slot : gpus_->CheckReleased(job.device_slots)) scheduler_.SetUnavailable(slot, true);
+  }
+  job.gpu_usage.clear();
   if (job.master_port != 0 && LtdPicksPort(job.spec)) ports_in_use_.erase(job.master_port);
   if (auto it = supervised_.find(job.id); it != supervised_.end()) {
     // Not destroyed here: this may be its own call.
@@ -394,9 +455,27 @@ void JobManager::Ended(Job& job) {
   }
   for (auto& [oid, obs] : observers) obs->OnEnded(job);
   finished_.push_back(job.id);
+  OnDependencyEnded(job);
   Schedule();
   MaybeFinishShutdown(true);
   PruneFinished();  // last: it may drop `job` itself when nothing is kept
+}
+
+void JobManager::GpuClean(int slot) {
+  scheduler_.SetUnavailable(slot, false);
+  Schedule();
+}
+
+void JobManager::RefreshGpuUsage() {
+  if (gpus_ == nullptr) return;
+  for (const auto& [id, entry] : supervised_) {
+    Job* job = FindMutable(id);
+    if (job == nullptr || job->state != JobState::kRunning) continue;
+    job->gpu_usage.clear();
+    for (int slot : job->device_slots) {
+      if (auto u = gpus_->usage(slot)) job->gpu_usage.push_back(*u);
+    }
+  }
 }
 
 void JobManager::PruneFinished() {

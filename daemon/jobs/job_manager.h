@@ -17,7 +17,10 @@
 
 #include "absl/status/statusor.h"
 #include "clock.h"
+#include "dependencies.h"
+#include "gpu_pool.h"
 #include "job.h"
+#include "job_events.h"
 #include "job_log.h"
 #include "job_store.h"
 #include "scheduler.h"
@@ -38,6 +41,17 @@ class JobObserver {
   virtual ~JobObserver() = default;
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
   virtual void OnEnded(const Job& job) = 0;
+};
+
+// One device slot as `ltctl gpus` and the metrics see it.
+struct SlotView {
+  enum class State { kFree, kBusy, kQuarantined };
+  int slot = 0;
+  std::string gpu;  // its GPU index; "" for a logical slot
+  State state = State::kFree;
+  std::string job_id, user;                 // busy
+  std::optional<GpuQuarantine> quarantine;  // quarantined
+  std::optional<GpuSample> usage;           // the last sample, with NVML
 };
 
 struct ManagerConfig {
@@ -98,6 +112,20 @@ class JobManager {
 
   size_t running() const { return supervised_.size(); }
 
+  // Every device slot: free, busy (whose job) or quarantined.
+  std::vector<SlotView> Slots() const;
+
+  // GPUs checked free before reuse (gpu/gpu_pool.h); unset: no checks.
+  void SetGpuPool(GpuPool* pool) { gpus_ = pool; }
+  // A quarantined GPU slot is clean again: back in the pool.
+  void GpuClean(int slot);
+  // Copies the pool's last samples into each running job's gpu_usage.
+  void RefreshGpuUsage();
+  bool gpu_checks() const { return gpus_ != nullptr && gpus_->checks_on(); }
+
+  // Tells `events` (outliving the manager) what happens to jobs.
+  void AddEvents(JobEvents* events) { events_.push_back(events); }
+
  private:
   // A placed job: its supervision and the events it reports.
   struct Supervised;
@@ -122,6 +150,24 @@ class JobManager {
   void RetryUnsaved();
   void MaybeFinishShutdown(bool end_jobs);
   void PruneFinished();
+  // Tells every JobEvents that `job` went from `from` to its state now.
+  void StateChanged(const Job& job, JobState from);
+  // --after (job_dependencies.cc): resolves a submit's refs to the ids of
+  // jobs still to succeed; waits, queues or cancels jobs as those end.
+  absl::StatusOr<std::set<std::string>> ResolveAfter(const JobSpec& spec,
+                                                     std::vector<std::string>* ids) const;
+  // A PENDING job (new or recovered): waits for its --after jobs, is
+  // queued for devices, or is cancelled when one of them failed.
+  void WaitOrQueue(Job& job, uint64_t seq);
+  void OnDependencyEnded(const Job& job);
+  void ArmFailDependents();
+  void FailDependent(const std::string& id, const std::string& dependency);
+  // Every PENDING job's pending_reason, in words.
+  void UpdatePendingReasons();
+  template <typename F>
+  void Emit(F&& f) {
+    for (JobEvents* e : events_) f(*e);
+  }
 
   Clock& clock_;
   SupervisorHost& supervisors_;
@@ -141,11 +187,17 @@ class JobManager {
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};
   Scheduler scheduler_;
+  Dependencies deps_;
+  GpuPool* gpus_ = nullptr;
+  // Jobs whose --after job failed (id, dependency), cancelled on the timer.
+  std::vector<std::pair<std::string, std::string>> failed_dependents_;
+  Clock::TimerId fail_dependents_timer_ = 0;
   std::set<int> ports_in_use_;
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;
   std::function<void()> shutdown_done_;
+  std::vector<JobEvents*> events_;
 };
 
 }  // namespace ltd

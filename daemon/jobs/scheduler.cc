@@ -7,13 +7,21 @@
 namespace ltd {
 
 Scheduler::Scheduler(SchedulerConfig config)
-    : config_(std::move(config)), busy_(static_cast<size_t>(std::max(config_.slots, 0)), false) {}
+    : config_(std::move(config)),
+      busy_(static_cast<size_t>(std::max(config_.slots, 0)), false),
+      unavailable_(busy_.size(), false) {}
 
-absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user) const {
+void Scheduler::SetUnavailable(int slot, bool unavailable) {
+  if (slot >= 0 && static_cast<size_t>(slot) < unavailable_.size())
+    unavailable_[static_cast<size_t>(slot)] = unavailable;
+}
+
+absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user, size_t also_waiting) const {
   const int limit = config_.user_max_pending_jobs;
-  if (limit > 0 && pending(uid) >= static_cast<size_t>(limit)) {
+  const size_t waiting = pending(uid) + also_waiting;
+  if (limit > 0 && waiting >= static_cast<size_t>(limit)) {
     return absl::ResourceExhaustedError(
-        Cat("user ", user, " already has ", pending(uid),
+        Cat("user ", user, " already has ", waiting,
             " pending jobs, the limit of this ltd (--user-max-pending-jobs); wait for some to "
             "start or cancel them"));
   }
@@ -64,7 +72,7 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
     p.id = user.queue.front();
     const int devices = fits->second->devices;
     for (size_t i = 0; i < busy_.size() && static_cast<int>(p.slots.size()) < devices; ++i) {
-      if (busy_[i]) continue;
+      if (busy_[i] || unavailable_[i]) continue;
       busy_[i] = true;
       p.slots.push_back(static_cast<int>(i));
     }
@@ -113,13 +121,35 @@ void Scheduler::Release(const std::string& id) {
   held_.erase(held);
 }
 
+std::string Scheduler::WhyPending(const std::string& id) const {
+  auto q = queued_.find(id);
+  if (q == queued_.end()) return "";
+  const auto u = users_.find(q->second.uid);
+  if (u == users_.end()) return "";
+  const User& user = u->second;
+  if (config_.user_max_running_jobs > 0 && user.running >= config_.user_max_running_jobs) {
+    return Cat("user limit: ", user.running, " running");
+  }
+  if (!user.queue.empty() && user.queue.front() != id) {
+    return Cat("behind job ", user.queue.front(), " of the same user");
+  }
+  const int free = free_slots();
+  if (q->second.devices > free) {
+    return Cat("needs ", q->second.devices, q->second.devices == 1 ? " device, " : " devices, ",
+               free, " free");
+  }
+  return "waiting for its turn";
+}
+
 size_t Scheduler::pending(uid_t uid) const {
   auto it = users_.find(uid);
   return it == users_.end() ? 0 : it->second.queue.size();
 }
 
 int Scheduler::free_slots() const {
-  return static_cast<int>(std::count(busy_.begin(), busy_.end(), false));
+  int free = 0;
+  for (size_t i = 0; i < busy_.size(); ++i) free += !busy_[i] && !unavailable_[i] ? 1 : 0;
+  return free;
 }
 
 }  // namespace ltd

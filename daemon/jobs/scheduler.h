@@ -32,8 +32,9 @@ class Scheduler {
  public:
   explicit Scheduler(SchedulerConfig config);
 
-  // Whether `uid` may queue one more job (its pending limit).
-  absl::Status MayQueue(uid_t uid, const std::string& user) const;
+  // Whether `uid` may queue one more job (its pending limit), counting
+  // `also_waiting` jobs of its that wait elsewhere (for other jobs).
+  absl::Status MayQueue(uid_t uid, const std::string& user, size_t also_waiting = 0) const;
   // `seq` orders jobs by submission (ids count up).
   void Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices);
   // A pending job that will never start (cancelled). Running ones: Release.
@@ -51,6 +52,13 @@ class Scheduler {
   // A placed job ended: its slots are free and it no longer counts for its
   // user.
   void Release(const std::string& id);
+
+  // A slot out of use (its GPU is quarantined): not free, never placed on.
+  void SetUnavailable(int slot, bool unavailable);
+
+  // Why a pending job has not been placed, in words ("needs 4 devices, 2
+  // free"); "" for a job that is not pending here.
+  std::string WhyPending(const std::string& id) const;
 
   size_t pending(uid_t uid) const;
   size_t pending() const { return queued_.size(); }
@@ -72,6 +80,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   std::vector<bool> busy_;
+  std::vector<bool> unavailable_;
   std::map<std::string, Queued> queued_;          // pending, by id
   std::map<std::string, std::vector<int>> held_;  // placed, by id
   std::map<std::string, uid_t> owner_;            // placed, by id

@@ -1,0 +1,32 @@
+// What happens to jobs, told to whoever watches ltd from outside (systemd's
+// STATUS=, Prometheus metrics) without those watchers living inside the
+// job table. Called on the loop thread, in the middle of the table's work:
+// a listener reads what it is given, never calls back into the table, and
+// defers anything costly (a timer) to a later loop turn.
+#pragma once
+
+#include "job.h"
+
+namespace ltd {
+
+class JobEvents {
+ public:
+  virtual ~JobEvents() = default;
+  // A job was queued (it is PENDING).
+  virtual void OnSubmitted(const Job& job) { (void)job; }
+  // job.state is the new state; `from` the one before.
+  virtual void OnStateChanged(const Job& job, JobState from) {
+    (void)job;
+    (void)from;
+  }
+  // A placed job's supervisor sent its record: what ltd had, and what it
+  // has now (before OnStateChanged, when the state changed too). What
+  // happened in between (an attempt torn down, a hang verdict, a restart)
+  // is in the difference; records may coalesce several changes.
+  virtual void OnRecord(const Job& before, const Job& now) {
+    (void)before;
+    (void)now;
+  }
+};
+
+}  // namespace ltd

@@ -1,0 +1,150 @@
+// Metrics end to end: a real ltd with --metrics-listen, scraped over HTTP
+// by a real client (curl), the text parsed; counters move as jobs fail,
+// restart and hang.
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+// Sample values by series ("name{labels}" as served), from the text format.
+std::map<std::string, double> Parse(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+class Metrics : public E2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override {
+    return {"--metrics-listen", "127.0.0.1:0", "--restart-backoff", "100ms"};
+  }
+  void SetUp() override {
+    E2E::SetUp();
+    // ltd answers on its socket a moment before it serves metrics.
+    const std::regex served("metrics on (http://127\\.0\\.0\\.1:[0-9]+/metrics)");
+    std::smatch m;
+    std::string log;
+    ASSERT_TRUE(WaitFor([&] { return std::regex_search(log = d_.log(), m, served); }, 10s)) << log;
+    url_ = m[1];
+    CmdResult curl = RunCommand({"/bin/sh", "-c", "command -v curl"}, {}, 10s);
+    if (curl.exit_code != 0) GTEST_SKIP() << "curl is not installed (apt-get install curl)";
+    curl_ = curl.out.substr(0, curl.out.find('\n'));
+  }
+  std::map<std::string, double> Scrape() {
+    CmdResult r = RunCommand({curl_, "-sS", "--fail", "--max-time", "10", url_}, {}, 20s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    last_ = r.out;
+    return Parse(r.out);
+  }
+  // Scrapes until `series` has `value` (gauges follow within a second).
+  bool WaitForSample(const std::string& series, double value) {
+    return WaitFor(
+        [&] {
+          auto s = Scrape();
+          return s.count(series) != 0 && s[series] == value;
+        },
+        15s);
+  }
+  std::string url_;
+  std::string curl_;
+  std::string last_;
+};
+
+std::string Me() {
+  passwd* pw = getpwuid(getuid());
+  return pw != nullptr ? pw->pw_name : std::to_string(getuid());
+}
+
+TEST_F(Metrics, CountersMoveAsJobsFailRestartAndHang) {
+  auto before = Scrape();
+  EXPECT_EQ(before["ltd_job_restarts_total"], 0) << last_;
+  EXPECT_EQ(before["ltd_hangs_total"], 0);
+  EXPECT_EQ(before["ltd_slots{state=\"free\"}"], 8);
+  EXPECT_EQ(before["ltd_failure_to_teardown_seconds_count"], 0);
+
+  // A running job: gauges per state, per user, slots.
+  const std::string running = SubmitDetached({"--devices", "3", "--", kChild, "hang"});
+  EXPECT_TRUE(WaitForSample("ltd_user_running_ranks{user=\"" + Me() + "\"}", 3)) << last_;
+  EXPECT_TRUE(WaitForSample("ltd_jobs{state=\"RUNNING\"}", 1)) << last_;
+  EXPECT_TRUE(WaitForSample("ltd_slots{state=\"busy\"}", 3)) << last_;
+  EXPECT_GE(Scrape()["ltd_submit_to_running_seconds_count"], 1);
+  EXPECT_EQ(d_.Ctl({"kill", running}).exit_code, 0);
+  d_.WaitEnded(running);
+
+  // Fails, restarts once, fails again.
+  const std::string failing = SubmitDetached(
+      {"--devices", "2", "--max-restarts", "1", "--", kChild, "--rank", "1", "exit:3", "hang"});
+  EXPECT_EQ(d_.WaitEnded(failing)["state"], "FAILED");
+  // A hang: one beat, then none within the timeout.
+  const std::string hung = SubmitDetached(
+      {"--devices", "1", "--heartbeat-timeout", "300ms", "--", kChild, "beat:1:10,hang"});
+  EXPECT_EQ(d_.WaitEnded(hung)["root_cause"]["reason"], "hang");
+
+  auto after = Scrape();
+  EXPECT_EQ(after["ltd_job_restarts_total"], 1) << last_;
+  EXPECT_EQ(after["ltd_hangs_total"], 1) << last_;
+  EXPECT_EQ(after["ltd_jobs_ended_total{reason=\"exited\",state=\"FAILED\"}"], 1) << last_;
+  EXPECT_EQ(after["ltd_jobs_ended_total{reason=\"hang\",state=\"FAILED\"}"], 1) << last_;
+  EXPECT_EQ(after["ltd_jobs_ended_total{reason=\"cancelled\",state=\"CANCELLED\"}"], 1) << last_;
+  EXPECT_EQ(after["ltd_deadline_to_verdict_seconds_count"], 1) << last_;
+  // Teardowns: the cancel, the failure's two attempts, the hang.
+  EXPECT_EQ(after["ltd_failure_to_teardown_seconds_count"], 4) << last_;
+  EXPECT_EQ(after["ltd_submit_to_running_seconds_count"], 3) << last_;
+  EXPECT_TRUE(WaitForSample("ltd_jobs{state=\"FAILED\"}", 2)) << last_;
+  EXPECT_TRUE(WaitForSample("ltd_slots{state=\"free\"}", 8)) << last_;
+  EXPECT_EQ(Scrape().count("ltd_user_running_ranks{user=\"" + Me() + "\"}"), 0u) << last_;
+  EXPECT_EQ(last_.find("id=\""), std::string::npos) << "a job id as a label";
+}
+
+TEST(MetricsOptions, OffByDefaultAndABadAddressIsOneLine) {
+  {
+    Daemon d;
+    ASSERT_TRUE(d.Start()) << d.log();
+    EXPECT_EQ(d.log().find("metrics on"), std::string::npos);
+    d.Stop();
+  }
+  // A port already taken.
+  const int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t len = sizeof addr;
+  getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  Daemon d;
+  // Its socket may answer before it gets to the metrics: whether Start()
+  // saw it up or not, it must say why and exit 1.
+  (void)d.Start({"--metrics-listen", "127.0.0.1:" + port});
+  EXPECT_TRUE(WaitFor(
+      [&] { return d.log().find("choose another --metrics-listen") != std::string::npos; }, 10s))
+      << d.log();
+  EXPECT_NE(d.log().find("ltd: cannot serve metrics on 127.0.0.1:" + port), std::string::npos)
+      << d.log();
+  if (d.pid() > 0) {
+    EXPECT_EQ(d.Stop(), 1) << d.log();
+  }
+  close(taken);
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+}
+
+}  // namespace
+}  // namespace ltd::test
