@@ -60,7 +60,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Mi
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+  // Always a host name or address: the endpoint comes from a user, and a
+  // gRPC target such as "unix:..." or "unix-abstract:..." would have a
+  // root supervisor speak to a local service's socket on their behalf.
+  auto channel =
+      grpc::CreateCustomChannel("dns:///" + endpoint, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
     return absl::UnavailableError("cannot reach etcd at " + endpoint + " within " +
                                   std::to_string(timeout.count()) + " ms");

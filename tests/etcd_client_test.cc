@@ -3,8 +3,13 @@
 #include "etcd_client.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <filesystem>
 #include <mutex>
 
 #include "etcd_server.h"
@@ -124,6 +129,26 @@ TEST(EtcdClientUnreachable, ConnectFailsWithinItsTimeout) {
   auto c = etcd::Client::Connect("127.0.0.1:" + std::to_string(test::FreeTcpPort()), 300ms);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("cannot reach etcd"), std::string::npos);
+}
+
+// A user's endpoint is a host and port, never a gRPC target of another
+// kind: a supervisor runs as root, and "unix:PATH" would have it speak to
+// a local service's socket for the user.
+TEST(EtcdClientUnreachable, AUnixSocketTargetIsNotFollowed) {
+  char dir_tmpl[] = "/tmp/etcd-unix.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const std::string path = std::string(dir_tmpl) + "/s.sock";
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  auto c = etcd::Client::Connect("unix:" + path, 500ms);
+  EXPECT_FALSE(c.ok()) << "connected to a Unix socket";
+  close(fd);
+  std::filesystem::remove_all(dir_tmpl);
 }
 
 TEST(RdzvUrl, Parses) {
