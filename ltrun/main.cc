@@ -141,8 +141,17 @@ void PrintEnd(const Job& job) {
   std::fflush(stdout);
   if (job.state == JobState::kSucceeded) return;
   const std::string why = job.root_cause ? job.root_cause->message : "";
-  std::fprintf(stderr, "ltrun: job %s: %s (exit code %d)\n",
-               std::string(ToString(job.state)).c_str(),
+  // On one node of several, which node, and the failed rank's global RANK.
+  std::string where;
+  if (const NodeSpec& nodes = job.spec.nodes; IsMultiNode(nodes) && NodeRankOf(nodes) >= 0) {
+    where = Cat(" on node ", NodeRankOf(nodes), " of ", nodes.nnodes);
+    const RootCause* cause = job.root_cause ? &*job.root_cause : nullptr;
+    if (cause != nullptr && cause->rank >= 0 && cause->node < 0) {
+      where += Cat(" (global rank ", NodeRankOf(nodes) * job.spec.devices + cause->rank, ")");
+    }
+  }
+  std::fprintf(stderr, "ltrun: job %s%s: %s (exit code %d)\n",
+               std::string(ToString(job.state)).c_str(), where.c_str(),
                DisplayEscape(why, Controls::kEscape).c_str(), job.exit_code.value_or(1));
   if (!job.hang_report) return;
   const HangReport& report = *job.hang_report;
