@@ -37,7 +37,7 @@ def check_environment():
         problems.append(f"WORLD_SIZE {env_int('WORLD_SIZE')} != {nodes} * {local_world}")
     if env_int("ROLE_RANK") != rank or env_int("ROLE_WORLD_SIZE") != env_int("WORLD_SIZE"):
         problems.append("ROLE_RANK/ROLE_WORLD_SIZE differ from RANK/WORLD_SIZE")
-    if env_int("NODE_RANK") != node:
+    if "NODE_RANK" in os.environ and env_int("NODE_RANK") != node:  # ltd's; torchrun sets none
         problems.append("NODE_RANK differs from GROUP_RANK")
     # Lightning's TorchElasticEnvironment.detect(): older releases ask for
     # these four variables, newer ones torch.distributed.is_torchelastic_launched()

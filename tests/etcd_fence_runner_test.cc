@@ -1,0 +1,206 @@
+// The runner's side of a multi-node run with a fake fence, a fake launcher
+// and a fake clock: its own root cause goes out with its node, another
+// node's tears it down (remote_failure), a consequence takes the run's
+// cause, restarts wait for every node. No etcd, no process, no sleep.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "fakes.h"
+#include "job_runner.h"
+
+namespace ltd::test {
+namespace {
+
+class FakeFence final : public RunFence {
+ public:
+  void SetEvents(RunFenceEvents* e) override { events = e; }
+  void Publish(int attempt, const RootCause& cause) override {
+    published.emplace_back(attempt, cause);
+  }
+  void SetState(JobState state, const std::optional<RootCause>&) override {
+    states.push_back(state);
+  }
+  void BeginAttempt(int attempt, std::function<void(absl::Status)> ready) override {
+    barriers.push_back(attempt);
+    this->ready = std::move(ready);
+  }
+  RunFenceEvents* events = nullptr;
+  std::vector<std::pair<int, RootCause>> published;
+  std::vector<JobState> states;
+  std::vector<int> barriers;
+  std::function<void(absl::Status)> ready;
+};
+
+class Events final : public SupervisionEvents {
+ public:
+  void OnChanged(const Job&, bool) override {}
+  void OnOutput(int, Stream, std::string_view line) override { lines.emplace_back(line); }
+  void OnEnded(const Job& job) override { ended = job; }
+  void OnLost(std::string) override {}
+  std::vector<std::string> lines;
+  std::optional<Job> ended;
+};
+
+class FenceRunnerTest : public ::testing::Test {
+ protected:
+  FenceRunnerTest() {
+    char tmpl[] = "/tmp/ltd-fence.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
+  }
+  ~FenceRunnerTest() override {
+    runner_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // Node `node` of 2, 2 ranks each.
+  void Start(int node, int max_restarts = 0) {
+    Job job;
+    job.id = "1";
+    job.spec.devices = 2;
+    job.spec.argv = {"/bin/true"};
+    job.spec.cwd = "/";
+    job.spec.uid = getuid();
+    job.spec.gid = getgid();
+    job.spec.grace = Millis(1000);
+    job.spec.max_restarts = max_restarts;
+    job.spec.nodes.nnodes = 2;
+    job.spec.nodes.node_rank = node;
+    job.spec.nodes.rdzv = "etcd://127.0.0.1:2379";
+    job.master_port = 29500;
+    ASSERT_TRUE(store_->CreateJobDir(job.id, job.spec.uid, job.spec.gid).ok());
+    RunnerConfig config;
+    config.restart_backoff = Millis(0);
+    runner_ =
+        std::make_unique<JobRunner>(clock_, launcher_, *store_, nullptr, config, job, events_);
+    runner_->SetFence(&fence_);
+    runner_->Start();
+  }
+  RootCause Remote(int node, int rank, CauseReason reason = CauseReason::kExited, int code = 3) {
+    RootCause c;
+    c.node = node;
+    c.rank = rank;
+    c.reason = reason;
+    c.exit_code = code;
+    c.message = "rank " + std::to_string(rank) + " exited with code " + std::to_string(code);
+    return c;
+  }
+
+  std::string dir_;
+  std::unique_ptr<JobStore> store_;
+  FakeClock clock_;
+  FakeLauncher launcher_{clock_};
+  FakeFence fence_;
+  Events events_;
+  std::unique_ptr<JobRunner> runner_;
+};
+
+TEST_F(FenceRunnerTest, OwnRootCauseGoesToTheRunWithItsNode) {
+  Start(1);
+  ASSERT_EQ(fence_.events, runner_.get());
+  EXPECT_EQ(fence_.states, std::vector<JobState>{JobState::kRunning});
+  launcher_.Exit("1", 1, 3);
+  ASSERT_EQ(fence_.published.size(), 1u);
+  EXPECT_EQ(fence_.published[0].first, 0);
+  EXPECT_EQ(fence_.published[0].second.node, 1);
+  EXPECT_EQ(fence_.published[0].second.rank, 1);
+  // The run's cause comes back: it is this node's own, nothing changes.
+  runner_->OnRunCause(0, fence_.published[0].second);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kExited);
+  EXPECT_EQ(events_.ended->exit_code, 3);
+  EXPECT_EQ(fence_.states.back(), JobState::kFailed);
+}
+
+TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDown) {
+  Start(0);
+  runner_->OnRunCause(0, Remote(1, 1));
+  EXPECT_EQ(launcher_.Signalled(15).size(), 2u);
+  EXPECT_TRUE(fence_.published.empty());  // a remote cause is not sent back
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(events_.ended);
+  const RootCause& c = *events_.ended->root_cause;
+  EXPECT_EQ(c.reason, CauseReason::kRemoteFailure);
+  EXPECT_EQ(c.node, 1);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.message, "node 1 rank 3: rank 1 exited with code 3");
+  EXPECT_EQ(events_.ended->exit_code, 3);
+  EXPECT_EQ(events_.ended->state, JobState::kFailed);
+}
+
+TEST_F(FenceRunnerTest, ACauseOfAnotherAttemptIsIgnored) {
+  Start(0);
+  runner_->OnRunCause(1, Remote(1, 0));
+  EXPECT_TRUE(launcher_.Signalled(15).empty());
+  EXPECT_FALSE(events_.ended);
+}
+
+TEST_F(FenceRunnerTest, AConsequenceHereTakesTheRunsCause) {
+  Start(0);
+  // gloo noticed the dead peer first: a rank here fails as a consequence.
+  launcher_.Exit("1", 0, 1);
+  ASSERT_EQ(fence_.published.size(), 1u);
+  // The run's first cause was node 1's.
+  runner_->OnRunCause(0, Remote(1, 1));
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kRemoteFailure);
+  EXPECT_EQ(events_.ended->root_cause->node, 1);
+}
+
+TEST_F(FenceRunnerTest, RestartsWaitForEveryNode) {
+  Start(0, /*max_restarts=*/1);
+  runner_->OnRunCause(0, Remote(1, 1));
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_EQ(fence_.barriers, std::vector<int>{1});
+  EXPECT_EQ(launcher_.procs.size(), 2u);  // nothing started before every node is ready
+  EXPECT_EQ(runner_->job().attempts[0].root_cause->node, 1);
+  fence_.ready(absl::OkStatus());
+  EXPECT_EQ(launcher_.procs.size(), 4u);
+  EXPECT_EQ(runner_->job().restart_count, 1);
+}
+
+TEST_F(FenceRunnerTest, ARestartTheOtherNodesRefuseEndsTheJob) {
+  Start(0, 1);
+  launcher_.Exit("1", 0, 2);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(fence_.ready);
+  fence_.ready(absl::AbortedError("node 1 of run r ended (CANCELLED)"));
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->exit_code, 2);
+  EXPECT_NE(events_.lines.back().find("does not restart: node 1 of run r ended"),
+            std::string::npos);
+}
+
+TEST_F(FenceRunnerTest, ACancelOnAnotherNodeIsNoRestart) {
+  Start(0, 1);
+  runner_->OnRunCause(0, Remote(1, -1, CauseReason::kCancelled, 0));
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  EXPECT_TRUE(fence_.barriers.empty());
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->exit_code, 130);
+}
+
+TEST_F(FenceRunnerTest, KillWhileWaitingForTheOtherNodes) {
+  Start(0, 1);
+  launcher_.Exit("1", 0, 2);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(fence_.ready);
+  ASSERT_TRUE(runner_->Kill(0, "stop").ok());
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->state, JobState::kCancelled);
+  fence_.ready(absl::OkStatus());  // too late: nothing starts
+  EXPECT_EQ(launcher_.procs.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ltd::test
