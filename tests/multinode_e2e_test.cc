@@ -20,7 +20,7 @@ const std::string kTrain = std::string(LT_TEST_RANKS_DIR) + "/multinode_train.py
 
 bool HasTorch() {
   static const bool has =
-      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 60s).exit_code == 0;
+      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 300s).exit_code == 0;
   return has;
 }
 

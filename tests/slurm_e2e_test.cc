@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "harness.h"
 
@@ -31,7 +32,7 @@ std::string LtrunPath() { return LtdPath().substr(0, LtdPath().rfind('/')) + "/l
 
 bool HasTorch() {
   static const bool has =
-      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 60s).exit_code == 0;
+      RunCommand({kPython, "-c", "import torch.distributed"}, {}, 300s).exit_code == 0;
   return has;
 }
 
@@ -93,15 +94,30 @@ class Slurm : public ::testing::Test {
 // gloo job of 2 x 2 ranks, numbered as torchrun does, run id from Slurm.
 TEST_F(Slurm, TheSbatchExampleRunsCleanOnTwoNodes) {
   const std::string out = dir_ + "/out.txt";
-  CmdResult r = RunCommand({"/usr/bin/sbatch", "--wait", "--nodes=2", "--output=" + out, kSbatch,
-                            kPython, kTrain, "--steps", "5"},
-                           {conf_, marker_, "LTRUN=" + LtrunPath(), "DEVICES_PER_NODE=2"}, 240s);
+  // Not `sbatch --wait`, which polls at growing intervals: the job's state, every 200 ms.
+  CmdResult r = RunCommand({"/usr/bin/sbatch", "--parsable", "--nodes=2", "--output=" + out,
+                            kSbatch, kPython, kTrain, "--steps", "5"},
+                           {conf_, marker_, "LTRUN=" + LtrunPath(), "DEVICES_PER_NODE=2"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string job = r.out.substr(0, r.out.find_first_of(";\n"));
+  std::string state;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        state = RunCommand({"/usr/bin/scontrol", "show", "job", job}, {conf_}, 30s).out;
+        const bool ended = state.find("JobState=COMPLETED") != std::string::npos ||
+                           state.find("JobState=FAILED") != std::string::npos ||
+                           state.find("JobState=CANCELLED") != std::string::npos;
+        if (!ended) std::this_thread::sleep_for(200ms);  // scontrol is an RPC: not every ms
+        return ended;
+      },
+      240s));
   std::string output;
   {
     std::ifstream in(out);
     output.assign(std::istreambuf_iterator<char>(in), {});
   }
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << output;
+  EXPECT_NE(state.find("JobState=COMPLETED"), std::string::npos) << state << output;
+  EXPECT_NE(state.find("ExitCode=0:0"), std::string::npos) << state << output;
   const std::regex line(
       R"(\[(\d)\] multinode ok rank=(\d) world=4 node=(\d) local=(\d) run=slurm-(\d+)\.0)");
   std::set<std::string> ranks;
