@@ -42,6 +42,9 @@ class CgroupContainment final : public Containment {
   std::string RankCgroup(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
+    reaper_.LeaveAlone(std::move(is_rank));
+  }
 
   const std::string& run_dir() const { return run_dir_; }
   std::string JobDir(const std::string& job_id) const;
