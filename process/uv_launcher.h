@@ -32,6 +32,7 @@ class UvLauncher final : public ProcessLauncher {
   std::optional<int> StopSignal(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  void ReadHeartbeats() override { control_->ReadNow(); }
 
   size_t live_children() const { return children_.size(); }
   const ControlReader& control() const { return *control_; }
