@@ -28,11 +28,13 @@ namespace ltd {
 class CgroupContainment final : public Containment {
  public:
   // Makes `base`/`run` (base is normally <own cgroup>/ltd-<tag>) and proves
-  // a child process can join a cgroup in it. Fails with the call, path and
+  // a child process can join a cgroup in it, unless `proven` (ltd proved it
+  // in the same base for its supervisors). Fails with the call, path and
   // errno when cgroups cannot be used here.
   static absl::StatusOr<std::unique_ptr<CgroupContainment>> Create(uv_loop_t* loop,
                                                                    const std::string& base,
-                                                                   const std::string& run);
+                                                                   const std::string& run,
+                                                                   bool proven = false);
   ~CgroupContainment() override;  // removes the run cgroup, and base if empty
   CgroupContainment(const CgroupContainment&) = delete;
   CgroupContainment& operator=(const CgroupContainment&) = delete;

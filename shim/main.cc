@@ -85,7 +85,9 @@ int Run(const Options& opt) {
   Loop loop;
   UvClock clock(loop.get());
   const ContainmentPlan plan = PlanContainment(*store, SupervisorInstance(opt.job));
-  auto containment = SetUpContainment(loop.get(), opt.containment, plan);
+  // ltd proved the mode it names before it started us.
+  auto containment =
+      SetUpContainment(loop.get(), opt.containment, plan, /*proven=*/opt.ltd_fd >= 0);
   if (!containment.ok()) {
     spdlog::critical("job={} {}", opt.job, std::string(containment.status().message()));
     return 1;
@@ -138,9 +140,9 @@ int Run(const Options& opt) {
           h.get(),
           [](uv_signal_t* handle, int s) {
             auto* r = static_cast<JobRunner*>(handle->data);
-            spdlog::warn("job={} {} received: tearing the job down", r->job().id,
-                         sigabbrev_np(s));
-            (void)r->Kill(0, std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
+            spdlog::warn("job={} {} received: tearing the job down", r->job().id, sigabbrev_np(s));
+            (void)r->Kill(0,
+                          std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
           },
           signum);
       signals.push_back(std::move(h));
