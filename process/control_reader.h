@@ -2,13 +2,13 @@
 // their own, which the loop watches as one fd: a wakeup reads every fd that
 // is ready. Past kCoalesceAbove reads a second the loop stops watching the
 // set and a timer reads whatever is ready instead, every 0.5 ms per fd
-// (1 ms to kMaxBatchDelay), so that many ranks' beats come in one wakeup,
+// (1 ms to kMaxBatchDelayMs), so that many ranks' beats come in one wakeup,
 // and, with many ranks, several beats of a rank in one read: a read costs
 // a system call, and 1,000 ranks beating 10 times a second would cost
 // 10,000 of them a second, read one beat each. Reads stay near
 // kCoalesceAbove a second however many ranks beat, the loop never blocks
 // (exits, output and timers go on meanwhile), and a beat is read at most
-// kMaxBatchDelay late; whoever judges a deadline calls ReadNow first.
+// kMaxBatchDelayMs late; whoever judges a deadline calls ReadNow first.
 // The mode is chosen once a second, back to readiness only well below the
 // threshold; switching costs one epoll_ctl of the set, whose size the
 // kernel walks, so it is never done per batch.

@@ -77,7 +77,7 @@ class ProcessLauncher {
 
   // Delivers (on_control) every heartbeat byte that has arrived and not
   // been delivered yet: a launcher may read heartbeats in batches, late by
-  // up to ControlReader::kMaxBatchDelay, and a watchdog must not judge a
+  // up to ControlReader::kMaxBatchDelayMs, and a watchdog must not judge a
   // rank on beats still waiting in a socket.
   virtual void ReadHeartbeats() {}
 };
