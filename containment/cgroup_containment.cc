@@ -80,21 +80,23 @@ struct CgroupContainment::Waiter {
 };
 
 absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
-    uv_loop_t* loop, const std::string& base, const std::string& run) {
+    uv_loop_t* loop, const std::string& base, const std::string& run, bool proven) {
   if (absl::Status s = MakeDir(base); !s.ok()) return s;
   const std::string run_dir = base + "/" + run;
   if (absl::Status s = MakeDir(run_dir); !s.ok()) {
     rmdir(base.c_str());  // only if empty: a predecessor's leftovers stay for the sweep
     return s;
   }
-  const std::string probe = run_dir + "/probe";
-  absl::Status s = MakeDir(probe);
-  if (s.ok()) s = ProbeJoin(probe);
-  rmdir(probe.c_str());
-  if (!s.ok()) {
-    rmdir(run_dir.c_str());
-    rmdir(base.c_str());
-    return s;
+  if (!proven) {
+    const std::string probe = run_dir + "/probe";
+    absl::Status s = MakeDir(probe);
+    if (s.ok()) s = ProbeJoin(probe);
+    rmdir(probe.c_str());
+    if (!s.ok()) {
+      rmdir(run_dir.c_str());
+      rmdir(base.c_str());
+      return s;
+    }
   }
   // Not required (cgroup.kill reaches orphans wherever they are
   // reparented), but it keeps orphans' zombies ltd's to reap rather than

@@ -28,11 +28,13 @@ namespace ltd {
 class CgroupContainment final : public Containment {
  public:
   // Makes `base`/`run` (base is normally <own cgroup>/ltd-<tag>) and proves
-  // a child process can join a cgroup in it. Fails with the call, path and
+  // a child process can join a cgroup in it, unless `proven` (ltd proved it
+  // in the same base for its supervisors). Fails with the call, path and
   // errno when cgroups cannot be used here.
   static absl::StatusOr<std::unique_ptr<CgroupContainment>> Create(uv_loop_t* loop,
                                                                    const std::string& base,
-                                                                   const std::string& run);
+                                                                   const std::string& run,
+                                                                   bool proven = false);
   ~CgroupContainment() override;  // removes the run cgroup, and base if empty
   CgroupContainment(const CgroupContainment&) = delete;
   CgroupContainment& operator=(const CgroupContainment&) = delete;
@@ -42,6 +44,9 @@ class CgroupContainment final : public Containment {
   std::string RankCgroup(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
+    reaper_.LeaveAlone(std::move(is_rank));
+  }
 
   const std::string& run_dir() const { return run_dir_; }
   std::string JobDir(const std::string& job_id) const;

@@ -33,6 +33,10 @@ class Containment {
   virtual void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) = 0;
   // on_empty once nothing of the job is left; later, never re-entrantly.
   virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+  // The launcher reaps the ranks it spawned; a containment that reaps
+  // adopted orphans must leave the pids `is_rank` names alone, or a rank's
+  // exit status would be lost. Set once, before the first spawn.
+  virtual void LeaveToLauncher(std::function<bool(pid_t)> is_rank) { (void)is_rank; }
 };
 
 }  // namespace ltd

@@ -107,12 +107,13 @@ int KillInstance(const ContainmentPlan& plan, const std::string& instance) {
 
 absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
                                                               const std::string& mode,
-                                                              const ContainmentPlan& plan) {
+                                                              const ContainmentPlan& plan,
+                                                              bool proven) {
   const std::string& base = plan.cgroup_base;
   if (mode == "cgroup" || mode == "auto") {
     absl::Status why = plan.cgroup_error;
     if (!base.empty()) {
-      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance);
+      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance, proven);
       if (cg.ok()) {
         spdlog::info("containment: cgroup, jobs under {}", (*cg)->run_dir());
         return std::unique_ptr<Containment>(std::move(*cg));

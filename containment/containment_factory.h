@@ -56,10 +56,13 @@ int KillInstance(const ContainmentPlan& plan, const std::string& instance);
 // Builds the containment. `mode`: "auto", "cgroup", "subreaper" or
 // "process-group". Fails, with a one-line message that says what to do,
 // when the mode asked for cannot be had; "auto" falls back instead and
-// logs why.
+// logs why. `proven`: whoever chose `mode` (ltd, for a supervisor) found it
+// working on this state dir's cgroup base, so it is not probed again (a
+// fork and a cgroup, some milliseconds of every job's start).
 absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
                                                               const std::string& mode,
-                                                              const ContainmentPlan& plan);
+                                                              const ContainmentPlan& plan,
+                                                              bool proven = false);
 
 // Both steps, without a guardian.
 absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,

@@ -65,6 +65,7 @@ void AdoptedChildReaper::ReapNow() {
   const pid_t own_session = getsid(0);
   for (const ProcEntry& e : ListProcesses()) {
     if (e.ppid != self || e.state != 'Z' || libuv_pids.count(e.pid) != 0) continue;
+    if (is_rank_ && is_rank_(e.pid)) continue;
     if (e.session == own_session) continue;
     int status = 0;
     pid_t rc;

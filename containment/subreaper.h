@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "uv_handle.h"
@@ -17,14 +18,15 @@ namespace ltd {
 // prctl(PR_SET_CHILD_SUBREAPER) on this process.
 absl::Status BecomeChildSubreaper();
 
-// Reaps ltd's zombie children that libuv did not spawn: descendants that
-// were reparented to ltd. libuv waitpid()s only the pids of its own
-// uv_process_t handles, so this never calls waitpid(-1), which would take
-// a rank's exit status away from libuv; it waits for exactly the zombies
-// it finds whose pid no process handle of the loop holds, and that are
-// outside ltd's own session: every rank starts a new session, so no job
-// process can be in ltd's, while helpers ltd forks itself (gdb for a hang
-// report) are, and their forker waits for them.
+// Reaps ltd's zombie children that it did not spawn: descendants that
+// were reparented to ltd. The launcher reaps its ranks itself (and libuv
+// the pids of its uv_process_t handles), so this never calls waitpid(-1),
+// which would take a rank's exit status away from them; it waits for
+// exactly the zombies it finds that are neither the launcher's (`is_rank`)
+// nor a process handle's of the loop, and that are outside ltd's own
+// session: every rank starts a new session, so no job process can be in
+// ltd's, while helpers ltd forks itself (gdb for a hang report) are, and
+// their forker waits for them.
 class AdoptedChildReaper {
  public:
   // Starts watching SIGCHLD; destruction closes its handles.
@@ -32,6 +34,8 @@ class AdoptedChildReaper {
   AdoptedChildReaper(const AdoptedChildReaper&) = delete;
   AdoptedChildReaper& operator=(const AdoptedChildReaper&) = delete;
 
+  // The pids of children the launcher reaps itself.
+  void LeaveAlone(std::function<bool(pid_t)> is_rank) { is_rank_ = std::move(is_rank); }
   // One pass now: reaps every adopted zombie there is.
   void ReapNow();
   uint64_t reaped() const { return reaped_; }
@@ -40,6 +44,7 @@ class AdoptedChildReaper {
   uv_loop_t* loop_;
   UvPtr<uv_signal_t> sigchld_;
   UvPtr<uv_timer_t> soon_;  // armed: a reap pass is due on the next turn
+  std::function<bool(pid_t)> is_rank_;
   uint64_t reaped_ = 0;
 };
 

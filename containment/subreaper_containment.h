@@ -35,6 +35,9 @@ class SubreaperContainment final : public Containment {
   std::string RankCgroup(const std::string&, int) override { return ""; }
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
+    reaper_.LeaveAlone(std::move(is_rank));
+  }
 
  private:
   struct Waiter;

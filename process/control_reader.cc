@@ -63,8 +63,14 @@ void ControlReader::Watch() {
   });
 }
 
+uint64_t ControlReader::TickMs() const {
+  const uint64_t ms = entries_.size() * 1000 / kCoalesceAbove;
+  return std::clamp<uint64_t>(ms, 1, kMaxBatchDelayMs);
+}
+
 void ControlReader::Tick() {
   ticking_ = true;
+  tick_ms_ = TickMs();
   uv_poll_stop(&handles_->poll);
   uv_timer_start(
       &handles_->tick,
@@ -72,7 +78,7 @@ void ControlReader::Tick() {
         auto* hs = static_cast<Handles*>(t->data);
         if (hs->owner != nullptr) hs->owner->ReadBatch();
       },
-      1, 1);
+      tick_ms_, tick_ms_);
 }
 
 absl::StatusOr<ControlReader::Id> ControlReader::Add(Fd fd, OnData on_data) {
@@ -91,23 +97,33 @@ absl::StatusOr<ControlReader::Id> ControlReader::Add(Fd fd, OnData on_data) {
 
 void ControlReader::ReadBatch() {
   ++wakeups_;
-  epoll_event events[256];
-  const int n = epoll_wait(epoll_.get(), events, 256, 0);
-  for (int i = 0; i < n; ++i) {
-    auto it = entries_.find(events[i].data.u64);
-    if (it == entries_.end()) continue;
-    if (!ReadAll(it->second)) Remove(it);
+  constexpr int kMax = 256;
+  epoll_event events[kMax];
+  // After a batch delay every fd of a large job may be ready: take them
+  // all (each is reported once, so the rounds are bounded).
+  for (size_t rounds = entries_.size() / kMax + 1; rounds > 0; --rounds) {
+    const int n = epoll_wait(epoll_.get(), events, kMax, 0);
+    for (int i = 0; i < n; ++i) {
+      auto it = entries_.find(events[i].data.u64);
+      if (it == entries_.end()) continue;
+      if (!ReadAll(it->second)) Remove(it);
+    }
+    window_reads_ += static_cast<uint64_t>(std::max(n, 0));
+    if (n < kMax) break;
   }
-  window_reads_ += static_cast<uint64_t>(std::max(n, 0));
   const uint64_t now = uv_now(loop_);
   if (now - window_start_ms_ < 1000) return;
-  const bool busy = window_reads_ > kCoalesceAbove;
+  // Batching keeps reads near the threshold: back to readiness only once
+  // they fall well below it, or the modes would take turns.
+  const uint64_t reads = window_reads_;
   window_reads_ = 0;
   window_start_ms_ = now;
-  if (busy && !ticking_) {
+  if (!ticking_ && reads > kCoalesceAbove) {
     Tick();
-  } else if (!busy && ticking_) {
+  } else if (ticking_ && reads < kCoalesceAbove / 8) {
     Watch();
+  } else if (ticking_ && TickMs() != tick_ms_) {
+    Tick();  // ranks came or went
   }
 }
 

@@ -74,6 +74,12 @@ class ProcessLauncher {
   // BeginJob made. Kills nothing by itself. `on_empty` always runs later
   // from the loop, never from within EndJob.
   virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+
+  // Delivers (on_control) every heartbeat byte that has arrived and not
+  // been delivered yet: a launcher may read heartbeats in batches, late by
+  // up to ControlReader::kMaxBatchDelayMs, and a watchdog must not judge a
+  // rank on beats still waiting in a socket.
+  virtual void ReadHeartbeats() {}
 };
 
 // Gathers a hung rank's stack (gdb), off the loop thread. `done` runs on

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include "exec_spec.h"
 #include "fd.h"
 #include "pidfd.h"
+#include "posix_error.h"
 #include "process_scan.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -34,8 +36,8 @@ struct UvLauncher::Pipe {
 
 struct UvLauncher::Child {
   UvLauncher* launcher = nullptr;
-  uv_process_t proc{};
-  Pipe pipes[2];  // stdout, stderr
+  uv_poll_t exit_poll{};          // the pidfd: readable once the rank exited
+  Pipe pipes[2];                  // stdout, stderr
   ControlReader::Id control = 0;  // the heartbeat fd's read end
   RankCallbacks callbacks;
   std::string job_id;
@@ -54,11 +56,29 @@ namespace {
 #define P_PIDFD 3
 #endif
 
-// libuv reaps every exited child in one pass and only then runs their exit
-// callbacks, so a child whose callback has not run yet may be reaped
-// already: only the pidfd can tell.
-bool NotReaped(const Fd& pidfd) {
-  return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0;
+// A zombie still answers signal 0; once reaped, its pidfd says ESRCH.
+bool NotReaped(const Fd& pidfd) { return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0; }
+
+// posix_spawn applies its dup2s in order, so no source may be a lower
+// target (0-4) that an earlier one overwrites: sources go above them.
+absl::Status AboveSpawnFds(Fd& fd) {
+  if (fd.get() > kExecSpecFd) return absl::OkStatus();
+  Fd moved(fcntl(fd.get(), F_DUPFD_CLOEXEC, kExecSpecFd + 1));
+  if (!moved.valid()) return PosixError("fcntl(F_DUPFD_CLOEXEC)", "a rank's fd", errno);
+  fd = std::move(moved);
+  return absl::OkStatus();
+}
+
+// A stream socketpair, as libuv makes for a child's stdio: ours
+// non-blocking for the loop, theirs blocking.
+absl::Status StdioPair(Fd& ours, Fd& theirs) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return PosixError("socketpair", "a rank's output", errno);
+  }
+  ours.reset(fds[0]);
+  theirs.reset(fds[1]);
+  return AboveSpawnFds(theirs);
 }
 
 }  // namespace
@@ -68,7 +88,9 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
     : loop_(loop),
       containment_(std::move(containment)),
       exec_shim_(std::move(exec_shim)),
-      control_(std::move(control)) {}
+      control_(std::move(control)) {
+  containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
+}
 
 UvLauncher::~UvLauncher() {
   // ltd stops only after every job ended; a child left here means a bug, and
@@ -110,64 +132,86 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   char* no_env[] = {nullptr};
   auto spec = WriteExecSpec(req.cwd, req.argv, req.env);
   if (!spec.ok()) return spec.status();
+  auto fail = [&](const absl::Status& s) {
+    return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", s.message()));
+  };
+  if (absl::Status s = AboveSpawnFds(*spec); !s.ok()) return fail(s);
 
-  // The heartbeat fd: a socketpair as libuv makes for stdio, blocking on
-  // the rank's side (shells write to it), read in batches on ours.
-  int control[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
-    return absl::UnavailableError(Cat("cannot start ", req.argv.front(),
-                                      ": socketpair: ", std::strerror(errno)));
+  // The heartbeat fd: a socketpair as for stdio, blocking on the rank's
+  // side (shells write to it), read in batches on ours.
+  Fd control_ours, control_theirs, out_ours[2], out_theirs[2];
+  for (absl::Status s :
+       {StdioPair(control_ours, control_theirs), StdioPair(out_ours[kStdout], out_theirs[kStdout]),
+        StdioPair(out_ours[kStderr], out_theirs[kStderr])}) {
+    if (!s.ok()) return fail(s);
   }
-  Fd control_ours(control[0]), control_theirs(control[1]);
   if (fcntl(control_ours.get(), F_SETFL, O_NONBLOCK) != 0) {
-    return absl::UnavailableError(Cat("fcntl(O_NONBLOCK): ", std::strerror(errno)));
+    return fail(PosixError("fcntl(O_NONBLOCK)", "a rank's heartbeat fd", errno));
   }
-  // Only the rank writes; ltd never does, and sees EOF once it is gone.
+  // Only the rank writes; we never do, and see EOF once it is gone.
   shutdown(control_ours.get(), SHUT_WR);
 
-  uv_stdio_container_t stdio[5];
-  stdio[0].flags = UV_IGNORE;  // /dev/null: ranks never read a terminal
-  stdio[3].flags = UV_INHERIT_FD;
-  stdio[3].data.fd = control_theirs.get();
+  // posix_spawn, not fork: the parent is suspended only until lt-exec's
+  // execve (the child shares its memory, as with vfork), instead of
+  // copying this process's page tables for every rank, which cost ~10 ms
+  // a rank on a VM. Nothing but these dup2s runs in the child before
+  // lt-exec; every other fd of ours is close-on-exec.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_theirs[kStdout].get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out_theirs[kStderr].get(), STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, control_theirs.get(), 3);
   static_assert(kExecSpecFd == 4);
-  stdio[4].flags = UV_INHERIT_FD;  // lt-exec reads and closes it
-  stdio[4].data.fd = spec->get();
+  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // Each rank leads a new session, hence its own process group.
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), no_env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return fail(PosixError("posix_spawn", exec_shim_, rc));
+  // Only this thread reaps our children, so the pid is still this child's.
+  Fd pidfd(PidfdOpen(pid));
+  if (!pidfd.valid()) {
+    const int err = errno;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return absl::UnavailableError(Cat("pidfd_open(", pid, "): ", std::strerror(err),
+                                      err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
+  }
+  Child* raw = child.release();
+  children_.insert(raw);
+  unreaped_.insert(pid);
+  raw->pid = pid;
+  raw->pidfd = std::move(pidfd);
+  raw->open_handles = 3;
+  uv_poll_init(loop_, &raw->exit_poll, raw->pidfd.get());
+  raw->exit_poll.data = raw;
+  uv_poll_start(&raw->exit_poll, UV_READABLE, &UvLauncher::OnExitReadable);
   for (int i = 0; i < 2; ++i) {
-    Pipe& p = child->pipes[i];
-    p.child = child.get();
+    Pipe& p = raw->pipes[i];
+    p.child = raw;
     p.index = i;
     uv_pipe_init(loop_, &p.handle, 0);
     p.handle.data = &p;
-    stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-    stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&p.handle);
-  }
-  uv_process_options_t options{};
-  options.exit_cb = &UvLauncher::OnExit;
-  options.file = args[0];
-  options.args = args.data();
-  options.env = no_env;
-  options.stdio = stdio;
-  options.stdio_count = 5;
-  // Each rank leads a new session, hence its own process group.
-  options.flags = UV_PROCESS_DETACHED;
-  child->proc.data = child.get();
-  const int rc = uv_spawn(loop_, &child->proc, &options);
-  Child* raw = child.release();
-  children_.insert(raw);
-  raw->open_handles = 3;
-  control_theirs.reset();  // the rank has its copies
-  spec->reset();
-  if (rc != 0) {
-    for (Pipe& p : raw->pipes)
-      uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&raw->proc), &UvLauncher::OnClosed);
-    return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", uv_strerror(rc)));
-  }
-  raw->pid = raw->proc.pid;
-  for (Pipe& p : raw->pipes) {
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
-                  &UvLauncher::OnRead);
-    p.reading = true;
+    if (uv_pipe_open(&p.handle, out_ours[i].get()) == 0) {
+      out_ours[i].release();
+      uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
+                    &UvLauncher::OnRead);
+      p.reading = true;
+    } else {
+      spdlog::error("job={} rank={}: cannot read its output", req.job_id, req.rank);
+    }
   }
   auto control_id = control_->Add(std::move(control_ours), [raw](std::string_view data) {
     if (raw->callbacks.on_control) raw->callbacks.on_control(data);
@@ -177,17 +221,6 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   } else {
     spdlog::error("job={} rank={}: {}; its heartbeats are lost", req.job_id, req.rank,
                   std::string(control_id.status().message()));
-  }
-  // Nothing reaps on another thread, so the child is still unreaped here
-  // and the pidfd names it, not a successor.
-  raw->pidfd.reset(PidfdOpen(raw->pid));
-  if (!raw->pidfd.valid()) {
-    const int err = errno;
-    kill(raw->pid, SIGKILL);  // ours and unreaped: libuv reaps it, OnExit frees it
-    raw->callbacks = {};
-    return absl::UnavailableError(
-        Cat("pidfd_open(", raw->pid, "): ", std::strerror(err),
-            err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
   }
   live_[req.job_id][req.rank] = raw;
   spdlog::debug("job={} rank={} pid={} spawned", req.job_id, req.rank, raw->pid);
@@ -247,13 +280,35 @@ void UvLauncher::DrainAndClose(Child& child) {
   }
 }
 
-void UvLauncher::OnExit(uv_process_t* proc, int64_t exit_status, int term_signal) {
-  auto* child = static_cast<Child*>(proc->data);
+void UvLauncher::OnExitReadable(uv_poll_t* poll, int, int) {
+  auto* child = static_cast<Child*>(poll->data);
   UvLauncher* self = child->launcher;
+  // Reaped here and nowhere else: the subreaper's reaper leaves our
+  // children alone (Containment::LeaveToLauncher).
+  siginfo_t info{};
+  int rc;
+  do {
+    rc = waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child->pidfd.get()), &info,
+                WEXITED | WNOHANG);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0 && info.si_pid == 0) return;  // not exited after all
+  if (rc != 0) {
+    // Cannot happen to a child of ours; should it, the rank counts as
+    // killed rather than being waited for for ever.
+    spdlog::error("job={} rank={} pid={}: waitid: {}", child->job_id, child->rank, child->pid,
+                  std::strerror(errno));
+    info.si_code = CLD_KILLED;
+    info.si_status = SIGKILL;
+  }
+  uv_poll_stop(poll);
+  self->unreaped_.erase(child->pid);
   self->DrainAndClose(*child);
   ExitStatus status;
-  status.exit_code = static_cast<int>(exit_status);
-  status.term_signal = term_signal;
+  if (info.si_code == CLD_EXITED) {
+    status.exit_code = info.si_status;
+  } else {
+    status.term_signal = info.si_status;
+  }
   auto on_exit = std::move(child->callbacks.on_exit);
   child->callbacks = {};
   if (auto job = self->live_.find(child->job_id); job != self->live_.end()) {
@@ -261,13 +316,13 @@ void UvLauncher::OnExit(uv_process_t* proc, int64_t exit_status, int term_signal
       job->second.erase(it);
     if (job->second.empty()) self->live_.erase(job);
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(proc), &UvLauncher::OnClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(poll), &UvLauncher::OnClosed);
   if (on_exit) on_exit(status);
 }
 
 void UvLauncher::OnClosed(uv_handle_t* handle) {
   Child* child;
-  if (handle->type == UV_PROCESS) {
+  if (handle->type == UV_POLL) {
     child = static_cast<Child*>(handle->data);
   } else {
     child = static_cast<Pipe*>(handle->data)->child;

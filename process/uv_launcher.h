@@ -1,6 +1,7 @@
-// ProcessLauncher on libuv: uv_spawn through the exec shim, one pipe each
-// for stdout, stderr and the heartbeat fd (3), exits from libuv's SIGCHLD
-// handling. Containment beyond process groups is delegated.
+// ProcessLauncher on libuv: posix_spawn through the exec shim, one socket
+// pair each for stdout, stderr and the heartbeat fd (3), exits from the
+// rank's pidfd (polled on the loop, reaped with waitid). Containment
+// beyond process groups is delegated.
 #pragma once
 
 #include <uv.h>
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_set>
 
 #include "containment.h"
 #include "control_reader.h"
@@ -30,6 +32,7 @@ class UvLauncher final : public ProcessLauncher {
   std::optional<int> StopSignal(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  void ReadHeartbeats() override { control_->ReadNow(); }
 
   size_t live_children() const { return children_.size(); }
   const ControlReader& control() const { return *control_; }
@@ -37,7 +40,7 @@ class UvLauncher final : public ProcessLauncher {
  private:
   struct Child;
   struct Pipe;
-  static void OnExit(uv_process_t* proc, int64_t exit_status, int term_signal);
+  static void OnExitReadable(uv_poll_t* poll, int status, int events);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnClosed(uv_handle_t* handle);
@@ -53,7 +56,8 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
-  std::set<Child*> children_;  // spawned, not yet freed
+  std::set<Child*> children_;           // spawned, not yet freed
+  std::unordered_set<pid_t> unreaped_;  // ours to reap, nobody else's
   // Ranks not yet reaped, by job and rank. A reaped rank leaves at once:
   // its pid and process group number may belong to anyone after that.
   std::map<std::string, std::map<int, Child*>> live_;

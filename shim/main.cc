@@ -88,7 +88,9 @@ int Run(const Options& opt) {
   Loop loop;
   UvClock clock(loop.get());
   const ContainmentPlan plan = PlanContainment(*store, SupervisorInstance(opt.job));
-  auto containment = SetUpContainment(loop.get(), opt.containment, plan);
+  // ltd proved the mode it names before it started us.
+  auto containment =
+      SetUpContainment(loop.get(), opt.containment, plan, /*proven=*/opt.ltd_fd >= 0);
   if (!containment.ok()) {
     spdlog::critical("job={} {}", opt.job, std::string(containment.status().message()));
     return 1;

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
+#include "bytes.h"
 #include "hang_report.h"
 #include "job_runner.h"
-#include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -51,6 +51,11 @@ void JobRunner::OnWatchdog(const std::string& id) {
   rt.watchdog_timer = 0;
   rt.watchdog_at.reset();
   if (rt.tearing_down || rt.investigating) return;
+  // Beats may wait in their sockets for the next batch read: they count
+  // first, so that no rank is called hung for a beat not read yet. (They
+  // may arm the watchdog again; if this one finds a hang, that timer
+  // finds the job investigating and returns.)
+  launcher_.ReadHeartbeats();
   const Millis now = clock_.Monotonic();
   // Automatic heartbeats: no rank made progress for the hang timeout. Every
   // rank watched so is stalled; the stacks tell which one the others wait for.
@@ -173,17 +178,19 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, C
   }
   if (any_native) {
     rt.pending_native_stacks = true;
-    sampler_->Sample(
-        native, job.spec.uid, job.spec.gid, config_.stack_budget, [this, id = job.id](std::vector<std::string> stacks) {
-          Job* j = FindMutable(id);
-          JobRuntime* found = Runtime(id);
-          if (j == nullptr || found == nullptr || !found->investigating) return;
-          found->pending_native_stacks = false;
-          for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size(); ++i) {
-            if (!stacks[i].empty()) j->hang_report->ranks[i].stack = std::move(stacks[i]);
-          }
-          if (found->pending_python_stacks == 0) FinishInvestigation(id);
-        });
+    sampler_->Sample(native, job.spec.uid, job.spec.gid, config_.stack_budget,
+                     [this, id = job.id](std::vector<std::string> stacks) {
+                       Job* j = FindMutable(id);
+                       JobRuntime* found = Runtime(id);
+                       if (j == nullptr || found == nullptr || !found->investigating) return;
+                       found->pending_native_stacks = false;
+                       for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size();
+                            ++i) {
+                         if (!stacks[i].empty())
+                           j->hang_report->ranks[i].stack = std::move(stacks[i]);
+                       }
+                       if (found->pending_python_stacks == 0) FinishInvestigation(id);
+                     });
   }
   if (!rt.pending_native_stacks && rt.pending_python_stacks == 0)
     return FinishInvestigation(job.id);

@@ -39,7 +39,8 @@ class ControlReaderTest : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     uv_timer_t tick;
     uv_timer_init(loop_.get(), &tick);
-    uv_timer_start(&tick, [](uv_timer_t*) {}, 5, 5);
+    uv_timer_start(
+        &tick, [](uv_timer_t*) {}, 5, 5);
     bool ok = true;
     while (!done()) {
       if (std::chrono::steady_clock::now() > deadline) {
@@ -100,6 +101,22 @@ TEST_F(ControlReaderTest, DrainTakesWhatIsQueuedAndForgetsTheFd) {
   ASSERT_EQ(send(fd, "late\n", 5, MSG_NOSIGNAL), -1);  // the read end is closed
   EXPECT_EQ(errno, EPIPE);
   reader_->DrainAndRemove(ids_[0]);  // twice is fine
+}
+
+// The watchdog's call: whatever arrived is delivered at once, without the
+// loop, from more fds than one epoll_wait returns.
+TEST_F(ControlReaderTest, ReadNowDeliversEverythingThatArrived) {
+  constexpr int kFds = 300;  // more than one epoll_wait of 256, under a 1,024-fd limit
+  std::vector<std::string> got(kFds);
+  for (int i = 0; i < kFds; ++i) {
+    const int w = Add(&got[static_cast<size_t>(i)]);
+    const std::string line = "hb " + std::to_string(i) + "\n";
+    ASSERT_EQ(write(w, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  }
+  reader_->ReadNow();
+  for (int i = 0; i < kFds; ++i) {
+    EXPECT_EQ(got[static_cast<size_t>(i)], "hb " + std::to_string(i) + "\n") << "fd " << i;
+  }
 }
 
 TEST_F(ControlReaderTest, EofForgetsTheFd) {

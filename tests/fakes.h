@@ -111,6 +111,24 @@ class FakeLauncher final : public ProcessLauncher {
   void Control(const std::string& job, int rank, std::string_view bytes) {
     Find(job, rank).callbacks.on_control(bytes);
   }
+  // Heartbeat bytes that arrived but wait for the next batch read, as the
+  // real launcher's may: delivered by ReadHeartbeats.
+  void Pending(const std::string& job, int rank, std::string bytes) {
+    pending.push_back({job, rank, std::move(bytes)});
+  }
+  void ReadHeartbeats() override {
+    ++heartbeat_reads;
+    auto batch = std::move(pending);
+    pending.clear();
+    for (const auto& [job, rank, bytes] : batch) Control(job, rank, bytes);
+  }
+  struct PendingBytes {
+    std::string job;
+    int rank;
+    std::string bytes;
+  };
+  std::vector<PendingBytes> pending;
+  int heartbeat_reads = 0;
   void Output(const std::string& job, int rank, Stream s, std::string_view bytes) {
     Find(job, rank).callbacks.on_output(s, bytes);
   }

@@ -342,6 +342,30 @@ TEST_F(JobManagerTest, HeartbeatTimeoutIsAHangWithAReport) {
   EXPECT_EQ(Get(id).state, JobState::kFailed);
 }
 
+// The launcher reads beats in batches, late: a beat that arrived before
+// the deadline but waits in its socket still counts.
+TEST_F(JobManagerTest, TheWatchdogReadsPendingBeatsBeforeItCallsARankHung) {
+  JobSpec spec = Spec(2);
+  spec.heartbeat_timeout = Millis(500);
+  const std::string id = Submit(spec);
+  launcher_.Control(id, 0, "hb 1\n");
+  launcher_.Control(id, 1, "hb 1\n");
+  clock_.Advance(Millis(400));
+  launcher_.Pending(id, 0, "hb 2\n");
+  launcher_.Pending(id, 1, "hb 2\n");
+  clock_.Advance(Millis(101));  // past the first deadline
+  EXPECT_GE(launcher_.heartbeat_reads, 1);
+  EXPECT_FALSE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).ranks[0].last_step, 2);
+  // Without beats, pending or not, the next deadline is a hang.
+  clock_.Advance(Millis(501));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+}
+
 TEST_F(JobManagerTest, NoHeartbeatBeforeTheFirstMeansNoHang) {
   JobSpec spec = Spec(1);
   spec.heartbeat_timeout = Millis(200);
@@ -483,7 +507,8 @@ TEST_F(JobManagerTest, RestartsWaitABackoffThatDoublesAndAKillEndsTheWait) {
     launcher_.Exit(id, 0, 1);
     clock_.Advance(Millis(0));
     clock_.Advance(delay - Millis(1));
-    EXPECT_EQ(launcher_.procs.size(), started) << "restarted before its backoff of " << delay.count();
+    EXPECT_EQ(launcher_.procs.size(), started)
+        << "restarted before its backoff of " << delay.count();
     EXPECT_EQ(Get(id).state, JobState::kRunning);
     clock_.Advance(Millis(1));
     EXPECT_EQ(launcher_.procs.size(), started + 1);
@@ -561,7 +586,7 @@ TEST_F(JobManagerTest, ANameMeansTheCallersOwnJobsFirst) {
   EXPECT_EQ((*manager_->Resolve("train", 0))->id, alices);
   const std::string bobs2 = Submit(bob);
   EXPECT_EQ((*manager_->Resolve("train", 1002))->id, bobs2);  // his live one
-  EXPECT_FALSE(manager_->Resolve("train", 0).ok());          // two live: ambiguous
+  EXPECT_FALSE(manager_->Resolve("train", 0).ok());           // two live: ambiguous
 }
 
 TEST_F(JobManagerTest, RecoverMarksRunningJobsWithoutSupervisorLostAndKeepsCounting) {
