@@ -229,11 +229,13 @@ def main():
 
     try:
         sys.path.insert(0, HERE)
-        import etcd_fence_bench  # the etcd engineer's; optional
-        fence = etcd_fence_bench.measure_fence(build, args.runs)
-        for name, value in sorted(fence.items()):
-            row(f"etcd fence: {name}",
-                f"{value:7.1f} ms" if isinstance(value, (int, float)) else str(value), "")
+        import etcd_fence_bench  # optional: the fence's own bench
+        f = etcd_fence_bench.measure_fence(build, args.runs)
+        row("etcd fence + ltrun per node",
+            f"{f['crash_to_node0_gone_ms']:.0f} ms (teardown starts at "
+            f"{f['crash_to_node0_teardown_ms']:.0f})",
+            f"{f['hang_last_beat_to_node0_gone_ms']:.0f} ms ({f['hang_timeout_ms']:.0f} ms timeout "
+            f"+ {f['hang_verdict_to_node0_gone_ms']:.0f} ms from the verdict)")
     except ImportError:
         row("etcd fence", "(bench/etcd_fence_bench.py not here)", "")
     except Exception as e:  # its failure must not hide the rest
