@@ -12,54 +12,44 @@
 
 namespace ltd {
 
-struct ControlReader::Handles {
-  uv_poll_t poll{};
-  uv_timer_t tick{};
-  ControlReader* owner = nullptr;  // null once the owner is gone
-  int open = 2;
-};
-
 absl::StatusOr<std::unique_ptr<ControlReader>> ControlReader::Create(uv_loop_t* loop) {
   Fd epoll(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) {
     return absl::UnavailableError(Cat("epoll_create1: ", std::strerror(errno)));
   }
-  return std::unique_ptr<ControlReader>(new ControlReader(loop, std::move(epoll)));
+  int rc = 0;
+  auto poll =
+      UvInit<uv_poll_t>([&](uv_poll_t* h) { return rc = uv_poll_init(loop, h, epoll.get()); });
+  if (!poll) return absl::UnavailableError(Cat("uv_poll_init(epoll): ", uv_strerror(rc)));
+  auto tick = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop, h); });
+  return std::unique_ptr<ControlReader>(
+      new ControlReader(loop, std::move(epoll), std::move(poll), std::move(tick)));
 }
 
-ControlReader::ControlReader(uv_loop_t* loop, Fd epoll)
-    : loop_(loop), epoll_(std::move(epoll)), handles_(new Handles) {
-  handles_->owner = this;
-  handles_->poll.data = handles_;
-  handles_->tick.data = handles_;
-  uv_poll_init(loop_, &handles_->poll, epoll_.get());
-  uv_timer_init(loop_, &handles_->tick);
+ControlReader::ControlReader(uv_loop_t* loop, Fd epoll, UvPtr<uv_poll_t> poll,
+                             UvPtr<uv_timer_t> tick)
+    : loop_(loop), epoll_(std::move(epoll)), poll_(std::move(poll)), tick_(std::move(tick)) {
+  poll_->data = this;
+  tick_->data = this;
   // Heartbeats never keep the loop alive on their own: ranks' exits do.
-  uv_unref(reinterpret_cast<uv_handle_t*>(&handles_->poll));
-  uv_unref(reinterpret_cast<uv_handle_t*>(&handles_->tick));
+  uv_unref(reinterpret_cast<uv_handle_t*>(poll_.get()));
+  uv_unref(reinterpret_cast<uv_handle_t*>(tick_.get()));
   window_start_ms_ = uv_now(loop_);
   Watch();
 }
 
 ControlReader::~ControlReader() {
-  handles_->owner = nullptr;
-  auto on_closed = [](uv_handle_t* h) {
-    auto* hs = static_cast<Handles*>(h->data);
-    if (--hs->open == 0) delete hs;
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->poll), on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->tick), on_closed);
+  poll_.reset();  // before the epoll fd it polls is closed
+  tick_.reset();
   entries_.clear();  // closes the fds; the epoll set goes with epoll_
 }
 
 void ControlReader::Watch() {
   ticking_ = false;
-  uv_timer_stop(&handles_->tick);
-  uv_poll_start(&handles_->poll, UV_READABLE, [](uv_poll_t* h, int status, int) {
-    auto* hs = static_cast<Handles*>(h->data);
-    if (hs->owner == nullptr) return;
+  uv_timer_stop(tick_.get());
+  uv_poll_start(poll_.get(), UV_READABLE, [](uv_poll_t* h, int status, int) {
     if (status < 0) spdlog::warn("heartbeat epoll: {}", uv_strerror(status));
-    hs->owner->ReadBatch();
+    static_cast<ControlReader*>(h->data)->ReadBatch();
   });
 }
 
@@ -71,13 +61,9 @@ uint64_t ControlReader::TickMs() const {
 void ControlReader::Tick() {
   ticking_ = true;
   tick_ms_ = TickMs();
-  uv_poll_stop(&handles_->poll);
+  uv_poll_stop(poll_.get());
   uv_timer_start(
-      &handles_->tick,
-      [](uv_timer_t* t) {
-        auto* hs = static_cast<Handles*>(t->data);
-        if (hs->owner != nullptr) hs->owner->ReadBatch();
-      },
+      tick_.get(), [](uv_timer_t* t) { static_cast<ControlReader*>(t->data)->ReadBatch(); },
       tick_ms_, tick_ms_);
 }
 

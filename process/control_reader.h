@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "fd.h"
+#include "uv_handle.h"
 
 namespace ltd {
 
@@ -57,8 +58,7 @@ class ControlReader {
     Fd fd;
     OnData on_data;
   };
-  struct Handles;
-  ControlReader(uv_loop_t* loop, Fd epoll);
+  ControlReader(uv_loop_t* loop, Fd epoll, UvPtr<uv_poll_t> poll, UvPtr<uv_timer_t> tick);
   void ReadBatch();
   void Watch();  // wake on readiness (below kCoalesceAbove)
   void Tick();   // wake every TickMs() (above it)
@@ -69,7 +69,8 @@ class ControlReader {
 
   uv_loop_t* loop_;
   Fd epoll_;
-  Handles* handles_;  // freed by the close callbacks
+  UvPtr<uv_poll_t> poll_;   // of epoll_: readiness of any rank's fd
+  UvPtr<uv_timer_t> tick_;  // batched reads of a large job
   std::map<Id, Entry> entries_;
   Id next_id_ = 1;
   uint64_t wakeups_ = 0;
