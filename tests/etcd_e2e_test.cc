@@ -66,6 +66,10 @@ class EtcdRun : public ::testing::Test {
     }
     argv.push_back("--report");
     argv.push_back(Report(slot == -2 ? node : slot));
+    // Inside the test's dir, so that an ltrun the test kills leaves nothing
+    // behind once the dir is removed.
+    argv.push_back("--state-dir");
+    argv.push_back(dir_ + "/state" + std::to_string(slot == -2 ? node : slot));
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     argv.insert(argv.end(), command.begin(), command.end());
