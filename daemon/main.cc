@@ -152,7 +152,8 @@ int Run(const Options& opt) {
   }
   auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
   if (!log_bytes || *log_bytes < (1u << 20)) {
-    std::fprintf(stderr, "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
+    std::fprintf(stderr,
+                 "ltd: --job-max-log-bytes '%s' is not a size of at least 1M; use e.g. 1G\n",
                  opt.job_max_log_bytes.c_str());
     return 1;
   }

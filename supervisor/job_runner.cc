@@ -13,8 +13,7 @@
 namespace ltd {
 
 JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
-                     StackSampler* sampler, RunnerConfig config, Job job,
-                     SupervisionEvents& events)
+                     StackSampler* sampler, RunnerConfig config, Job job, SupervisionEvents& events)
     : clock_(clock),
       launcher_(launcher),
       store_(store),
@@ -26,8 +25,8 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
 JobRunner::~JobRunner() {
   if (fence_ != nullptr) fence_->SetEvents(nullptr);
   if (rt_ == nullptr) return;
-  for (Clock::TimerId t : {rt_->grace_timer, rt_->restart_timer, rt_->watchdog_timer,
-                           rt_->investigation_timer}) {
+  for (Clock::TimerId t :
+       {rt_->grace_timer, rt_->restart_timer, rt_->watchdog_timer, rt_->investigation_timer}) {
     if (t != 0) clock_.CancelTimer(t);
   }
 }
@@ -55,7 +54,8 @@ void JobRunner::BeginAttempt(Job& job) {
   if (auto log = JobLogWriter::Open(store_.JobDir(job.id), config_.job_max_log_bytes); log.ok()) {
     rt.log.emplace(std::move(*log));
   } else {
-    spdlog::error("job={} output will not be kept: {}", job.id, std::string(log.status().message()));
+    spdlog::error("job={} output will not be kept: {}", job.id,
+                  std::string(log.status().message()));
   }
   if (!job.started_at) job.started_at = now;
   job.root_cause.reset();  // a new attempt: the last one's cause is in attempts
@@ -140,7 +140,8 @@ absl::Status JobRunner::Kill(int signal, std::string why) {
   cause.message = std::move(why);
   if (rt_ == nullptr) {  // not started yet
     if (signal != 0) {
-      return absl::FailedPreconditionError(Cat("job ", job.id, " has not started; nothing to signal"));
+      return absl::FailedPreconditionError(
+          Cat("job ", job.id, " has not started; nothing to signal"));
     }
     Finish(job, std::move(cause));
     return absl::OkStatus();

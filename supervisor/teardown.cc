@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bytes.h"
 #include "duration.h"
 #include "job_runner.h"
-#include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -107,8 +107,8 @@ void JobRunner::OnJobEmpty(const std::string& id) {
   attempt.ended_at = clock_.Now();
   attempt.root_cause = cause;
   if (rt.lost) return Finish(*job, rt.lost);
-  const bool restartable = cause && cause->reason != CauseReason::kCancelled &&
-                           !rt.run_cancelled && job->restart_count < job->spec.max_restarts;
+  const bool restartable = cause && cause->reason != CauseReason::kCancelled && !rt.run_cancelled &&
+                           job->restart_count < job->spec.max_restarts;
   if (restartable) {
     ++job->restart_count;
     // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that
