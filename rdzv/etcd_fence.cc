@@ -20,10 +20,20 @@ int NumberAfter(const std::string& key, const std::string& head) {
 }
 
 // A root cause as the job record writes it, read by the record's own reader.
+// Another node's words, bounded: a cause travels into this job's record.
 std::optional<RootCause> ParseCause(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   auto job = JobFromJson(nlohmann::json{{"id", "0"}, {"state", "FAILED"}, {"root_cause", j}});
-  return job ? job->root_cause : std::nullopt;
+  if (!job || !job->root_cause) return std::nullopt;
+  RootCause cause = std::move(*job->root_cause);
+  if (cause.message.size() > 4096) cause.message.resize(4096);
+  return cause;
+}
+
+// A host another node gave, as this node shows it.
+std::string HostOf(const nlohmann::json& j, std::string otherwise) {
+  std::string host = JsonText(j, "host");
+  return host.empty() ? otherwise : host;
 }
 
 bool IsFinalState(const std::string& s) {
@@ -174,12 +184,14 @@ std::vector<NodeStatus> EtcdFence::NodesSnapshot() {
 }
 
 void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
+  // Keys past the run's nodes are nobody's: a writer cannot make this map grow.
+  const int nnodes = rdzv_->config().nnodes;
   bool nodes_changed = false;
   for (etcd::WatchEvent& e : events) {
     const std::string& key = e.kv.key;
     if (key.rfind(rdzv_->prefix(), 0) != 0) continue;
     const std::string rest = key.substr(rdzv_->prefix().size());
-    if (int r = NumberAfter(rest, "nodes/"); r >= 0) {
+    if (int r = NumberAfter(rest, "nodes/"); r >= 0 && r < nnodes) {
       NodeStatus& n = nodes_[r];
       n.node_rank = r;
       if (e.deleted) {
@@ -191,17 +203,18 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       } else {
         members_[r] = true;
         auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-        if (j.is_object() && j.contains("host")) n.host = BytesFromJson(j["host"]).value_or("");
+        n.host = HostOf(j, "");
         if (n.state.empty()) n.state = "RUNNING";
       }
       nodes_changed = true;
-    } else if (int r = NumberAfter(rest, "status/"); r >= 0 && !e.deleted) {
+    } else if (int r = NumberAfter(rest, "status/"); r >= 0 && r < nnodes && !e.deleted) {
       auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
       if (!j.is_object()) continue;
       NodeStatus& n = nodes_[r];
       n.node_rank = r;
-      n.state = j.value("state", "");
-      if (j.contains("host")) n.host = BytesFromJson(j["host"]).value_or(n.host);
+      const std::string state = JsonText(j, "state", 32);
+      n.state = ParseJobState(state) ? state : "";
+      n.host = HostOf(j, n.host);
       n.root_cause.reset();
       if (j.contains("root_cause") && j["root_cause"].is_object()) {
         n.root_cause = ParseCause(j["root_cause"]);

@@ -4,6 +4,8 @@
 #include <set>
 #include <thread>
 
+#include "bytes.h"
+
 namespace ltd::rdzv {
 namespace {
 
@@ -35,9 +37,9 @@ std::optional<Member> ParseMember(const std::string& prefix, const etcd::KeyValu
   try {
     m.rank = std::stoi(kv.key.substr(head.size()));
     auto j = nlohmann::json::parse(kv.value);
-    m.host = j.value("host", "");
-    m.nnodes = j.value("nnodes", 0);
-    m.devices = j.value("devices", 0);
+    m.host = JsonText(j, "host");
+    m.nnodes = static_cast<int>(JsonInt(j, "nnodes").value_or(0));
+    m.devices = static_cast<int>(JsonInt(j, "devices").value_or(0));
   } catch (const std::exception&) {
     return std::nullopt;  // not ours: ignored
   }
@@ -61,6 +63,20 @@ absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url) {
                                       "' has no port; give etcd://HOST:PORT (etcd's is 2379)");
   }
   return endpoint;
+}
+
+std::string JsonText(const nlohmann::json& j, const char* key, size_t max) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return "";
+  return DisplayEscapeElided(it->get_ref<const std::string&>(), max, Controls::kEscape);
+}
+
+std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
 }
 
 absl::Status CheckRunId(const std::string& run_id) {
@@ -175,7 +191,8 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
     std::optional<nlohmann::json> master;
     for (const etcd::KeyValue& kv : all->kvs) {
       if (kv.key == Key("abort")) {
-        return absl::AbortedError("run " + config_.run_id + " cannot start: " + kv.value);
+        return absl::AbortedError("run " + config_.run_id + " cannot start: " +
+                                  DisplayEscapeElided(kv.value, 512, Controls::kEscape));
       }
       if (kv.key == master_key) {
         master = nlohmann::json::parse(kv.value, nullptr, false);
@@ -205,8 +222,21 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
       continue;  // read it back with the others
     }
     if (master && master->is_object() && static_cast<int>(joined.size()) >= config_.nnodes) {
-      agreement_.master_addr = master->value("addr", "");
-      agreement_.master_port = master->value("port", 0);
+      // Node 0's word becomes every rank's MASTER_ADDR and MASTER_PORT.
+      const std::string addr = JsonText(*master, "addr");
+      const int64_t port = JsonInt(*master, "port").value_or(0);
+      if (addr.empty() || addr.size() > 253 ||
+          addr.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789.-_:[]") != std::string::npos ||
+          port < 1 || port > 65535) {
+        return absl::FailedPreconditionError(
+            "run " + config_.run_id + "'s master in etcd (" +
+            DisplayEscapeElided(master->dump(), 128, Controls::kEscape) +
+            ") is not a host and port; start the run again "
+            "with a new --run-id");
+      }
+      agreement_.master_addr = addr;
+      agreement_.master_port = static_cast<int>(port);
       agreement_.revision = all->revision;
       return absl::OkStatus();
     }
@@ -241,7 +271,7 @@ absl::Status Rendezvous::Barrier(int attempt, const std::function<bool()>& aband
       if (kv.key.rfind(ready, 0) == 0) ++n;
       if (kv.key.rfind(status, 0) != 0) continue;
       auto j = nlohmann::json::parse(kv.value, nullptr, false);
-      const std::string state = j.is_object() ? j.value("state", "") : "";
+      const std::string state = JsonText(j, "state", 32);
       if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED" || state == "LOST") {
         return absl::AbortedError("node " + kv.key.substr(status.size()) + " of run " +
                                   config_.run_id + " ended (" + state +

@@ -151,6 +151,21 @@ TEST(EtcdClientUnreachable, AUnixSocketTargetIsNotFollowed) {
   std::filesystem::remove_all(dir_tmpl);
 }
 
+// What other nodes write is anyone's: wrong types and long text neither
+// throw nor pass through.
+TEST(RdzvFields, HostileValuesAreAbsentOrBounded) {
+  const auto j = nlohmann::json::parse(
+      R"({"host": 7, "state": ["x"], "port": "80", "addr": "a\nb", "long": ")" +
+      std::string(10000, 'x') + "\"}");
+  EXPECT_EQ(rdzv::JsonText(j, "host"), "");
+  EXPECT_EQ(rdzv::JsonText(j, "state"), "");
+  EXPECT_FALSE(rdzv::JsonInt(j, "port").has_value());
+  EXPECT_EQ(rdzv::JsonText(j, "addr").find('\n'), std::string::npos);
+  EXPECT_LE(rdzv::JsonText(j, "long").size(), 300u);
+  EXPECT_EQ(rdzv::JsonText(nlohmann::json::array(), "host"), "");
+  EXPECT_EQ(rdzv::JsonInt(nlohmann::json{{"port", 2379}}, "port"), 2379);
+}
+
 TEST(RdzvUrl, Parses) {
   EXPECT_EQ(*rdzv::ParseRdzvUrl("etcd://10.0.0.1:2379"), "10.0.0.1:2379");
   EXPECT_EQ(*rdzv::ParseRdzvUrl("etcd://host:2379/"), "host:2379");
