@@ -15,6 +15,7 @@
 
 #include "pidfd.h"
 #include "shim.grpc.pb.h"
+#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 #include "uv_handle.h"
@@ -376,20 +377,12 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);  // clears close-on-exec
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
   // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const CleanSpawnAttr attr(/*new_session=*/true);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, config_.shim_binary.c_str(), &actions, &attr, argv.data(), envp);
+  const int rc =
+      posix_spawn(&pid, config_.shim_binary.c_str(), &actions, attr.get(), argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
   if (rc != 0) return fail(Cat("posix_spawn(", config_.shim_binary, "): ", std::strerror(rc)));
   theirs.reset();
   // Not reaped until ltd says so: the pid cannot be anyone else's yet.

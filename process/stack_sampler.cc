@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +14,9 @@
 
 #include "exec_spec.h"
 #include "fd.h"
-#include "str_util.h"
+#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
+#include "str_util.h"
 
 namespace ltd {
 namespace {
@@ -48,13 +49,12 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return false;
   Fd rd(p[0]), wr(p[1]);
-  auto spec = WriteExecSpec(
-      "/",
-      {setup.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
-       "set debuginfod enabled off", "-p", std::to_string(pid), "-ex", "set pagination off", "-ex",
-       "set print frame-arguments none", "-ex", "set print address off", "-ex",
-       "thread apply all bt 30"},
-      {"PATH=/usr/bin:/bin", "LANG=C"});
+  auto spec = WriteExecSpec("/",
+                            {setup.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
+                             "set debuginfod enabled off", "-p", std::to_string(pid), "-ex",
+                             "set pagination off", "-ex", "set print frame-arguments none", "-ex",
+                             "set print address off", "-ex", "thread apply all bt 30"},
+                            {"PATH=/usr/bin:/bin", "LANG=C"});
   if (!spec.ok()) return false;
   std::vector<std::string> argv = {setup.exec_shim};
   if (setup.uid != geteuid() || setup.gid != getegid()) {
@@ -74,18 +74,10 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
   posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);
   // Spawned from a libuv pool thread, which blocks every signal: gdb needs
   // SIGCHLD and friends back.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const CleanSpawnAttr attr(/*new_session=*/false);
   pid_t child = -1;
-  const int rc = posix_spawn(&child, cargv[0], &fa, &attr, cargv.data(), no_env);
+  const int rc = posix_spawn(&child, cargv[0], &fa, attr.get(), cargv.data(), no_env);
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   if (rc != 0) return false;
   g.child = child;
   g.out = std::move(rd);

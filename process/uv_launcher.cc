@@ -18,6 +18,7 @@
 #include "pidfd.h"
 #include "posix_error.h"
 #include "process_scan.h"
+#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -164,20 +165,10 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   posix_spawn_file_actions_adddup2(&fa, control_theirs.get(), 3);
   static_assert(kExecSpecFd == 4);
   posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  // Each rank leads a new session, hence its own process group.
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), no_env);
+  const int rc = posix_spawn(&pid, args[0], &fa, attr.get(), args.data(), no_env);
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   if (rc != 0) return fail(PosixError("posix_spawn", exec_shim_, rc));
   // Only this thread reaps our children, so the pid is still this child's.
   Fd pidfd(PidfdOpen(pid));
