@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <climits>
-#include <cstdlib>
 #include <set>
 
 #include "cgroup_containment.h"
@@ -13,18 +11,12 @@
 #include "process_group_containment.h"
 #include "process_scan.h"
 #include "spdlog/spdlog.h"
+#include "state_tag.h"
 #include "str_util.h"
 #include "subreaper_containment.h"
 
 namespace ltd {
 namespace {
-
-std::string Hex(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kDigits[v & 0xf];
-  return out;
-}
 
 // Unique per ltd process, so a dead ltd's guardian and a new ltd on the
 // same state dir never mistake each other's jobs.
@@ -34,21 +26,10 @@ std::string InstanceId() {
     v = static_cast<uint64_t>(getpid()) << 32 ^
         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
-  return Hex(v);
+  return Hex64(v);
 }
 
 }  // namespace
-
-std::string StateTag(const std::string& state_dir) {
-  char resolved[PATH_MAX];
-  const std::string path = realpath(state_dir.c_str(), resolved) != nullptr ? resolved : state_dir;
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: stable across builds and hosts
-  for (unsigned char c : path) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return Hex(h);
-}
 
 std::string SupervisorInstance(const std::string& job_id) { return "job" + job_id; }
 

@@ -69,7 +69,4 @@ absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,
                                                              const std::string& mode,
                                                              const JobStore& store);
 
-// The tag every ltd on `state_dir` shares: a hash of its canonical path.
-std::string StateTag(const std::string& state_dir);
-
 }  // namespace ltd

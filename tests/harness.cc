@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -20,6 +21,10 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "cgroup_fs.h"
+#include "state_tag.h"
+#include "str_util.h"
 
 extern char** environ;
 
@@ -412,13 +417,25 @@ Daemon::Daemon() {
 
 Daemon::~Daemon() {
   if (pid_ > 0) Stop();
+  if (killed_hard_) RemoveLeftCgroups();
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
 
 void Daemon::LetUsersConnect() const { chmod(dir_.c_str(), 0711); }
 
+void Daemon::RemoveLeftCgroups() const {
+  auto own = OwnCgroupDir();
+  if (!own.ok()) return;
+  const std::string base = Cat(*own, "/ltd-", StateTag(state_dir()));
+  if (access(base.c_str(), F_OK) != 0) return;
+  (void)KillCgroup(base);
+  WaitFor([&] { return !CgroupPopulated(base).value_or(false); }, 10s);
+  EXPECT_TRUE(RemoveCgroupTree(base).ok()) << base;
+}
+
 bool Daemon::Start(std::vector<std::string> extra_args) {
+  killed_hard_ = false;
   const std::string ltd = binary_.empty() ? LtdPath() : binary_;
   std::vector<std::string> argv = {ltd,         "--socket",    socket_, "--state-dir",
                                    state_dir(), "--log-level", "debug"};
@@ -472,6 +489,7 @@ void Daemon::KillHard() {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+  killed_hard_ = true;
 }
 
 CmdResult Daemon::Ctl(std::vector<std::string> args, std::chrono::milliseconds timeout,

@@ -119,7 +119,10 @@ class Daemon {
  public:
   // A fresh temp dir with socket and state dir; ltd is not started yet.
   Daemon();
-  ~Daemon();  // stops ltd if running, removes the temp dir
+  // Stops ltd if running; after a KillHard that no Start followed, removes
+  // what that ltd and its supervisors left (nobody else would: the next
+  // ltd's start-up sweep would); removes the temp dir.
+  ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
@@ -167,6 +170,8 @@ class Daemon {
   std::string binary_;
   std::function<void()> child_setup_;
   bool default_devices_ = true;
+  bool killed_hard_ = false;
+  void RemoveLeftCgroups() const;  // by KillHard, and not started again since
 };
 
 }  // namespace ltd::test
