@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,16 +22,30 @@ extern char** environ;
 namespace ltd::test {
 namespace {
 
-bool Answers(int port) {
+// Whether etcd serves requests, not only accepts connections: its /health
+// says true once it has a leader, which a single member elects a moment
+// after it listens. A rendezvous with a 1 s timeout started in between
+// would fail for a reason the test is not about.
+bool Healthy(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[1024];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof buf, 0)) > 0) reply.append(buf, static_cast<size_t>(n));
+    }
+  }
   close(fd);
-  return ok;
+  return reply.find("\"health\":\"true\"") != std::string::npos;
 }
 
 }  // namespace
@@ -100,13 +116,13 @@ EtcdServer::EtcdServer() {
       error_ = "etcd exited at start; see its log";
       return;
     }
-    if (Answers(client_port_)) {
+    if (Healthy(client_port_)) {
       ok_ = true;
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  error_ = "etcd did not answer within 10 s";
+  error_ = "etcd was not healthy within 10 s";
 }
 
 void EtcdServer::Stop() {
