@@ -21,6 +21,7 @@ Usage: bench/supervisor_bench.py [--build DIR] [--runs N] [--ranks N] [--jobs N]
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -42,8 +43,18 @@ def kib(pid, key, path="smaps_rollup"):
     return 0
 
 
-def supervisors(state_dir):
-    """pid of every lt-shim on `state_dir`."""
+def self_and_reaped_cpu(pid):
+    """CPU seconds of `pid` itself, and of its children it reaped (for ltd:
+    the supervisors, with the ranks they reaped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def supervisors(state_dir, spare=False):
+    """pid of every job's lt-shim on `state_dir`, or of its spare (whose
+    --job is a placeholder of '_' until it has a job)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -53,7 +64,8 @@ def supervisors(state_dir):
                 if f.read().strip() != "lt-shim":
                     continue
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if state_dir.encode() not in f.read():
+                cmdline = f.read()
+                if state_dir.encode() not in cmdline or (b"--job\0_" in cmdline) != spare:
                     continue
         except OSError:
             continue
@@ -92,16 +104,27 @@ def bench_ps_and_submit(ltd, runs):
     median_line("ltctl ps (one bare RPC)", ps)
     total, queue, ranks = [], [], []
     ltd.ctl("submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
+    time.sleep(1)  # ltd's spare supervisor is ready
+    ctl0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own0, reaped0 = self_and_reaped_cpu(ltd.proc.pid)
     for _ in range(runs):
+        time.sleep(0.3)  # the next spare is ready: it starts at idle priority
         t0 = time.perf_counter()
         ltd.ctl("submit", "--devices", "8", "--", "/bin/true")
         total.append(time.perf_counter() - t0)
+    ctl1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    time.sleep(0.5)  # the last supervisor exits and is reaped
+    own1, reaped1 = self_and_reaped_cpu(ltd.proc.pid)
     for j in json.loads(ltd.ctl("--json", "ps", "-a").stdout)[1:]:
         queue.append(parse_time(j["started_at"]) - parse_time(j["submitted_at"]))
         ranks.append(parse_time(j["ended_at"]) - parse_time(j["started_at"]))
     median_line("submit --devices 8 /bin/true, end to end", total)
     median_line("  of which submit -> supervisor up, ranks start", queue)
     median_line("  of which 8 ranks start, run, reaped, recorded", ranks)
+    ctl_cpu = (ctl1.ru_utime + ctl1.ru_stime - ctl0.ru_utime - ctl0.ru_stime) / runs
+    print(f"{'  CPU per job: ltctl, ltd, supervisor + ranks':<48} {ctl_cpu * 1000:6.1f} + "
+          f"{(own1 - own0) / runs * 1000:.1f} + {(reaped1 - reaped0) / runs * 1000:.1f} ms"
+          f"  (means; the last includes each supervisor's start, spent while it was a spare)")
 
 
 def bench_teardown(ltd, child, runs):
@@ -126,6 +149,10 @@ def bench_memory(ltd, child):
     rss = [kib(p, "VmRSS", "status") / 1024 for p in shims]
     print(f"{'supervisor idle: Private_Dirty (RSS)':<48} {statistics.median(dirty):9.2f} MiB"
           f"  ({statistics.median(rss):.1f} MiB RSS, mostly shared libraries)")
+    spare = supervisors(ltd.dir, spare=True)
+    if spare:
+        print(f"{'the spare supervisor, waiting: Private_Dirty':<48} "
+              f"{kib(spare[0], 'Private_Dirty') / 1024:9.2f} MiB")
     print(f"{'ltd: Private_Dirty (RSS)':<48} {kib(ltd.proc.pid, 'Private_Dirty') / 1024:9.2f} MiB"
           f"  ({kib(ltd.proc.pid, 'VmRSS', 'status') / 1024:.1f} MiB RSS)")
     ltd.ctl("kill", job)

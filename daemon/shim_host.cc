@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/create_channel_posix.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <mutex>
 
 #include "pidfd.h"
+#include "posix_error.h"
 #include "shim.grpc.pb.h"
 #include "spawn_attr.h"
 #include "spdlog/spdlog.h"
@@ -31,6 +33,8 @@ namespace pb = shim::v1;
 // answer in this long is wedged, and ltd must not wait on it.
 constexpr auto kCallTimeout = std::chrono::seconds(5);
 constexpr auto kRewatchDelay = std::chrono::milliseconds(200);
+// A job id is a uint64 in decimal.
+constexpr size_t kMaxJobIdDigits = 20;
 
 std::optional<Job> ParseRecord(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -287,9 +291,11 @@ ShimSupervisorHost::ShimSupervisorHost(Loop& loop, const JobStore& store, Contai
   char resolved[PATH_MAX];
   canonical_state_dir_ =
       realpath(store_.state_dir().c_str(), resolved) != nullptr ? resolved : store_.state_dir();
+  PrepareSpare();
 }
 
 ShimSupervisorHost::~ShimSupervisorHost() {
+  KillSpare();
   for (const auto& core : cores_) {
     core->events = nullptr;
     core->exit_poll.reset();
@@ -339,35 +345,65 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   };
   // The supervisor starts from the record: placed, with its environment.
   if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
+  std::optional<Spawned> shim = TakeSpare(job.id);
+  if (!shim) {
+    auto spawned = Spawn(job.id, nullptr);
+    if (!spawned.ok()) return fail(std::string(spawned.status().message()));
+    shim = std::move(*spawned);
+  }
+  PrepareSpare();
+  spdlog::debug("job={} supervisor pid {}", job.id, shim->pid);
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(kMaxRecordBytes);
+  auto channel =
+      grpc::CreateCustomInsecureChannelFromFd("lt-shim", shim->channel.release(), channel_args);
+  return Watch(job.id, shim->pid, std::move(shim->pidfd), std::move(channel), events);
+}
+
+absl::StatusOr<ShimSupervisorHost::Spawned> ShimSupervisorHost::Spawn(const std::string& job_id,
+                                                                      Fd* assign) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
-    return fail(Cat("socketpair: ", std::strerror(errno)));
+    return PosixError("socketpair", "a supervisor's connection", errno);
   }
   Fd ours(pair[0]), theirs(pair[1]);
-  const std::vector<std::string> args = {config_.shim_binary,
-                                         "--state-dir",
-                                         store_.state_dir(),
-                                         "--job",
-                                         job.id,
-                                         "--exec",
-                                         config_.exec_binary,
-                                         "--containment",
-                                         config_.containment,
-                                         "--restore-window-ms",
-                                         std::to_string(config_.restore_window.count()),
-                                         "--stack-budget-ms",
-                                         std::to_string(config_.stack_budget.count()),
-                                         "--restart-backoff-ms",
-                                         std::to_string(config_.restart_backoff.count()),
-                                         "--job-max-log-bytes",
-                                         std::to_string(config_.job_max_log_bytes),
-                                         "--log-level",
-                                         config_.log_level,
-                                         "--auto-heartbeat-dir",
-                                         config_.auto_heartbeat_dir,
-                                         "--auto-heartbeat-timeout-ms",
-                                         std::to_string(config_.auto_heartbeat_timeout.count()),
-                                         "--ltd-fd"};
+  // A spare's pipe: close-on-exec here, so that only ltd holds the end
+  // that writes, and the spare reads EOF (and exits) once ltd is gone.
+  Fd spare_reads;
+  if (assign != nullptr) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "a spare supervisor's pipe", errno);
+    spare_reads.reset(p[0]);
+    assign->reset(p[1]);
+  }
+  // A spare's --job holds room for the id it is given, which it writes
+  // over this, so that ps shows whose supervisor it has become.
+  const std::string job_arg = assign != nullptr ? std::string(kMaxJobIdDigits, '_') : job_id;
+  std::vector<std::string> args = {config_.shim_binary,
+                                   "--state-dir",
+                                   store_.state_dir(),
+                                   "--job",
+                                   job_arg,
+                                   "--exec",
+                                   config_.exec_binary,
+                                   "--containment",
+                                   config_.containment,
+                                   "--restore-window-ms",
+                                   std::to_string(config_.restore_window.count()),
+                                   "--stack-budget-ms",
+                                   std::to_string(config_.stack_budget.count()),
+                                   "--restart-backoff-ms",
+                                   std::to_string(config_.restart_backoff.count()),
+                                   "--job-max-log-bytes",
+                                   std::to_string(config_.job_max_log_bytes),
+                                   "--log-level",
+                                   config_.log_level,
+                                   "--auto-heartbeat-dir",
+                                   config_.auto_heartbeat_dir,
+                                   "--auto-heartbeat-timeout-ms",
+                                   std::to_string(config_.auto_heartbeat_timeout.count()),
+                                   "--ltd-fd"};
+  if (assign != nullptr) args.push_back("--spare");
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -377,26 +413,123 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);  // clears close-on-exec
+  if (spare_reads.valid()) posix_spawn_file_actions_adddup2(&actions, spare_reads.get(), 4);
   // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
   const CleanSpawnAttr attr(/*new_session=*/true);
   pid_t pid = 0;
   const int rc =
       posix_spawn(&pid, config_.shim_binary.c_str(), &actions, attr.get(), argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return fail(Cat("posix_spawn(", config_.shim_binary, "): ", std::strerror(rc)));
-  theirs.reset();
+  if (rc != 0) return PosixError("posix_spawn", config_.shim_binary, rc);
   // Not reaped until ltd says so: the pid cannot be anyone else's yet.
   Fd pidfd(PidfdOpen(pid));
   if (!pidfd.valid()) {
+    const int err = errno;
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
-    return fail(Cat("pidfd_open: ", std::strerror(errno)));
+    return PosixError("pidfd_open", "a supervisor", err);
   }
-  spdlog::debug("job={} supervisor pid {}", job.id, pid);
-  grpc::ChannelArguments channel_args;
-  channel_args.SetMaxReceiveMessageSize(kMaxRecordBytes);
-  auto channel = grpc::CreateCustomInsecureChannelFromFd("lt-shim", ours.release(), channel_args);
-  return Watch(job.id, pid, std::move(pidfd), std::move(channel), events);
+  return Spawned{pid, std::move(pidfd), std::move(ours)};
+}
+
+void ShimSupervisorHost::PrepareSpare() {
+  if (!spares_ || spare_ ||
+      (spare_timer_ && uv_is_active(reinterpret_cast<uv_handle_t*>(spare_timer_.get())))) {
+    return;
+  }
+  if (!spare_timer_) {
+    spare_timer_ = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop_.get(), t); });
+    if (!spare_timer_) return;
+    spare_timer_->data = this;
+  }
+  // After what this turn of the loop is doing (placing a job, say).
+  uv_timer_start(
+      spare_timer_.get(),
+      [](uv_timer_t* t) { static_cast<ShimSupervisorHost*>(t->data)->StartSpare(); }, 0, 0);
+}
+
+void ShimSupervisorHost::StartSpare() {
+  if (!spares_ || spare_) return;
+  auto spare = std::make_unique<Spare>();
+  auto spawned = Spawn("", &spare->assign);
+  if (!spawned.ok()) {
+    spdlog::warn("cannot start a spare supervisor ({}); each job's starts with it",
+                 std::string(spawned.status().message()));
+    return;
+  }
+  spare->process = std::move(*spawned);
+  // Idle priority from now until it has a job: its start-up (mapping,
+  // relocating, static initialisers) takes no CPU that work wants. It has
+  // one thread until then, whose id is its pid.
+  const sched_param idle{};
+  if (sched_setscheduler(spare->process.pid, SCHED_IDLE, &idle) != 0) {
+    spdlog::debug("spare supervisor pid {} stays at normal priority: {}", spare->process.pid,
+                  std::strerror(errno));
+  }
+  spare->exit_poll = UvInit<uv_poll_t>(
+      [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, spare->process.pidfd.get()); });
+  if (spare->exit_poll) {
+    spare->exit_poll->data = this;
+    uv_poll_start(spare->exit_poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
+      static_cast<ShimSupervisorHost*>(p->data)->OnSpareExit();
+    });
+  }
+  spdlog::debug("spare supervisor pid {} started", spare->process.pid);
+  spare_ = std::move(spare);
+}
+
+void ShimSupervisorHost::OnSpareExit() {
+  // It had no job: nothing of anyone's is lost. The next job starts its
+  // own supervisor and prepares another spare.
+  siginfo_t info{};
+  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare_->process.pidfd.get()), &info,
+             WEXITED | WNOHANG) != 0 ||
+      info.si_pid == 0) {
+    return;
+  }
+  spdlog::warn("spare supervisor pid {} {}", spare_->process.pid, ExitText(info));
+  spare_.reset();
+}
+
+std::optional<ShimSupervisorHost::Spawned> ShimSupervisorHost::TakeSpare(
+    const std::string& job_id) {
+  if (!spare_) return std::nullopt;
+  std::unique_ptr<Spare> spare = std::move(spare_);
+  spare->exit_poll.reset();
+  // Normal priority before it reads its job: from then on it is the job's
+  // supervisor, and starts threads that would inherit the idle policy.
+  const sched_param normal{};
+  if (sched_setscheduler(spare->process.pid, SCHED_OTHER, &normal) != 0) {
+    spdlog::warn(
+        "cannot give the spare supervisor normal priority ({}); supervisors start with "
+        "their jobs from now on",
+        std::strerror(errno));
+    spares_ = false;
+    spare_ = std::move(spare);
+    KillSpare();
+    return std::nullopt;
+  }
+  const std::string line = job_id + "\n";
+  if (job_id.size() > kMaxJobIdDigits ||
+      write(spare->assign.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    // It died since it was last polled (EPIPE; ltd ignores SIGPIPE).
+    spare_ = std::move(spare);
+    KillSpare();
+    return std::nullopt;
+  }
+  return std::move(spare->process);
+}
+
+void ShimSupervisorHost::KillSpare() {
+  if (!spare_) return;
+  spare_->exit_poll.reset();
+  PidfdSendSignal(spare_->process.pidfd.get(), SIGKILL);
+  siginfo_t info{};
+  while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare_->process.pidfd.get()),
+                &info, WEXITED) != 0 &&
+         errno == EINTR) {
+  }
+  spare_.reset();
 }
 
 std::map<std::string, ShimSupervisorHost::Found> ShimSupervisorHost::Probe(

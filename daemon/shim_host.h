@@ -2,9 +2,16 @@
 // places, watches it over the supervisor API (proto/shim.proto), adopts the
 // supervisors an earlier ltd left, and when one dies, kills what it left
 // and says the job is lost. Loop thread, except Probe (start-up).
+//
+// One supervisor is started ahead of need: the spare, at idle priority,
+// waits on a pipe for the job it will supervise. A supervisor's start is
+// mostly the kernel and the loader mapping and relocating a large program
+// (some 15 ms of CPU on a VM); the spare has done it on time nothing else
+// wanted, so a job's start takes only what is the job's own.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <uv.h>
 
 #include <chrono>
 #include <map>
@@ -18,6 +25,7 @@
 #include "job_store.h"
 #include "loop.h"
 #include "supervision.h"
+#include "uv_handle.h"
 
 namespace ltd {
 
@@ -69,6 +77,29 @@ class ShimSupervisorHost final : public SupervisorHost {
   friend struct Core;
   void Forget(Core* core);
 
+  // An lt-shim this ltd started: fd 3 of it is the other end of `channel`.
+  struct Spawned {
+    pid_t pid = 0;
+    Fd pidfd;
+    Fd channel;
+  };
+  // For `job_id`, or a spare (empty id) that reads its job id from the
+  // other end of `*assign`.
+  absl::StatusOr<Spawned> Spawn(const std::string& job_id, Fd* assign);
+  struct Spare {
+    Spawned process;
+    Fd assign;                   // the pipe its job id comes down
+    UvPtr<uv_poll_t> exit_poll;  // should it die while it waits
+  };
+  // The spare, given `job_id` and normal priority; nullopt when there is
+  // none or it cannot take the job.
+  std::optional<Spawned> TakeSpare(const std::string& job_id);
+  // A new spare, on the loop's next turn, unless there is one.
+  void PrepareSpare();
+  void StartSpare();
+  void OnSpareExit();
+  void KillSpare();
+
   Loop& loop_;
   const JobStore& store_;
   const ContainmentPlan plan_;
@@ -76,6 +107,9 @@ class ShimSupervisorHost final : public SupervisorHost {
   std::string canonical_state_dir_;
   // Every supervisor not yet reaped, ended jobs' too (they exit just after).
   std::set<std::shared_ptr<Core>> cores_;
+  std::unique_ptr<Spare> spare_;
+  UvPtr<uv_timer_t> spare_timer_;
+  bool spares_ = true;  // off once a spare could not be given normal priority
 };
 
 }  // namespace ltd

@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "containment_factory.h"
@@ -52,8 +53,43 @@ struct Options {
   int ltd_fd = -1;  // a connected socket to ltd, when it started us
 };
 
-// The fd of the connection to ltd: the only one a supervisor inherits.
+// The fd of the connection to ltd: the only one a supervisor inherits,
+// but for a spare's pipe, down which its job id comes.
 constexpr int kLtdFd = 3;
+constexpr int kAssignFd = 4;
+constexpr size_t kMaxJobIdDigits = 20;  // a uint64 in decimal
+
+// A spare waits here, before anything starts a thread (ltd runs it at idle
+// priority until it gives it a job, and threads would keep that policy),
+// for "<job id>\n". EOF: ltd let it go, or is gone.
+std::optional<std::string> AwaitJob() {
+  std::string id;
+  for (;;) {
+    char c;
+    const ssize_t n = read(kAssignFd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    if (c == '\n') break;
+    if (c < '0' || c > '9' || id.size() == kMaxJobIdDigits) return std::nullopt;
+    id += c;
+  }
+  close(kAssignFd);
+  if (id.empty()) return std::nullopt;
+  return id;
+}
+
+// Writes `id` over the placeholder a spare's --job holds, so that ps and
+// /proc/PID/cmdline show whose supervisor this is now.
+void ShowJob(int argc, char** argv, const std::string& id) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--job") != 0) continue;
+    const size_t room = std::strlen(argv[i + 1]);
+    if (id.size() > room) return;
+    std::memset(argv[i + 1], 0, room);
+    std::memcpy(argv[i + 1], id.data(), id.size());
+    return;
+  }
+}
 
 int Run(const Options& opt) {
   sigset_t stop_signals;
@@ -209,6 +245,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool ltd_fd = false;
   app.add_flag("--ltd-fd", ltd_fd, "fd 3 is a connection to ltd");
+  bool spare = false;
+  app.add_flag("--spare", spare, "a spare: the job's id comes down fd 4 (--job holds its room)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -217,5 +255,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (ltd_fd) opt.ltd_fd = ltd::kLtdFd;
+  if (spare) {
+    auto id = ltd::AwaitJob();
+    if (!id) return 0;
+    ltd::ShowJob(argc, argv, *id);
+    opt.job = *id;
+  }
   return ltd::Run(opt);
 }

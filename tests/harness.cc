@@ -19,6 +19,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -370,7 +372,11 @@ bool ProcessAlive(pid_t pid) {
   return s != 0 && s != 'Z' && s != 'X';
 }
 
-std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job) {
+namespace {
+
+// lt-shim processes on `state_dir` whose --job value satisfies `job_is`.
+std::vector<pid_t> ShimsOf(const std::string& state_dir,
+                           const std::function<bool(const std::string&)>& job_is) {
   std::vector<pid_t> found;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return found;
@@ -385,18 +391,32 @@ std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& 
       args.push_back(cmdline.substr(start, end - start));
       start = end + 1;
     }
-    auto has = [&](const std::string& flag, const std::string& value) {
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
       for (size_t i = 0; i + 1 < args.size(); ++i) {
-        if (args[i] == flag && args[i + 1] == value) return true;
+        if (args[i] == flag) return args[i + 1];
       }
-      return false;
+      return std::nullopt;
     };
-    if (has("--state-dir", state_dir) && (job.empty() || has("--job", job)) && ProcessAlive(pid)) {
+    const auto job = value("--job");
+    if (value("--state-dir") == state_dir && job && job_is(*job) && ProcessAlive(pid)) {
       found.push_back(pid);
     }
   }
   closedir(proc);
   return found;
+}
+
+}  // namespace
+
+std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job) {
+  // A spare's --job is a placeholder of '_' until it has a job.
+  return ShimsOf(state_dir, [&](const std::string& j) {
+    return job.empty() ? !j.starts_with('_') : j == job;
+  });
+}
+
+std::vector<pid_t> SpareSupervisors(const std::string& state_dir) {
+  return ShimsOf(state_dir, [](const std::string& j) { return j.starts_with('_'); });
 }
 
 int CountOpenFds(pid_t pid) {

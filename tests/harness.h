@@ -109,6 +109,8 @@ bool ProcessAlive(pid_t pid);  // exists and is not a zombie
 // Live job supervisors (lt-shim) of the state dir `state_dir` (as ltd was
 // given it), of job `job` only unless it is empty.
 std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job = "");
+// The spare supervisor ltd keeps ready (one at most), not yet given a job.
+std::vector<pid_t> SpareSupervisors(const std::string& state_dir);
 int CountOpenFds(pid_t pid);
 
 std::string TestChildPath();

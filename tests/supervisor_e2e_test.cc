@@ -6,6 +6,7 @@
 // window it is about. After each: no process of the test's jobs, no
 // supervisor, no zombie, no supervisor socket left.
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -113,6 +114,9 @@ class SupervisorE2E : public E2E {
         << Supervisors(d_.state_dir()).size() << " supervisor(s) left";
     for (pid_t shim : Supervisors(d_.state_dir())) kill(shim, SIGKILL);
     EXPECT_TRUE(WaitFor([&] { return Supervisors(d_.state_dir()).empty(); }, 5s));
+    // The spare goes with ltd, however ltd went.
+    EXPECT_TRUE(WaitFor([&] { return SpareSupervisors(d_.state_dir()).empty(); }, 10s))
+        << "a spare supervisor outlived ltd";
     std::error_code ec;
     for (auto it = std::filesystem::directory_iterator(d_.state_dir() + "/jobs", ec);
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
@@ -218,6 +222,59 @@ class SupervisorE2E : public E2E {
     }
   }
 };
+
+// sched_getscheduler without the SCHED_RESET_ON_FORK bit; -1 when gone.
+int Policy(pid_t pid) {
+  const int p = sched_getscheduler(pid);
+  return p < 0 ? -1 : p & ~SCHED_RESET_ON_FORK;
+}
+
+TEST_F(SupervisorE2E, ASpareWaitsAtIdlePriorityAndBecomesTheNextJobsSupervisor) {
+  ASSERT_TRUE(Start("0"));
+  std::vector<pid_t> spares;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        spares = SpareSupervisors(d_.state_dir());
+        return spares.size() == 1 && Policy(spares[0]) == SCHED_IDLE;
+      },
+      20s))
+      << spares.size() << " spare(s)\n"
+      << d_.log();
+  const pid_t spare = spares[0];
+  EXPECT_TRUE(Supervisors(d_.state_dir()).empty()) << "a spare counts as no job's supervisor";
+
+  const std::string id = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
+  ASSERT_EQ(WaitRunning(id, 2).size(), 2u);
+  // The spare is the job's supervisor now, at normal priority, and says
+  // whose in its command line; another spare waits in its place.
+  EXPECT_EQ(Supervisors(d_.state_dir(), id), std::vector<pid_t>{spare});
+  EXPECT_EQ(Policy(spare), SCHED_OTHER);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        spares = SpareSupervisors(d_.state_dir());
+        return spares.size() == 1 && spares[0] != spare;
+      },
+      20s));
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "CANCELLED");
+  // The job's ranks ran under it and are gone with it.
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
+}
+
+TEST_F(SupervisorE2E, ASpareEndsWithLtdEvenSigkilled) {
+  ASSERT_TRUE(Start("10m"));
+  std::vector<pid_t> spares;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        spares = SpareSupervisors(d_.state_dir());
+        return spares.size() == 1;
+      },
+      20s));
+  d_.KillHard();
+  // Its pipe from ltd reads EOF: it exits, whatever it was doing.
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(spares[0]); }, 20s));
+  EXPECT_TRUE(SpareSupervisors(d_.state_dir()).empty());
+}
 
 TEST_F(SupervisorE2E, SigkillOfLtdLeavesTheJobRunningAndTheNextLtdAdoptsIt) {
   ExpectAdoptedAfter([&] { d_.KillHard(); });
