@@ -291,7 +291,6 @@ ShimSupervisorHost::ShimSupervisorHost(Loop& loop, const JobStore& store, Contai
   char resolved[PATH_MAX];
   canonical_state_dir_ =
       realpath(store_.state_dir().c_str(), resolved) != nullptr ? resolved : store_.state_dir();
-  PrepareSpare();
 }
 
 ShimSupervisorHost::~ShimSupervisorHost() {

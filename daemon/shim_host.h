@@ -67,6 +67,11 @@ class ShimSupervisorHost final : public SupervisorHost {
                                      std::chrono::milliseconds timeout);
   std::unique_ptr<Supervision> Adopt(const Job& job, Found found, SupervisionEvents& events);
 
+  // Keeps a spare supervisor ready from the loop's next turn on (and a new
+  // one each time a job takes it). Killed with this host, and gone by
+  // itself once ltd is.
+  void KeepSpare() { PrepareSpare(); }
+
   // Shared by a supervision and its gRPC callbacks; see shim_host.cc.
   struct Core;
 
