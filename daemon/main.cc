@@ -297,6 +297,7 @@ int Run(const Options& opt) {
     UvClock clock(loop.get());
     KernelPortAllocator ports;
     ShimSupervisorHost supervisors(loop, *store, plan, shim_config);
+    supervisors.KeepSpare();
     JobManager manager(clock, supervisors, *store, ports, config);
     SystemdNotifier notifier(clock, [&manager] {
       SystemdNotifier::Counts c;
@@ -428,6 +429,10 @@ int Run(const Options& opt) {
     // ltd removes its socket and leaves at once.
     listener->reset();
     containment->reset();  // ltd's own (empty) cgroup, and the base once no job is left in it
+    // The next ltd goes on from the next id, not past what this one reserved.
+    if (auto s = store->ReturnReservedIds(); !s.ok()) {
+      spdlog::warn("job ids this ltd reserved stay taken: {}", std::string(s.message()));
+    }
     spdlog::info("ltd stopped");
     spdlog::shutdown();
     std::fflush(stderr);

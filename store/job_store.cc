@@ -103,28 +103,50 @@ absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, i
   return ReadFd(fd.get(), path, max);
 }
 
-absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least) {
+namespace {
+
+// next-id says `next`, atomically and durably.
+absl::Status WriteNextId(const std::string& path, uint64_t next) {
+  const std::string tmp = path + ".tmp";
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return PosixError("open", tmp, errno);
+  absl::Status s = WriteAll(fd.get(), Cat(next, "\n"), tmp);
+  if (s.ok() && fdatasync(fd.get()) != 0) s = PosixError("fdatasync", tmp, errno);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename", tmp, errno);
+  if (!s.ok()) unlink(tmp.c_str());
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least, uint64_t reserve) {
   const std::string path = state_dir_ + "/next-id";
-  uint64_t next = at_least;
-  if (FILE* f = fopen(path.c_str(), "re")) {
-    unsigned long long stored = 0;
-    if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
-    fclose(f);
+  uint64_t next = std::max(at_least, next_id_);
+  if (next >= reserved_end_) {
+    // Past what this store reserved: what is on disk counts.
+    if (FILE* f = fopen(path.c_str(), "re")) {
+      unsigned long long stored = 0;
+      if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
+      fclose(f);
+    }
   }
   // Never onto a dir some earlier job left, whatever next-id said.
   struct stat st {};
   while (stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
-  const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return PosixError("open", tmp, errno);
-  absl::Status s = WriteAll(fd.get(), Cat(next + 1, "\n"), tmp);
-  if (s.ok() && fdatasync(fd.get()) != 0) s = PosixError("fdatasync", tmp, errno);
-  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename", tmp, errno);
-  if (!s.ok()) {
-    unlink(tmp.c_str());
-    return s;
+  if (next >= reserved_end_) {
+    const uint64_t end = next + std::max<uint64_t>(reserve, 1);
+    if (absl::Status s = WriteNextId(path, end); !s.ok()) return s;
+    reserved_end_ = end;
   }
+  next_id_ = next + 1;
   return next;
+}
+
+absl::Status JobStore::ReturnReservedIds() {
+  if (reserved_end_ <= next_id_) return absl::OkStatus();
+  if (absl::Status s = WriteNextId(state_dir_ + "/next-id", next_id_); !s.ok()) return s;
+  reserved_end_ = next_id_;
+  return absl::OkStatus();
 }
 
 absl::Status JobStore::Remove(const std::string& job_id) const {

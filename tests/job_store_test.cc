@@ -25,6 +25,10 @@ class JobStoreTest : public ::testing::Test {
     EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
     return st.st_mode & 07777;
   }
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
 
   std::string dir_;
 };
@@ -61,6 +65,30 @@ TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
   auto again = JobStore::Open(dir_);
   EXPECT_EQ(*again->TakeId(1), 5u);
   EXPECT_EQ(*again->TakeId(9), 9u);
+}
+
+TEST_F(JobStoreTest, ReservedIdsAreHandedOutFromMemoryAndNeverAgainAfterACrash) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  const std::string next_id = dir_ + "/next-id";
+  EXPECT_EQ(*store->TakeId(1, 4), 1u);
+  EXPECT_EQ(Slurp(next_id), "5\n");  // 1-4 are taken on disk before 1 is handed out
+  EXPECT_EQ(*store->TakeId(1, 4), 2u);
+  EXPECT_EQ(*store->TakeId(1, 4), 3u);
+  EXPECT_EQ(Slurp(next_id), "5\n");  // from memory: no write
+  // ltd crashes here: the next one on the state dir starts past them all.
+  auto after_crash = JobStore::Open(dir_);
+  EXPECT_EQ(*after_crash->TakeId(1, 4), 5u);
+  EXPECT_EQ(Slurp(next_id), "9\n");
+  // The first store, reserving past its block, reads the disk again.
+  EXPECT_EQ(*store->TakeId(1, 4), 4u);
+  EXPECT_EQ(*store->TakeId(1, 4), 9u);
+  EXPECT_EQ(Slurp(next_id), "13\n");
+  // A clean stop gives back what it did not hand out.
+  ASSERT_TRUE(store->ReturnReservedIds().ok());
+  EXPECT_EQ(Slurp(next_id), "10\n");
+  auto after_stop = JobStore::Open(dir_);
+  EXPECT_EQ(*after_stop->TakeId(1, 4), 10u);
 }
 
 TEST_F(JobStoreTest, ErrorFilesAreTheUsersOwnOrIgnored) {
