@@ -12,31 +12,50 @@ Loop::Loop() {
     spdlog::critical("uv_loop_init: {}", uv_strerror(rc));
     std::abort();
   }
-  async_.data = this;
-  uv_async_init(&loop_, &async_, &Loop::OnAsync);
+  int rc = 0;
+  auto async = UvInit<uv_async_t>([&](uv_async_t* h) {
+    return rc = uv_async_init(&loop_, h,
+                              [](uv_async_t* a) { static_cast<Loop*>(a->data)->Drain(); });
+  });
+  if (!async) {
+    spdlog::critical("uv_async_init: {}", uv_strerror(rc));
+    std::abort();
+  }
+  async->data = this;
+  std::lock_guard lock(mu_);
+  async_ = std::move(async);
 }
 
 Loop::~Loop() {
-  {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    queue_.clear();
-  }
-  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
-  // Let every pending close callback run, then prove nothing leaked.
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  if (int rc = uv_loop_close(&loop_); rc != 0) {
+  if (loop_closed_) return;
+  if (int rc = Close(); rc != 0) {
     spdlog::error("uv_loop_close: {} (a handle leaked)", uv_strerror(rc));
   }
 }
 
-void Loop::Post(std::function<void()> fn) {
+int Loop::Close() {
+  UvPtr<uv_async_t> async;
+  std::vector<std::function<void()>> dropped;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
-    queue_.push_back(std::move(fn));
+    async = std::move(async_);
+    dropped.swap(queue_);
   }
-  uv_async_send(&async_);
+  // Outside the lock: a closure's destructor may Post (and is dropped).
+  dropped.clear();
+  async.reset();
+  // Let every pending close callback run, then prove nothing leaked.
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  loop_closed_ = true;
+  return uv_loop_close(&loop_);
+}
+
+void Loop::Post(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  if (!async_) return;  // closed
+  queue_.push_back(std::move(fn));
+  // Under the lock: Close() cannot free the handle in between.
+  uv_async_send(async_.get());
 }
 
 int Loop::Run() { return uv_run(&loop_, UV_RUN_DEFAULT); }
@@ -49,8 +68,6 @@ void Loop::RunWhile(const std::function<void()>& fn) {
   Run();
   worker.join();
 }
-
-void Loop::OnAsync(uv_async_t* handle) { static_cast<Loop*>(handle->data)->Drain(); }
 
 void Loop::Drain() {
   std::vector<std::function<void()>> batch;

@@ -9,6 +9,9 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "uv_handle.h"
+
 namespace ltd {
 
 class Loop {
@@ -32,15 +35,22 @@ class Loop {
   // Loop thread only: ends Run() once the current iteration is done.
   void Stop() { uv_stop(&loop_); }
 
+  // Loop thread only: closes the loop's own handle and runs the loop until
+  // every close callback ran; then uv_loop_close's result (0: no handle
+  // was left open). Posts are dropped from here on. The destructor does
+  // this, and logs a leak, when it was not done before.
+  int Close();
+
  private:
-  static void OnAsync(uv_async_t* handle);
   void Drain();
 
   uv_loop_t loop_{};
-  uv_async_t async_{};
+  bool loop_closed_ = false;
   std::mutex mu_;
-  std::vector<std::function<void()>> queue_;  // guarded by mu_
-  bool closed_ = false;                       // guarded by mu_
+  // Closed with the loop; other threads reach it only under mu_, so none
+  // wakes a handle that is gone.
+  UvPtr<uv_async_t> async_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ltd

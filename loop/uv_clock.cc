@@ -1,19 +1,16 @@
 #include "uv_clock.h"
 
+#include <cstdlib>
+
+#include "spdlog/spdlog.h"
+
 namespace ltd {
 
-struct UvClock::Timer {
-  uv_timer_t handle{};
-  UvClock* clock = nullptr;
-  TimerId id = 0;
-  std::function<void()> fn;
-};
-
 UvClock::~UvClock() {
-  for (auto& [id, timer] : timers_) {
-    uv_timer_stop(&timer->handle);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer->handle), &UvClock::OnClosed);
-  }
+  // Taken out first: a callback's captures, destroyed with it, may cancel
+  // timers of their own.
+  auto timers = std::move(timers_);
+  timers_.clear();
 }
 
 Millis UvClock::Monotonic() {
@@ -22,36 +19,38 @@ Millis UvClock::Monotonic() {
 }
 
 Clock::TimerId UvClock::StartTimer(Millis delay, std::function<void()> fn) {
-  auto* timer = new Timer;
-  timer->clock = this;
-  timer->id = next_id_++;
-  timer->fn = std::move(fn);
-  timer->handle.data = timer;
-  uv_timer_init(loop_, &timer->handle);
+  auto handle = UvInit<uv_timer_t>([&](uv_timer_t* h) { return uv_timer_init(loop_, h); });
+  if (!handle) {
+    // uv_timer_init cannot fail; a timer that never fires would be worse
+    // than stopping here (a watchdog or a grace period silently lost).
+    spdlog::critical("uv_timer_init failed");
+    std::abort();
+  }
+  const TimerId id = next_id_++;
+  Timer& timer = timers_[id];
+  timer.clock = this;
+  timer.id = id;
+  timer.fn = std::move(fn);
+  timer.handle = std::move(handle);
+  timer.handle->data = &timer;
   uv_update_time(loop_);
-  uv_timer_start(&timer->handle, &UvClock::OnTimer,
+  uv_timer_start(timer.handle.get(), &UvClock::OnTimer,
                  static_cast<uint64_t>(std::max<int64_t>(delay.count(), 0)), 0);
-  timers_.emplace(timer->id, timer);
-  return timer->id;
+  return id;
 }
 
 void UvClock::CancelTimer(TimerId id) {
-  auto it = timers_.find(id);
-  if (it == timers_.end()) return;
-  Timer* timer = it->second;
-  timers_.erase(it);
-  uv_timer_stop(&timer->handle);
-  uv_close(reinterpret_cast<uv_handle_t*>(&timer->handle), &UvClock::OnClosed);
+  // Out of the map before it is destroyed: its callback's captures may
+  // cancel other timers from their destructors.
+  auto gone = timers_.extract(id);
 }
 
 void UvClock::OnTimer(uv_timer_t* handle) {
   auto* timer = static_cast<Timer*>(handle->data);
   UvClock* clock = timer->clock;
   auto fn = std::move(timer->fn);
-  clock->CancelTimer(timer->id);  // one-shot: free it before running
+  clock->CancelTimer(timer->id);  // one-shot: gone before it runs, `timer` with it
   fn();
 }
-
-void UvClock::OnClosed(uv_handle_t* handle) { delete static_cast<Timer*>(handle->data); }
 
 }  // namespace ltd

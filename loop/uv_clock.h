@@ -6,6 +6,7 @@
 #include <map>
 
 #include "clock.h"
+#include "uv_handle.h"
 
 namespace ltd {
 
@@ -19,14 +20,22 @@ class UvClock final : public Clock {
   TimerId StartTimer(Millis delay, std::function<void()> fn) override;
   void CancelTimer(TimerId id) override;
 
+  size_t pending_timers() const { return timers_.size(); }
+
  private:
-  struct Timer;
+  struct Timer {
+    UvClock* clock = nullptr;
+    TimerId id = 0;
+    std::function<void()> fn;
+    UvPtr<uv_timer_t> handle;  // data: this Timer (a map node, never moved)
+  };
   static void OnTimer(uv_timer_t* handle);
-  static void OnClosed(uv_handle_t* handle);
 
   uv_loop_t* loop_;
   TimerId next_id_ = 1;
-  std::map<TimerId, Timer*> timers_;
+  // Pending timers. Erasing one closes its handle, which stops it: no
+  // callback reaches a Timer after that.
+  std::map<TimerId, Timer> timers_;
 };
 
 }  // namespace ltd

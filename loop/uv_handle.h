@@ -5,6 +5,14 @@
 //   UvPtr<uv_poll_t> poll = UvInit<uv_poll_t>([&](uv_poll_t* h) {
 //     return uv_poll_init(loop, h, fd);
 //   });
+//
+// uv_close stops the handle (reads, polls, timers, signals): after it no
+// callback of the handle runs but the close callback, which touches only
+// the handle. So whatever `data` points to may be freed as soon as the
+// owner is reset, even from inside one of the handle's own callbacks.
+// (Requests still pending on a stream, such as writes, are cancelled and
+// called back later: they must carry their own data.) This is the only
+// place that calls uv_close.
 #pragma once
 
 #include <uv.h>
@@ -16,8 +24,10 @@ namespace ltd {
 struct UvCloser {
   template <typename T>
   void operator()(T* handle) const {
-    uv_close(reinterpret_cast<uv_handle_t*>(handle),
-             [](uv_handle_t* h) { delete reinterpret_cast<T*>(h); });
+    auto* h = reinterpret_cast<uv_handle_t*>(handle);
+    // Nothing may reach the owner through the handle from here on.
+    h->data = nullptr;
+    uv_close(h, [](uv_handle_t* closed) { delete reinterpret_cast<T*>(closed); });
   }
 };
 

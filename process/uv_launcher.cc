@@ -29,16 +29,17 @@ constexpr int kStdout = 0, kStderr = 1;
 }
 
 struct UvLauncher::Pipe {
-  uv_pipe_t handle{};
+  UvPtr<uv_pipe_t> handle;  // data: this Pipe; null once read to its end
   Child* child = nullptr;
   int index = 0;
-  bool reading = false;
 };
 
+// Owns the rank's handles: freeing it closes them, and from then on libuv
+// calls none of their callbacks (uv_handle.h), so their `data`, which
+// points into the Child, is never used again. Freed once the rank is
+// reaped and its output drained.
 struct UvLauncher::Child {
   UvLauncher* launcher = nullptr;
-  uv_poll_t exit_poll{};          // the pidfd: readable once the rank exited
-  Pipe pipes[2];                  // stdout, stderr
   ControlReader::Id control = 0;  // the heartbeat fd's read end
   RankCallbacks callbacks;
   std::string job_id;
@@ -46,9 +47,11 @@ struct UvLauncher::Child {
   pid_t pid = 0;
   // Held from spawn until the child is freed. While it answers signal 0 the
   // process is not reaped, so its pid and its process group number (it
-  // leads its own session) are still its own.
+  // leads its own session) are still its own. Declared before the handles:
+  // the poll on it is closed first.
   Fd pidfd;
-  int open_handles = 0;  // freed when the last close callback ran
+  UvPtr<uv_poll_t> exit_poll;  // the pidfd: readable once the rank exited
+  Pipe pipes[2];               // stdout, stderr
 };
 
 namespace {
@@ -56,6 +59,14 @@ namespace {
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
+
+// For a child that must not run after all: nobody else reaps it, and a
+// SIGKILLed child exits at once.
+void KillAndReap(pid_t pid) {
+  kill(pid, SIGKILL);
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
 
 // A zombie still answers signal 0; once reaped, its pidfd says ESRCH.
 bool NotReaped(const Fd& pidfd) { return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0; }
@@ -96,9 +107,12 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
 UvLauncher::~UvLauncher() {
   // ltd stops only after every job ended; a child left here means a bug, and
   // it must not outlive us either.
-  for (Child* child : children_) {
+  for (const auto& [raw, child] : children_) {
     if (NotReaped(child->pidfd)) kill(-child->pid, SIGKILL);
   }
+  // Their handles close, so none calls back into us; the control reader,
+  // destroyed next, drops their entries without calling them.
+  children_.clear();
 }
 
 absl::Status UvLauncher::BeginJob(const std::string& job_id) {
@@ -174,34 +188,44 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   Fd pidfd(PidfdOpen(pid));
   if (!pidfd.valid()) {
     const int err = errno;
-    kill(pid, SIGKILL);
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    KillAndReap(pid);
     return absl::UnavailableError(Cat("pidfd_open(", pid, "): ", std::strerror(err),
                                       err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
   }
-  Child* raw = child.release();
-  children_.insert(raw);
+  int rc_poll = 0;
+  child->exit_poll = UvInit<uv_poll_t>(
+      [&](uv_poll_t* h) { return rc_poll = uv_poll_init(loop_, h, pidfd.get()); });
+  if (child->exit_poll) {
+    child->exit_poll->data = child.get();
+    rc_poll = uv_poll_start(child->exit_poll.get(), UV_READABLE, &UvLauncher::OnExitReadable);
+  }
+  if (rc_poll != 0) {
+    // Its exit would never be seen: the rank must not run unwatched.
+    child->exit_poll.reset();
+    KillAndReap(pid);
+    return fail(absl::UnavailableError(Cat("uv_poll(pidfd): ", uv_strerror(rc_poll))));
+  }
+  Child* raw = child.get();
+  children_.emplace(raw, std::move(child));
   unreaped_.insert(pid);
   raw->pid = pid;
   raw->pidfd = std::move(pidfd);
-  raw->open_handles = 3;
-  uv_poll_init(loop_, &raw->exit_poll, raw->pidfd.get());
-  raw->exit_poll.data = raw;
-  uv_poll_start(&raw->exit_poll, UV_READABLE, &UvLauncher::OnExitReadable);
   for (int i = 0; i < 2; ++i) {
     Pipe& p = raw->pipes[i];
     p.child = raw;
     p.index = i;
-    uv_pipe_init(loop_, &p.handle, 0);
-    p.handle.data = &p;
-    if (uv_pipe_open(&p.handle, out_ours[i].get()) == 0) {
-      out_ours[i].release();
-      uv_read_start(reinterpret_cast<uv_stream_t*>(&p.handle), &UvLauncher::OnAlloc,
-                    &UvLauncher::OnRead);
-      p.reading = true;
-    } else {
-      spdlog::error("job={} rank={}: cannot read its output", req.job_id, req.rank);
+    int rc_pipe = 0;
+    p.handle = UvInit<uv_pipe_t>([&](uv_pipe_t* h) { return rc_pipe = uv_pipe_init(loop_, h, 0); });
+    if (p.handle && (rc_pipe = uv_pipe_open(p.handle.get(), out_ours[i].get())) == 0) {
+      out_ours[i].release();  // the pipe's now
+      p.handle->data = &p;
+      rc_pipe = uv_read_start(reinterpret_cast<uv_stream_t*>(p.handle.get()), &UvLauncher::OnAlloc,
+                              &UvLauncher::OnRead);
+    }
+    if (rc_pipe != 0) p.handle.reset();
+    if (!p.handle) {
+      spdlog::error("job={} rank={}: cannot read its {}: {}", req.job_id, req.rank,
+                    i == kStdout ? "stdout" : "stderr", uv_strerror(rc_pipe));
     }
   }
   auto control_id = control_->Add(std::move(control_ours), [raw](std::string_view data) {
@@ -235,9 +259,8 @@ void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
   if (nread == 0) return;  // EAGAIN
   // EOF or an error: this stream is done; the rank may live on.
   uv_read_stop(stream);
-  pipe->reading = false;
   child.launcher->Deliver(child, pipe->index, {});
-  uv_close(reinterpret_cast<uv_handle_t*>(stream), &UvLauncher::OnClosed);
+  pipe->handle.reset();
 }
 
 void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
@@ -251,11 +274,10 @@ void UvLauncher::DrainAndClose(Child& child) {
   control_->DrainAndRemove(child.control);
   child.control = 0;
   for (Pipe& p : child.pipes) {
-    if (!p.reading) continue;
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&p.handle));
-    p.reading = false;
+    if (!p.handle) continue;
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(p.handle.get()));
     uv_os_fd_t fd = -1;
-    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&p.handle), &fd) == 0) {
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(p.handle.get()), &fd) == 0) {
       for (;;) {
         const ssize_t n = read(fd, read_buf_, sizeof read_buf_);
         if (n > 0) {
@@ -267,7 +289,7 @@ void UvLauncher::DrainAndClose(Child& child) {
       }
     }
     Deliver(child, p.index, {});
-    uv_close(reinterpret_cast<uv_handle_t*>(&p.handle), &UvLauncher::OnClosed);
+    p.handle.reset();
   }
 }
 
@@ -301,30 +323,16 @@ void UvLauncher::OnExitReadable(uv_poll_t* poll, int, int) {
     status.term_signal = info.si_status;
   }
   auto on_exit = std::move(child->callbacks.on_exit);
-  child->callbacks = {};
   if (auto job = self->live_.find(child->job_id); job != self->live_.end()) {
     if (auto it = job->second.find(child->rank); it != job->second.end() && it->second == child)
       job->second.erase(it);
     if (job->second.empty()) self->live_.erase(job);
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(poll), &UvLauncher::OnClosed);
+  // Reaped and drained: nothing refers to the child any more. Freed before
+  // on_exit runs, which may do anything, and with it its pidfd and the
+  // handles (this poll too: libuv frees it after this callback).
+  self->children_.erase(child);
   if (on_exit) on_exit(status);
-}
-
-void UvLauncher::OnClosed(uv_handle_t* handle) {
-  Child* child;
-  if (handle->type == UV_POLL) {
-    child = static_cast<Child*>(handle->data);
-  } else {
-    child = static_cast<Pipe*>(handle->data)->child;
-  }
-  child->launcher->MaybeFree(child);
-}
-
-void UvLauncher::MaybeFree(Child* child) {
-  if (--child->open_handles > 0) return;
-  children_.erase(child);
-  delete child;
 }
 
 UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) const {

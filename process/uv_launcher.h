@@ -8,7 +8,7 @@
 
 #include <map>
 #include <memory>
-#include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "containment.h"
@@ -43,12 +43,10 @@ class UvLauncher final : public ProcessLauncher {
   static void OnExitReadable(uv_poll_t* poll, int status, int events);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-  static void OnClosed(uv_handle_t* handle);
   void Deliver(Child& child, int index, std::string_view data);
   // The rank's process while it is not reaped; null once it is.
   Child* Unreaped(const std::string& job_id, int rank) const;
   void DrainAndClose(Child& child);
-  void MaybeFree(Child* child);
 
   uv_loop_t* loop_;
   std::unique_ptr<Containment> containment_;
@@ -56,7 +54,9 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
-  std::set<Child*> children_;           // spawned, not yet freed
+  // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
+  // owner of each rank's handles and pidfd.
+  std::unordered_map<Child*, std::unique_ptr<Child>> children_;
   std::unordered_set<pid_t> unreaped_;  // ours to reap, nobody else's
   // Ranks not yet reaped, by job and rank. A reaped rank leaves at once:
   // its pid and process group number may belong to anyone after that.

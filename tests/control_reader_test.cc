@@ -10,6 +10,7 @@
 #include <map>
 
 #include "loop.h"
+#include "run_loop.h"
 
 namespace ltd::test {
 namespace {
@@ -18,8 +19,11 @@ using namespace std::chrono_literals;
 
 class ControlReaderTest : public ::testing::Test {
  protected:
-  ~ControlReaderTest() override {
+  void TearDown() override {
     reader_.reset();
+    EXPECT_EQ(loop_.Close(), 0) << "a handle is left on the loop";
+  }
+  ~ControlReaderTest() override {
     for (int fd : writers_) close(fd);
   }
 
@@ -36,22 +40,7 @@ class ControlReaderTest : public ::testing::Test {
   }
 
   bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    uv_timer_t tick;
-    uv_timer_init(loop_.get(), &tick);
-    uv_timer_start(
-        &tick, [](uv_timer_t*) {}, 5, 5);
-    bool ok = true;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ok = false;
-        break;
-      }
-      uv_run(loop_.get(), UV_RUN_ONCE);
-    }
-    uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
-    uv_run(loop_.get(), UV_RUN_NOWAIT);
-    return ok;
+    return RunLoopUntil(loop_.get(), done, timeout, /*tick_ms=*/5);
   }
 
   Loop loop_;

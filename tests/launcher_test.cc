@@ -6,12 +6,15 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "harness.h"
 #include "loop.h"
 #include "process_group_containment.h"
 #include "process_scan.h"
+#include "run_loop.h"
 #include "uv_launcher.h"
 
 namespace ltd::test {
@@ -21,7 +24,8 @@ class LauncherTest : public ::testing::Test {
  protected:
   void TearDown() override {
     launcher_.reset();
-    loop_.reset();  // asserts uv_loop_close() == 0 in its destructor (logged)
+    EXPECT_EQ(loop_->Close(), 0) << "a handle is left on the loop";
+    loop_.reset();
     EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
     EXPECT_EQ(errno, ECHILD) << "a child is left";
   }
@@ -31,9 +35,11 @@ class LauncherTest : public ::testing::Test {
     std::optional<ExitStatus> exit;
   };
 
-  pid_t Spawn(Rank& rank, std::vector<std::string> args, std::vector<std::string> env = {}) {
+  pid_t Spawn(Rank& rank, std::vector<std::string> args, std::vector<std::string> env = {},
+              int rank_number = 0) {
     SpawnRequest req;
     req.job_id = "t";
+    req.rank = rank_number;
     req.argv = {TestChildPath()};
     req.argv.insert(req.argv.end(), args.begin(), args.end());
     req.env = std::move(env);
@@ -52,26 +58,8 @@ class LauncherTest : public ::testing::Test {
     return pid.ok() ? *pid : -1;
   }
 
-  // Runs the loop until `done` holds, at most `timeout`.
   bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-    // A timer bounds each blocking loop iteration, so the deadline holds
-    // even when no event ever comes.
-    uv_timer_t tick;
-    uv_timer_init(loop_->get(), &tick);
-    uv_timer_start(
-        &tick, [](uv_timer_t*) {}, 20, 20);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    bool ok = true;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ok = false;
-        break;
-      }
-      uv_run(loop_->get(), UV_RUN_ONCE);
-    }
-    uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
-    uv_run(loop_->get(), UV_RUN_NOWAIT);  // let the close complete
-    return ok;
+    return RunLoopUntil(loop_->get(), done, timeout);
   }
 
   std::unique_ptr<Loop> loop_ = std::make_unique<Loop>();
@@ -192,6 +180,65 @@ TEST_F(LauncherTest, OnlyStdioAndTheHeartbeatFdAreInherited) {
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   close(leaky);
   EXPECT_EQ(r.out, "fds=0,1,2,3\n");
+}
+
+// The descriptors open in this process.
+size_t OpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+// Hundreds of short ranks, a third exiting, a third SIGKILLed at once (as
+// lt-exec starts), a third SIGKILLed while they run: each takes its
+// handles and fds with it, so the loop and the fd table end as they began.
+TEST_F(LauncherTest, HundredsOfRanksLeaveNoFdAndNoHandle) {
+  // A first rank, for the fd libuv keeps per loop from its first stream on
+  // (a reserve for EMFILE).
+  Rank first_rank;
+  Spawn(first_rank, {"exit:0"});
+  ASSERT_TRUE(RunUntil([&] { return first_rank.exit.has_value(); }));
+  const size_t handles = LoopHandles(loop_->get());
+  const size_t fds = OpenFds();
+  constexpr int kRanks = 300, kBatch = 25;
+  for (int first = 0; first < kRanks; first += kBatch) {
+    std::vector<Rank> ranks(kBatch);  // the callbacks keep pointers into it
+    for (int i = 0; i < kBatch; ++i) {
+      const int rank = first + i;
+      if (rank % 3 == 0) {
+        Spawn(ranks[i], {"print:2,exit:3"}, {}, rank);
+      } else {
+        Spawn(ranks[i], {"line:ready,hang"}, {}, rank);
+        if (rank % 3 == 1) launcher_->SignalRank("t", rank, SIGKILL);
+      }
+    }
+    ASSERT_TRUE(RunUntil([&] {
+      for (int i = 0; i < kBatch; ++i) {
+        if ((first + i) % 3 == 2 && !ranks[i].exit && ranks[i].control != "ready\n") return false;
+      }
+      return true;
+    }));
+    for (int i = 0; i < kBatch; ++i) {
+      if ((first + i) % 3 == 2) launcher_->SignalRank("t", first + i, SIGKILL);
+    }
+    ASSERT_TRUE(RunUntil([&] {
+      return std::all_of(ranks.begin(), ranks.end(),
+                         [](const Rank& r) { return r.exit.has_value(); });
+    }));
+    for (int i = 0; i < kBatch; ++i) {
+      SCOPED_TRACE(first + i);
+      if ((first + i) % 3 == 0) {
+        EXPECT_EQ(ranks[i].exit->exit_code, 3);
+        EXPECT_EQ(ranks[i].out, "line 0 of 2\nline 1 of 2\n");
+      } else {
+        EXPECT_EQ(ranks[i].exit->term_signal, SIGKILL);
+      }
+    }
+  }
+  EXPECT_EQ(launcher_->live_children(), 0u);
+  EXPECT_EQ(LoopHandles(loop_->get()), handles);
+  EXPECT_EQ(OpenFds(), fds);
 }
 
 }  // namespace
