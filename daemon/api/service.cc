@@ -57,6 +57,10 @@ class StreamObserver final : public JobObserver {
   StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
       : out_(std::move(out)), output_(output), rank_(rank) {}
 
+  // An attach streams from now on, as `docker attach` does: output that
+  // was off until it came is in the log, not here.
+  bool WantsOutput() const override { return output_; }
+
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
     v1::JobEvent ev;

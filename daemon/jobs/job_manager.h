@@ -39,7 +39,13 @@ class PortAllocator {
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
+  // Whether it needs OnOutput at all. The job's supervisor sends ltd its
+  // output only while some observer does (a `wait` needs none).
+  virtual bool WantsOutput() const { return true; }
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  // Output was off (nobody watched) and is on again: lines written before
+  // are in the job's log, and no OnOutput told of them.
+  virtual void OnOutputResumed() {}
   virtual void OnEnded(const Job& job) = 0;
 };
 
@@ -138,6 +144,9 @@ class JobManager {
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
+  void OnOutputResumed(const std::string& id);
+  // Tells the job's supervision whether its observers want output.
+  void UpdateOutput(const std::string& id);
   void OnSupervisionEnded(const std::string& id, const Job& final_job);
   // The supervisor died; whatever it left is already killed.
   void LoseSupervision(const std::string& id, std::string why);
