@@ -161,6 +161,9 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
         // The first event of a watch, and then about once a second: the
         // moment to tell the supervisor (again, after a failure) what ltd
         // wants of its output.
+        if (!watch_ready && want_output && want_output == output_on && !output_call) {
+          PostOutputResumed();  // a watch again: output flows, missed lines are in the log
+        }
         watch_ready = true;
         if (want_output != output_on || output_unknown) SendOutputWish();
         if (auto job = ParseRecord(event.job()); job && job->id == job_id) {
@@ -255,7 +258,23 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
 
   void WantOutput(bool on) {
     want_output = on;
-    if (want_output != output_on || output_unknown) SendOutputWish();
+    if (set_output_unsupported) {
+      if (on) PostOutputResumed();  // its output never stopped
+      return;
+    }
+    if (want_output != output_on || output_unknown || output_call) return SendOutputWish();
+    // It sends output already (a new watch, or an off that never went):
+    // nothing to ask, and nothing was missed.
+    if (on) PostOutputResumed();
+  }
+
+  void PostOutputResumed() {
+    // On a later turn: the job table is in the middle of its own work now.
+    loop().Post([weak = weak_from_this()] {
+      if (auto core = weak.lock(); core && core->events != nullptr && !core->ended) {
+        core->events->OnOutputResumed();
+      }
+    });
   }
 
   void SendOutputWish() {
@@ -294,6 +313,7 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
       set_output_unsupported = true;
       output_on = true;
       output_unknown = false;
+      if (want_output && events != nullptr && !ended) events->OnOutputResumed();
       return;
     }
     if (!s.ok()) {

@@ -595,6 +595,7 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   const std::string id = Submit(Spec(1));
   using W = std::vector<bool>;
   EXPECT_EQ(wish_host.wishes[id], W{false});  // nobody watches a new job
+  EXPECT_FALSE(manager_->OutputFlowing(id));
   auto wait = std::make_shared<Recorder>();
   wait->wants_output = false;
   auto attach = std::make_shared<Recorder>();
@@ -606,9 +607,11 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   const auto f = manager_->Observe(id, follow);
   manager_->Unobserve(id, *a);
   EXPECT_EQ(wish_host.wishes[id], (W{false, true}));  // the follower still watches
+  EXPECT_FALSE(manager_->OutputFlowing(id));  // asked, not answered
   // The supervisor switched: the follower reads what it missed.
   wish_host.events[id]->OnOutputResumed();
   EXPECT_EQ(follow->resumed, 1);
+  EXPECT_TRUE(manager_->OutputFlowing(id));
   manager_->Unobserve(id, *f);
   EXPECT_EQ(wish_host.wishes[id], (W{false, true, false}));
   manager_->Unobserve(id, *w);
@@ -623,6 +626,7 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   clock_.Advance(Millis(0));
   ASSERT_EQ(Get(big).state, JobState::kRunning);
   EXPECT_EQ(wish_host.wishes[big], W{});
+  EXPECT_TRUE(manager_->OutputFlowing(big));
   manager_.reset();  // before the host it uses
 }
 

@@ -52,6 +52,9 @@ struct JobManager::Supervised {
   // What the supervision was last told of output; a supervisor starts
   // with it on.
   bool output = true;
+  // Output was asked for and the supervision said it comes (at first: it
+  // comes from the start).
+  bool flowing = true;
 };
 
 JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& store,
@@ -318,6 +321,9 @@ void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::s
 }
 
 void JobManager::OnOutputResumed(const std::string& id) {
+  if (auto placed = supervised_.find(id); placed != supervised_.end()) {
+    if (placed->second->output) placed->second->flowing = true;
+  }
   auto it = observers_.find(id);
   if (it == observers_.end()) return;
   // A copy: an observer may let go of the job from inside its call.
@@ -336,7 +342,13 @@ void JobManager::UpdateOutput(const std::string& id) {
   Supervised& s = *placed->second;
   if (s.output == want) return;
   s.output = want;
+  if (!want) s.flowing = false;  // until OnOutputResumed after the next ask
   s.supervision->SetOutput(want);
+}
+
+bool JobManager::OutputFlowing(const std::string& id) const {
+  auto placed = supervised_.find(id);
+  return placed == supervised_.end() || placed->second->flowing;
 }
 
 void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job) {

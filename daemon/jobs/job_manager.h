@@ -108,6 +108,11 @@ class JobManager {
   std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
   void Unobserve(const std::string& id, ObserverId observer);
 
+  // Whether the job's output reaches its observers now: false from the
+  // moment nobody watched until the supervision says it comes again
+  // (JobObserver::OnOutputResumed). True for a job not started yet.
+  bool OutputFlowing(const std::string& id) const;
+
   // The job's log as it is now (every line so far, none after); read it
   // off the loop with ReadLog.
   LogSnapshot TakeLog(const std::string& id) const;
