@@ -318,9 +318,11 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     }
     if (!s.ok()) {
       // Wedged or gone: its exit or the watch's end will tell. Asked again
-      // with its next record.
-      spdlog::warn("job={} supervisor did not take output {}: {}", job_id, on ? "on" : "off",
-                   s.error_message());
+      // with its next record; said once.
+      if (!output_unknown) {
+        spdlog::warn("job={} supervisor did not take output {}: {}", job_id, on ? "on" : "off",
+                     s.error_message());
+      }
       output_unknown = true;
       return;
     }
