@@ -12,10 +12,14 @@ Prints, side by side with `ltctl ps` (one bare RPC) in the same run:
   4. the memory one supervisor adds while idle (Private_Dirty of
      /proc/PID/smaps_rollup: shared library pages do not count), and ltd's;
   5. ltd SIGKILLed under 100 running jobs and started again: the time
-     until `ps` shows all 100 RUNNING with the same pids (adopted).
+     until `ps` shows all 100 RUNNING with the same pids (adopted);
+  6. CPU of ltd and the supervisor while one job of 8 ranks prints 1,000
+     lines a second each and nobody attaches (its supervisor sends ltd no
+     output then; before SetOutput it sent every line).
 
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
 Usage: bench/supervisor_bench.py [--build DIR] [--runs N] [--ranks N] [--jobs N]
+                                 [--print-windows N] [--only-print]
 """
 
 import argparse
@@ -211,6 +215,42 @@ def bench_many_ranks(build, child, ranks, seconds):
         ltd.stop()
 
 
+# 100 lines every 100 ms, flushed: 1,000 lines a second per rank.
+PRINTER = ("import sys, time\n"
+           "i = 0\n"
+           "while True:\n"
+           "    for _ in range(100):\n"
+           "        print('rank output line', i, 'x' * 40)\n"
+           "        i += 1\n"
+           "    sys.stdout.flush()\n"
+           "    time.sleep(0.1)\n")
+
+
+def bench_unwatched_output(build, windows, seconds=2.0):
+    ltd = WindowLtd(build, 8, ["--stack-budget", "0"])
+    try:
+        job = ltd.ctl("submit", "-d", "--devices", "8", "--", "/usr/bin/python3", "-c",
+                      PRINTER).stdout.strip()
+        deadline = time.time() + 60
+        while time.time() < deadline and not supervisors(ltd.dir):
+            time.sleep(0.1)
+        time.sleep(2)  # the ranks' start is not part of it
+        shim = supervisors(ltd.dir)[0]
+        ltd_cpu, shim_cpu = [], []
+        for _ in range(windows):
+            c0, t0 = [cpu_seconds(p) for p in (ltd.proc.pid, shim)], time.time()
+            time.sleep(seconds)
+            c1, t1 = [cpu_seconds(p) for p in (ltd.proc.pid, shim)], time.time()
+            ltd_cpu.append((c1[0] - c0[0]) / (t1 - t0))
+            shim_cpu.append((c1[1] - c0[1]) / (t1 - t0))
+        median_line("8 ranks x 1,000 lines/s, unwatched: ltd CPU", ltd_cpu, "%", 100.0)
+        median_line("... the supervisor's CPU", shim_cpu, "%", 100.0)
+        ltd.ctl("kill", job)
+        ltd.ctl("wait", job, check=False)
+    finally:
+        ltd.stop()
+
+
 def bench_reattach(build, child, jobs):
     ltd = WindowLtd(build, jobs, ["--stack-budget", "0"])
     try:
@@ -251,9 +291,13 @@ def main():
     ap.add_argument("--ranks", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--print-windows", type=int, default=15)
+    ap.add_argument("--only-print", action="store_true", help="only the unwatched output line")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     child = f"{build}/tests/lt_test_child"
+    if args.only_print:
+        return bench_unwatched_output(build, args.print_windows)
 
     ltd = WindowLtd(build, 8, ["--stack-budget", "0"])
     try:
@@ -267,6 +311,8 @@ def main():
         bench_many_ranks(build, child, args.ranks, args.seconds)
     if args.jobs > 0:
         bench_reattach(build, child, args.jobs)
+    if args.print_windows > 0:
+        bench_unwatched_output(build, args.print_windows)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,18 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
   bool ended = false;
   bool exited = false;  // the process is gone (reaped when it was ours)
   std::string exit_text = "is gone";
+  // Output lines: whether the job table wants them, and whether the
+  // supervisor sends them as far as ltd knows. Each watch starts with them
+  // on (the supervisor's default); ltd says otherwise once the watch has
+  // brought its first event, so that the switch cannot overtake the watch.
+  // One SetOutput call at a time carries the latest wish: toggles coalesce.
+  bool want_output = true;
+  bool output_on = true;
+  bool output_unknown = false;          // a SetOutput failed: say it again
+  bool watch_ready = false;             // the current watch brought an event
+  bool output_call = false;             // a SetOutput call is in flight
+  bool set_output_unsupported = false;  // a supervisor of an older release
+  uint64_t watch_generation = 0;
 
   ~Core() {
     if (watcher) watcher->Cancel();
@@ -126,6 +138,10 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
   Loop& loop() { return host->loop_; }
 
   void BeginWatch() {
+    ++watch_generation;
+    watch_ready = false;
+    output_on = true;
+    output_unknown = false;
     std::weak_ptr<Core> weak = weak_from_this();
     Loop* l = &loop();
     watcher = Watcher::Start(
@@ -146,6 +162,14 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     if (events == nullptr || ended) return;
     switch (event.event_case()) {
       case pb::Event::kJob:
+        // The first event of a watch, and then about once a second: the
+        // moment to tell the supervisor (again, after a failure) what ltd
+        // wants of its output.
+        if (!watch_ready && want_output && want_output == output_on && !output_call) {
+          PostOutputResumed();  // a watch again: output flows, missed lines are in the log
+        }
+        watch_ready = true;
+        if (want_output != output_on || output_unknown) SendOutputWish();
         if (auto job = ParseRecord(event.job()); job && job->id == job_id) {
           events->OnChanged(*job, true);
         }
@@ -236,6 +260,83 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     host->Forget(this);
   }
 
+  void WantOutput(bool on) {
+    want_output = on;
+    if (set_output_unsupported) {
+      if (on) PostOutputResumed();  // its output never stopped
+      return;
+    }
+    if (want_output != output_on || output_unknown || output_call) return SendOutputWish();
+    // It sends output already (a new watch, or an off that never went):
+    // nothing to ask, and nothing was missed.
+    if (on) PostOutputResumed();
+  }
+
+  void PostOutputResumed() {
+    // On a later turn: the job table is in the middle of its own work now.
+    loop().Post([weak = weak_from_this()] {
+      if (auto core = weak.lock(); core && core->events != nullptr && !core->ended) {
+        core->events->OnOutputResumed();
+      }
+    });
+  }
+
+  void SendOutputWish() {
+    if (!watch_ready || output_call || set_output_unsupported || ended || events == nullptr) {
+      return;
+    }
+    struct Call {
+      grpc::ClientContext ctx;
+      pb::SetOutputRequest request;
+      pb::SetOutputReply reply;
+    };
+    auto call = std::make_shared<Call>();
+    call->ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    call->request.set_on(want_output);
+    output_call = true;
+    std::weak_ptr<Core> weak = weak_from_this();
+    Loop* l = &loop();
+    stub->async()->SetOutput(
+        &call->ctx, &call->request, &call->reply,
+        [l, weak, call, on = want_output, generation = watch_generation](grpc::Status s) {
+          l->Post([weak, s, on, generation] {
+            if (auto core = weak.lock()) core->OutputAnswered(s, on, generation);
+          });
+        });
+  }
+
+  void OutputAnswered(const grpc::Status& s, bool on, uint64_t generation) {
+    output_call = false;
+    if (generation != watch_generation) {
+      // A new watch began meanwhile, with output on: this answer is stale.
+      return SendOutputWish();
+    }
+    if (s.error_code() == grpc::UNIMPLEMENTED) {
+      // A supervisor of an earlier release: it sends every line, as it did.
+      spdlog::info("job={} its supervisor always sends output (an earlier release)", job_id);
+      set_output_unsupported = true;
+      output_on = true;
+      output_unknown = false;
+      if (want_output && events != nullptr && !ended) events->OnOutputResumed();
+      return;
+    }
+    if (!s.ok()) {
+      // Wedged or gone: its exit or the watch's end will tell. Asked again
+      // with its next record; said once.
+      if (!output_unknown) {
+        spdlog::warn("job={} supervisor did not take output {}: {}", job_id, on ? "on" : "off",
+                     s.error_message());
+      }
+      output_unknown = true;
+      return;
+    }
+    spdlog::debug("job={} supervisor output {}", job_id, on ? "on" : "off");
+    output_on = on;
+    output_unknown = false;
+    if (on && events != nullptr && !ended) events->OnOutputResumed();
+    if (want_output != output_on) SendOutputWish();  // toggled meanwhile: the latest wish
+  }
+
   void Kill(int signal, std::string why, Supervision::Done done) {
     struct Call {
       grpc::ClientContext ctx;
@@ -278,6 +379,7 @@ class ShimSupervision final : public Supervision {
   void Kill(int signal, std::string why, Done done) override {
     core_->Kill(signal, std::move(why), std::move(done));
   }
+  void SetOutput(bool on) override { core_->WantOutput(on); }
 
  private:
   std::shared_ptr<ShimSupervisorHost::Core> core_;

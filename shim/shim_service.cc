@@ -74,6 +74,7 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
       if (ever_watched_) spdlog::info("job={} ltd is back", options_.job_id);
     }
     ever_watched_ = true;
+    output_on_ = true;
     handle->Push(RecordEvent(runner_->job(), ended_));
     if (ended_) return handle->Finish(grpc::Status::OK);
     watchers_.insert(handle);
@@ -103,6 +104,21 @@ grpc::ServerUnaryReactor* ShimService::Kill(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ShimService::SetOutput(grpc::CallbackServerContext* ctx,
+                                                 const shim::v1::SetOutputRequest* req,
+                                                 shim::v1::SetOutputReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  // Answered from the loop, after the switch: every line the runner
+  // reported before is in the log, every later one follows the flag.
+  loop_.Post([this, reactor, on = req->on()] {
+    if (on != output_on_)
+      spdlog::debug("job={} output to ltd {}", options_.job_id, on ? "on" : "off");
+    output_on_ = on;
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
 void ShimService::OnChanged(const Job& job, bool significant) {
   if (ended_) return;
   if (!significant) {
@@ -127,7 +143,8 @@ void ShimService::SendProgress() {
 }
 
 void ShimService::OnOutput(int rank, ltd::Stream stream, std::string_view line) {
-  if (watchers_.empty()) return;  // the log has it; nobody is attached through ltd
+  // The log has it; nobody is attached through ltd.
+  if (watchers_.empty() || !output_on_) return;
   shim::v1::Event event;
   shim::v1::Output* out = event.mutable_output();
   out->set_rank(rank);

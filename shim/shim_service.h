@@ -61,9 +61,14 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
                                   shim::v1::HelloReply* reply) override;
   grpc::ServerWriteReactor<shim::v1::Event>* Watch(grpc::CallbackServerContext* ctx,
                                                    const shim::v1::WatchRequest* req) override;
-  grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx,
-                                 const shim::v1::KillRequest* req,
+  grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const shim::v1::KillRequest* req,
                                  shim::v1::KillReply* reply) override;
+  grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
+                                      const shim::v1::SetOutputRequest* req,
+                                      shim::v1::SetOutputReply* reply) override;
+
+  // Loop thread. Whether output lines go to the watchers now.
+  bool output_on() const { return output_on_; }
 
   // SupervisionEvents, from the runner on the loop thread.
   void OnChanged(const Job& job, bool significant) override;
@@ -92,6 +97,10 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   bool progress_dirty_ = false;
   bool ended_ = false;
   bool ever_watched_ = false;
+  // Output lines go to ltd only while it asks for them (a client attaches
+  // or follows); each Watch starts with them on, for an ltd of a release
+  // that never asks.
+  bool output_on_ = true;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted closures
 };
 

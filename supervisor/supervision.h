@@ -26,6 +26,10 @@ class SupervisionEvents {
   virtual void OnChanged(const Job& job, bool significant) = 0;
   // A line of a rank's output, or (rank -1) a notice about the job.
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  // Output turned on again (Supervision::SetOutput) has taken effect:
+  // every later line comes through OnOutput; every earlier one is in the
+  // job's log, where nobody was told of it.
+  virtual void OnOutputResumed() {}
   // The job's final record. Nothing comes after it.
   virtual void OnEnded(const Job& job) = 0;
   // The supervisor died before the job ended; what it left of the job is
@@ -41,6 +45,12 @@ class Supervision {
   // refusal says why in one line), maybe before Kill returns.
   using Done = std::function<void(absl::Status)>;
   virtual void Kill(int signal, std::string why, Done done) = 0;
+  // Whether OnOutput needs to hear of every line: only while somebody
+  // watches the job's output, for a supervisor in another process sends
+  // each line across. A hint: lines may still come while off (an older
+  // supervisor sends them all). A supervision in this process always
+  // reports them; it costs nothing.
+  virtual void SetOutput(bool on) { (void)on; }
 };
 
 class SupervisorHost {

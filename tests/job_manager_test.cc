@@ -18,12 +18,46 @@ namespace {
 
 class Recorder final : public JobObserver {
  public:
+  bool WantsOutput() const override { return wants_output; }
+  void OnOutputResumed() override { ++resumed; }
   void OnOutput(int rank, Stream s, std::string_view line) override {
     lines.push_back(std::to_string(rank) + (s == Stream::kStderr ? "E " : " ") + std::string(line));
   }
   void OnEnded(const Job& job) override { ended = std::string(ToString(job.state)); }
   std::vector<std::string> lines;
   std::string ended;
+  bool wants_output = true;  // false: a `wait`
+  int resumed = 0;
+};
+
+// Supervisions of an inner host that record what the job table wants of
+// their output, per job.
+class WishHost final : public SupervisorHost {
+ public:
+  explicit WishHost(SupervisorHost& inner) : inner_(inner) {}
+  std::string_view containment() const override { return inner_.containment(); }
+  std::unique_ptr<Supervision> Start(const Job& job, SupervisionEvents& events) override {
+    this->events[job.id] = &events;
+    return std::make_unique<Wishing>(inner_.Start(job, events), wishes[job.id]);
+  }
+  std::map<std::string, std::vector<bool>> wishes;
+  std::map<std::string, SupervisionEvents*> events;
+
+ private:
+  class Wishing final : public Supervision {
+   public:
+    Wishing(std::unique_ptr<Supervision> inner, std::vector<bool>& wishes)
+        : inner_(std::move(inner)), wishes_(wishes) {}
+    void Kill(int signal, std::string why, Done done) override {
+      inner_->Kill(signal, std::move(why), std::move(done));
+    }
+    void SetOutput(bool on) override { wishes_.push_back(on); }
+
+   private:
+    std::unique_ptr<Supervision> inner_;
+    std::vector<bool>& wishes_;
+  };
+  SupervisorHost& inner_;
 };
 
 class JobManagerTest : public ::testing::Test {
@@ -551,6 +585,49 @@ TEST_F(JobManagerTest, ObserversSeeLinesAndTheEnd) {
   EXPECT_EQ(rec->lines, (std::vector<std::string>{"0 hello", "1E bad", "0 wor"}));
   EXPECT_EQ(rec->ended, "SUCCEEDED");
   EXPECT_FALSE(manager_->Observe(id, rec));  // ended: nothing more to observe
+}
+
+TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
+  WishHost wish_host(*host_);
+  ManagerConfig config;
+  config.placement.slots = 8;
+  manager_ = std::make_unique<JobManager>(clock_, wish_host, *store_, ports_, config);
+  const std::string id = Submit(Spec(1));
+  using W = std::vector<bool>;
+  EXPECT_EQ(wish_host.wishes[id], W{false});  // nobody watches a new job
+  EXPECT_FALSE(manager_->OutputFlowing(id));
+  auto wait = std::make_shared<Recorder>();
+  wait->wants_output = false;
+  auto attach = std::make_shared<Recorder>();
+  auto follow = std::make_shared<Recorder>();
+  const auto w = manager_->Observe(id, wait);
+  EXPECT_EQ(wish_host.wishes[id], W{false});  // a wait needs no output
+  const auto a = manager_->Observe(id, attach);
+  EXPECT_EQ(wish_host.wishes[id], (W{false, true}));
+  const auto f = manager_->Observe(id, follow);
+  manager_->Unobserve(id, *a);
+  EXPECT_EQ(wish_host.wishes[id], (W{false, true}));  // the follower still watches
+  EXPECT_FALSE(manager_->OutputFlowing(id));  // asked, not answered
+  // The supervisor switched: the follower reads what it missed.
+  wish_host.events[id]->OnOutputResumed();
+  EXPECT_EQ(follow->resumed, 1);
+  EXPECT_TRUE(manager_->OutputFlowing(id));
+  manager_->Unobserve(id, *f);
+  EXPECT_EQ(wish_host.wishes[id], (W{false, true, false}));
+  manager_->Unobserve(id, *w);
+  EXPECT_EQ(wish_host.wishes[id], (W{false, true, false}));
+
+  // An attached submit: watched before its supervision starts (the job
+  // waits for devices), so it never goes off.
+  const std::string big = Submit(Spec(8));
+  ASSERT_EQ(Get(big).state, JobState::kPending);
+  ASSERT_TRUE(manager_->Observe(big, std::make_shared<Recorder>()));
+  launcher_.Exit(id, 0, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_EQ(Get(big).state, JobState::kRunning);
+  EXPECT_EQ(wish_host.wishes[big], W{});
+  EXPECT_TRUE(manager_->OutputFlowing(big));
+  manager_.reset();  // before the host it uses
 }
 
 TEST_F(JobManagerTest, ResolveByIdNameAndAmbiguity) {

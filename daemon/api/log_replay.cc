@@ -11,6 +11,10 @@ class LogReplay::Follower final : public JobObserver {
   void OnOutput(int, Stream, std::string_view) override {
     if (replay_ != nullptr) replay_->OnGrew();
   }
+  // The lines written while the job's output was off are in the log too.
+  void OnOutputResumed() override {
+    if (replay_ != nullptr) replay_->OnGrew();
+  }
   void OnEnded(const Job& job) override {
     if (replay_ != nullptr) replay_->OnEnded(job);
   }

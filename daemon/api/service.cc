@@ -57,6 +57,17 @@ class StreamObserver final : public JobObserver {
   StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
       : out_(std::move(out)), output_(output), rank_(rank) {}
 
+  // An attach streams from the moment the job's supervisor sends output
+  // again, as `docker attach` streams from now: what came before is in
+  // the log, not here.
+  bool WantsOutput() const override { return output_; }
+  void OnOutputResumed() override {
+    if (!opened_.empty()) spdlog::debug("{}", opened_);
+    opened_.clear();
+  }
+  // Logs `line` once the output flows: from then on nothing is missed.
+  void LogWhenFlowing(std::string line) { opened_ = std::move(line); }
+
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
     v1::JobEvent ev;
@@ -113,6 +124,7 @@ class StreamObserver final : public JobObserver {
   const int rank_;
   bool held_ = false;
   bool ended_ = false;
+  std::string opened_;
   std::vector<v1::JobEvent> backlog_;
   size_t held_bytes_ = 0;
   uint64_t held_dropped_ = 0;
@@ -311,12 +323,21 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
       if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
     }
     const std::string id = (*job)->id;
-    auto oid = manager_.Observe(id, std::make_shared<StreamObserver>(out, output, -1));
+    auto observer = std::make_shared<StreamObserver>(out, output, -1);
+    auto oid = manager_.Observe(id, observer);
     if (!oid) {
       out->Push(EndedEvent(**job));
       return out->Finish(grpc::Status::OK);
     }
-    spdlog::debug("job={} {} stream opened by uid {}", id, output ? "attach" : "wait", who.uid);
+    // An attach is open once the supervisor sends output again (Observe
+    // asked it to): every line from then on reaches it.
+    std::string opened =
+        Cat("job=", id, " ", output ? "attach" : "wait", " stream opened by uid ", who.uid);
+    if (!output || manager_.OutputFlowing(id)) {
+      spdlog::debug("{}", opened);
+    } else {
+      observer->LogWhenFlowing(std::move(opened));
+    }
     UnobserveWhenGone(*out, id, *oid);
   });
   return stream;

@@ -27,6 +27,9 @@ class JobEvents {
     (void)before;
     (void)now;
   }
+  // A line of a job's output reached ltd from its supervisor (which sends
+  // them only while a client attaches to or follows the job).
+  virtual void OnOutputLine() {}
 };
 
 }  // namespace ltd

@@ -37,6 +37,7 @@ class JobManager::Link final : public SupervisionEvents {
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     manager_.OnOutput(id_, rank, stream, line);
   }
+  void OnOutputResumed() override { manager_.OnOutputResumed(id_); }
   void OnEnded(const Job& job) override { manager_.OnSupervisionEnded(id_, job); }
   void OnLost(std::string why) override { manager_.LoseSupervision(id_, std::move(why)); }
 
@@ -48,6 +49,12 @@ class JobManager::Link final : public SupervisionEvents {
 struct JobManager::Supervised {
   std::unique_ptr<Link> link;
   std::unique_ptr<Supervision> supervision;
+  // What the supervision was last told of output; a supervisor starts
+  // with it on.
+  bool output = true;
+  // Output was asked for and the supervision said it comes (at first: it
+  // comes from the start).
+  bool flowing = true;
 };
 
 JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& store,
@@ -100,6 +107,7 @@ void JobManager::Recover(const Adopter& adopt) {
     entry = std::make_unique<Supervised>();
     entry->link = std::move(link);
     entry->supervision = std::move(supervision);
+    UpdateOutput(job->id);
   }
   // PENDING jobs queue again, in their order.
   std::sort(pending.begin(), pending.end());
@@ -285,6 +293,7 @@ void JobManager::StartSupervision(Job& job) {
   auto supervision = supervisors_.Start(job, *placed.link);
   if (auto it = supervised_.find(id); it != supervised_.end()) {
     it->second->supervision = std::move(supervision);
+    UpdateOutput(id);
   } else {
     graveyard_.push_back(std::move(supervision));
   }
@@ -307,9 +316,41 @@ void JobManager::StateChanged(const Job& job, JobState from) {
 }
 
 void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::string_view line) {
+  Emit([](JobEvents& e) { e.OnOutputLine(); });
   auto it = observers_.find(id);
   if (it == observers_.end()) return;
   for (auto& [oid, obs] : it->second) obs->OnOutput(rank, stream, line);
+}
+
+void JobManager::OnOutputResumed(const std::string& id) {
+  if (auto placed = supervised_.find(id); placed != supervised_.end()) {
+    if (placed->second->output) placed->second->flowing = true;
+  }
+  auto it = observers_.find(id);
+  if (it == observers_.end()) return;
+  // A copy: an observer may let go of the job from inside its call.
+  std::vector<std::shared_ptr<JobObserver>> observers;
+  for (auto& [oid, obs] : it->second) observers.push_back(obs);
+  for (auto& obs : observers) obs->OnOutputResumed();
+}
+
+void JobManager::UpdateOutput(const std::string& id) {
+  auto placed = supervised_.find(id);
+  if (placed == supervised_.end() || placed->second->supervision == nullptr) return;
+  bool want = false;
+  if (auto it = observers_.find(id); it != observers_.end()) {
+    for (const auto& [oid, obs] : it->second) want = want || obs->WantsOutput();
+  }
+  Supervised& s = *placed->second;
+  if (s.output == want) return;
+  s.output = want;
+  if (!want) s.flowing = false;  // until OnOutputResumed after the next ask
+  s.supervision->SetOutput(want);
+}
+
+bool JobManager::OutputFlowing(const std::string& id) const {
+  auto placed = supervised_.find(id);
+  return placed == supervised_.end() || placed->second->flowing;
 }
 
 void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job) {
@@ -365,6 +406,7 @@ std::optional<JobManager::ObserverId> JobManager::Observe(const std::string& id,
   if (job == nullptr || IsFinal(job->state)) return std::nullopt;
   const ObserverId oid = next_observer_++;
   observers_[id].emplace(oid, std::move(observer));
+  UpdateOutput(id);
   return oid;
 }
 
@@ -373,6 +415,7 @@ void JobManager::Unobserve(const std::string& id, ObserverId observer) {
   if (it == observers_.end()) return;
   it->second.erase(observer);
   if (it->second.empty()) observers_.erase(it);
+  UpdateOutput(id);
 }
 
 LogSnapshot JobManager::TakeLog(const std::string& id) const {

@@ -39,7 +39,13 @@ class PortAllocator {
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
+  // Whether it needs OnOutput at all. The job's supervisor sends ltd its
+  // output only while some observer does (a `wait` needs none).
+  virtual bool WantsOutput() const { return true; }
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
+  // Output was off (nobody watched) and is on again: lines written before
+  // are in the job's log, and no OnOutput told of them.
+  virtual void OnOutputResumed() {}
   virtual void OnEnded(const Job& job) = 0;
 };
 
@@ -102,6 +108,11 @@ class JobManager {
   std::optional<ObserverId> Observe(const std::string& id, std::shared_ptr<JobObserver> observer);
   void Unobserve(const std::string& id, ObserverId observer);
 
+  // Whether the job's output reaches its observers now: false from the
+  // moment nobody watched until the supervision says it comes again
+  // (JobObserver::OnOutputResumed). True for a job not started yet.
+  bool OutputFlowing(const std::string& id) const;
+
   // The job's log as it is now (every line so far, none after); read it
   // off the loop with ReadLog.
   LogSnapshot TakeLog(const std::string& id) const;
@@ -138,6 +149,9 @@ class JobManager {
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
+  void OnOutputResumed(const std::string& id);
+  // Tells the job's supervision whether its observers want output.
+  void UpdateOutput(const std::string& id);
   void OnSupervisionEnded(const std::string& id, const Job& final_job);
   // The supervisor died; whatever it left is already killed.
   void LoseSupervision(const std::string& id, std::string why);

@@ -58,6 +58,12 @@ Metrics::Metrics(Clock& clock, Sources sources)
                  .Help("Heartbeat or startup deadlines missed (a hang verdict)")
                  .Register(*registry_)
                  .Add({})),
+      output_lines_(BuildCounter()
+                        .Name("ltd_output_lines_total")
+                        .Help("Rank output lines ltd received from the jobs' supervisors "
+                              "(sent only while a client attaches to or follows the job)")
+                        .Register(*registry_)
+                        .Add({})),
       teardown_seconds_(
           BuildHistogram()
               .Name("ltd_failure_to_teardown_seconds")

@@ -66,6 +66,7 @@ class Metrics final : public JobEvents {
   void OnSubmitted(const Job&) override { PokeRefresh(); }
   void OnStateChanged(const Job& job, JobState from) override;
   void OnRecord(const Job& before, const Job& now) override;
+  void OnOutputLine() override { output_lines_.Increment(); }
 
  private:
   void PokeRefresh();
@@ -87,6 +88,7 @@ class Metrics final : public JobEvents {
   prometheus::Family<prometheus::Counter>& ended_;
   prometheus::Counter& restarts_;
   prometheus::Counter& hangs_;
+  prometheus::Counter& output_lines_;
   prometheus::Histogram& teardown_seconds_;
   prometheus::Histogram& verdict_seconds_;
   prometheus::Histogram& start_wait_seconds_;
