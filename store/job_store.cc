@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,33 +118,54 @@ absl::Status WriteNextId(const std::string& path, uint64_t next) {
   return s;
 }
 
+// Held while next-id is read and written: several ltrun may share a state
+// dir (one user's runs), and each must take its own id.
+absl::StatusOr<Fd> LockNextId(const std::string& state_dir) {
+  const std::string path = state_dir + "/next-id.lock";
+  Fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return PosixError("open", path, errno);
+  while (flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return PosixError("flock", path, errno);
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> JobStore::TakeId(uint64_t at_least, uint64_t reserve) {
   const std::string path = state_dir_ + "/next-id";
   uint64_t next = std::max(at_least, next_id_);
-  if (next >= reserved_end_) {
-    // Past what this store reserved: what is on disk counts.
-    if (FILE* f = fopen(path.c_str(), "re")) {
-      unsigned long long stored = 0;
-      if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
-      fclose(f);
+  if (next < reserved_end_) {
+    // Reserved by this store: no other writer hands it out.
+    struct stat st {};
+    while (next < reserved_end_ && stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
+    if (next < reserved_end_) {
+      next_id_ = next + 1;
+      return next;
     }
+  }
+  // Past what this store reserved: what is on disk counts.
+  auto lock = LockNextId(state_dir_);
+  if (!lock.ok()) return lock.status();
+  if (FILE* f = fopen(path.c_str(), "re")) {
+    unsigned long long stored = 0;
+    if (fscanf(f, "%llu", &stored) == 1) next = std::max<uint64_t>(next, stored);
+    fclose(f);
   }
   // Never onto a dir some earlier job left, whatever next-id said.
   struct stat st {};
   while (stat(JobDir(std::to_string(next)).c_str(), &st) == 0) ++next;
-  if (next >= reserved_end_) {
-    const uint64_t end = next + std::max<uint64_t>(reserve, 1);
-    if (absl::Status s = WriteNextId(path, end); !s.ok()) return s;
-    reserved_end_ = end;
-  }
+  const uint64_t end = next + std::max<uint64_t>(reserve, 1);
+  if (absl::Status s = WriteNextId(path, end); !s.ok()) return s;
+  reserved_end_ = end;
   next_id_ = next + 1;
   return next;
 }
 
 absl::Status JobStore::ReturnReservedIds() {
   if (reserved_end_ <= next_id_) return absl::OkStatus();
+  auto lock = LockNextId(state_dir_);
+  if (!lock.ok()) return lock.status();
   if (absl::Status s = WriteNextId(state_dir_ + "/next-id", next_id_); !s.ok()) return s;
   reserved_end_ = next_id_;
   return absl::OkStatus();

@@ -8,6 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
 
 namespace ltd::test {
 namespace {
@@ -89,6 +92,28 @@ TEST_F(JobStoreTest, ReservedIdsAreHandedOutFromMemoryAndNeverAgainAfterACrash) 
   EXPECT_EQ(Slurp(next_id), "10\n");
   auto after_stop = JobStore::Open(dir_);
   EXPECT_EQ(*after_stop->TakeId(1, 4), 10u);
+}
+
+TEST_F(JobStoreTest, StoresSharingAStateDirEachTakeTheirOwnIds) {
+  // Several ltrun of one user share a state dir: each takes ids at once.
+  constexpr int kStores = 4, kEach = 50;
+  std::vector<std::vector<uint64_t>> taken(kStores);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kStores; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto store = JobStore::Open(dir_);  // a process of its own, as far as ids go
+        ASSERT_TRUE(store.ok());
+        auto id = store->TakeId(1);
+        ASSERT_TRUE(id.ok()) << id.status();
+        taken[t].push_back(*id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<uint64_t> all;
+  for (const auto& ids : taken) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(kStores * kEach)) << "an id was handed out twice";
 }
 
 TEST_F(JobStoreTest, ErrorFilesAreTheUsersOwnOrIgnored) {
