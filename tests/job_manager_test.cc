@@ -607,7 +607,7 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   const auto f = manager_->Observe(id, follow);
   manager_->Unobserve(id, *a);
   EXPECT_EQ(wish_host.wishes[id], (W{false, true}));  // the follower still watches
-  EXPECT_FALSE(manager_->OutputFlowing(id));  // asked, not answered
+  EXPECT_FALSE(manager_->OutputFlowing(id));          // asked, not answered
   // The supervisor switched: the follower reads what it missed.
   wish_host.events[id]->OnOutputResumed();
   EXPECT_EQ(follow->resumed, 1);
