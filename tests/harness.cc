@@ -438,6 +438,14 @@ Daemon::Daemon() {
 Daemon::~Daemon() {
   if (pid_ > 0) Stop();
   if (killed_hard_) RemoveLeftCgroups();
+  // A supervisor may still be writing its job's last record and log; the
+  // temp dir goes once none is left (else it could recreate what
+  // remove_all just removed, and the dir would stay behind).
+  if (!dir_.empty()) {
+    WaitFor(
+        [&] { return Supervisors(state_dir()).empty() && SpareSupervisors(state_dir()).empty(); },
+        10s);
+  }
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
