@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <regex>
+
 #include "harness.h"
 
 namespace ltd::test {
@@ -39,6 +41,36 @@ class E2E : public ::testing::Test {
   }
 
   Daemon d_;
+};
+
+// An ltd serving metrics on a free port, and its page fetched with curl
+// (skipped where curl is not installed).
+class MetricsE2E : public E2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--metrics-listen", "127.0.0.1:0"}; }
+
+  void SetUp() override {
+    E2E::SetUp();
+    // ltd answers on its socket a moment before it serves metrics.
+    const std::regex served("metrics on (http://127\\.0\\.0\\.1:[0-9]+/metrics)");
+    std::smatch m;
+    std::string log;
+    ASSERT_TRUE(WaitFor([&] { return std::regex_search(log = d_.log(), m, served); }, 10s)) << log;
+    url_ = m[1];
+    CmdResult curl = RunCommand({"/bin/sh", "-c", "command -v curl"}, {}, 10s);
+    if (curl.exit_code != 0) GTEST_SKIP() << "curl is not installed (apt-get install curl)";
+    curl_ = curl.out.substr(0, curl.out.find('\n'));
+  }
+
+  // The metrics page now.
+  std::string Fetch() {
+    CmdResult r = RunCommand({curl_, "-sS", "--fail", "--max-time", "10", url_}, {}, 20s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+
+  std::string url_;
+  std::string curl_;
 };
 
 }  // namespace ltd::test

@@ -30,28 +30,16 @@ std::map<std::string, double> Parse(const std::string& text) {
   return out;
 }
 
-class Metrics : public E2E {
+class Metrics : public MetricsE2E {
  protected:
   std::vector<std::string> DaemonArgs() override {
-    return {"--metrics-listen", "127.0.0.1:0", "--restart-backoff", "100ms"};
-  }
-  void SetUp() override {
-    E2E::SetUp();
-    // ltd answers on its socket a moment before it serves metrics.
-    const std::regex served("metrics on (http://127\\.0\\.0\\.1:[0-9]+/metrics)");
-    std::smatch m;
-    std::string log;
-    ASSERT_TRUE(WaitFor([&] { return std::regex_search(log = d_.log(), m, served); }, 10s)) << log;
-    url_ = m[1];
-    CmdResult curl = RunCommand({"/bin/sh", "-c", "command -v curl"}, {}, 10s);
-    if (curl.exit_code != 0) GTEST_SKIP() << "curl is not installed (apt-get install curl)";
-    curl_ = curl.out.substr(0, curl.out.find('\n'));
+    auto args = MetricsE2E::DaemonArgs();
+    args.insert(args.end(), {"--restart-backoff", "100ms"});
+    return args;
   }
   std::map<std::string, double> Scrape() {
-    CmdResult r = RunCommand({curl_, "-sS", "--fail", "--max-time", "10", url_}, {}, 20s);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    last_ = r.out;
-    return Parse(r.out);
+    last_ = Fetch();
+    return Parse(last_);
   }
   // Scrapes until `series` has `value` (gauges follow within a second).
   bool WaitForSample(const std::string& series, double value) {
@@ -62,8 +50,6 @@ class Metrics : public E2E {
         },
         15s);
   }
-  std::string url_;
-  std::string curl_;
   std::string last_;
 };
 

@@ -40,31 +40,15 @@ bool Consecutive(const std::vector<long>& n, long first) {
   return true;
 }
 
-class OutputE2E : public E2E {
+class OutputE2E : public MetricsE2E {
  protected:
-  std::vector<std::string> DaemonArgs() override {
-    return {"--metrics-listen", "127.0.0.1:0"};  // the harness's ltd logs at debug
-  }
-  void SetUp() override {
-    E2E::SetUp();
-    const std::regex served("metrics on (http://127\\.0\\.0\\.1:[0-9]+/metrics)");
-    std::smatch m;
-    std::string log;
-    ASSERT_TRUE(WaitFor([&] { return std::regex_search(log = d_.log(), m, served); }, 10s)) << log;
-    url_ = m[1];
-    CmdResult curl = RunCommand({"/bin/sh", "-c", "command -v curl"}, {}, 10s);
-    if (curl.exit_code != 0) GTEST_SKIP() << "curl is not installed (apt-get install curl)";
-    curl_ = curl.out.substr(0, curl.out.find('\n'));
-  }
-
   // Output lines ltd received from supervisors so far.
   double Received() {
-    CmdResult r = RunCommand({curl_, "-sS", "--fail", "--max-time", "10", url_}, {}, 20s);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string page = Fetch();
     std::smatch m;
     static const std::regex line("\nltd_output_lines_total ([0-9.e+]+)");
-    if (!std::regex_search(r.out, m, line)) {
-      ADD_FAILURE() << "no ltd_output_lines_total in\n" << r.out;
+    if (!std::regex_search(page, m, line)) {
+      ADD_FAILURE() << "no ltd_output_lines_total in\n" << page;
       return -1;
     }
     return std::stod(m[1]);
@@ -90,9 +74,6 @@ class OutputE2E : public E2E {
     EXPECT_TRUE(WaitFor([&] { return Received() >= before + lines; }, 30s))
         << "ltd receives no output while a client watches";
   }
-
-  std::string url_;
-  std::string curl_;
 };
 
 TEST_F(OutputE2E, SupervisorSendsOutputOnlyWhileAClientWatches) {
