@@ -595,30 +595,27 @@ void ShimSupervisorHost::OnSpareExit() {
 std::optional<ShimSupervisorHost::Spawned> ShimSupervisorHost::TakeSpare(
     const std::string& job_id) {
   if (!spare_) return std::nullopt;
-  std::unique_ptr<Spare> spare = std::move(spare_);
-  spare->exit_poll.reset();
+  spare_->exit_poll.reset();
   // Normal priority before it reads its job: from then on it is the job's
   // supervisor, and starts threads that would inherit the idle policy.
   const sched_param normal{};
-  if (sched_setscheduler(spare->process.pid, SCHED_OTHER, &normal) != 0) {
+  if (sched_setscheduler(spare_->process.pid, SCHED_OTHER, &normal) != 0) {
     spdlog::warn(
         "cannot give the spare supervisor normal priority ({}); supervisors start with "
         "their jobs from now on",
         std::strerror(errno));
     spares_ = false;
-    spare_ = std::move(spare);
     KillSpare();
     return std::nullopt;
   }
   const std::string line = job_id + "\n";
-  if (job_id.size() > kMaxJobIdDigits ||
-      write(spare->assign.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    // It died since it was last polled (EPIPE; ltd ignores SIGPIPE).
-    spare_ = std::move(spare);
-    KillSpare();
+  if (write(spare_->assign.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    KillSpare();  // it died since it was last polled (EPIPE; ltd ignores SIGPIPE)
     return std::nullopt;
   }
-  return std::move(spare->process);
+  Spawned taken = std::move(spare_->process);
+  spare_.reset();
+  return taken;
 }
 
 void ShimSupervisorHost::KillSpare() {
