@@ -483,7 +483,9 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   nlohmann::json job = d_.Show("1");
   const std::string stack = job["hang_report"]["ranks"][0].value("stack", "");
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
-  EXPECT_EQ(Trim(ReadAll(seen)), std::to_string(a_->uid())) << "gdb attached as another user";
+  const std::string uid = std::to_string(a_->uid());
+  EXPECT_EQ(Trim(ReadAll(seen)), uid + " " + uid + " " + uid + " " + uid)
+      << "gdb attached with other uids (real, effective, saved, fs) than user A's";
 }
 
 // ---- 2. the working directory ----

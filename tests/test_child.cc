@@ -21,8 +21,9 @@
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
-//   tracer:PATH     fork a watcher (in the rank's group) that writes the uid
-//                   of whatever ptrace-attaches to this process to PATH
+//   tracer:PATH     fork a watcher (in the rank's group) that writes the
+//                   uids (real, effective, saved, fs) of whatever
+//                   ptrace-attaches to this process to PATH
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //   cwd             print "cwd=DIR" (the working directory, as the kernel has it)
@@ -33,7 +34,6 @@
 // the command line handed the program.
 #include <dirent.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,32 +56,56 @@ void RecordPid() {
   }
 }
 
+// The numbers after `key` on the first line of /proc/PID/status that starts
+// with it ("TracerPid:", "PPid:", "Uid:"); empty when there is none.
+std::vector<long> StatusField(long pid, const char* key) {
+  char file[64];
+  std::snprintf(file, sizeof file, "/proc/%ld/status", pid);
+  std::vector<long> values;
+  FILE* f = std::fopen(file, "r");
+  if (f == nullptr) return values;
+  char line[256];
+  const size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, key, n) != 0) continue;
+    char* at = line + n;
+    for (char* end = nullptr;; at = end) {
+      const long v = std::strtol(at, &end, 10);
+      if (end == at) break;
+      values.push_back(v);
+    }
+    break;
+  }
+  std::fclose(f);
+  return values;
+}
+
 // A debugger stops every thread of what it attaches to, so the watching
-// is done by a child, from outside.
+// is done by a child, from outside. It writes the tracer's real,
+// effective, saved and filesystem uids.
+//
+// While the kernel links or unlinks a tracer, /proc says TracerPid is the
+// rank's real parent for an instant (ptrace_attach sets the flag before
+// the link; __ptrace_unlink restores the parent before clearing the
+// flag). The parent is ltd's supervisor, which never traces: that reading
+// is skipped, and the watcher waits for the real tracer.
 void WatchTracer(const std::string& path) {
-  const pid_t rank = getpid();
+  const long rank = getpid();
+  const long parent = getppid();
   if (fork() != 0) return;
   for (;;) {
-    char file[64];
-    std::snprintf(file, sizeof file, "/proc/%d/status", static_cast<int>(rank));
-    FILE* f = std::fopen(file, "r");
-    if (f == nullptr) _exit(0);  // the rank is gone
-    char line[256];
-    long tracer = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::sscanf(line, "TracerPid: %ld", &tracer) == 1) break;
-    }
-    std::fclose(f);
-    if (tracer > 0) {
-      std::snprintf(file, sizeof file, "/proc/%ld", tracer);
-      struct stat st {};
-      if (stat(file, &st) == 0) {
-        if (FILE* out = std::fopen(path.c_str(), "w")) {
-          std::fprintf(out, "%u\n", static_cast<unsigned>(st.st_uid));
-          std::fclose(out);
-        }
-        _exit(0);
+    const std::vector<long> tracer = StatusField(rank, "TracerPid:");
+    if (tracer.empty()) _exit(0);  // the rank is gone
+    const std::vector<long> tgid =
+        tracer[0] > 0 ? StatusField(tracer[0], "Tgid:") : std::vector<long>{};
+    const std::vector<long> uids =
+        tracer[0] > 0 ? StatusField(tracer[0], "Uid:") : std::vector<long>{};
+    if (!tgid.empty() && tgid[0] != parent && uids.size() == 4) {
+      if (FILE* out = std::fopen(path.c_str(), "w")) {
+        std::fprintf(out, "%ld %ld %ld %ld\n", uids[0], uids[1], uids[2], uids[3]);
+        std::fclose(out);
       }
+      _exit(0);
     }
     usleep(500);
   }
