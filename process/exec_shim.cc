@@ -2,7 +2,7 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR] [--user UID:GID] [--parent PID]
+//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]] [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
 // reaches code with more privilege than the user: the dynamic loader reads
@@ -12,7 +12,9 @@
 //   CWD \0 ARGC \0 ARGV[0] \0 ... ENVC \0 ENV[0] \0 ...
 //
 // In order: join the rank's cgroup as root (a user may not move itself out
-// of ltd's cgroup); become the submitting user with that user's groups;
+// of ltd's cgroup); become the submitting user with that user's groups
+// (as the caller looked them up: NSS here would cost more than the rest of
+// lt-exec together; without --groups, lt-exec looks them up itself);
 // die with ltd (PR_SET_PDEATHSIG, after the uid change, which clears it);
 // then, as the user, enter the working directory and find the program in
 // the user's PATH, so that the kernel checks the user's own permissions and
@@ -111,11 +113,35 @@ void JoinCgroup(const char* dir) {
   close(fd);
 }
 
-void BecomeUser(uid_t uid, gid_t gid) {
+// `--groups G1,G2,...`: decimal gids, at most the kernel's limit.
+std::vector<gid_t> ParseGroups(const char* list) {
+  std::vector<gid_t> groups;
+  for (const char* at = list;;) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long g = std::strtoul(at, &end, 10);
+    if (end == at || *at < '0' || *at > '9' || errno != 0 || g >= static_cast<gid_t>(-1) ||
+        (*end != ',' && *end != '\0') || groups.size() >= 65536) {
+      Fail(126, "--groups takes GID,GID,...");
+    }
+    groups.push_back(static_cast<gid_t>(g));
+    if (*end == '\0') return groups;
+    at = end + 1;
+  }
+}
+
+// `groups` is what the caller looked up (LoginGroups in exec_shim_args.h);
+// empty from a supervisor of an older release, which left the lookup here.
+void BecomeUser(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
   // The user's supplementary groups too: GPU device files are often
   // group-owned (video, render), and so may the program be.
-  const passwd* pw = getpwuid(uid);
-  const int rc = pw != nullptr ? initgroups(pw->pw_name, gid) : setgroups(1, &gid);
+  int rc = 0;
+  if (!groups.empty()) {
+    rc = setgroups(groups.size(), groups.data());
+  } else {
+    const passwd* pw = getpwuid(uid);
+    rc = pw != nullptr ? initgroups(pw->pw_name, gid) : setgroups(1, &gid);
+  }
   if (rc != 0)
     Fail(126, std::string("cannot set the groups of uid ") + std::to_string(uid) + ": " +
                   std::strerror(errno));
@@ -235,6 +261,7 @@ int main(int argc, char** argv) {
   bool change_user = false;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
       cgroup = argv[++i];
@@ -244,6 +271,8 @@ int main(int argc, char** argv) {
       change_user = true;
       uid = static_cast<uid_t>(u);
       gid = static_cast<gid_t>(g);
+    } else if (std::strcmp(argv[i], "--groups") == 0 && i + 1 < argc) {
+      groups = ParseGroups(argv[++i]);
     } else if (std::strcmp(argv[i], "--parent") == 0 && i + 1 < argc) {
       parent = std::strtol(argv[++i], nullptr, 10);
     } else {
@@ -253,7 +282,7 @@ int main(int argc, char** argv) {
   const Spec spec = ReadSpec();
 
   if (cgroup != nullptr) JoinCgroup(cgroup);
-  if (change_user) BecomeUser(uid, gid);
+  if (change_user) BecomeUser(uid, gid, groups);
   // ltd reads a hung rank's stack with gdb running as this same user; where
   // Yama restricts ptrace to ancestors, this rank lets its user's gdb in.
   // (Without Yama the call fails and nothing changes.)

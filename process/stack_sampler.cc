@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "exec_shim_args.h"
 #include "exec_spec.h"
 #include "fd.h"
 #include "spawn_attr.h"
@@ -31,6 +32,7 @@ struct GdbSetup {
   std::string exec_shim;  // lt-exec
   uid_t uid = 0;          // whose ranks they are
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // LoginGroups(uid, gid)
 };
 
 struct Gdb {
@@ -57,10 +59,7 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
                             {"PATH=/usr/bin:/bin", "LANG=C"});
   if (!spec.ok()) return false;
   std::vector<std::string> argv = {setup.exec_shim};
-  if (setup.uid != geteuid() || setup.gid != getegid()) {
-    argv.push_back("--user");
-    argv.push_back(Cat(setup.uid, ":", setup.gid));
-  }
+  AppendUserArgs(setup.uid, setup.gid, setup.groups, argv);
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -192,7 +191,7 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid
                             std::function<void(std::vector<std::string>)> done) {
   auto* work = new SampleWork;
   work->req.data = work;
-  work->setup = GdbSetup{gdb_, exec_shim_, uid, gid};
+  work->setup = GdbSetup{gdb_, exec_shim_, uid, gid, {}};
   work->pids = pids;
   work->budget = budget;
   work->done = std::move(done);
@@ -201,7 +200,12 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        if (!w->setup.gdb.empty()) w->stacks = GdbStacks(w->setup, w->pids, w->budget);
+        if (!w->setup.gdb.empty()) {
+          // NSS may be slow (LDAP): here, off the loop.
+          if (w->setup.uid != geteuid() || w->setup.gid != getegid())
+            w->setup.groups = LoginGroups(w->setup.uid, w->setup.gid);
+          w->stacks = GdbStacks(w->setup, w->pids, w->budget);
+        }
         w->stacks.resize(w->pids.size());
       },
       [](uv_work_t* req, int) {

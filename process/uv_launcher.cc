@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "exec_shim_args.h"
 #include "exec_spec.h"
 #include "fd.h"
 #include "pidfd.h"
@@ -116,6 +117,7 @@ UvLauncher::~UvLauncher() {
 }
 
 absl::Status UvLauncher::BeginJob(const std::string& job_id) {
+  login_groups_.clear();
   return containment_->BeginJob(job_id);
 }
 
@@ -126,9 +128,9 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR] [--user UID:GID] --parent PID, with an empty
-  // environment and what to run on fd 4: it runs as root, and nothing the
-  // user sent may reach it (see exec_shim.cc).
+  // lt-exec [--cgroup DIR] [--user UID:GID --groups LIST] --parent PID,
+  // with an empty environment and what to run on fd 4: it runs as root,
+  // and nothing the user sent may reach it (see exec_shim.cc).
   std::vector<std::string> argv = {exec_shim_};
   const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
   if (!cgroup.empty()) {
@@ -136,8 +138,9 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     argv.push_back(cgroup);
   }
   if (req.uid != geteuid() || req.gid != getegid()) {
-    argv.push_back("--user");
-    argv.push_back(Cat(req.uid, ":", req.gid));
+    auto [groups, fresh] = login_groups_.try_emplace({req.uid, req.gid});
+    if (fresh) groups->second = LoginGroups(req.uid, req.gid);
+    AppendUserArgs(req.uid, req.gid, groups->second, argv);
   }
   argv.push_back("--parent");
   argv.push_back(std::to_string(getpid()));

@@ -54,6 +54,9 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
+  // LoginGroups of the uid:gid ranks run as, looked up once per attempt
+  // (BeginJob), as a login would.
+  std::map<std::pair<uid_t, gid_t>, std::vector<gid_t>> login_groups_;
   // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
   // owner of each rank's handles and pidfd.
   std::unordered_map<Child*, std::unique_ptr<Child>> children_;

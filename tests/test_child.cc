@@ -25,6 +25,7 @@
 //                   uids (real, effective, saved, fs) of whatever
 //                   ptrace-attaches to this process to PATH
 //   fds             print "fds=0,1,2,3" (the open file descriptors)
+//   ids             print "uid=U gid=G groups=G1,G2" (the kernel's order)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //   cwd             print "cwd=DIR" (the working directory, as the kernel has it)
 //
@@ -190,6 +191,14 @@ void Run(const std::string& action) {
       }
       if (pid < 0) std::exit(98);
     }
+  } else if (verb == "ids") {
+    std::vector<gid_t> groups(static_cast<size_t>(std::max(getgroups(0, nullptr), 0)));
+    groups.resize(static_cast<size_t>(
+        std::max(getgroups(static_cast<int>(groups.size()), groups.data()), 0)));
+    std::string list;
+    for (gid_t g : groups) list += (list.empty() ? "" : ",") + std::to_string(g);
+    std::printf("uid=%u gid=%u groups=%s\n", getuid(), getgid(), list.c_str());
+    std::fflush(stdout);
   } else if (verb == "stop") {
     raise(SIGSTOP);
   } else if (verb == "env") {
