@@ -2,9 +2,10 @@
 """Per-job supervisors (lt-shim): what they cost and how fast ltd re-attaches.
 
 Prints, side by side with `ltctl ps` (one bare RPC) in the same run:
-  1. submit-to-exit of `ltctl submit --devices 8 -- /bin/true`, and where
-     the time goes (from the job's record: queue and supervisor start,
-     ranks, end);
+  1. submit-to-exit of `ltctl submit --devices 8 -- /bin/true`, as root
+     and as a user (every rank then drops to that user), and where the
+     time goes (from the job's record: queue and supervisor start, ranks,
+     end; CPU by part);
   2. crash teardown: one rank of 8 exits 1; from the supervisor seeing
      that exit (the root cause's time) to every rank reaped (ended_at);
   3. CPU of ltd plus the supervisor for 1,000 ranks beating 10 times a
@@ -99,6 +100,19 @@ class WindowLtd(Ltd):
         super().stop()
 
 
+NOBODY = 65534  # a user's jobs: ltd drops to that user (and its groups) for every rank
+
+
+def ctl_as(ltd, uid, *args):
+    """`ltctl ARGS` as `uid` (None: as this process, root), from /."""
+    ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    r = subprocess.run([f"{ltd.build}/client/ltctl", "--socket", ltd.sock, *args], cwd="/",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300, **ids)
+    if r.returncode != 0:
+        raise RuntimeError(f"ltctl {' '.join(args)}: {r.returncode} {r.stderr}")
+    return r
+
+
 def bench_ps_and_submit(ltd, runs):
     ps = []
     for _ in range(runs):
@@ -106,29 +120,32 @@ def bench_ps_and_submit(ltd, runs):
         ltd.ctl("ps")
         ps.append(time.perf_counter() - t0)
     median_line("ltctl ps (one bare RPC)", ps)
-    total, queue, ranks = [], [], []
-    ltd.ctl("submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
-    time.sleep(1)  # ltd's spare supervisor is ready
-    ctl0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own0, reaped0 = self_and_reaped_cpu(ltd.proc.pid)
-    for _ in range(runs):
-        time.sleep(0.3)  # the next spare is ready: it starts at idle priority
-        t0 = time.perf_counter()
-        ltd.ctl("submit", "--devices", "8", "--", "/bin/true")
-        total.append(time.perf_counter() - t0)
-    ctl1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    time.sleep(0.5)  # the last supervisor exits and is reaped
-    own1, reaped1 = self_and_reaped_cpu(ltd.proc.pid)
-    for j in json.loads(ltd.ctl("--json", "ps", "-a").stdout)[1:]:
-        queue.append(parse_time(j["started_at"]) - parse_time(j["submitted_at"]))
-        ranks.append(parse_time(j["ended_at"]) - parse_time(j["started_at"]))
-    median_line("submit --devices 8 /bin/true, end to end", total)
-    median_line("  of which submit -> supervisor up, ranks start", queue)
-    median_line("  of which 8 ranks start, run, reaped, recorded", ranks)
-    ctl_cpu = (ctl1.ru_utime + ctl1.ru_stime - ctl0.ru_utime - ctl0.ru_stime) / runs
-    print(f"{'  CPU per job: ltctl, ltd, supervisor + ranks':<48} {ctl_cpu * 1000:6.1f} + "
-          f"{(own1 - own0) / runs * 1000:.1f} + {(reaped1 - reaped0) / runs * 1000:.1f} ms"
-          f"  (means; the last includes each supervisor's start, spent while it was a spare)")
+    os.chmod(ltd.dir, 0o711)  # a user may reach the socket
+    for who, uid in (("root", None), ("a user (nobody)", NOBODY)):
+        total, queue, ranks = [], [], []
+        ctl_as(ltd, uid, "submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
+        time.sleep(1)  # ltd's spare supervisor is ready
+        first = len(json.loads(ltd.ctl("--json", "ps", "-a").stdout))
+        ctl0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own0, reaped0 = self_and_reaped_cpu(ltd.proc.pid)
+        for _ in range(runs):
+            time.sleep(0.3)  # the next spare is ready: it starts at idle priority
+            t0 = time.perf_counter()
+            ctl_as(ltd, uid, "submit", "--devices", "8", "--", "/bin/true")
+            total.append(time.perf_counter() - t0)
+        ctl1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        time.sleep(0.5)  # the last supervisor exits and is reaped
+        own1, reaped1 = self_and_reaped_cpu(ltd.proc.pid)
+        for j in json.loads(ltd.ctl("--json", "ps", "-a").stdout)[first:]:
+            queue.append(parse_time(j["started_at"]) - parse_time(j["submitted_at"]))
+            ranks.append(parse_time(j["ended_at"]) - parse_time(j["started_at"]))
+        median_line(f"submit 8 x /bin/true as {who}, end to end", total)
+        median_line("  of which submit -> supervisor up, ranks start", queue)
+        median_line("  of which 8 ranks start, run, reaped, recorded", ranks)
+        ctl_cpu = (ctl1.ru_utime + ctl1.ru_stime - ctl0.ru_utime - ctl0.ru_stime) / runs
+        print(f"{'  CPU per job: ltctl, ltd, supervisor + ranks':<48} {ctl_cpu * 1000:6.1f} + "
+              f"{(own1 - own0) / runs * 1000:.1f} + {(reaped1 - reaped0) / runs * 1000:.1f} ms"
+              f"  (means; the last includes each supervisor's start, spent while it was a spare)")
 
 
 def bench_teardown(ltd, child, runs):
