@@ -68,9 +68,9 @@ class ShimSupervisorHost final : public SupervisorHost {
   std::unique_ptr<Supervision> Adopt(const Job& job, Found found, SupervisionEvents& events);
 
   // Keeps a spare supervisor ready from the loop's next turn on (and a new
-  // one each time a job takes it). Killed with this host, and gone by
+  // one soon after a job takes it). Killed with this host, and gone by
   // itself once ltd is.
-  void KeepSpare() { PrepareSpare(); }
+  void KeepSpare() { PrepareSpare(std::chrono::milliseconds(0)); }
 
   // Shared by a supervision and its gRPC callbacks; see shim_host.cc.
   struct Core;
@@ -99,8 +99,9 @@ class ShimSupervisorHost final : public SupervisorHost {
   // The spare, given `job_id` and normal priority; nullopt when there is
   // none or it cannot take the job.
   std::optional<Spawned> TakeSpare(const std::string& job_id);
-  // A new spare, on the loop's next turn, unless there is one.
-  void PrepareSpare();
+  // A new spare `delay` from now (0: the loop's next turn), unless there
+  // is one or one is due.
+  void PrepareSpare(std::chrono::milliseconds delay);
   void StartSpare();
   void OnSpareExit();
   void KillSpare();
