@@ -2,7 +2,7 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]] [--parent PID]
+//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]...] [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
 // reaches code with more privilege than the user: the dynamic loader reads
@@ -28,6 +28,7 @@
 // user, only to a program that runs Python or may start it.
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -113,19 +114,20 @@ void JoinCgroup(const char* dir) {
   close(fd);
 }
 
-// `--groups G1,G2,...`: decimal gids, at most the kernel's limit.
-std::vector<gid_t> ParseGroups(const char* list) {
-  std::vector<gid_t> groups;
+// `--groups G1,G2,...`: decimal gids, added to `groups` (a long list comes
+// in several), at most the kernel's limit in all.
+void ParseGroups(const char* list, std::vector<gid_t>& groups) {
   for (const char* at = list;;) {
     char* end = nullptr;
     errno = 0;
     const unsigned long g = std::strtoul(at, &end, 10);
     if (end == at || *at < '0' || *at > '9' || errno != 0 || g >= static_cast<gid_t>(-1) ||
-        (*end != ',' && *end != '\0') || groups.size() >= 65536) {
+        (*end != ',' && *end != '\0')) {
       Fail(126, "--groups takes GID,GID,...");
     }
+    if (groups.size() >= NGROUPS_MAX) Fail(126, "more groups than the kernel takes");
     groups.push_back(static_cast<gid_t>(g));
-    if (*end == '\0') return groups;
+    if (*end == '\0') return;
     at = end + 1;
   }
 }
@@ -272,7 +274,7 @@ int main(int argc, char** argv) {
       uid = static_cast<uid_t>(u);
       gid = static_cast<gid_t>(g);
     } else if (std::strcmp(argv[i], "--groups") == 0 && i + 1 < argc) {
-      groups = ParseGroups(argv[++i]);
+      ParseGroups(argv[++i], groups);
     } else if (std::strcmp(argv[i], "--parent") == 0 && i + 1 < argc) {
       parent = std::strtol(argv[++i], nullptr, 10);
     } else {

@@ -1,8 +1,11 @@
 #include "exec_shim_args.h"
 
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "str_util.h"
 
@@ -22,10 +25,11 @@ std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid) {
       groups.resize(static_cast<size_t>(n));
       return groups;
     }
-    // Too small: n says how many there are (glibc), bounded by the kernel's
-    // limit on supplementary groups.
-    if (n <= static_cast<int>(groups.size()) || n > 65536) return {gid};
-    groups.resize(static_cast<size_t>(n));
+    // More than fit: as initgroups does, at most the kernel's limit (the
+    // first ones, which getgrouplist has filled in).
+    if (groups.size() >= NGROUPS_MAX) return groups;
+    groups.resize(std::min<size_t>(
+        std::max<size_t>(static_cast<size_t>(std::max(n, 0)), groups.size() * 2), NGROUPS_MAX));
   }
 }
 
@@ -34,14 +38,20 @@ void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
   if (uid == geteuid() && gid == getegid()) return;
   argv.push_back("--user");
   argv.push_back(Cat(uid, ":", gid));
-  std::string list;
-  for (gid_t g : groups) {
-    if (!list.empty()) list.push_back(',');
-    list += std::to_string(g);
+  // One argument may hold at most 128 KiB (MAX_ARG_STRLEN): the groups go
+  // in chunks that stay well below it, which lt-exec puts together.
+  constexpr size_t kPerArg = 4096;
+  const std::vector<gid_t> just_gid = {gid};
+  const std::vector<gid_t>& all = groups.empty() ? just_gid : groups;
+  for (size_t at = 0; at < all.size(); at += kPerArg) {
+    std::string list;
+    for (size_t i = at; i < std::min(all.size(), at + kPerArg); ++i) {
+      if (!list.empty()) list.push_back(',');
+      list += std::to_string(all[i]);
+    }
+    argv.push_back("--groups");
+    argv.push_back(std::move(list));
   }
-  if (list.empty()) list = std::to_string(gid);
-  argv.push_back("--groups");
-  argv.push_back(std::move(list));
 }
 
 }  // namespace ltd

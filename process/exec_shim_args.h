@@ -16,7 +16,9 @@ namespace ltd {
 std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid);
 
 // `--user UID:GID --groups G1,G2,...` appended to `argv` when the process
-// must become uid:gid; nothing when the caller already is that user.
+// must become uid:gid (a long list of groups as several --groups, each
+// far below the kernel's limit on one argument); nothing when the caller
+// already is that user.
 void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
                     std::vector<std::string>& argv);
 

@@ -137,6 +137,28 @@ TEST_F(ExecShimTest, TheRankGetsExactlyTheGroupsItIsGiven) {
   EXPECT_EQ(given.out, Ids(user_->uid(), user_->gid(), {4242, 4343}));
 }
 
+// A user may be in tens of thousands of groups (the kernel takes 65,536);
+// one argument cannot hold them all (128 KiB), so they come in several.
+TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {
+  std::vector<gid_t> many;
+  for (gid_t g = 100000; g < 130000; ++g) many.push_back(g);
+  std::vector<std::string> args;
+  AppendUserArgs(user_->uid(), user_->gid(), many, args);
+  EXPECT_GT(std::count(args.begin(), args.end(), "--groups"), 1);
+  ShimRun r = RunShim(args, {"ids,exit:0"});
+  EXPECT_EQ(r.status, 0) << r.control;
+  EXPECT_EQ(r.out, Ids(user_->uid(), user_->gid(), many));
+
+  // More than the kernel's limit, in all: refused, nothing runs.
+  for (gid_t g = 130000; g < 165537; ++g) many.push_back(g);
+  args.clear();
+  AppendUserArgs(user_->uid(), user_->gid(), many, args);
+  ShimRun over = RunShim(args, {"ids,exit:0"});
+  EXPECT_EQ(WIFEXITED(over.status) ? WEXITSTATUS(over.status) : -1, 126);
+  EXPECT_EQ(over.control, "exec_failed more groups than the kernel takes\n");
+  EXPECT_EQ(over.out.find("uid="), std::string::npos) << over.out;
+}
+
 // A supervisor started by an older ltd passes no --groups: lt-exec looks
 // the groups up itself, so its ranks keep their supplementary groups.
 TEST_F(ExecShimTest, WithoutGroupsLtExecLooksThemUpItself) {
