@@ -3,6 +3,7 @@
 // fork hundreds of children or outlive ltd itself. After each job: no
 // process of it left anywhere in /proc, no zombie, ltd's fd count where it
 // was, and (cgroup mode) no cgroup of it left.
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -94,6 +95,18 @@ class Containment : public E2E, public ::testing::WithParamInterface<std::string
     // sets up its pollers on the first call. Count fds after both. (The
     // socket answers before ltd is fully up; a job's answer means it is.)
     ASSERT_EQ(d_.Ctl({"submit", "--devices", "1", "--", "/bin/true"}).exit_code, 0);
+    // That job took the spare supervisor; ltd starts the next a moment
+    // later, and holds fds for it from then on: the baseline counts them.
+    // Its idle priority is set after the last of them is open.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const std::vector<pid_t> spares = SpareSupervisors(d_.state_dir());
+          return spares.size() == 1 &&
+                 (sched_getscheduler(spares[0]) & ~SCHED_RESET_ON_FORK) == SCHED_IDLE;
+        },
+        10s))
+        << "ltd keeps no spare supervisor\n"
+        << d_.log();
     baseline_fds_ = CountOpenFds(d_.pid());
     run_dir_ = RunDir();
     if (GetParam() == "cgroup") {
