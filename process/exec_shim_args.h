@@ -12,7 +12,8 @@ namespace ltd {
 // The groups `uid` gets at login with primary group `gid` (getgrouplist,
 // through NSS, so LDAP or sssd groups too); just `gid` when the uid has
 // no passwd entry. Looked up here, in the caller, once per job attempt:
-// lt-exec itself then starts with no NSS at all, which halves its cost.
+// lt-exec itself then runs no NSS at all, a quarter of its CPU (1.5 ms of
+// some 5.5 ms per rank on the project's VM).
 std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid);
 
 // `--user UID:GID --groups G1,G2,...` appended to `argv` when the process
