@@ -35,6 +35,16 @@ std::string Cat(const Args&... args) {
   return out;
 }
 
+// argv or envp for exec: pointers into `strings`, which must outlive it,
+// then the null that ends it.
+inline std::vector<char*> CStrings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 template <typename Container>
 std::string Join(const Container& items, std::string_view sep) {
   std::string out;

@@ -33,6 +33,16 @@ namespace pb = shim::v1;
 // answer in this long is wedged, and ltd must not wait on it.
 constexpr auto kCallTimeout = std::chrono::seconds(5);
 constexpr auto kRewatchDelay = std::chrono::milliseconds(200);
+
+// What one asynchronous unary call to a supervisor needs until its
+// callback has run (the callback holds it), with the usual deadline.
+template <class Request, class Reply>
+struct UnaryCall {
+  UnaryCall() { ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout); }
+  grpc::ClientContext ctx;
+  Request request;
+  Reply reply;
+};
 // How long after a job took the spare the next one starts. Even at idle
 // priority a spare's start slows the job that just took the last one:
 // ltd's loop waits for its execve while placing that job, and the CPU is
@@ -292,13 +302,7 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     if (!watch_ready || output_call || set_output_unsupported || ended || events == nullptr) {
       return;
     }
-    struct Call {
-      grpc::ClientContext ctx;
-      pb::SetOutputRequest request;
-      pb::SetOutputReply reply;
-    };
-    auto call = std::make_shared<Call>();
-    call->ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    auto call = std::make_shared<UnaryCall<pb::SetOutputRequest, pb::SetOutputReply>>();
     call->request.set_on(want_output);
     output_call = true;
     std::weak_ptr<Core> weak = weak_from_this();
@@ -345,13 +349,7 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
   }
 
   void Kill(int signal, std::string why, Supervision::Done done) {
-    struct Call {
-      grpc::ClientContext ctx;
-      pb::KillRequest request;
-      pb::KillReply reply;
-    };
-    auto call = std::make_shared<Call>();
-    call->ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    auto call = std::make_shared<UnaryCall<pb::KillRequest, pb::KillReply>>();
     call->request.set_signal(signal);
     call->request.set_why(std::move(why));
     Loop* l = &loop();
@@ -512,9 +510,7 @@ absl::StatusOr<ShimSupervisorHost::Spawned> ShimSupervisorHost::Spawn(const std:
                                    std::to_string(config_.auto_heartbeat_timeout.count()),
                                    "--ltd-fd"};
   if (assign != nullptr) args.push_back("--spare");
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+  std::vector<char*> argv = CStrings(args);
   char* envp[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
 
   posix_spawn_file_actions_t actions;

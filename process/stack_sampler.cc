@@ -60,9 +60,7 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
   if (!spec.ok()) return false;
   std::vector<std::string> argv = {setup.exec_shim};
   AppendUserArgs(setup.uid, setup.gid, setup.groups, argv);
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = CStrings(argv);
   char* no_env[] = {nullptr};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

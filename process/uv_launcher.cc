@@ -144,9 +144,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   }
   argv.push_back("--parent");
   argv.push_back(std::to_string(getpid()));
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
+  std::vector<char*> args = CStrings(argv);
   char* no_env[] = {nullptr};
   auto spec = WriteExecSpec(req.cwd, req.argv, req.env);
   if (!spec.ok()) return spec.status();

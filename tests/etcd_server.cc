@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "str_util.h"
+
 extern char** environ;
 
 namespace ltd::test {
@@ -92,9 +94,7 @@ EtcdServer::EtcdServer() {
                                    "--initial-cluster=ltdtest=" + peer,
                                    "--log-level=error",
                                    "--logger=zap"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = CStrings(args);
   const std::string log = dir_ + "/etcd.log";
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

@@ -45,9 +45,7 @@ ShimRun RunShim(const std::vector<std::string>& args, const std::vector<std::str
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(control, O_CLOEXEC) != 0) return run;
   std::vector<std::string> argv = {LT_EXEC_SHIM};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = CStrings(argv);
   char* no_env[] = {nullptr};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

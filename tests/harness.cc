@@ -51,11 +51,7 @@ std::vector<std::string> EnvWith(const std::vector<std::string>& extra) {
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
             int out_fd, int err_fd) {
   const std::vector<std::string> env = EnvWith(extra_env);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  std::vector<char*> cargv = CStrings(argv), cenv = CStrings(env);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -72,11 +68,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
               const std::vector<std::string>& extra_env, int out_fd, int err_fd) {
   const std::vector<std::string> env = EnvWith(extra_env);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  std::vector<char*> cargv = CStrings(argv), cenv = CStrings(env);
   const std::string procs = as.cgroup.empty() ? "" : as.cgroup + "/cgroup.procs";
   const pid_t pid = fork();
   if (pid != 0) return pid;
@@ -101,9 +93,7 @@ pid_t SpawnAs(const RunAs& as, const std::vector<std::string>& argv,
 // (an abort, a crash), so that even then ltd tears its jobs down.
 pid_t SpawnDaemon(const std::vector<std::string>& argv, int log_fd, rlim_t nofile,
                   const std::function<void()>& child_setup) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = CStrings(argv);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
