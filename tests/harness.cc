@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -407,6 +408,13 @@ std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& 
 
 std::vector<pid_t> SpareSupervisors(const std::string& state_dir) {
   return ShimsOf(state_dir, [](const std::string& j) { return j.starts_with('_'); });
+}
+
+pid_t ReadySpare(const std::string& state_dir) {
+  const std::vector<pid_t> spares = SpareSupervisors(state_dir);
+  if (spares.size() != 1) return 0;
+  const int policy = sched_getscheduler(spares[0]);
+  return policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) == SCHED_IDLE ? spares[0] : 0;
 }
 
 int CountOpenFds(pid_t pid) {

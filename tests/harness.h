@@ -111,6 +111,9 @@ bool ProcessAlive(pid_t pid);  // exists and is not a zombie
 std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job = "");
 // The spare supervisor ltd keeps ready (one at most), not yet given a job.
 std::vector<pid_t> SpareSupervisors(const std::string& state_dir);
+// The spare once ltd has it ready: the only one, at SCHED_IDLE, which ltd
+// sets after every fd it holds for it is open. 0 until then.
+pid_t ReadySpare(const std::string& state_dir);
 int CountOpenFds(pid_t pid);
 
 std::string TestChildPath();

@@ -231,16 +231,10 @@ int Policy(pid_t pid) {
 
 TEST_F(SupervisorE2E, ASpareWaitsAtIdlePriorityAndBecomesTheNextJobsSupervisor) {
   ASSERT_TRUE(Start("0"));
-  std::vector<pid_t> spares;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        spares = SpareSupervisors(d_.state_dir());
-        return spares.size() == 1 && Policy(spares[0]) == SCHED_IDLE;
-      },
-      20s))
-      << spares.size() << " spare(s)\n"
+  pid_t spare = 0;
+  ASSERT_TRUE(WaitFor([&] { return (spare = ReadySpare(d_.state_dir())) != 0; }, 20s))
+      << SpareSupervisors(d_.state_dir()).size() << " spare(s)\n"
       << d_.log();
-  const pid_t spare = spares[0];
   EXPECT_TRUE(Supervisors(d_.state_dir()).empty()) << "a spare counts as no job's supervisor";
 
   const std::string id = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
@@ -251,7 +245,7 @@ TEST_F(SupervisorE2E, ASpareWaitsAtIdlePriorityAndBecomesTheNextJobsSupervisor) 
   EXPECT_EQ(Policy(spare), SCHED_OTHER);
   EXPECT_TRUE(WaitFor(
       [&] {
-        spares = SpareSupervisors(d_.state_dir());
+        const std::vector<pid_t> spares = SpareSupervisors(d_.state_dir());
         return spares.size() == 1 && spares[0] != spare;
       },
       20s));
