@@ -58,6 +58,18 @@ std::optional<Job> ParseRecord(const std::string& text) {
   return JobFromJson(j);
 }
 
+std::vector<RankBeat> BeatsOf(const pb::Beats& beats) {
+  std::vector<RankBeat> out;
+  out.reserve(static_cast<size_t>(beats.ranks_size()));
+  for (const pb::RankBeat& b : beats.ranks()) {
+    out.push_back(RankBeat{b.rank(), b.last_step(),
+                           WallTime(std::chrono::duration_cast<WallTime::duration>(
+                               std::chrono::nanoseconds(b.last_heartbeat_at_ns()))),
+                           b.steps_per_second()});
+  }
+  return out;
+}
+
 // A job's record carries its user's bytes (a command line of up to 2 MB,
 // escaped in JSON up to six times that): past gRPC's default 4 MB a record
 // would break the watch for good.
@@ -88,6 +100,7 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
   static std::shared_ptr<Watcher> Start(pb::Supervisor::Stub& stub, Sink sink, End end) {
     auto w = std::shared_ptr<Watcher>(new Watcher(std::move(sink), std::move(end)));
     w->self_ = w;  // alive until OnDone
+    w->request_.set_beats(true);
     stub.async()->Watch(&w->ctx_, &w->request_, w.get());
     w->StartRead(&w->event_);
     w->StartCall();
@@ -188,8 +201,11 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
         watch_ready = true;
         if (want_output != output_on || output_unknown) SendOutputWish();
         if (auto job = ParseRecord(event.job()); job && job->id == job_id) {
-          events->OnChanged(*job, true);
+          events->OnChanged(*job, Change::kCourse);
         }
+        return;
+      case pb::Event::kBeats:
+        events->OnBeats(BeatsOf(event.beats()));
         return;
       case pb::Event::kOutput:
         events->OnOutput(event.output().rank(),

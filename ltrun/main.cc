@@ -113,7 +113,7 @@ NodeSpec NodesFor(const Options& opt) {
 class Terminal final : public SupervisionEvents {
  public:
   explicit Terminal(Loop& loop) : loop_(loop) {}
-  void OnChanged(const Job&, bool) override {}
+  void OnChanged(const Job&, Change) override {}
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     FILE* out = stream == Stream::kStderr || rank < 0 ? stderr : stdout;
     if (rank < 0) {

@@ -143,6 +143,20 @@ std::optional<HeartbeatMode> ParseHeartbeatMode(std::string_view s) {
 
 bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
 
+RankBeat BeatOf(const Rank& rank) {
+  return RankBeat{rank.rank, rank.last_step, rank.last_heartbeat_at, rank.steps_per_second};
+}
+
+void ApplyBeats(Job& job, const std::vector<RankBeat>& beats) {
+  for (const RankBeat& beat : beats) {
+    if (beat.rank < 0 || static_cast<size_t>(beat.rank) >= job.ranks.size()) continue;
+    Rank& rank = job.ranks[static_cast<size_t>(beat.rank)];
+    rank.last_step = beat.last_step;
+    rank.last_heartbeat_at = beat.last_heartbeat_at;
+    rank.steps_per_second = beat.steps_per_second;
+  }
+}
+
 int ExitCodeFor(const RootCause& cause) {
   switch (cause.reason) {
     case CauseReason::kExited:

@@ -111,6 +111,21 @@ struct Rank {
   bool straggler = false;
 };
 
+// What a rank's heartbeats set in its record: all a supervisor in another
+// process sends ltd of a rank while the job only makes progress.
+struct RankBeat {
+  int rank = 0;
+  int64_t last_step = -1;
+  std::optional<WallTime> last_heartbeat_at;
+  double steps_per_second = 0;
+  bool operator==(const RankBeat&) const = default;
+};
+struct Job;
+RankBeat BeatOf(const Rank& rank);
+// Sets each beat's fields in `job`'s rank of that number; a beat of a rank
+// the job does not have is ignored.
+void ApplyBeats(Job& job, const std::vector<RankBeat>& beats);
+
 // One GPU of a running job as NVML last saw it (sampled at a low rate).
 struct GpuSample {
   std::string gpu;  // its index, as in --gpus

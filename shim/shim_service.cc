@@ -28,6 +28,10 @@ shim::v1::Event RecordEvent(const Job& job, bool final_record) {
   return event;
 }
 
+int64_t UnixNanos(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 }  // namespace
 
 ShimService::ShimService(Loop& loop, Clock& clock, Options options)
@@ -62,10 +66,10 @@ grpc::ServerUnaryReactor* ShimService::Hello(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServerContext*,
-                                                              const shim::v1::WatchRequest*) {
+                                                              const shim::v1::WatchRequest* req) {
   auto* stream = new Stream();
   std::shared_ptr<Stream::Handle> handle = stream->handle();
-  loop_.Post([this, handle] {
+  loop_.Post([this, handle, beats = req->beats()] {
     if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
     // ltd is here: the job is watched again.
     if (restore_timer_ != 0) {
@@ -75,9 +79,11 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
     }
     ever_watched_ = true;
     output_on_ = true;
+    // Whatever Beats follow carry every rank that moved since the last
+    // record or Beats, which includes all that moved since this record.
     handle->Push(RecordEvent(runner_->job(), ended_));
     if (ended_) return handle->Finish(grpc::Status::OK);
-    watchers_.insert(handle);
+    watchers_.emplace(handle, beats);
     const bool watching = handle->OnGone(
         [this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
     if (!watching) return WatcherGone(handle.get());  // it hung up already
@@ -119,27 +125,56 @@ grpc::ServerUnaryReactor* ShimService::SetOutput(grpc::CallbackServerContext* ct
   return reactor;
 }
 
-void ShimService::OnChanged(const Job& job, bool significant) {
+void ShimService::OnChanged(const Job& job, Change change) {
   if (ended_) return;
-  if (!significant) {
-    // Progress: at most once per interval, the latest.
-    progress_dirty_ = true;
-    if (progress_timer_ == 0 && !watchers_.empty()) {
-      progress_timer_ = clock_.StartTimer(options_.progress_interval, [this] {
-        progress_timer_ = 0;
-        SendProgress();
-      });
-    }
-    return;
+  if (change == Change::kCourse) return SendRecord(job);
+  // Progress: at most once per interval, the latest.
+  (change == Change::kDetail ? record_dirty_ : beats_dirty_) = true;
+  if (progress_timer_ == 0 && !watchers_.empty()) {
+    progress_timer_ = clock_.StartTimer(options_.progress_interval, [this] {
+      progress_timer_ = 0;
+      SendProgress();
+    });
   }
-  progress_dirty_ = false;
+}
+
+void ShimService::SendRecord(const Job& job) {
+  record_dirty_ = false;
+  beats_dirty_ = false;
+  beats_sent_.clear();
+  for (const Rank& rank : job.ranks) beats_sent_.push_back(BeatOf(rank));
   Broadcast(RecordEvent(job, false));
 }
 
 void ShimService::SendProgress() {
-  if (!progress_dirty_ || ended_ || runner_ == nullptr) return;
-  progress_dirty_ = false;
-  Broadcast(RecordEvent(runner_->job(), false));
+  if (ended_ || runner_ == nullptr) return;
+  const Job& job = runner_->job();
+  if (record_dirty_ || (beats_dirty_ && beats_sent_.size() != job.ranks.size())) {
+    return SendRecord(job);
+  }
+  if (!beats_dirty_) return;
+  beats_dirty_ = false;
+  shim::v1::Event beats;
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    RankBeat now = BeatOf(job.ranks[i]);
+    if (now == beats_sent_[i] || !now.last_heartbeat_at) continue;
+    shim::v1::RankBeat* beat = beats.mutable_beats()->add_ranks();
+    beat->set_rank(static_cast<int>(i));
+    beat->set_last_step(now.last_step);
+    beat->set_last_heartbeat_at_ns(UnixNanos(*now.last_heartbeat_at));
+    beat->set_steps_per_second(now.steps_per_second);
+    beats_sent_[i] = std::move(now);
+  }
+  if (beats.beats().ranks().empty()) return;
+  std::optional<shim::v1::Event> record;  // for a watcher of an older release
+  for (const auto& [handle, takes_beats] : watchers_) {
+    if (takes_beats) {
+      handle->Push(beats);
+      continue;
+    }
+    if (!record) record = RecordEvent(job, false);
+    handle->Push(*record);
+  }
 }
 
 void ShimService::OnOutput(int rank, ltd::Stream stream, std::string_view line) {
@@ -158,18 +193,18 @@ void ShimService::OnEnded(const Job& job) {
   if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
   restore_timer_ = 0;
   Broadcast(RecordEvent(job, true));
-  for (const auto& handle : watchers_) handle->Finish(grpc::Status::OK);
+  for (const auto& [handle, beats] : watchers_) handle->Finish(grpc::Status::OK);
   // Done once every watcher has its final record (or is gone).
   MaybeDone();
 }
 
 void ShimService::Broadcast(const shim::v1::Event& event) {
-  for (const auto& handle : watchers_) handle->Push(event);
+  for (const auto& [handle, beats] : watchers_) handle->Push(event);
 }
 
 void ShimService::WatcherGone(Stream::Handle* raw) {
   for (auto it = watchers_.begin(); it != watchers_.end(); ++it) {
-    if (it->get() != raw) continue;
+    if (it->first.get() != raw) continue;
     watchers_.erase(it);
     break;
   }

@@ -7,10 +7,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "clock.h"
 #include "job_runner.h"
@@ -71,7 +72,7 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   bool output_on() const { return output_on_; }
 
   // SupervisionEvents, from the runner on the loop thread.
-  void OnChanged(const Job& job, bool significant) override;
+  void OnChanged(const Job& job, Change change) override;
   void OnOutput(int rank, Stream stream, std::string_view line) override;
   void OnEnded(const Job& job) override;
   void OnLost(std::string) override {}
@@ -79,6 +80,8 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
  private:
   using Stream = WriteStream<shim::v1::Event, ShimEventTraits>;
   void Broadcast(const shim::v1::Event& event);
+  // The record to every watcher, now; later Beats are counted from it.
+  void SendRecord(const Job& job);
   void SendProgress();
   void WatcherGone(Stream::Handle* handle);
   void ArmRestoreWindow(Millis window);
@@ -91,10 +94,15 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   std::function<void()> start_;  // until the first watch
   std::function<void()> done_;
   // Loop thread only:
-  std::set<std::shared_ptr<Stream::Handle>> watchers_;
+  // Each watcher, and whether it takes Beats (an ltd of this release).
+  std::map<std::shared_ptr<Stream::Handle>, bool> watchers_;
   Clock::TimerId restore_timer_ = 0;
   Clock::TimerId progress_timer_ = 0;
-  bool progress_dirty_ = false;
+  bool record_dirty_ = false;  // a Change::kDetail waits for the progress timer
+  bool beats_dirty_ = false;   // a Change::kBeats does
+  // Each rank's heartbeat as watchers last heard of it (in a record or
+  // Beats): the next Beats carries the ranks whose heartbeat moved since.
+  std::vector<RankBeat> beats_sent_;
   bool ended_ = false;
   bool ever_watched_ = false;
   // Output lines go to ltd only while it asks for them (a client attaches

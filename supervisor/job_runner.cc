@@ -210,7 +210,7 @@ void JobRunner::Persist(Job& job) {
     // retried by whoever holds the job once it ended (record_error says so).
     job.record_error = std::string(s.message());
   }
-  events_.OnChanged(job, /*significant=*/true);
+  events_.OnChanged(job, Change::kCourse);
 }
 
 }  // namespace ltd

@@ -71,7 +71,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
         rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       }
       if (first) ArmWatchdog(job, rt);
-      events_.OnChanged(job, /*significant=*/false);
+      events_.OnChanged(job, Change::kBeats);
       return;
     }
     case HeartbeatMessage::Kind::kTimeout:
@@ -82,7 +82,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
       return;
     case HeartbeatMessage::Kind::kError:
       rec.error_message = msg.text;
-      events_.OnChanged(job, /*significant=*/false);
+      events_.OnChanged(job, Change::kDetail);
       return;
     case HeartbeatMessage::Kind::kExecFailed:
       rr.exec_error = msg.text;
@@ -119,7 +119,7 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rt.auto_progress = now;
       spdlog::info("job={} rank={} automatic heartbeats on", job.id, rank);
       ArmWatchdog(job, rt);
-      return events_.OnChanged(job, /*significant=*/true);
+      return events_.OnChanged(job, Change::kCourse);
     case HeartbeatMessage::Kind::kAutoStep:
       rec.last_step = *msg.step;
       [[fallthrough]];
@@ -128,7 +128,7 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rr.auto_stack.clear();
       rec.last_heartbeat_at = clock_.Now();
       if (msg.step) rr.MeasureRate(*msg.step, now, rec.steps_per_second);
-      return events_.OnChanged(job, /*significant=*/false);
+      return events_.OnChanged(job, Change::kBeats);
     case HeartbeatMessage::Kind::kAutoStack:
       rr.auto_stack = msg.text;
       return;
@@ -159,7 +159,7 @@ void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
     SetRankState(job, rec, RankState::kExited);
     // Not a change of the job's course; whoever watches learns it with the
     // next progress report.
-    events_.OnChanged(job, /*significant=*/false);
+    events_.OnChanged(job, Change::kDetail);
   } else if (rt.tearing_down || rt.cause) {
     SetRankState(job, rec,
                  rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "job.h"
@@ -16,14 +17,28 @@
 
 namespace ltd {
 
+// What changed of a job, as a supervision reports it.
+enum class Change {
+  // Its course: a state, a failed rank, a root cause, a report, a restart.
+  // A supervisor in another process says so at once.
+  kCourse,
+  // Something else of the record: a rank exited cleanly, an error line.
+  // Said at a bounded rate.
+  kDetail,
+  // Only ranks' heartbeats (RankBeat's fields). Said at a bounded rate, to
+  // ltd as the beats alone.
+  kBeats,
+};
+
 // What a supervision reports, on the loop thread, in order.
 class SupervisionEvents {
  public:
   virtual ~SupervisionEvents() = default;
-  // The job changed. `significant`: a state, a rank's state, a root cause or
-  // a report changed; otherwise only progress (steps, heartbeat times),
-  // which a remote supervisor sends at a bounded rate.
-  virtual void OnChanged(const Job& job, bool significant) = 0;
+  virtual void OnChanged(const Job& job, Change change) = 0;
+  // Some ranks' heartbeats changed, and nothing else since the last
+  // OnChanged: what a supervisor in another process sends while the job
+  // only makes progress.
+  virtual void OnBeats(const std::vector<RankBeat>& beats) { (void)beats; }
   // A line of a rank's output, or (rank -1) a notice about the job.
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
   // Output turned on again (Supervision::SetOutput) has taken effect:

@@ -35,7 +35,7 @@ class FakeFence final : public RunFence {
 
 class Events final : public SupervisionEvents {
  public:
-  void OnChanged(const Job&, bool) override {}
+  void OnChanged(const Job&, Change) override {}
   void OnOutput(int, Stream, std::string_view line) override { lines.emplace_back(line); }
   void OnEnded(const Job& job) override { ended = job; }
   void OnLost(std::string) override {}

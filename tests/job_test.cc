@@ -160,5 +160,21 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
   EXPECT_EQ(odd->spec.cwd, "");
 }
 
+TEST(RankBeats, ApplySetsTheBeatenRanksAndIgnoresRanksTheJobLacks) {
+  Job job;
+  job.ranks.resize(3);
+  for (int r = 0; r < 3; ++r) job.ranks[static_cast<size_t>(r)].rank = r;
+  job.ranks[1].state = RankState::kRunning;
+  job.ranks[1].error_message = "kept";
+  const WallTime at = WallTime(std::chrono::seconds(1'800'000'000));
+  ApplyBeats(job, {{1, 42, at, 2.5}, {-1, 7, at, 1}, {3, 7, at, 1}});
+  EXPECT_EQ(BeatOf(job.ranks[1]), (RankBeat{1, 42, at, 2.5}));
+  // The rest of the rank, and the other ranks, as they were.
+  EXPECT_EQ(job.ranks[1].state, RankState::kRunning);
+  EXPECT_EQ(job.ranks[1].error_message, "kept");
+  EXPECT_EQ(BeatOf(job.ranks[0]), RankBeat{});
+  EXPECT_EQ(BeatOf(job.ranks[2]), (RankBeat{2, -1, std::nullopt, 0}));
+}
+
 }  // namespace
 }  // namespace ltd

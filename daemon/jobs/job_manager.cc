@@ -33,7 +33,8 @@ bool LtdPicksPort(const JobSpec& spec) {
 class JobManager::Link final : public SupervisionEvents {
  public:
   Link(JobManager& manager, std::string id) : manager_(manager), id_(std::move(id)) {}
-  void OnChanged(const Job& job, bool) override { manager_.OnChanged(id_, job); }
+  void OnChanged(const Job& job, Change) override { manager_.OnChanged(id_, job); }
+  void OnBeats(const std::vector<RankBeat>& beats) override { manager_.OnBeats(id_, beats); }
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     manager_.OnOutput(id_, rank, stream, line);
   }
@@ -309,6 +310,13 @@ void JobManager::OnChanged(const std::string& id, const Job& now) {
   *job = now;
   job->gpu_usage = std::move(gpu_usage);
   if (job->state != from) StateChanged(*job, from);
+}
+
+void JobManager::OnBeats(const std::string& id, const std::vector<RankBeat>& beats) {
+  Job* job = FindMutable(id);
+  if (job == nullptr || IsFinal(job->state)) return;
+  // Progress alone: nothing a JobEvents hears of.
+  ApplyBeats(*job, beats);
 }
 
 void JobManager::StateChanged(const Job& job, JobState from) {

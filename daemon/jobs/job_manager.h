@@ -148,6 +148,7 @@ class JobManager {
   void StartSupervision(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
+  void OnBeats(const std::string& id, const std::vector<RankBeat>& beats);
   void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
   void OnOutputResumed(const std::string& id);
   // Tells the job's supervision whether its observers want output.

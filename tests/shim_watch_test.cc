@@ -1,9 +1,11 @@
-// Output between a supervisor and ltd (proto/shim.proto SetOutput): both
-// real sides in one process, over a real Unix socket. lt-shim's
-// ShimService runs a JobRunner whose output the test reports itself (the
-// runner's own reporting is tested elsewhere); ltd's ShimSupervisorHost
-// adopts it as it would after a restart. Both live on one libuv loop, run
-// on a thread of the test; the test reaches them only through the loop.
+// What a supervisor's Watch stream carries to ltd (proto/shim.proto):
+// output lines (and SetOutput), records, and Beats. Both real sides in one
+// process, over a real Unix socket. lt-shim's ShimService runs a JobRunner
+// on fake ranks, whose output the test reports itself (the runner's own
+// reporting is tested elsewhere) and whose heartbeats it writes; ltd's
+// ShimSupervisorHost adopts it as it would after a restart. Both live on
+// one libuv loop, run on a thread of the test; the test reaches them only
+// through the loop.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -30,12 +32,18 @@ const char kJobId[] = "7";
 
 // What ltd's job table would hear. Loop thread only.
 struct Ears final : SupervisionEvents {
-  void OnChanged(const Job&, bool) override { ++records; }
+  void OnChanged(const Job& job, Change) override {
+    ++records;
+    last = job;
+  }
+  void OnBeats(const std::vector<RankBeat>& b) override { beats.push_back(b); }
   void OnOutput(int, Stream, std::string_view line) override { lines.emplace_back(line); }
   void OnOutputResumed() override { ++resumed; }
   void OnEnded(const Job&) override {}
   void OnLost(std::string why) override { lost = why; }
   int records = 0;
+  Job last;  // the latest record
+  std::vector<std::vector<RankBeat>> beats;
   int resumed = 0;
   std::vector<std::string> lines;
   std::string lost;
@@ -43,16 +51,19 @@ struct Ears final : SupervisionEvents {
 
 // The supervisor's service as served: ShimService's, counting SetOutput
 // calls, or (`old_release`) one of a release before SetOutput existed.
+// `old_ltd`: the watch comes as from an ltd of a release before Beats.
 class Served final : public pb::Supervisor::CallbackService {
  public:
-  Served(ShimService& real, bool old_release) : real_(real), old_release_(old_release) {}
+  Served(ShimService& real, bool old_release, bool old_ltd)
+      : real_(real), old_release_(old_release), old_ltd_(old_ltd) {}
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const pb::HelloRequest* req,
                                   pb::HelloReply* reply) override {
     return real_.Hello(ctx, req, reply);
   }
   grpc::ServerWriteReactor<pb::Event>* Watch(grpc::CallbackServerContext* ctx,
                                              const pb::WatchRequest* req) override {
-    return real_.Watch(ctx, req);
+    const pb::WatchRequest before_beats;
+    return real_.Watch(ctx, old_ltd_ ? &before_beats : req);
   }
   grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
                                       const pb::SetOutputRequest* req,
@@ -69,9 +80,10 @@ class Served final : public pb::Supervisor::CallbackService {
  private:
   ShimService& real_;
   const bool old_release_;
+  const bool old_ltd_;
 };
 
-class ShimOutput : public ::testing::Test {
+class ShimWatch : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/lt-shim-output-XXXXXX";
@@ -81,24 +93,25 @@ class ShimOutput : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_.emplace(std::move(*store));
     ASSERT_TRUE(store_->CreateJobDir(kJobId, getuid(), getgid()).ok());
+    job_.id = kJobId;
+    job_.user = "someone";
+    job_.spec.devices = 1;
+    job_.spec.argv = {"/bin/true"};
+    job_.spec.heartbeat_timeout = std::chrono::minutes(1);
   }
 
-  // Serves the supervisor of job 7 and has ltd adopt it.
-  // `then` runs on the loop right after the adoption, before the watch
-  // brought anything.
+  // Serves the supervisor of job 7 (job_) and has ltd adopt it; its ranks
+  // start with the watch. `then` runs on the loop right after the
+  // adoption, before the watch brought anything.
   void Start(bool old_release, const std::function<void()>& then = nullptr) {
-    Job job;
-    job.id = kJobId;
-    job.user = "someone";
-    job.spec.devices = 1;
-    job.spec.argv = {"/bin/true"};
+    const Job& job = job_;
     ShimService::Options so;
     so.job_id = kJobId;
     so.state_dir = std::filesystem::canonical(store_->state_dir());
     service_ = std::make_unique<ShimService>(loop_, clock_, so);
     runner_ = std::make_unique<JobRunner>(clock_, launcher_, *store_, nullptr, RunnerConfig{}, job,
                                           *service_);
-    served_ = std::make_unique<Served>(*service_, old_release);
+    served_ = std::make_unique<Served>(*service_, old_release, old_ltd_);
     const std::string socket = store_->JobDir(kJobId) + "/shim.sock";
     grpc::ServerBuilder builder;
     builder.RegisterService(served_.get());
@@ -108,7 +121,7 @@ class ShimOutput : public ::testing::Test {
     loop_thread_ = std::thread([this] { loop_.Run(); });
     OnLoop([&] {
       service_->Begin(
-          *runner_, [] {}, [] {});
+          *runner_, [this] { runner_->Start(); }, [] {});
     });
 
     host_ = std::make_unique<ShimSupervisorHost>(loop_, *store_, PlanContainment(*store_),
@@ -169,6 +182,21 @@ class ShimOutput : public ::testing::Test {
     });
   }
 
+  // Ends the progress interval: what is due goes out.
+  void NextInterval() {
+    OnLoop([&] { clock_.Advance(std::chrono::seconds(1)); });
+  }
+  void Beat(int rank, int step) {
+    OnLoop([&] { launcher_.Control(kJobId, rank, "hb " + std::to_string(step) + "\n"); });
+  }
+  int Records() {
+    int n = 0;
+    OnLoop([&] { n = heard_.records; });
+    return n;
+  }
+
+  Job job_;
+  bool old_ltd_ = false;
   std::string dir_;
   std::optional<JobStore> store_;
   Loop loop_;
@@ -184,7 +212,7 @@ class ShimOutput : public ::testing::Test {
   std::thread loop_thread_;
 };
 
-TEST_F(ShimOutput, ForwardsNothingWhileOffAndResumesWhenOn) {
+TEST_F(ShimWatch, ForwardsNothingWhileOffAndResumesWhenOn) {
   Start(/*old_release=*/false);
   Print("before");  // on by default: an older ltd never asks
   ASSERT_TRUE(Heard("before"));
@@ -208,7 +236,7 @@ TEST_F(ShimOutput, ForwardsNothingWhileOffAndResumesWhenOn) {
   EXPECT_EQ(heard_.lost, "");
 }
 
-TEST_F(ShimOutput, FastTogglesCoalesceIntoTheLatestWish) {
+TEST_F(ShimWatch, FastTogglesCoalesceIntoTheLatestWish) {
   Start(/*old_release=*/false);
   // 1,000 attach/detach in one turn of ltd's loop: the first wish goes out
   // at once, the others wait for its answer and only the last is sent.
@@ -224,7 +252,7 @@ TEST_F(ShimOutput, FastTogglesCoalesceIntoTheLatestWish) {
   EXPECT_TRUE(Heard("still here"));
 }
 
-TEST_F(ShimOutput, OffThenOnBeforeTheWatchAnswersAsksNothing) {
+TEST_F(ShimWatch, OffThenOnBeforeTheWatchAnswersAsksNothing) {
   // ltd turns a new job off, and an attach turns it on again, before the
   // supervisor's first event: it sends output from the watch's start, so
   // ltd asks nothing, and output counts as flowing.
@@ -238,7 +266,7 @@ TEST_F(ShimOutput, OffThenOnBeforeTheWatchAnswersAsksNothing) {
   EXPECT_EQ(served_->set_output_calls, 0);
 }
 
-TEST_F(ShimOutput, ASupervisorWithoutSetOutputKeepsSendingEverything) {
+TEST_F(ShimWatch, ASupervisorWithoutSetOutputKeepsSendingEverything) {
   Start(/*old_release=*/true);
   OnLoop([&] { supervision_->SetOutput(false); });
   ASSERT_TRUE(WaitFor([&] { return served_->set_output_calls == 1; }, std::chrono::seconds(20)));
@@ -254,16 +282,80 @@ TEST_F(ShimOutput, ASupervisorWithoutSetOutputKeepsSendingEverything) {
   Print("two");
   ASSERT_TRUE(Heard("two"));
   // A record: where ltd asks again after a call that failed.
-  const int records = [&] {
-    int n = 0;
-    OnLoop([&] { n = heard_.records; });
-    return n;
-  }();
-  OnLoop([&] { service_->OnChanged(runner_->job(), true); });
+  const int records = Records();
+  OnLoop([&] { service_->OnChanged(runner_->job(), Change::kCourse); });
   ASSERT_TRUE(Until([&] { return heard_.records > records; }));
   EXPECT_EQ(served_->set_output_calls, 1);
   EXPECT_EQ(heard_.lines, (std::vector<std::string>{"one", "two"}));
   EXPECT_EQ(heard_.lost, "");
+}
+
+TEST_F(ShimWatch, ProgressComesAsTheBeatsOfTheRanksThatMovedOnly) {
+  job_.spec.devices = 3;
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until(
+      [&] { return heard_.last.state == JobState::kRunning && heard_.last.ranks.size() == 3; }));
+  const int records = Records();
+
+  Beat(0, 5);
+  Beat(2, 9);
+  Beat(2, 10);
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.beats.size() == 1; }));
+  OnLoop([&] {
+    const std::vector<RankBeat> want = {BeatOf(runner_->job().ranks[0]),
+                                        BeatOf(runner_->job().ranks[2])};
+    EXPECT_EQ(heard_.beats[0], want);
+    EXPECT_EQ(heard_.beats[0][1].last_step, 10);
+    EXPECT_TRUE(heard_.beats[0][1].last_heartbeat_at.has_value());
+  });
+
+  // Only what moved since: rank 0.
+  Beat(0, 6);
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.beats.size() == 2; }));
+  OnLoop([&] {
+    ASSERT_EQ(heard_.beats[1].size(), 1u);
+    EXPECT_EQ(heard_.beats[1][0].rank, 0);
+    EXPECT_EQ(heard_.beats[1][0].last_step, 6);
+  });
+  EXPECT_EQ(Records(), records);  // no record for beats
+
+  // A clean exit is more than a beat: a record, with the beats since.
+  Beat(2, 11);
+  OnLoop([&] { launcher_.Exit(kJobId, 1, 0); });
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.records == records + 1; }));
+  OnLoop([&] {
+    EXPECT_EQ(heard_.last.ranks[1].state, RankState::kExited);
+    EXPECT_EQ(heard_.last.ranks[2].last_step, 11);
+    EXPECT_EQ(heard_.beats.size(), 2u);
+  });
+
+  // Nothing moved: nothing goes out.
+  NextInterval();
+  Beat(0, 7);
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.beats.size() == 3; }));
+  OnLoop(
+      [&] { EXPECT_EQ(heard_.beats[2], std::vector<RankBeat>{BeatOf(runner_->job().ranks[0])}); });
+  EXPECT_EQ(Records(), records + 1);
+}
+
+TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsProgressAsRecords) {
+  old_ltd_ = true;
+  job_.spec.devices = 2;
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until([&] { return heard_.last.ranks.size() == 2; }));
+  const int records = Records();
+  Beat(1, 4);
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.records == records + 1; }));
+  OnLoop([&] {
+    EXPECT_EQ(heard_.last.ranks[1].last_step, 4);
+    EXPECT_EQ(heard_.last.ranks[0].last_step, -1);
+    EXPECT_TRUE(heard_.beats.empty());
+  });
 }
 
 }  // namespace
