@@ -40,23 +40,31 @@ struct Globals {
   bool json = false;
 };
 
-// Reachability first, with the OS's own words, so that "ltd is not running"
-// reads as such rather than as a gRPC transport error.
-void CheckReachable(const std::string& path) {
-  const std::string how = "; start it with `ltd --socket " + path + "` or `systemctl start ltd`";
+// 0 when ltd's socket at `path` takes a connection; else why not (errno).
+int TryConnect(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) {
-    Die("socket path " + path + " is longer than the " + std::to_string(sizeof addr.sun_path - 1) +
-        " bytes Unix sockets allow; use a shorter --socket");
-  }
+  if (path.size() >= sizeof addr.sun_path) return ENAMETOOLONG;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
-  const int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  const int err = errno;
+  if (fd < 0) return errno;
+  const int err = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
   close(fd);
-  if (rc != 0) Die("cannot reach ltd at " + path + ": " + std::strerror(err) + how);
+  return err;
+}
+
+// Reachability first, with the OS's own words, so that "ltd is not running"
+// reads as such rather than as a gRPC transport error.
+void CheckReachable(const std::string& path) {
+  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.size() > kMaxPath) {
+    Die("socket path " + path + " is longer than the " + std::to_string(kMaxPath) +
+        " bytes Unix sockets allow; use a shorter --socket");
+  }
+  if (const int err = TryConnect(path); err != 0) {
+    Die("cannot reach ltd at " + path + ": " + std::strerror(err) +
+        "; start it with `ltd --socket " + path + "` or `systemctl start ltd`");
+  }
 }
 
 std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
@@ -155,18 +163,6 @@ int Drain(const Globals& g, grpc::ClientReaderInterface<v1::JobEvent>& reader, b
 // meanwhile under their supervisors).
 constexpr auto kReconnectFor = std::chrono::minutes(10);
 
-bool Reachable(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) return false;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
 // After a stream broke because ltd went away: waits, bounded, until ltd
 // accepts connections again (its jobs live on meanwhile). `say`: tell the
 // user once; `resume`: the verb to run by hand should ltd not come back.
@@ -178,7 +174,7 @@ void WaitForLtd(const Globals& g, const grpc::Status& lost, bool say, const std:
   const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
   // A stopping ltd may still accept for a moment: wait for it to go first.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  while (!Reachable(g.socket)) {
+  while (TryConnect(g.socket) != 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl " + resume +
           "` once it is back");
