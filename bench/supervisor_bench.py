@@ -16,11 +16,14 @@ Prints, side by side with `ltctl ps` (one bare RPC) in the same run:
      until `ps` shows all 100 RUNNING with the same pids (adopted);
   6. CPU of ltd and the supervisor while one job of 8 ranks prints 1,000
      lines a second each and nobody attaches (its supervisor sends ltd no
-     output then; before SetOutput it sent every line).
+     output then; before SetOutput it sent every line);
+  7. with --baseline BUILD (another build of ltd, e.g. the release before
+     per-job supervisors): submit-to-exit of both builds, alternately, and
+     the ratio, for a target set on another machine.
 
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
 Usage: bench/supervisor_bench.py [--build DIR] [--runs N] [--ranks N] [--jobs N]
-                                 [--print-windows N] [--only-print]
+                                 [--print-windows N] [--only-print] [--baseline BUILD]
 """
 
 import argparse
@@ -146,6 +149,38 @@ def bench_ps_and_submit(ltd, runs):
         print(f"{'  CPU per job: ltctl, ltd, supervisor + ranks':<48} {ctl_cpu * 1000:6.1f} + "
               f"{(own1 - own0) / runs * 1000:.1f} + {(reaped1 - reaped0) / runs * 1000:.1f} ms"
               f"  (means; the last includes each supervisor's start, spent while it was a spare)")
+
+
+def submit_medians(ltd, runs):
+    """Median submit-to-exit of `--devices 8 -- /bin/true` on a started ltd."""
+    ltd.ctl("submit", "--devices", "8", "--", "/bin/true")  # warm the page cache
+    time.sleep(1)
+    times = []
+    for _ in range(runs):
+        time.sleep(0.3)  # as above: a spare supervisor is ready, where there are spares
+        t0 = time.perf_counter()
+        ltd.ctl("submit", "--devices", "8", "--", "/bin/true")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_against(baseline, build, runs, rounds=3):
+    """Submit-to-exit of `baseline` and of this build, in turns: the VM's
+    drift between runs (some 10 ms) then hits both alike."""
+    medians = {"baseline": [], "this build": []}
+    for _ in range(rounds):
+        for name in medians:
+            # An ltd of a release before --restore-window takes the plain flags.
+            ltd = Ltd(baseline, 8) if name == "baseline" else WindowLtd(build, 8, ["--stack-budget", "0"])
+            try:
+                medians[name].append(submit_medians(ltd, runs))
+            finally:
+                ltd.stop()
+    for name, values in medians.items():
+        print(f"{'submit 8 x /bin/true, ' + name:<48} " +
+              ", ".join(f"{v * 1000:.1f}" for v in values) + f" ms  (medians of {rounds} runs of {runs})")
+    ratio = statistics.median(medians["this build"]) / statistics.median(medians["baseline"])
+    print(f"{'  this build / baseline':<48} {ratio:9.2f}")
 
 
 def bench_teardown(ltd, child, runs):
@@ -310,11 +345,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--print-windows", type=int, default=15)
     ap.add_argument("--only-print", action="store_true", help="only the unwatched output line")
+    ap.add_argument("--baseline", help="another build of ltd: compare submit-to-exit with it, and stop")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     child = f"{build}/tests/lt_test_child"
     if args.only_print:
         return bench_unwatched_output(build, args.print_windows)
+    if args.baseline:
+        return bench_against(os.path.abspath(args.baseline), build, args.runs)
 
     ltd = WindowLtd(build, 8, ["--stack-budget", "0"])
     try:
