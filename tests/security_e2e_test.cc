@@ -485,7 +485,10 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
   const std::string uid = std::to_string(a_->uid());
   EXPECT_EQ(Trim(ReadAll(seen)), uid + " " + uid + " " + uid + " " + uid)
-      << "gdb attached with other uids (real, effective, saved, fs) than user A's";
+      << "gdb attached with other uids (real, effective, saved, fs) than user A's, or the "
+         "watcher never saw it attached; job: "
+      << job.dump(1) << "\nltd's log:\n"
+      << d_.log();
 }
 
 // ---- 2. the working directory ----
