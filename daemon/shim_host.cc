@@ -498,6 +498,11 @@ absl::StatusOr<ShimSupervisorHost::Spawned> ShimSupervisorHost::Spawn(const std:
     spare_reads.reset(p[0]);
     assign->reset(p[1]);
   }
+  for (Fd* fd : {&theirs, &spare_reads}) {
+    if (fd->valid()) {
+      if (absl::Status s = AboveSpawnFds(*fd); !s.ok()) return s;
+    }
+  }
   // A spare's --job holds room for the id it is given, which it writes
   // over this, so that ps shows whose supervisor it has become.
   const std::string job_arg = assign != nullptr ? std::string(kMaxJobIdDigits, '_') : job_id;

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
+#include <thread>
 
+#include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -33,16 +36,39 @@ std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid) {
   }
 }
 
-void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+void GroupsLookup::Start(uid_t uid, gid_t gid) {
+  uid_ = uid;
+  gid_ = gid;
+  answer_ = std::make_shared<Answer>();
+  try {
+    std::thread([answer = answer_, lookup = lookup_, uid, gid] {
+      std::vector<gid_t> groups = lookup(uid, gid);
+      const std::lock_guard<std::mutex> lock(answer->mu);
+      answer->groups = std::move(groups);
+    }).detach();
+  } catch (const std::system_error& e) {
+    // No thread to be had: lt-exec looks the groups up, rank by rank.
+    spdlog::warn("cannot look up the groups of uid {} ahead: {}", uid, e.what());
+  }
+}
+
+std::optional<std::vector<gid_t>> GroupsLookup::Get(uid_t uid, gid_t gid) const {
+  if (answer_ == nullptr || uid != uid_ || gid != gid_) return std::nullopt;
+  const std::lock_guard<std::mutex> lock(answer_->mu);
+  return answer_->groups;
+}
+
+void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>* groups,
                     std::vector<std::string>& argv) {
   if (uid == geteuid() && gid == getegid()) return;
   argv.push_back("--user");
   argv.push_back(Cat(uid, ":", gid));
+  if (groups == nullptr) return;
   // One argument may hold at most 128 KiB (MAX_ARG_STRLEN): the groups go
   // in chunks that stay well below it, which lt-exec puts together.
   constexpr size_t kPerArg = 4096;
   const std::vector<gid_t> just_gid = {gid};
-  const std::vector<gid_t>& all = groups.empty() ? just_gid : groups;
+  const std::vector<gid_t>& all = groups->empty() ? just_gid : *groups;
   for (size_t at = 0; at < all.size(); at += kPerArg) {
     std::string list;
     for (size_t i = at; i < std::min(all.size(), at + kPerArg); ++i) {

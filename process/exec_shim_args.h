@@ -4,6 +4,10 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,11 +20,40 @@ namespace ltd {
 // some 5.5 ms per rank on the project's VM).
 std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid);
 
+// A user's LoginGroups, looked up on a thread of its own: NSS may wait on
+// a network (an LDAP or sssd server away) for as long as its timeout, and
+// the loop that starts ranks must not. Until the answer is in, Get has
+// none, and the caller leaves the lookup to lt-exec, as the supervisors of
+// the release before --groups did: each rank's lt-exec then waits on NSS
+// itself, the loop never does.
+class GroupsLookup {
+ public:
+  using Lookup = std::function<std::vector<gid_t>(uid_t, gid_t)>;
+  explicit GroupsLookup(Lookup lookup = LoginGroups) : lookup_(std::move(lookup)) {}
+
+  // Looks up uid:gid's groups afresh (a new attempt, as at a new login);
+  // an earlier answer is forgotten, a lookup still running is left to end
+  // on its own.
+  void Start(uid_t uid, gid_t gid);
+  // uid:gid's groups once the latest Start for them has its answer.
+  std::optional<std::vector<gid_t>> Get(uid_t uid, gid_t gid) const;
+
+ private:
+  struct Answer {
+    std::mutex mu;
+    std::optional<std::vector<gid_t>> groups;
+  };
+  Lookup lookup_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  std::shared_ptr<Answer> answer_;  // of the latest Start; shared with its thread
+};
+
 // `--user UID:GID --groups G1,G2,...` appended to `argv` when the process
 // must become uid:gid (a long list of groups as several --groups, each
 // far below the kernel's limit on one argument); nothing when the caller
-// already is that user.
-void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+// already is that user. Without `groups` (nullptr), lt-exec looks them up.
+void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>* groups,
                     std::vector<std::string>& argv);
 
 }  // namespace ltd

@@ -7,9 +7,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "spawn_attr.h"
 #include "str_util.h"
 
 namespace ltd {
+
+static_assert(kExecSpecFd <= kHighestSpawnTarget);
 
 absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env) {
@@ -34,6 +37,7 @@ absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::
   }
   if (lseek(fd.get(), 0, SEEK_SET) != 0)
     return absl::UnavailableError(Cat("lseek(memfd): ", std::strerror(errno)));
+  if (absl::Status s = AboveSpawnFds(fd); !s.ok()) return s;
   return fd;
 }
 

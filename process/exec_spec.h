@@ -15,8 +15,8 @@ namespace ltd {
 // The fd lt-exec reads what to run from.
 constexpr int kExecSpecFd = 4;
 
-// A memfd at offset 0 (close-on-exec: the spawn dups it onto fd 4).
-// InvalidArgument when a string holds a NUL byte.
+// A memfd at offset 0 (close-on-exec: the spawn dups it onto fd 4), above
+// the fds a spawn targets. InvalidArgument when a string holds a NUL byte.
 absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env);
 

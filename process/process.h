@@ -49,7 +49,15 @@ class ProcessLauncher {
   // How jobs are contained: "cgroup", "subreaper" or "process-group".
   virtual std::string_view containment() const = 0;
 
-  // Prepares what holds a job's processes (its cgroup, say).
+  // The job to come runs its ranks as uid:gid: what a launcher needs to
+  // know of that user may be looked up now, ahead of the first spawn.
+  virtual void ExpectUser(uid_t uid, gid_t gid) {
+    (void)uid;
+    (void)gid;
+  }
+
+  // Prepares what holds a job's processes (its cgroup, say), for each
+  // attempt of the job.
   virtual absl::Status BeginJob(const std::string& job_id) = 0;
 
   virtual absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) = 0;

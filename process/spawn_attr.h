@@ -1,12 +1,36 @@
-// posix_spawn attributes of a child that starts clean: no signal blocked
-// and every signal at its default, whatever the spawner blocks or handles
-// (a libuv pool thread blocks them all; ltd and lt-shim handle several).
+// How children are spawned: posix_spawn attributes of a child that starts
+// clean (no signal blocked and every signal at its default, whatever the
+// spawner blocks or handles: a libuv pool thread blocks them all; ltd and
+// lt-shim handle several), and where a spawn's source fds must sit.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "fd.h"
+#include "posix_error.h"
+
 namespace ltd {
+
+// The highest fd any spawn here dups onto: a rank's lt-exec gets 0 to 4
+// (4: what to run), a supervisor 3 and 4.
+constexpr int kHighestSpawnTarget = 4;
+
+// posix_spawn applies its dup2s in order, so a source fd that is also a
+// target (0 to kHighestSpawnTarget) may be overwritten by an earlier dup2
+// before its own. Fds that low are free whenever the spawner closed one
+// (a supervisor, a rank's pipes): this moves `fd` (close-on-exec) above.
+inline absl::Status AboveSpawnFds(Fd& fd) {
+  if (fd.get() > kHighestSpawnTarget) return absl::OkStatus();
+  Fd moved(fcntl(fd.get(), F_DUPFD_CLOEXEC, kHighestSpawnTarget + 1));
+  if (!moved.valid()) return PosixError("fcntl(F_DUPFD_CLOEXEC)", "a child's fd", errno);
+  fd = std::move(moved);
+  return absl::OkStatus();
+}
 
 class CleanSpawnAttr {
  public:

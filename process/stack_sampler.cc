@@ -51,6 +51,9 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return false;
   Fd rd(p[0]), wr(p[1]);
+  // Low fds may be free in a supervisor (a rank's pipes closed): gdb's
+  // stdout must not be a spawn target that an earlier dup2 overwrites.
+  if (!AboveSpawnFds(wr).ok()) return false;
   auto spec = WriteExecSpec("/",
                             {setup.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
                              "set debuginfod enabled off", "-p", std::to_string(pid), "-ex",
@@ -59,7 +62,7 @@ bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
                             {"PATH=/usr/bin:/bin", "LANG=C"});
   if (!spec.ok()) return false;
   std::vector<std::string> argv = {setup.exec_shim};
-  AppendUserArgs(setup.uid, setup.gid, setup.groups, argv);
+  AppendUserArgs(setup.uid, setup.gid, &setup.groups, argv);
   std::vector<char*> cargv = CStrings(argv);
   char* no_env[] = {nullptr};
   posix_spawn_file_actions_t fa;

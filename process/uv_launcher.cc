@@ -72,16 +72,6 @@ void KillAndReap(pid_t pid) {
 // A zombie still answers signal 0; once reaped, its pidfd says ESRCH.
 bool NotReaped(const Fd& pidfd) { return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0; }
 
-// posix_spawn applies its dup2s in order, so no source may be a lower
-// target (0-4) that an earlier one overwrites: sources go above them.
-absl::Status AboveSpawnFds(Fd& fd) {
-  if (fd.get() > kExecSpecFd) return absl::OkStatus();
-  Fd moved(fcntl(fd.get(), F_DUPFD_CLOEXEC, kExecSpecFd + 1));
-  if (!moved.valid()) return PosixError("fcntl(F_DUPFD_CLOEXEC)", "a rank's fd", errno);
-  fd = std::move(moved);
-  return absl::OkStatus();
-}
-
 // A stream socketpair, as libuv makes for a child's stdio: ours
 // non-blocking for the loop, theirs blocking.
 absl::Status StdioPair(Fd& ours, Fd& theirs) {
@@ -116,8 +106,17 @@ UvLauncher::~UvLauncher() {
   children_.clear();
 }
 
+void UvLauncher::ExpectUser(uid_t uid, gid_t gid) {
+  user_.reset();
+  if (uid == geteuid() && gid == getegid()) return;
+  user_.emplace(uid, gid);
+  groups_.Start(uid, gid);
+  lookup_fresh_ = true;
+}
+
 absl::Status UvLauncher::BeginJob(const std::string& job_id) {
-  login_groups_.clear();
+  if (user_ && !lookup_fresh_) groups_.Start(user_->first, user_->second);
+  lookup_fresh_ = false;
   return containment_->BeginJob(job_id);
 }
 
@@ -138,9 +137,10 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     argv.push_back(cgroup);
   }
   if (req.uid != geteuid() || req.gid != getegid()) {
-    auto [groups, fresh] = login_groups_.try_emplace({req.uid, req.gid});
-    if (fresh) groups->second = LoginGroups(req.uid, req.gid);
-    AppendUserArgs(req.uid, req.gid, groups->second, argv);
+    // Not looked up yet (NSS is slow, or nobody said whom to expect):
+    // lt-exec looks them up itself.
+    const std::optional<std::vector<gid_t>> groups = groups_.Get(req.uid, req.gid);
+    AppendUserArgs(req.uid, req.gid, groups ? &*groups : nullptr, argv);
   }
   argv.push_back("--parent");
   argv.push_back(std::to_string(getpid()));
@@ -151,7 +151,6 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   auto fail = [&](const absl::Status& s) {
     return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", s.message()));
   };
-  if (absl::Status s = AboveSpawnFds(*spec); !s.ok()) return fail(s);
 
   // The heartbeat fd: a socketpair as for stdio, blocking on the rank's
   // side (shells write to it), read in batches on ours.

@@ -8,11 +8,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "containment.h"
 #include "control_reader.h"
+#include "exec_shim_args.h"
 #include "process.h"
 
 namespace ltd {
@@ -25,6 +27,7 @@ class UvLauncher final : public ProcessLauncher {
   ~UvLauncher() override;
 
   std::string_view containment() const override { return containment_->name(); }
+  void ExpectUser(uid_t uid, gid_t gid) override;
   absl::Status BeginJob(const std::string& job_id) override;
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
   void SignalRank(const std::string& job_id, int rank, int sig) override;
@@ -54,9 +57,11 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
-  // LoginGroups of the uid:gid ranks run as, looked up once per attempt
-  // (BeginJob), as a login would.
-  std::map<std::pair<uid_t, gid_t>, std::vector<gid_t>> login_groups_;
+  // The login groups of the uid:gid ranks run as (ExpectUser), looked up
+  // again for each attempt after the first, as a login would.
+  GroupsLookup groups_;
+  std::optional<std::pair<uid_t, gid_t>> user_;
+  bool lookup_fresh_ = false;  // no attempt began since the latest lookup started
   // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
   // owner of each rank's handles and pidfd.
   std::unordered_map<Child*, std::unique_ptr<Child>> children_;

@@ -20,7 +20,9 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
       sampler_(sampler),
       config_(std::move(config)),
       events_(events),
-      job_(std::move(job)) {}
+      job_(std::move(job)) {
+  launcher_.ExpectUser(job_.spec.uid, job_.spec.gid);
+}
 
 JobRunner::~JobRunner() {
   if (fence_ != nullptr) fence_->SetEvents(nullptr);

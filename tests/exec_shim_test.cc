@@ -10,11 +10,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "exec_shim_args.h"
 #include "exec_spec.h"
 #include "harness.h"
+#include "spawn_attr.h"
 #include "str_util.h"
 
 namespace ltd::test {
@@ -43,6 +47,12 @@ ShimRun RunShim(const std::vector<std::string>& args, const std::vector<std::str
   if (!spec.ok()) return run;
   int out[2], control[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(control, O_CLOEXEC) != 0) return run;
+  // Their write ends above the fds the spawn targets, as the launcher's.
+  for (int* end : {&out[1], &control[1]}) {
+    Fd fd(*end);
+    EXPECT_TRUE(AboveSpawnFds(fd).ok());
+    *end = fd.release();
+  }
   std::vector<std::string> argv = {LT_EXEC_SHIM};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv = CStrings(argv);
@@ -123,7 +133,8 @@ TEST_F(ExecShimTest, LoginGroupsAreTheUsersGroupsAsInitgroupsSetsThem) {
 TEST_F(ExecShimTest, TheRankGetsExactlyTheGroupsItIsGiven) {
   // As a supervisor calls it.
   std::vector<std::string> args;
-  AppendUserArgs(user_->uid(), user_->gid(), LoginGroups(user_->uid(), user_->gid()), args);
+  const std::vector<gid_t> groups = LoginGroups(user_->uid(), user_->gid());
+  AppendUserArgs(user_->uid(), user_->gid(), &groups, args);
   ShimRun looked_up = RunShim(args, {"ids,exit:0"});
   EXPECT_EQ(looked_up.status, 0) << looked_up.out << looked_up.control;
   EXPECT_EQ(looked_up.out, Ids(user_->uid(), user_->gid(), {user_->gid(), extra_gid_}));
@@ -141,7 +152,7 @@ TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {
   std::vector<gid_t> many;
   for (gid_t g = 100000; g < 130000; ++g) many.push_back(g);
   std::vector<std::string> args;
-  AppendUserArgs(user_->uid(), user_->gid(), many, args);
+  AppendUserArgs(user_->uid(), user_->gid(), &many, args);
   EXPECT_GT(std::count(args.begin(), args.end(), "--groups"), 1);
   ShimRun r = RunShim(args, {"ids,exit:0"});
   EXPECT_EQ(r.status, 0) << r.control;
@@ -150,7 +161,7 @@ TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {
   // More than the kernel's limit, in all: refused, nothing runs.
   for (gid_t g = 130000; g < 165537; ++g) many.push_back(g);
   args.clear();
-  AppendUserArgs(user_->uid(), user_->gid(), many, args);
+  AppendUserArgs(user_->uid(), user_->gid(), &many, args);
   ShimRun over = RunShim(args, {"ids,exit:0"});
   EXPECT_EQ(WIFEXITED(over.status) ? WEXITSTATUS(over.status) : -1, 126);
   EXPECT_EQ(over.control, "exec_failed more groups than the kernel takes\n");
@@ -160,9 +171,92 @@ TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {
 // A supervisor started by an older ltd passes no --groups: lt-exec looks
 // the groups up itself, so its ranks keep their supplementary groups.
 TEST_F(ExecShimTest, WithoutGroupsLtExecLooksThemUpItself) {
-  ShimRun r = RunShim({"--user", Cat(user_->uid(), ":", user_->gid())}, {"ids,exit:0"});
+  // As a supervisor calls it before its lookup has an answer (or as one of
+  // the release before --groups did).
+  std::vector<std::string> args;
+  AppendUserArgs(user_->uid(), user_->gid(), nullptr, args);
+  EXPECT_EQ(args, (std::vector<std::string>{"--user", Cat(user_->uid(), ":", user_->gid())}));
+  ShimRun r = RunShim(args, {"ids,exit:0"});
   EXPECT_EQ(r.status, 0) << r.out << r.control;
   EXPECT_EQ(r.out, Ids(user_->uid(), user_->gid(), {user_->gid(), extra_gid_}));
+}
+
+// A spawn's source fd as low as its targets (free once the spawner closed
+// one) would be overwritten by an earlier dup2: it is moved above them.
+TEST(AboveSpawnFds, MovesAnFdAsLowAsASpawnTargetAboveThem) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  Fd rd(fcntl(p[0], F_DUPFD_CLOEXEC, 10)), wr(fcntl(p[1], F_DUPFD_CLOEXEC, 10));
+  close(p[0]);
+  close(p[1]);
+  const int saved =
+      fcntl(kHighestSpawnTarget, F_DUPFD_CLOEXEC, 10);  // whatever the process had there
+  ASSERT_EQ(dup3(wr.get(), kHighestSpawnTarget, O_CLOEXEC), kHighestSpawnTarget);
+  Fd low(kHighestSpawnTarget);
+  ASSERT_TRUE(AboveSpawnFds(low).ok());
+  EXPECT_GT(low.get(), kHighestSpawnTarget);
+  EXPECT_EQ(fcntl(low.get(), F_GETFD), FD_CLOEXEC);
+  EXPECT_EQ(write(low.get(), "x", 1), 1);  // the same pipe
+  char c = 0;
+  EXPECT_EQ(read(rd.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  if (saved >= 0) {
+    ASSERT_EQ(dup3(saved, kHighestSpawnTarget, O_CLOEXEC), kHighestSpawnTarget);
+    close(saved);
+  } else {
+    EXPECT_EQ(fcntl(kHighestSpawnTarget, F_GETFD), -1);  // AboveSpawnFds closed it
+  }
+  Fd high(fcntl(wr.get(), F_DUPFD_CLOEXEC, 10));
+  const int was = high.get();
+  ASSERT_TRUE(AboveSpawnFds(high).ok());
+  EXPECT_EQ(high.get(), was);  // already above: left alone
+}
+
+// NSS that answers only when the test says so: an LDAP server away. Its
+// lookups hold it, so a test that fails early leaves them blocked, not
+// dangling.
+class SlowNss : public std::enable_shared_from_this<SlowNss> {
+ public:
+  GroupsLookup::Lookup Lookup() {
+    return [self = shared_from_this()](uid_t uid, gid_t gid) { return self->Answer(uid, gid); };
+  }
+  void ReleaseOne() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    ++released_;
+    cv_.notify_all();
+  }
+
+ private:
+  std::vector<gid_t> Answer(uid_t uid, gid_t gid) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int call = calls_++;
+    cv_.wait(lock, [&] { return released_ > call; });
+    return {gid, static_cast<gid_t>(uid), static_cast<gid_t>(1000 + call)};
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+  int released_ = 0;
+};
+
+TEST(GroupsLookup, AnswersOnlyOnceNssHasForThatUserAndTheLatestStart) {
+  auto nss = std::make_shared<SlowNss>();
+  GroupsLookup lookup(nss->Lookup());
+  EXPECT_FALSE(lookup.Get(5, 6).has_value());  // nothing started
+  lookup.Start(5, 6);
+  EXPECT_FALSE(lookup.Get(5, 6).has_value());  // NSS has not answered: the caller goes on
+  nss->ReleaseOne();
+  ASSERT_TRUE(WaitFor([&] { return lookup.Get(5, 6).has_value(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(*lookup.Get(5, 6), (std::vector<gid_t>{6, 5, 1000}));
+  EXPECT_FALSE(lookup.Get(5, 7).has_value());  // another user's groups are not these
+
+  // A new attempt looks them up again; until then, no answer, not the old one.
+  lookup.Start(5, 6);
+  EXPECT_FALSE(lookup.Get(5, 6).has_value());
+  nss->ReleaseOne();
+  ASSERT_TRUE(WaitFor([&] { return lookup.Get(5, 6).has_value(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(*lookup.Get(5, 6), (std::vector<gid_t>{6, 5, 1001}));
 }
 
 TEST_F(ExecShimTest, GarbledGroupsAreRefusedBeforeTheProgramRuns) {
