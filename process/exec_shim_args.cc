@@ -37,6 +37,10 @@ std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid) {
 }
 
 void GroupsLookup::Start(uid_t uid, gid_t gid) {
+  if (answer_ != nullptr && uid == uid_ && gid == gid_) {
+    const std::lock_guard<std::mutex> lock(answer_->mu);
+    if (!answer_->groups) return;  // still looking
+  }
   uid_ = uid;
   gid_ = gid;
   answer_ = std::make_shared<Answer>();

@@ -31,9 +31,9 @@ class GroupsLookup {
   using Lookup = std::function<std::vector<gid_t>(uid_t, gid_t)>;
   explicit GroupsLookup(Lookup lookup = LoginGroups) : lookup_(std::move(lookup)) {}
 
-  // Looks up uid:gid's groups afresh (a new attempt, as at a new login);
-  // an earlier answer is forgotten, a lookup still running is left to end
-  // on its own.
+  // Looks up uid:gid's groups afresh (a new attempt, as at a new login):
+  // an earlier answer is forgotten. While a lookup for uid:gid still runs,
+  // its answer is awaited instead: one thread at most waits on a slow NSS.
   void Start(uid_t uid, gid_t gid);
   // uid:gid's groups once the latest Start for them has its answer.
   std::optional<std::vector<gid_t>> Get(uid_t uid, gid_t gid) const;

@@ -225,6 +225,10 @@ class SlowNss : public std::enable_shared_from_this<SlowNss> {
     ++released_;
     cv_.notify_all();
   }
+  int calls() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
 
  private:
   std::vector<gid_t> Answer(uid_t uid, gid_t gid) {
@@ -254,9 +258,14 @@ TEST(GroupsLookup, AnswersOnlyOnceNssHasForThatUserAndTheLatestStart) {
   // A new attempt looks them up again; until then, no answer, not the old one.
   lookup.Start(5, 6);
   EXPECT_FALSE(lookup.Get(5, 6).has_value());
+  // Attempts while NSS still has not answered wait for that lookup: no
+  // thread more (the third call's answer would say 1002).
+  lookup.Start(5, 6);
+  lookup.Start(5, 6);
   nss->ReleaseOne();
   ASSERT_TRUE(WaitFor([&] { return lookup.Get(5, 6).has_value(); }, std::chrono::seconds(10)));
   EXPECT_EQ(*lookup.Get(5, 6), (std::vector<gid_t>{6, 5, 1001}));
+  EXPECT_EQ(nss->calls(), 2);
 }
 
 TEST_F(ExecShimTest, GarbledGroupsAreRefusedBeforeTheProgramRuns) {
