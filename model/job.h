@@ -120,11 +120,7 @@ struct RankBeat {
   double steps_per_second = 0;
   bool operator==(const RankBeat&) const = default;
 };
-struct Job;
 RankBeat BeatOf(const Rank& rank);
-// Sets each beat's fields in `job`'s rank of that number; a beat of a rank
-// the job does not have is ignored.
-void ApplyBeats(Job& job, const std::vector<RankBeat>& beats);
 
 // One GPU of a running job as NVML last saw it (sampled at a low rate).
 struct GpuSample {
@@ -233,6 +229,10 @@ struct Job {
   // While it runs, each of its GPUs' last sample. Not part of the record.
   std::vector<GpuSample> gpu_usage;
 };
+
+// Sets each beat's fields in `job`'s rank of that number; a beat of a rank
+// the job does not have is ignored.
+void ApplyBeats(Job& job, const std::vector<RankBeat>& beats);
 
 std::string FormatTime(WallTime t);  // RFC 3339, UTC, milliseconds
 std::optional<WallTime> ParseTime(std::string_view s);

@@ -49,8 +49,9 @@ class ProcessLauncher {
   // How jobs are contained: "cgroup", "subreaper" or "process-group".
   virtual std::string_view containment() const = 0;
 
-  // The job to come runs its ranks as uid:gid: what a launcher needs to
-  // know of that user may be looked up now, ahead of the first spawn.
+  // The job's next attempt runs its ranks as uid:gid: what a launcher
+  // needs to know of that user (as at a login) may be looked up now, ahead
+  // of the attempt's first spawn.
   virtual void ExpectUser(uid_t uid, gid_t gid) {
     (void)uid;
     (void)gid;

@@ -107,16 +107,10 @@ UvLauncher::~UvLauncher() {
 }
 
 void UvLauncher::ExpectUser(uid_t uid, gid_t gid) {
-  user_.reset();
-  if (uid == geteuid() && gid == getegid()) return;
-  user_.emplace(uid, gid);
-  groups_.Start(uid, gid);
-  lookup_fresh_ = true;
+  if (uid != geteuid() || gid != getegid()) groups_.Start(uid, gid);
 }
 
 absl::Status UvLauncher::BeginJob(const std::string& job_id) {
-  if (user_ && !lookup_fresh_) groups_.Start(user_->first, user_->second);
-  lookup_fresh_ = false;
   return containment_->BeginJob(job_id);
 }
 

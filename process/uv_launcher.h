@@ -8,7 +8,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -57,11 +56,9 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
-  // The login groups of the uid:gid ranks run as (ExpectUser), looked up
-  // again for each attempt after the first, as a login would.
+  // The login groups of the uid:gid ranks run as, looked up at each
+  // ExpectUser (each attempt), as a login would.
   GroupsLookup groups_;
-  std::optional<std::pair<uid_t, gid_t>> user_;
-  bool lookup_fresh_ = false;  // no attempt began since the latest lookup started
   // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
   // owner of each rank's handles and pidfd.
   std::unordered_map<Child*, std::unique_ptr<Child>> children_;

@@ -124,6 +124,7 @@ void JobRunner::OnJobEmpty(const std::string& id) {
            Cat("ltd: restarting job ", id, " (", job->restart_count, " of ", job->spec.max_restarts,
                ") in ", FormatDuration(delay), " after: ", cause->message));
     rt.restart_timer = clock_.StartTimer(delay, [this, id] { Restart(id); });
+    launcher_.ExpectUser(job->spec.uid, job->spec.gid);  // looked up again during the backoff
     Persist(*job);
     return;
   }
