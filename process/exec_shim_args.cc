@@ -39,15 +39,21 @@ std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid) {
 void GroupsLookup::Start(uid_t uid, gid_t gid) {
   if (answer_ != nullptr && uid == uid_ && gid == gid_) {
     const std::lock_guard<std::mutex> lock(answer_->mu);
-    if (!answer_->groups) return;  // still looking
+    if (!answer_->done) return;  // still looking
   }
   uid_ = uid;
   gid_ = gid;
   answer_ = std::make_shared<Answer>();
   try {
     std::thread([answer = answer_, lookup = lookup_, uid, gid] {
-      std::vector<gid_t> groups = lookup(uid, gid);
+      std::optional<std::vector<gid_t>> groups;
+      try {
+        groups = lookup(uid, gid);
+      } catch (const std::exception&) {
+        // Out of memory, say: lt-exec looks them up, rank by rank.
+      }
       const std::lock_guard<std::mutex> lock(answer->mu);
+      answer->done = true;
       answer->groups = std::move(groups);
     }).detach();
   } catch (const std::system_error& e) {

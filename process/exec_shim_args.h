@@ -41,7 +41,8 @@ class GroupsLookup {
  private:
   struct Answer {
     std::mutex mu;
-    std::optional<std::vector<gid_t>> groups;
+    bool done = false;
+    std::optional<std::vector<gid_t>> groups;  // none when the lookup failed
   };
   Lookup lookup_;
   uid_t uid_ = 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -279,6 +280,26 @@ TEST_F(ExecShimTest, GarbledGroupsAreRefusedBeforeTheProgramRuns) {
     EXPECT_EQ(r.out.find("line 0 of 1"), std::string::npos)
         << "the program ran with --groups '" << bad << "': " << r.out;
   }
+}
+
+TEST(GroupsLookup, ALookupThatThrowsLeavesTheGroupsToLtExecAndTheNextStartTriesAgain) {
+  std::atomic<int> calls{0};
+  GroupsLookup lookup([&calls](uid_t, gid_t gid) -> std::vector<gid_t> {
+    if (calls++ == 0) throw std::bad_alloc();
+    return {gid};
+  });
+  lookup.Start(5, 6);
+  // Each turn: an answer yet? Else start again, which waits for a lookup
+  // still running and starts a new one once the failed one is over.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (lookup.Get(5, 6)) return true;
+        lookup.Start(5, 6);
+        return false;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(*lookup.Get(5, 6), std::vector<gid_t>{6});
+  EXPECT_EQ(calls.load(), 2);
 }
 
 }  // namespace
