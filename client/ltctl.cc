@@ -3,8 +3,6 @@
 // error of ltctl or ltd, always with a one-line message saying what to do.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,7 +15,9 @@
 #include <thread>
 
 #include "bytes.h"
+#include "connection.h"
 #include "duration.h"
+#include "follow.h"
 #include "job_json.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
@@ -27,65 +27,8 @@ extern char** environ;
 namespace ltd {
 namespace {
 
-constexpr int kErrorExit = 1;
-
-// One line on stderr, whatever bytes `message` quotes.
-[[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "ltctl: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
-  std::exit(kErrorExit);
-}
-
-struct Globals {
-  std::string socket;
-  bool json = false;
-};
-
-// 0 when ltd's socket at `path` takes a connection; else why not (errno).
-int TryConnect(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) return ENAMETOOLONG;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
-  const int err = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
-  close(fd);
-  return err;
-}
-
-// Reachability first, with the OS's own words, so that "ltd is not running"
-// reads as such rather than as a gRPC transport error.
-void CheckReachable(const std::string& path) {
-  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
-  if (path.size() > kMaxPath) {
-    Die("socket path " + path + " is longer than the " + std::to_string(kMaxPath) +
-        " bytes Unix sockets allow; use a shorter --socket");
-  }
-  if (const int err = TryConnect(path); err != 0) {
-    Die("cannot reach ltd at " + path + ": " + std::strerror(err) +
-        "; start it with `ltd --socket " + path + "` or `systemctl start ltd`");
-  }
-}
-
-std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
-  CheckReachable(g.socket);
-  // ltd bounds its replies (List pages, Show's texts); room to spare all the same.
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Ltd::NewStub(
-      grpc::CreateCustomChannel("unix:" + g.socket, grpc::InsecureChannelCredentials(), args));
-}
-
 void PrintJson(const nlohmann::json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-}
-
-[[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s) {
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      s.error_message().find("connect") != std::string::npos) {
-    Die("cannot reach ltd at " + g.socket + ": " + s.error_message());
-  }
-  Die(s.error_message());
 }
 
 Millis DurationFlag(const std::string& flag, const std::string& value) {
@@ -109,119 +52,6 @@ int ParseSignal(const std::string& text) {
     }
   }
   Die("--signal '" + text + "' is not a signal; use a name such as TERM, INT, USR1 or a number");
-}
-
-// Prints one event of a stream. `prefix`: "[R] " before each rank line.
-// Returns the job's exit code once `ended` arrives.
-std::optional<int> PrintEvent(const v1::JobEvent& ev, bool prefix, bool quiet_end) {
-  switch (ev.event_case()) {
-    case v1::JobEvent::kOutput: {
-      const auto& o = ev.output();
-      FILE* out = o.stderr() ? stderr : stdout;
-      if (prefix) std::fprintf(out, "[%d] ", o.rank());
-      std::fwrite(o.data().data(), 1, o.data().size(), out);
-      std::fputc('\n', out);
-      if (o.stderr()) std::fflush(stderr);
-      return std::nullopt;
-    }
-    case v1::JobEvent::kLog:
-      std::fwrite(ev.log().data(), 1, ev.log().size(), stdout);
-      return std::nullopt;
-    case v1::JobEvent::kNotice:
-      std::fflush(stdout);
-      std::fprintf(stderr, "%s\n", DisplayEscape(ev.notice(), Controls::kEscape).c_str());
-      return std::nullopt;
-    case v1::JobEvent::kEnded: {
-      const auto& e = ev.ended();
-      std::fflush(stdout);
-      if (!quiet_end && e.state() != v1::Job::SUCCEEDED) {
-        std::fprintf(stderr, "ltctl: job %s %s: %s (exit code %d)\n", e.job_id().c_str(),
-                     v1::Job::State_Name(e.state()).c_str(), DescribeCause(e.root_cause()).c_str(),
-                     e.exit_code());
-      }
-      return e.exit_code();
-    }
-    default:
-      return std::nullopt;
-  }
-}
-
-int Drain(const Globals& g, grpc::ClientReaderInterface<v1::JobEvent>& reader, bool prefix,
-          bool quiet_end = false) {
-  v1::JobEvent ev;
-  std::optional<int> code;
-  while (reader.Read(&ev)) {
-    if (auto c = PrintEvent(ev, prefix, quiet_end)) code = c;
-  }
-  std::fflush(stdout);
-  grpc::Status s = reader.Finish();
-  if (!s.ok()) DieRpc(g, s);
-  return code.value_or(0);
-}
-
-// How long an attached ltctl waits for a restarting ltd (its jobs live on
-// meanwhile under their supervisors).
-constexpr auto kReconnectFor = std::chrono::minutes(10);
-
-// After a stream broke because ltd went away: waits, bounded, until ltd
-// accepts connections again (its jobs live on meanwhile). `say`: tell the
-// user once; `resume`: the verb to run by hand should ltd not come back.
-void WaitForLtd(const Globals& g, const grpc::Status& lost, bool say, const std::string& resume) {
-  if (say) {
-    std::fprintf(stderr, "ltctl: lost ltd (%s); waiting for it to come back\n",
-                 lost.error_message().c_str());
-  }
-  const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
-  // A stopping ltd may still accept for a moment: wait for it to go first.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  while (TryConnect(g.socket) != 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl " + resume +
-          "` once it is back");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-// Follows job `id` (its output, or only its end) to the end, through
-// restarts of ltd: a stream that breaks because ltd went away is opened
-// again (Attach or Wait) once ltd is back, and the user is told once.
-// `first` is the stream already open (an attached submit's, say).
-int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
-                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
-  std::unique_ptr<v1::Ltd::Stub> api;
-  std::unique_ptr<grpc::ClientContext> ctx;
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> owned;
-  grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
-  for (bool again = false;; again = true) {
-    if (reader == nullptr) {
-      api = Connect(g);
-      ctx = std::make_unique<grpc::ClientContext>();
-      v1::JobRef req;
-      req.set_job(id);
-      owned = output ? api->Attach(ctx.get(), req) : api->Wait(ctx.get(), req);
-      reader = owned.get();
-    }
-    v1::JobEvent ev;
-    std::optional<int> code;
-    bool first_event = true;
-    while (reader->Read(&ev)) {
-      if (again && first_event) {
-        std::fprintf(stderr, "ltctl: ltd is back; following job %s again\n", id.c_str());
-      }
-      first_event = false;
-      if (auto c = PrintEvent(ev, /*prefix=*/true, quiet_end)) code = c;
-    }
-    std::fflush(stdout);
-    grpc::Status s = reader->Finish();
-    if (code) return *code;
-    if (s.ok()) return 0;
-    const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                      s.error_code() == grpc::StatusCode::CANCELLED;
-    if (!gone) DieRpc(g, s);
-    WaitForLtd(g, s, /*say=*/!again || !first_event, "attach " + id);
-    reader = nullptr;
-  }
 }
 
 struct SubmitArgs {
@@ -301,7 +131,10 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     int sig = 0;
     int presses = 0;
     while (sigwait(&set, &sig) == 0) {
-      if (++presses > 1) std::_Exit(130);
+      if (++presses > 1) {
+        std::fflush(stdout);  // what was printed, out before leaving
+        std::_Exit(130);
+      }
       std::fprintf(stderr, "ltctl: tearing down job %s (Ctrl-C again to leave without waiting)\n",
                    id.c_str());
       auto killer = v1::Ltd::NewStub(
@@ -378,97 +211,22 @@ int Show(const Globals& g, const std::string& job) {
   return 0;
 }
 
-// JOB (an id or a name) as the id ltd resolves it to now.
-std::string JobId(const Globals& g, const std::string& job) {
-  auto api = Connect(g);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::JobRef req;
-  req.set_job(job);
-  v1::Job found;
-  grpc::Status s = api->Show(&ctx, req, &found);
-  if (!s.ok()) DieRpc(g, s);
-  return found.id();
-}
-
-int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
-  if (tail < 0) Die("--tail must be >= 0");
-  if (!follow || tail > 0) {
-    auto api = Connect(g);
-    grpc::ClientContext ctx;
-    v1::LogsRequest req;
-    req.set_job(job);
-    req.set_rank(rank);
-    req.set_follow(follow);
-    req.set_tail(tail);
-    auto reader = api->Logs(&ctx, req);
-    Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
-    return 0;
-  }
-  // `logs -f` follows the log through restarts of ltd: the log only grows,
-  // so the replay after a reconnect goes on from what was printed (counted
-  // here) and nothing is shown twice. By id, so no name can change jobs.
-  const std::string id = JobId(g, job);
-  uint64_t printed_bytes = 0, printed_lines = 0;
-  for (bool again = false;; again = true) {
-    auto api = Connect(g);
-    grpc::ClientContext ctx;
-    v1::LogsRequest req;
-    req.set_job(id);
-    req.set_rank(rank);
-    req.set_follow(true);
-    auto reader = api->Logs(&ctx, req);
-    uint64_t skip_bytes = printed_bytes, skip_lines = printed_lines;
-    v1::JobEvent ev;
-    bool told = false;
-    while (reader->Read(&ev)) {
-      if (again && !told) {
-        std::fprintf(stderr, "ltctl: ltd is back; following the log of job %s again\n", id.c_str());
-        told = true;
-      }
-      if (ev.has_log()) {
-        std::string_view chunk = ev.log();
-        const uint64_t drop = std::min<uint64_t>(skip_bytes, chunk.size());
-        skip_bytes -= drop;
-        chunk.remove_prefix(drop);
-        std::fwrite(chunk.data(), 1, chunk.size(), stdout);
-        std::fflush(stdout);  // as `tail -f`: out as it comes, into a pipe or file too
-        printed_bytes += chunk.size();
-        continue;
-      }
-      if (ev.has_output()) {
-        if (skip_lines > 0) {
-          --skip_lines;
-          continue;
-        }
-        ++printed_lines;
-      }
-      PrintEvent(ev, /*prefix=*/rank < 0, /*quiet_end=*/true);
-      std::fflush(stdout);
-    }
-    std::fflush(stdout);
-    grpc::Status s = reader->Finish();
-    if (s.ok()) return 0;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-        s.error_code() != grpc::StatusCode::CANCELLED) {
-      DieRpc(g, s);
-    }
-    WaitForLtd(g, s, /*say=*/!again || told, "logs -f " + id);
-  }
-}
-
 int Follow(const Globals& g, const std::string& job, bool output) {
   // By id, so that a reconnect cannot resolve a name to another job.
   return FollowThroughRestarts(g, JobId(g, job), output, /*quiet_end=*/!output, nullptr);
 }
 
-int Kill(const Globals& g, const std::string& job, const std::string& signal) {
+int Kill(const Globals& g, const std::string& job, const std::string& signal,
+         bool all_processes) {
+  if (all_processes && signal.empty())
+    Die("--all-processes goes with --signal; without one, kill tears the whole job down anyway");
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::KillRequest req;
   req.set_job(job);
   if (!signal.empty()) req.set_signal(ParseSignal(signal));
+  req.set_all_processes(all_processes);
   v1::KillReply reply;
   grpc::Status s = api->Kill(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
@@ -594,9 +352,14 @@ int main(int argc, char** argv) {
   wait->add_option("JOB", job, "job id or name")->required();
 
   std::string signal;
+  bool all_processes = false;
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
   kill->add_option("JOB", job, "job id or name")->required();
-  kill->add_option("--signal,-s", signal, "only send this signal (e.g. USR1) to every rank");
+  kill->add_option("--signal,-s", signal,
+                   "only send this signal (e.g. USR1) to each rank's main process, as torchrun "
+                   "and `docker kill` do; the job goes on");
+  kill->add_flag("--all-processes", all_processes,
+                 "with --signal: to every process of each rank (its DataLoader workers too)");
   auto* shutdown =
       app.add_subcommand("shutdown", "root: tear every job down, then stop ltd (maintenance)");
 
@@ -619,13 +382,14 @@ int main(int argc, char** argv) {
     if (logs->parsed()) return Logs(g, job, rank, follow, tail);
     if (attach->parsed()) return Follow(g, job, true);
     if (wait->parsed()) return Follow(g, job, false);
-    if (kill->parsed()) return Kill(g, job, signal);
+    if (kill->parsed()) return Kill(g, job, signal, all_processes);
     if (shutdown->parsed()) return Shutdown(g);
     return kErrorExit;
   };
   const int code = run();
   // Every call has finished: leave without tearing gRPC down (closing the
   // channel, joining its threads), which took a few ms of every command.
+  FlushConsole();
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(code);

@@ -147,7 +147,10 @@ std::string DescribeCause(const v1::RootCause& c) {
       what = "the program could not start";
       break;
     case v1::RootCause::cancelled:
-      what = "cancelled";
+      // By a user ("cancelled by alice"); ltd's shutdown says so in its message.
+      what = c.cancelled_by().empty() || c.cancelled_by().find(' ') != std::string::npos
+                 ? std::string("cancelled")
+                 : "cancelled by " + DisplayEscape(c.cancelled_by(), Controls::kEscape);
       break;
     case v1::RootCause::daemon_lost:
       what = "lost while ltd was away";

@@ -364,10 +364,12 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     if (want_output != output_on) SendOutputWish();  // toggled meanwhile: the latest wish
   }
 
-  void Kill(int signal, std::string why, Supervision::Done done) {
+  void Kill(KillOrder order, Supervision::Done done) {
     auto call = std::make_shared<UnaryCall<pb::KillRequest, pb::KillReply>>();
-    call->request.set_signal(signal);
-    call->request.set_why(std::move(why));
+    call->request.set_signal(order.signal);
+    call->request.set_all_processes(order.all_processes);
+    call->request.set_why(std::move(order.why));
+    call->request.set_by(std::move(order.by));
     Loop* l = &loop();
     const std::string id = job_id;
     stub->async()->Kill(
@@ -397,9 +399,7 @@ class ShimSupervision final : public Supervision {
     core_->events = nullptr;
     if (core_->watcher) core_->watcher->Cancel();
   }
-  void Kill(int signal, std::string why, Done done) override {
-    core_->Kill(signal, std::move(why), std::move(done));
-  }
+  void Kill(KillOrder order, Done done) override { core_->Kill(std::move(order), std::move(done)); }
   void SetOutput(bool on) override { core_->WantOutput(on); }
 
  private:

@@ -31,6 +31,7 @@
 #include "job_store.h"
 #include "join_run.h"
 #include "loop.h"
+#include "rank_console.h"
 #include "ports.h"
 #include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -109,23 +110,27 @@ NodeSpec NodesFor(const Options& opt) {
   return nodes;
 }
 
-// The job's lines on this terminal.
+// The job's lines on this terminal (or pipe, or file): out once the loop
+// has read all there is for now, so live wherever they go.
 class Terminal final : public SupervisionEvents {
  public:
-  explicit Terminal(Loop& loop) : loop_(loop) {}
+  explicit Terminal(Loop& loop) : loop_(loop), console_(stdout, stderr, "ltrun: ") {
+    // A prepare handle runs just before the loop waits for more I/O: the
+    // lines of this turn are all in hand.
+    idle_ = UvInit<uv_prepare_t>([&](uv_prepare_t* p) { return uv_prepare_init(loop.get(), p); });
+    if (idle_ == nullptr) return;  // then stdio's own buffering, flushed at the end
+    idle_->data = &console_;
+    uv_prepare_start(idle_.get(),
+                     [](uv_prepare_t* p) { static_cast<RankConsole*>(p->data)->Idle(); });
+    uv_unref(reinterpret_cast<uv_handle_t*>(idle_.get()));  // keeps no loop alive
+  }
   void OnChanged(const Job&, Change) override {}
   void OnOutput(int rank, Stream stream, std::string_view line) override {
-    FILE* out = stream == Stream::kStderr || rank < 0 ? stderr : stdout;
-    if (rank < 0) {
-      std::fprintf(out, "ltrun: %.*s\n", static_cast<int>(line.size()), line.data());
-    } else {
-      std::fprintf(out, "[%d] ", rank);
-      std::fwrite(line.data(), 1, line.size(), out);
-      std::fputc('\n', out);
-    }
-    if (out == stderr) std::fflush(stderr);
+    if (rank < 0) return console_.Notice(line);
+    console_.Line(rank, stream == Stream::kStderr, line);
   }
   void OnEnded(const Job& job) override {
+    console_.Idle();
     ended_ = job;
     loop_.Stop();
   }
@@ -134,6 +139,8 @@ class Terminal final : public SupervisionEvents {
 
  private:
   Loop& loop_;
+  RankConsole console_;
+  UvPtr<uv_prepare_t> idle_;
   std::optional<Job> ended_;
 };
 
@@ -312,7 +319,8 @@ int Run(const Options& opt) {
             }
             std::fprintf(stderr, "ltrun: tearing the job down (%s again to kill it at once)\n",
                          signum == SIGINT ? "Ctrl-C" : "the signal");
-            (void)st->runner->Kill(0, Cat("interrupted (SIG", sigabbrev_np(signum), ")"));
+            (void)st->runner->Kill(
+                KillOrder::Teardown("", Cat("interrupted (SIG", sigabbrev_np(signum), ")")));
           },
           signum);
       handlers.push_back(std::move(h));

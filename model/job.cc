@@ -121,6 +121,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.at = TimeField(j, "at").value_or(WallTime{});
   c.message = BytesField(j, "message").value_or("");
   c.deadline_at = TimeField(j, "deadline_at");
+  c.cancelled_by = BytesField(j, "cancelled_by").value_or("");
   return c;
 }
 
@@ -229,6 +230,7 @@ nlohmann::json ToJson(const RootCause& c) {
       {"message", BytesToJson(c.message)},
   };
   if (c.deadline_at) out["deadline_at"] = FormatTime(*c.deadline_at);
+  if (!c.cancelled_by.empty()) out["cancelled_by"] = BytesToJson(c.cancelled_by);
   return out;
 }
 

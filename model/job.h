@@ -72,12 +72,22 @@ struct RootCause {
   // deadline-to-verdict metric is `at` minus this). Absent otherwise, and
   // in records of releases that did not write it.
   std::optional<WallTime> deadline_at;
+  // A cancellation: who asked for it ("alice", "root", "ltd (shutdown)");
+  // empty when nobody did (an interrupted ltrun) or for a record of a
+  // release that did not write it.
+  std::string cancelled_by;
 };
 
 // SPEC.md exit codes: the root cause's code, 128+N for signal N, 124 for a
 // hang, 130 for a cancellation, 127/126 for a program that cannot run (as a
 // shell says), 1 for ltd's own failure.
 int ExitCodeFor(const RootCause& cause);
+
+// Job ids are decimal numbers handed out in order: whether `a` came
+// before `b` (a shorter id is a smaller number).
+inline bool IdBefore(std::string_view a, std::string_view b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
 
 struct HangReportRank {
   int rank = 0;

@@ -200,8 +200,8 @@ int Run(const Options& opt) {
           [](uv_signal_t* handle, int s) {
             auto* r = static_cast<JobRunner*>(handle->data);
             spdlog::warn("job={} {} received: tearing the job down", r->job().id, sigabbrev_np(s));
-            (void)r->Kill(0,
-                          std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")");
+            (void)r->Kill(KillOrder::Teardown(
+                "", std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")"));
           },
           signum);
       signals.push_back(std::move(h));

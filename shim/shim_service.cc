@@ -101,9 +101,12 @@ grpc::ServerUnaryReactor* ShimService::Kill(grpc::CallbackServerContext* ctx,
                                             const shim::v1::KillRequest* req,
                                             shim::v1::KillReply*) {
   auto* reactor = ctx->DefaultReactor();
-  loop_.Post([this, reactor, signal = req->signal(), why = req->why()] {
+  KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
+  order.why = req->why();
+  order.by = req->by();
+  loop_.Post([this, reactor, order = std::move(order)]() mutable {
     absl::Status s = runner_ == nullptr ? absl::UnavailableError("the supervisor is starting")
-                                        : runner_->Kill(signal, why);
+                                        : runner_->Kill(std::move(order));
     reactor->Finish(s.ok() ? grpc::Status::OK
                            : grpc::Status(grpc::FAILED_PRECONDITION, std::string(s.message())));
   });

@@ -130,7 +130,8 @@ void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
   ArmWatchdog(job, rt);
 }
 
-absl::Status JobRunner::Kill(int signal, std::string why) {
+absl::Status JobRunner::Kill(KillOrder order) {
+  const int signal = order.signal;
   Job& job = job_;
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
@@ -139,7 +140,8 @@ absl::Status JobRunner::Kill(int signal, std::string why) {
   RootCause cause;
   cause.reason = CauseReason::kCancelled;
   cause.at = clock_.Now();
-  cause.message = std::move(why);
+  cause.message = std::move(order.why);
+  cause.cancelled_by = std::move(order.by);
   if (rt_ == nullptr) {  // not started yet
     if (signal != 0) {
       return absl::FailedPreconditionError(
@@ -160,7 +162,12 @@ absl::Status JobRunner::Kill(int signal, std::string why) {
   }
   if (signal != 0) {
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
-      if (rt.ranks[r].alive) launcher_.SignalRank(job.id, static_cast<int>(r), signal);
+      if (!rt.ranks[r].alive) continue;
+      if (order.all_processes) {
+        launcher_.SignalRank(job.id, static_cast<int>(r), signal);
+      } else {
+        launcher_.SignalProcess(job.id, static_cast<int>(r), signal);
+      }
     }
     return absl::OkStatus();
   }

@@ -68,9 +68,9 @@ class JobRunner final : public RunFenceEvents {
   void OnNodes(std::vector<NodeStatus> nodes) override;
   void OnFenceNotice(std::string line) override;
 
-  // signal 0: tear the job down, cancelled, saying `why`. Else send the
-  // signal to every rank.
-  absl::Status Kill(int signal, std::string why);
+  // signal 0: tear the job down, cancelled, saying `order.why`. Else send
+  // the signal to each rank's main process (or every process of it).
+  absl::Status Kill(KillOrder order);
   // Tears the job down because its supervision is gone (reason daemon_lost
   // or supervisor_lost): the job ends LOST.
   void Abandon(CauseReason reason, std::string why);

@@ -6,9 +6,7 @@ namespace {
 class LocalSupervision final : public Supervision {
  public:
   explicit LocalSupervision(std::unique_ptr<JobRunner> runner) : runner_(std::move(runner)) {}
-  void Kill(int signal, std::string why, Done done) override {
-    done(runner_->Kill(signal, std::move(why)));
-  }
+  void Kill(KillOrder order, Done done) override { done(runner_->Kill(std::move(order))); }
 
  private:
   std::unique_ptr<JobRunner> runner_;

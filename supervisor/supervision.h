@@ -52,14 +52,41 @@ class SupervisionEvents {
   virtual void OnLost(std::string why) = 0;
 };
 
+// What a kill asks of a job: a teardown (signal 0: the job ends
+// CANCELLED), or a signal the job lives on with.
+struct KillOrder {
+  // A teardown asked for by `by`, or (`why`) for a reason of the caller's.
+  static KillOrder Teardown(std::string by, std::string why = "") {
+    KillOrder o;
+    o.by = std::move(by);
+    o.why = std::move(why);
+    return o;
+  }
+  static KillOrder Signal(int signal, bool all_processes) {
+    KillOrder o;
+    o.signal = signal;
+    o.all_processes = all_processes;
+    return o;
+  }
+
+  int signal = 0;
+  // A signal goes to each rank's main process, as torchrun and `docker
+  // kill` send it (a "checkpoint now" USR1 must not kill a rank's
+  // DataLoader workers); with this, to every process of each rank.
+  bool all_processes = false;
+  // A teardown: the root cause's message, and who asked for it
+  // (RootCause::cancelled_by).
+  std::string why;
+  std::string by;
+};
+
 class Supervision {
  public:
   virtual ~Supervision() = default;
-  // signal 0: tear the job down, cancelled, saying `why`. Else send the
-  // signal to every rank. `done` runs on the loop with the answer (a
+  // Carries out `order`. `done` runs on the loop with the answer (a
   // refusal says why in one line), maybe before Kill returns.
   using Done = std::function<void(absl::Status)>;
-  virtual void Kill(int signal, std::string why, Done done) = 0;
+  virtual void Kill(KillOrder order, Done done) = 0;
   // Whether OnOutput needs to hear of every line: only while somebody
   // watches the job's output, for a supervisor in another process sends
   // each line across. A hint: lines may still come while off (an older

@@ -70,7 +70,7 @@ class AfterTest : public ::testing::Test {
   }
   absl::Status Kill(const std::string& id) {
     std::optional<absl::Status> answer;
-    manager_->Kill(id, 0, [&](absl::Status s) { answer = s; });
+    manager_->Kill(id, KillOrder::Teardown("alice"), [&](absl::Status s) { answer = s; });
     return answer.value_or(absl::InternalError("no answer"));
   }
   JobSpec Spec(int devices, std::vector<std::string> after = {}, uid_t uid = getuid()) {

@@ -351,9 +351,17 @@ TEST_F(E2E, UnknownAndAmbiguousJobs) {
   ExpectOneLineError(d_.Ctl({"show", "42"}), "no job '42'");
   SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});
   d_.WaitEnded("1");
-  SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "exit:0"});
+  SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "hang"});
+  // While one runs, the name is taken; the error names the job.
+  ExpectOneLineError(
+      d_.Ctl({"submit", "--devices", "1", "--name", "twin", "--", kChild, "exit:0"}),
+      "your job 2 (");
+  EXPECT_EQ(d_.Ctl({"kill", "twin"}).exit_code, 0);  // the live one
   d_.WaitEnded("2");
-  ExpectOneLineError(d_.Ctl({"show", "twin"}), "ambiguous");
+  // Both finished: the newest.
+  CmdResult shown = d_.Ctl({"--json", "show", "twin"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(nlohmann::json::parse(shown.out)["id"], "2");
   ExpectOneLineError(d_.Ctl({"kill", "nope"}), "no job 'nope'");
   ExpectOneLineError(d_.Ctl({"kill", "1"}), "already ended");
   ExpectOneLineError(

@@ -195,7 +195,7 @@ TEST_F(FenceRunnerTest, KillWhileWaitingForTheOtherNodes) {
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
   ASSERT_TRUE(fence_.ready);
-  ASSERT_TRUE(runner_->Kill(0, "stop").ok());
+  ASSERT_TRUE(runner_->Kill(KillOrder::Teardown("", "stop")).ok());
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->state, JobState::kCancelled);
   fence_.ready(absl::OkStatus());  // too late: nothing starts

@@ -48,8 +48,8 @@ class WishHost final : public SupervisorHost {
    public:
     Wishing(std::unique_ptr<Supervision> inner, std::vector<bool>& wishes)
         : inner_(std::move(inner)), wishes_(wishes) {}
-    void Kill(int signal, std::string why, Done done) override {
-      inner_->Kill(signal, std::move(why), std::move(done));
+    void Kill(KillOrder order, Done done) override {
+      inner_->Kill(std::move(order), std::move(done));
     }
     void SetOutput(bool on) override { wishes_.push_back(on); }
 
@@ -109,7 +109,8 @@ class JobManagerTest : public ::testing::Test {
   // In-process supervision answers at once.
   absl::Status Kill(const std::string& id, int signal) {
     std::optional<absl::Status> answer;
-    manager_->Kill(id, signal, [&](absl::Status s) { answer = s; });
+    KillOrder order = signal == 0 ? KillOrder::Teardown("alice") : KillOrder::Signal(signal, false);
+    manager_->Kill(id, std::move(order), [&](absl::Status s) { answer = s; });
     EXPECT_TRUE(answer.has_value());
     return answer.value_or(absl::InternalError("no answer"));
   }
@@ -244,15 +245,40 @@ TEST_F(JobManagerTest, KillCancelsWith130) {
   EXPECT_EQ(job.exit_code, 130);
   EXPECT_EQ(job.root_cause->rank, -1);
   EXPECT_EQ(job.root_cause->reason, CauseReason::kCancelled);
+  // Who asked, in the record and in words.
+  EXPECT_EQ(job.root_cause->cancelled_by, "alice");
+  EXPECT_EQ(job.root_cause->message, "cancelled by alice");
+  EXPECT_EQ(JobFromJson(ToJson(job))->root_cause->cancelled_by, "alice");  // it is saved
   EXPECT_FALSE(Kill(id, 0).ok());  // already ended
 }
 
-TEST_F(JobManagerTest, KillWithSignalOnlySignals) {
+TEST_F(JobManagerTest, APendingJobCancelledByRootSaysSo) {
+  Submit(Spec(8));
+  const std::string pending = Submit(Spec(1));
+  std::optional<absl::Status> answer;
+  manager_->Kill(pending, KillOrder::Teardown("root"), [&](absl::Status s) { answer = s; });
+  ASSERT_TRUE(answer && answer->ok());
+  EXPECT_EQ(Get(pending).state, JobState::kCancelled);
+  EXPECT_EQ(Get(pending).root_cause->message, "cancelled by root");
+  EXPECT_EQ(Get(pending).root_cause->cancelled_by, "root");
+}
+
+TEST_F(JobManagerTest, KillWithSignalSignalsEachRanksMainProcess) {
   const std::string id = Submit(Spec(2));
   ASSERT_TRUE(Kill(id, SIGUSR1).ok());
-  EXPECT_EQ(launcher_.signals.size(), 2u);
-  EXPECT_EQ(launcher_.signals[0].second, SIGUSR1);
+  // As torchrun and `docker kill`: the main process, not its workers.
+  EXPECT_TRUE(launcher_.signals.empty());
+  ASSERT_EQ(launcher_.process_signals.size(), 2u);
+  EXPECT_EQ(launcher_.process_signals[0].second, SIGUSR1);
   EXPECT_EQ(Get(id).state, JobState::kRunning);
+  // --all-processes: every process of each rank.
+  std::optional<absl::Status> answer;
+  manager_->Kill(id, KillOrder::Signal(SIGUSR2, true),
+                 [&](absl::Status s) { answer = s; });
+  ASSERT_TRUE(answer && answer->ok());
+  ASSERT_EQ(launcher_.signals.size(), 2u);
+  EXPECT_EQ(launcher_.signals[1].second, SIGUSR2);
+  EXPECT_EQ(launcher_.process_signals.size(), 2u);
 }
 
 TEST_F(JobManagerTest, AProgramThatCannotRunIsSpawnFailedWithTheShellsCode) {
@@ -630,18 +656,33 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   manager_.reset();  // before the host it uses
 }
 
-TEST_F(JobManagerTest, ResolveByIdNameAndAmbiguity) {
+TEST_F(JobManagerTest, ANameIsOneLiveJobOfItsUserAndTheNewestOfTheFinished) {
   JobSpec s = Spec(1);
   s.name = "train";
   const std::string a = Submit(s);
-  EXPECT_EQ((*manager_->Resolve("train"))->id, a);
-  const std::string b = Submit(s);
-  // Two of that name, both live: ambiguous; ids always work.
-  EXPECT_EQ(manager_->Resolve("train").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*manager_->Resolve(b))->id, b);
+  EXPECT_EQ((*manager_->Resolve("train", s.uid))->id, a);
+  // A second live job of that name and user is refused, naming the first.
+  auto twin = manager_->Submit(s, "alice");
+  ASSERT_FALSE(twin.ok());
+  EXPECT_EQ(twin.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(twin.status().message().find("job " + a + " (RUNNING)"), std::string::npos)
+      << twin.status();
+  EXPECT_EQ(twin.status().message().find('\n'), std::string::npos);
+  // Another user may use the name; so may the same user once it ended.
+  JobSpec other = s;
+  other.uid = s.uid + 1;
+  const std::string o = Submit(other);
+  launcher_.Exit(o, 0, 0);
   launcher_.Exit(a, 0, 0);
   clock_.Advance(Millis(0));
-  EXPECT_EQ((*manager_->Resolve("train"))->id, b);  // the one still live
+  const std::string b = Submit(s);
+  EXPECT_EQ((*manager_->Resolve("train", s.uid))->id, b);  // the live one
+  launcher_.Exit(b, 0, 0);
+  clock_.Advance(Millis(0));
+  // All finished: the newest, as a re-run is.
+  EXPECT_EQ((*manager_->Resolve("train", s.uid))->id, b);
+  EXPECT_EQ((*manager_->Resolve("train"))->id, b);  // root: everyone's newest
+  EXPECT_EQ((*manager_->Resolve(a))->id, a);        // ids always work
   EXPECT_EQ(manager_->Resolve("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -715,6 +756,7 @@ TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
   EXPECT_TRUE(done);
   EXPECT_EQ(Get(a).state, JobState::kCancelled);
   EXPECT_EQ(Get(a).root_cause->message, "ltd shut down");
+  EXPECT_EQ(Get(a).root_cause->cancelled_by, JobManager::kByLtd);
 }
 
 class HangInvestigationTest : public JobManagerTest {

@@ -21,6 +21,8 @@
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
+//   usr1log:PATH    from now on (and in children forked later) SIGUSR1
+//                   appends "PID\n" to PATH instead of killing
 //   tracer:PATH     fork a watcher (in the rank's group) that writes the
 //                   uids (real, effective, saved, fs) of whatever
 //                   ptrace-attaches to this process to PATH
@@ -34,6 +36,7 @@
 // prints each of ARGS on a line of its own, as received, and exits 0: what
 // the command line handed the program.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +58,24 @@ void RecordPid() {
     std::fprintf(f, "%d\n", getpid());
     std::fclose(f);
   }
+}
+
+char usr1_log[4096];
+
+void OnUsr1(int) {
+  const int fd = open(usr1_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char buf[24];
+  int n = 0;
+  char digits[16];
+  int d = 0;
+  for (unsigned v = static_cast<unsigned>(getpid()); v != 0 || d == 0; v /= 10) {
+    digits[d++] = static_cast<char>('0' + v % 10);
+  }
+  while (d > 0) buf[n++] = digits[--d];
+  buf[n++] = '\n';
+  (void)!write(fd, buf, static_cast<size_t>(n));
+  close(fd);
 }
 
 // The numbers after `key` on the first line of /proc/PID/status that starts
@@ -257,6 +278,9 @@ void Run(const std::string& action) {
     RecordPid();
   } else if (verb == "tracer") {
     WatchTracer(arg);
+  } else if (verb == "usr1log") {
+    std::snprintf(usr1_log, sizeof usr1_log, "%s", arg.c_str());
+    signal(SIGUSR1, OnUsr1);
   } else if (verb == "waitfile") {
     while (access(arg.c_str(), F_OK) != 0) usleep(2000);
   } else {

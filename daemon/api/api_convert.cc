@@ -148,6 +148,7 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   out->set_signal(c.signal);
   SetTime(c.at, out->mutable_at());
   out->set_message(DisplayEscapeElided(c.message, text_limit));
+  out->set_cancelled_by(DisplayEscape(c.cancelled_by));
 }
 
 namespace {

@@ -82,6 +82,12 @@ class StreamObserver final : public JobObserver {
     Send(std::move(ev));
   }
 
+  void OnStarted(const Job& job) override {
+    v1::JobEvent ev;
+    ev.set_started(job.id);
+    Send(std::move(ev));
+  }
+
   void OnEnded(const Job& job) override {
     Send(EndedEvent(job));
     ended_ = true;
@@ -178,6 +184,14 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     }
     // The client may go away first; its observer must go with it.
     UnobserveWhenGone(*out, *id, *oid);
+    // A job that waits says so at once, as srun does: a silent ltctl looks hung.
+    if (auto job = manager_.Resolve(*id);
+        job.ok() && (*job)->state == JobState::kPending && !(*job)->pending_reason.empty()) {
+      v1::JobEvent pending;
+      pending.mutable_pending()->set_job_id(*id);
+      pending.mutable_pending()->set_reason(DisplayEscape((*job)->pending_reason));
+      out->Push(std::move(pending));
+    }
   });
   return stream;
 }
@@ -260,14 +274,17 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
                                      ", or 0 to tear the job down")));
     return reactor;
   }
-  loop_.Post([this, ref = req->job(), sig = req->signal(), who = *who, reply, reactor] {
+  KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
+  order.by = UserName(who->uid);
+  loop_.Post([this, ref = req->job(), order = std::move(order), who = *who, reply,
+              reactor]() mutable {
     auto job = manager_.Resolve(ref, who.uid);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
     // The state before the kill took effect; the answer may come later.
     reply->set_job_id((*job)->id);
     reply->set_state(ToProto((*job)->state));
-    manager_.Kill((*job)->id, sig, [reactor](absl::Status s) {
+    manager_.Kill((*job)->id, std::move(order), [reactor](absl::Status s) {
       reactor->Finish(s.ok() ? grpc::Status::OK : ToGrpc(s));
     });
   });

@@ -130,6 +130,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.slots = config_.placement.slots;
   limits.max_restarts = config_.max_restarts_limit;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
+  if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
   std::vector<std::string> after_ids;
   auto unmet = ResolveAfter(spec, &after_ids);
@@ -180,6 +181,17 @@ Job* JobManager::FindMutable(const std::string& id) {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
+absl::Status JobManager::NameFree(const JobSpec& spec) const {
+  if (spec.name.empty()) return absl::OkStatus();
+  for (const auto& [id, job] : jobs_) {
+    if (job->spec.uid != spec.uid || job->spec.name != spec.name || IsFinal(job->state)) continue;
+    return absl::AlreadyExistsError(Cat("your job ", id, " (", ToString(job->state),
+                                        ") is named '", spec.name, "'; pick another --name, or `ltctl kill ",
+                                        id, "` first"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t caller) const {
   if (ref.empty()) return absl::InvalidArgumentError("no job given");
   if (auto it = jobs_.find(ref); it != jobs_.end()) return it->second.get();
@@ -194,19 +206,21 @@ absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t calle
   }
   const std::vector<const Job*>& candidates = own.empty() ? named : own;
   if (candidates.size() == 1) return candidates.front();
-  const Job* live = nullptr;
-  int live_count = 0;
+  // One user has one live job of a name at most (Submit refuses a second),
+  // so the live one is the one meant; of finished ones, the newest, as a
+  // re-run `--name bert` is.
+  std::vector<const Job*> live;
+  const Job* newest = nullptr;
   for (const Job* j : candidates) {
-    if (!IsFinal(j->state)) {
-      live = j;
-      ++live_count;
-    }
+    if (!IsFinal(j->state)) live.push_back(j);
+    if (newest == nullptr || IdBefore(newest->id, j->id)) newest = j;
   }
-  if (live_count == 1) return live;
+  if (live.size() == 1) return live.front();
+  if (live.empty()) return newest;
   std::vector<std::string> ids;
-  for (const Job* j : candidates) ids.push_back(j->id);
-  return absl::FailedPreconditionError(
-      Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "), "; use the job id"));
+  for (const Job* j : live) ids.push_back(j->id);
+  return absl::FailedPreconditionError(Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "),
+                                           " of several users run; use the job id"));
 }
 
 std::vector<const Job*> JobManager::List(bool all) const {
@@ -214,9 +228,7 @@ std::vector<const Job*> JobManager::List(bool all) const {
   for (const auto& [id, job] : jobs_) {
     if (all || !IsFinal(job->state)) out.push_back(job.get());
   }
-  std::sort(out.begin(), out.end(), [](const Job* a, const Job* b) {
-    return a->id.size() != b->id.size() ? a->id.size() < b->id.size() : a->id < b->id;
-  });
+  std::sort(out.begin(), out.end(), [](const Job* a, const Job* b) { return IdBefore(a->id, b->id); });
   return out;
 }
 
@@ -321,6 +333,10 @@ void JobManager::OnBeats(const std::string& id, const std::vector<RankBeat>& bea
 
 void JobManager::StateChanged(const Job& job, JobState from) {
   Emit([&](JobEvents& e) { e.OnStateChanged(job, from); });
+  if (from != JobState::kPending || job.state != JobState::kRunning) return;
+  auto it = observers_.find(job.id);
+  if (it == observers_.end()) return;
+  for (auto& [oid, obs] : it->second) obs->OnStarted(job);
 }
 
 void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::string_view line) {
@@ -374,14 +390,19 @@ void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job)
   Ended(*job);
 }
 
-void JobManager::Kill(const std::string& id, int signal, Supervision::Done done) {
+void JobManager::Kill(const std::string& id, KillOrder order, Supervision::Done done) {
+  const int signal = order.signal;
   Job* job = FindMutable(id);
   if (job == nullptr) return done(absl::NotFoundError(Cat("no job ", id)));
   if (IsFinal(job->state)) {
     return done(absl::FailedPreconditionError(
         Cat("job ", id, " already ended (", ToString(job->state), ")")));
   }
-  std::string why = shutting_down_ ? "ltd shut down" : "cancelled by the user";
+  if (order.why.empty()) {
+    order.why = order.by == kByLtd   ? std::string("ltd shut down")
+                : order.by.empty() ? std::string("cancelled")
+                                   : Cat("cancelled by ", order.by);
+  }
   auto it = supervised_.find(id);
   if (it == supervised_.end() || it->second->supervision == nullptr) {
     if (signal != 0) {
@@ -391,11 +412,12 @@ void JobManager::Kill(const std::string& id, int signal, Supervision::Done done)
     RootCause cause;
     cause.reason = CauseReason::kCancelled;
     cause.at = clock_.Now();
-    cause.message = std::move(why);
+    cause.message = std::move(order.why);
+    cause.cancelled_by = std::move(order.by);
     Finish(*job, std::move(cause), JobState::kCancelled);
     return done(absl::OkStatus());
   }
-  it->second->supervision->Kill(signal, std::move(why), std::move(done));
+  it->second->supervision->Kill(std::move(order), std::move(done));
 }
 
 void JobManager::LoseSupervision(const std::string& id, std::string why) {
@@ -439,7 +461,7 @@ void JobManager::Shutdown(bool end_jobs, std::function<void()> done) {
   }
   if (end_jobs) {
     spdlog::info("shutting down: tearing down {} job(s)", live.size());
-    for (const std::string& id : live) Kill(id, 0, [](absl::Status) {});
+    for (const std::string& id : live) Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
   } else {
     spdlog::info("stopping: {} job(s) stay with their supervisors", live.size());
     live.clear();

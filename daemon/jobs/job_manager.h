@@ -46,6 +46,8 @@ class JobObserver {
   // Output was off (nobody watched) and is on again: lines written before
   // are in the job's log, and no OnOutput told of them.
   virtual void OnOutputResumed() {}
+  // The job left PENDING: its ranks start.
+  virtual void OnStarted(const Job& job) { (void)job; }
   virtual void OnEnded(const Job& job) = 0;
 };
 
@@ -93,15 +95,20 @@ class JobManager {
 
   // JOB as `caller` typed it: an id, or a name. A name means the caller's
   // own jobs of that name if there are any (root owns none: it sees
-  // everyone's), else everyone's; among those, the only one, else the only
-  // one still live, else it is ambiguous.
+  // everyone's), else everyone's; among those, the one still live (a user
+  // has one at most), else the newest; several live (of several users)
+  // are ambiguous.
   static constexpr uid_t kAnyone = 0;
+  // Who cancels the jobs that `ltctl shutdown` ends: no user name has a
+  // space, so no user's cancellation reads as ltd's.
+  static constexpr std::string_view kByLtd = "ltd (shutdown)";
   absl::StatusOr<const Job*> Resolve(std::string_view ref, uid_t caller = kAnyone) const;
   std::vector<const Job*> List(bool all) const;
 
-  // signal 0: tear the job down (cancelled). Else send it to every rank.
-  // `done` gets the answer on the loop, maybe before Kill returns.
-  void Kill(const std::string& id, int signal, Supervision::Done done);
+  // order.signal 0: tear the job down (cancelled by order.by, a user's
+  // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
+  // the answer on the loop, maybe before Kill returns.
+  void Kill(const std::string& id, KillOrder order, Supervision::Done done);
 
   // Live output and the end of an unfinished job; false if it has ended.
   using ObserverId = uint64_t;
@@ -143,6 +150,8 @@ class JobManager {
   class Link;
 
   Job* FindMutable(const std::string& id);
+  // A name one of the submitter's PENDING or RUNNING jobs has is refused.
+  absl::Status NameFree(const JobSpec& spec) const;
   void Schedule();
   void Start(Job& job);
   void StartSupervision(Job& job);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "job_manager.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -46,7 +47,9 @@ Metrics::Metrics(Clock& clock, Sources sources)
                  .Register(*registry_)),
       ended_(BuildCounter()
                  .Name("ltd_jobs_ended_total")
-                 .Help("Jobs ended, by final state and root-cause reason (none: succeeded)")
+                 .Help("Jobs ended, by final state and root-cause reason (none: succeeded); a "
+                       "cancellation also by who asked: owner, other (root, an admin) or ltd "
+                       "(its shutdown)")
                  .Register(*registry_)),
       restarts_(BuildCounter()
                     .Name("ltd_job_restarts_total")
@@ -182,7 +185,14 @@ void Metrics::OnStateChanged(const Job& job, JobState from) {
     const std::string reason = job.state == JobState::kSucceeded || !job.root_cause
                                    ? std::string("none")
                                    : std::string(ToString(job.root_cause->reason));
-    ended_.Add({{"state", std::string(ToString(job.state))}, {"reason", reason}}).Increment();
+    std::map<std::string, std::string> labels = {{"state", std::string(ToString(job.state))},
+                                                 {"reason", reason}};
+    // Who cancelled, in a word: user names would make a series per user.
+    if (job.root_cause && !job.root_cause->cancelled_by.empty()) {
+      const std::string& by = job.root_cause->cancelled_by;
+      labels["cancelled_by"] = by == JobManager::kByLtd ? "ltd" : by == job.user ? "owner" : "other";
+    }
+    ended_.Add(labels).Increment();
   }
 }
 

@@ -11,6 +11,10 @@ on sys.path, which is this file. It:
   switched off by ltd_autoheartbeat itself;
 - takes this directory off sys.path and off PYTHONPATH, so neither the
   program nor its children see anything of ltd;
+- makes stdout and stderr line buffered (a rank's are pipes to its
+  supervisor, which Python would block-buffer: a print would reach
+  `ltctl attach` only when 8 KiB have piled up), unless the user set
+  PYTHONUNBUFFERED, which asks for less buffering still;
 - runs the sitecustomize this one shadows (the user's, or the
   distribution's), so it still runs as if ltd were not there.
 
@@ -58,6 +62,16 @@ def _ltd_activate(here):
         sys.modules.pop("ltd_autoheartbeat", None)
 
 
+def _ltd_line_buffered():
+    if os.environ.get("PYTHONUNBUFFERED"):
+        return  # unbuffered already, as the user asked
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except Exception:  # replaced, closed, or no TextIOWrapper: leave it
+            pass
+
+
 def _ltd_chain():
     # The next sitecustomize on the path (ours is already off it) runs as
     # `sitecustomize`, as `site` would have run it.
@@ -75,5 +89,6 @@ def _ltd_chain():
 _ltd_here = os.path.dirname(os.path.abspath(__file__))
 _ltd_take_our_dir_off(_ltd_here)
 _ltd_activate(_ltd_here)
+_ltd_line_buffered()
 del _ltd_here
 _ltd_chain()

@@ -1,0 +1,34 @@
+// ltctl's way to ltd: the socket, the reachability check that explains a
+// daemon that is not running, and the one-line errors every verb ends with.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "ltd.grpc.pb.h"
+
+namespace ltd {
+
+// ltctl's exit code for an error of its own or of ltd (SPEC: 1).
+constexpr int kErrorExit = 1;
+
+struct Globals {
+  std::string socket;
+  bool json = false;
+};
+
+// One line on stderr, whatever bytes `message` quotes; exits kErrorExit.
+[[noreturn]] void Die(const std::string& message);
+// A failed RPC as one line ("cannot reach ltd at ..." for a transport one).
+[[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s);
+
+// 0 when ltd's socket at `path` takes a connection; else why not (errno).
+int TryConnect(const std::string& path);
+// A stub for ltd at g.socket; dies with the OS's words if it is not there.
+std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g);
+// JOB (an id or a name) as the id ltd resolves it to now.
+std::string JobId(const Globals& g, const std::string& job);
+
+}  // namespace ltd

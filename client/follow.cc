@@ -1,0 +1,228 @@
+#include "follow.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "bytes.h"
+#include "event_pump.h"
+#include "rank_console.h"
+#include "render.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+
+// The one console of this process: stdout's buffer is set once, before
+// anything is written to it.
+RankConsole& Console() {
+  static RankConsole console(stdout, stderr);
+  return console;
+}
+
+// Prints the events of one stream. `prefix`: "[R] " before each rank
+// line; `quiet_end`: no line of ltctl's for a job that did not succeed.
+class EventPrinter {
+ public:
+  EventPrinter(bool prefix, bool quiet_end) : quiet_end_(quiet_end) {
+    Console().set_prefix(prefix);
+  }
+
+  // The job's exit code once `ended` arrives.
+  std::optional<int> Print(const v1::JobEvent& ev) {
+    RankConsole& console = Console();
+    switch (ev.event_case()) {
+      case v1::JobEvent::kOutput: {
+        const auto& o = ev.output();
+        console.Line(o.rank(), o.stderr(), o.data());
+        return std::nullopt;
+      }
+      case v1::JobEvent::kLog:
+        console.Raw(ev.log());
+        return std::nullopt;
+      case v1::JobEvent::kNotice:
+        console.Notice(DisplayEscape(ev.notice(), Controls::kEscape));
+        return std::nullopt;
+      case v1::JobEvent::kPending:
+        // As srun says it: the wait is the job's, not a hung ltctl.
+        console.Notice(Cat("ltctl: job ", Line(ev.pending().job_id()), " is PENDING (",
+                           Line(ev.pending().reason()), "); waiting"));
+        pending_ = true;
+        return std::nullopt;
+      case v1::JobEvent::kStarted:
+        if (pending_) console.Notice(Cat("ltctl: job ", Line(ev.started()), " started"));
+        pending_ = false;
+        return std::nullopt;
+      case v1::JobEvent::kEnded: {
+        const auto& e = ev.ended();
+        if (!quiet_end_ && e.state() != v1::Job::SUCCEEDED) {
+          console.Notice(Cat("ltctl: job ", Line(e.job_id()), " ",
+                             v1::Job::State_Name(e.state()), ": ", DescribeCause(e.root_cause()),
+                             " (exit code ", e.exit_code(), ")"));
+        }
+        return e.exit_code();
+      }
+      default:  // an event of a later ltd
+        return std::nullopt;
+    }
+  }
+
+ private:
+  static std::string Line(const std::string& text) {
+    return DisplayEscape(text, Controls::kEscape);
+  }
+  const bool quiet_end_;
+  bool pending_ = false;
+};
+
+// Prints a whole stream; the job's exit code, or 0 for a stream that
+// carries none (`logs`).
+int Drain(const Globals& g, grpc::ClientReaderInterface<v1::JobEvent>& reader, bool prefix,
+          bool quiet_end = false) {
+  EventPrinter printer(prefix, quiet_end);
+  std::optional<int> code;
+  grpc::Status s = PumpEvents(
+      reader,
+      [&](const v1::JobEvent& ev) {
+        if (auto c = printer.Print(ev)) code = c;
+      },
+      [] { Console().Idle(); });
+  if (!s.ok()) DieRpc(g, s);
+  return code.value_or(0);
+}
+
+// How long an attached ltctl waits for a restarting ltd (its jobs live on
+// meanwhile under their supervisors).
+constexpr auto kReconnectFor = std::chrono::minutes(10);
+
+// After a stream broke because ltd went away: waits, bounded, until ltd
+// accepts connections again (its jobs live on meanwhile). `say`: tell the
+// user once; `resume`: the verb to run by hand should ltd not come back.
+void WaitForLtd(const Globals& g, const grpc::Status& lost, bool say, const std::string& resume) {
+  if (say) {
+    Console().Notice(
+        Cat("ltctl: lost ltd (", lost.error_message(), "); waiting for it to come back"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
+  // A stopping ltd may still accept for a moment: wait for it to go first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (TryConnect(g.socket) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      Die("ltd did not come back within 10 minutes; its jobs may still run: `ltctl " + resume +
+          "` once it is back");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
+                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
+  std::unique_ptr<v1::Ltd::Stub> api;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> owned;
+  grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
+  EventPrinter printer(/*prefix=*/true, quiet_end);
+  for (bool again = false;; again = true) {
+    if (reader == nullptr) {
+      api = Connect(g);
+      ctx = std::make_unique<grpc::ClientContext>();
+      v1::JobRef req;
+      req.set_job(id);
+      owned = output ? api->Attach(ctx.get(), req) : api->Wait(ctx.get(), req);
+      reader = owned.get();
+    }
+    std::optional<int> code;
+    bool first_event = true;
+    grpc::Status s = PumpEvents(
+        *reader,
+        [&](const v1::JobEvent& ev) {
+          if (again && first_event) {
+            Console().Notice(Cat("ltctl: ltd is back; following job ", id, " again"));
+          }
+          first_event = false;
+          if (auto c = printer.Print(ev)) code = c;
+        },
+        [] { Console().Idle(); });
+    if (code) return *code;
+    if (s.ok()) return 0;
+    const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                      s.error_code() == grpc::StatusCode::CANCELLED;
+    if (!gone) DieRpc(g, s);
+    WaitForLtd(g, s, /*say=*/!again || !first_event, "attach " + id);
+    reader = nullptr;
+  }
+}
+
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
+  if (tail < 0) Die("--tail must be >= 0");
+  if (!follow || tail > 0) {
+    auto api = Connect(g);
+    grpc::ClientContext ctx;
+    v1::LogsRequest req;
+    req.set_job(job);
+    req.set_rank(rank);
+    req.set_follow(follow);
+    req.set_tail(tail);
+    auto reader = api->Logs(&ctx, req);
+    Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
+    return 0;
+  }
+  // `logs -f` follows the log through restarts of ltd: the log only grows,
+  // so the replay after a reconnect goes on from what was printed (counted
+  // here) and nothing is shown twice. By id, so no name can change jobs.
+  const std::string id = JobId(g, job);
+  EventPrinter printer(/*prefix=*/rank < 0, /*quiet_end=*/true);
+  uint64_t printed_bytes = 0, printed_lines = 0;
+  for (bool again = false;; again = true) {
+    auto api = Connect(g);
+    grpc::ClientContext ctx;
+    v1::LogsRequest req;
+    req.set_job(id);
+    req.set_rank(rank);
+    req.set_follow(true);
+    auto reader = api->Logs(&ctx, req);
+    uint64_t skip_bytes = printed_bytes, skip_lines = printed_lines;
+    bool told = false;
+    grpc::Status s = PumpEvents(
+        *reader,
+        [&](const v1::JobEvent& ev) {
+          if (again && !told) {
+            Console().Notice(Cat("ltctl: ltd is back; following the log of job ", id, " again"));
+            told = true;
+          }
+          if (ev.has_log()) {
+            std::string_view chunk = ev.log();
+            const uint64_t drop = std::min<uint64_t>(skip_bytes, chunk.size());
+            skip_bytes -= drop;
+            chunk.remove_prefix(drop);
+            Console().Raw(chunk);
+            printed_bytes += chunk.size();
+            return;
+          }
+          if (ev.has_output()) {
+            if (skip_lines > 0) {
+              --skip_lines;
+              return;
+            }
+            ++printed_lines;
+          }
+          printer.Print(ev);
+        },
+        // As `tail -f`: out as it comes, into a pipe or file too.
+        [] { Console().Idle(); });
+    if (s.ok()) return 0;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::CANCELLED) {
+      DieRpc(g, s);
+    }
+    WaitForLtd(g, s, /*say=*/!again || told, "logs -f " + id);
+  }
+}
+
+void FlushConsole() { Console().Idle(); }
+
+}  // namespace ltd

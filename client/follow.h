@@ -1,0 +1,31 @@
+// The streaming verbs' side of ltctl: an attached submit, `attach`, `wait`
+// and `logs`, each printing the job's events as they come and following
+// the job through restarts of ltd.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include "connection.h"
+#include "ltd.grpc.pb.h"
+
+namespace ltd {
+
+// Follows job `id` (its output, or only its end) to the end, through
+// restarts of ltd: a stream that breaks because ltd went away is opened
+// again (Attach or Wait) once ltd is back, and the user is told once.
+// `first` is the stream already open (an attached submit's, say). Returns
+// the job's exit code.
+int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
+                          grpc::ClientReaderInterface<v1::JobEvent>* first);
+
+// `ltctl logs`: the stored log, or (`follow`) the log and then the live
+// lines until the job ends, through restarts of ltd.
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail);
+
+// Writes out whatever the console holds (before a message of ltctl's own,
+// or an exit that skips stdio's).
+void FlushConsole();
+
+}  // namespace ltd
