@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "fakes.h"
+#include "job_manager.h"
 
 namespace ltd::test {
 namespace {
@@ -147,6 +148,29 @@ TEST_F(MetricsTest, CountersAndHistogramsFromEventsAndRecords) {
   EXPECT_EQ(Sample(t, "ltd_failure_to_teardown_seconds_bucket{le=\"0.025\"}"), 0);
   EXPECT_EQ(Sample(t, "ltd_failure_to_teardown_seconds_bucket{le=\"0.05\"}"), 1);
   EXPECT_EQ(Sample(t, "ltd_failure_to_teardown_seconds_bucket{le=\"0.25\"}"), 2);
+}
+
+TEST_F(MetricsTest, CancellationsSayWhoAskedInAWord) {
+  auto cancel = [&](const std::string& owner, const std::string& by) {
+    Job& job = Add(owner, JobState::kCancelled);
+    RootCause c;
+    c.reason = CauseReason::kCancelled;
+    c.cancelled_by = by;
+    job.root_cause = c;
+    metrics.OnStateChanged(job, JobState::kRunning);
+  };
+  cancel("alice", "alice");
+  cancel("bob", "root");
+  cancel("carol", std::string(JobManager::kByLtd));
+  cancel("dave", "");  // an older supervisor's record
+  const std::string t = metrics.Text();
+  const std::string series = "ltd_jobs_ended_total{cancelled_by=\"";
+  EXPECT_EQ(Sample(t, series + "owner\",reason=\"cancelled\",state=\"CANCELLED\"}"), 1) << t;
+  EXPECT_EQ(Sample(t, series + "other\",reason=\"cancelled\",state=\"CANCELLED\"}"), 1) << t;
+  EXPECT_EQ(Sample(t, series + "ltd\",reason=\"cancelled\",state=\"CANCELLED\"}"), 1) << t;
+  EXPECT_EQ(Sample(t, "ltd_jobs_ended_total{reason=\"cancelled\",state=\"CANCELLED\"}"), 1) << t;
+  // No user's name becomes a label value.
+  EXPECT_EQ(t.find("alice\""), std::string::npos);
 }
 
 TEST_F(MetricsTest, AnAdoptedJobsPastIsNotCountedAgain) {
