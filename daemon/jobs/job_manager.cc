@@ -374,14 +374,19 @@ void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job)
   Ended(*job);
 }
 
-void JobManager::Kill(const std::string& id, int signal, Supervision::Done done) {
+void JobManager::Kill(const std::string& id, int signal, Supervision::Done done,
+                      std::string why) {
   Job* job = FindMutable(id);
   if (job == nullptr) return done(absl::NotFoundError(Cat("no job ", id)));
   if (IsFinal(job->state)) {
     return done(absl::FailedPreconditionError(
         Cat("job ", id, " already ended (", ToString(job->state), ")")));
   }
-  std::string why = shutting_down_ ? "ltd shut down" : "cancelled by the user";
+  if (shutting_down_) {
+    why = "ltd shut down";
+  } else if (why.empty()) {
+    why = "cancelled by the user";
+  }
   auto it = supervised_.find(id);
   if (it == supervised_.end() || it->second->supervision == nullptr) {
     if (signal != 0) {

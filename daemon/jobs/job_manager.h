@@ -100,8 +100,9 @@ class JobManager {
   std::vector<const Job*> List(bool all) const;
 
   // signal 0: tear the job down (cancelled). Else send it to every rank.
-  // `done` gets the answer on the loop, maybe before Kill returns.
-  void Kill(const std::string& id, int signal, Supervision::Done done);
+  // `done` gets the answer on the loop, maybe before Kill returns. `why`:
+  // the cancel's message (empty: "cancelled by the user").
+  void Kill(const std::string& id, int signal, Supervision::Done done, std::string why = {});
 
   // Live output and the end of an unfinished job; false if it has ended.
   using ObserverId = uint64_t;
