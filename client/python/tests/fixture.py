@@ -64,6 +64,16 @@ def processes_with_marker(marker):
     return found
 
 
+def kill_marked(marker, keep=()):
+    """SIGKILLs what a failed test left of a job (processes with ``marker``), by pid."""
+    for pid in processes_with_marker(marker):
+        if pid not in keep:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def connectable(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -123,6 +123,7 @@ class ClientTest(unittest.TestCase):
     def test_cancel_on_disconnect(self):
         """A client that submitted with cancel_on_disconnect and died takes its job along; detached, not."""
         marker = "LTPY_DISCONNECT=%d" % os.getpid()
+        self.addCleanup(fixture.kill_marked, marker)
         script = textwrap.dedent("""
             import sys, ltd
             c = ltd.Client(sys.argv[1])
@@ -139,6 +140,8 @@ class ClientTest(unittest.TestCase):
             self.assertTrue(fixture.wait_for(lambda: len(fixture.processes_with_marker(marker)) == 2, 30))
             p.kill()
             p.wait()
+            p.stdin.close()
+            p.stdout.close()
             job = self.client.job(job_id)
             if cancel:
                 self.assertEqual(job.wait(), 130)

@@ -13,6 +13,7 @@ of plain ranks (~3 s each). Both once per transport.
 """
 
 import os
+import signal
 import textwrap
 import time
 import unittest
@@ -136,8 +137,10 @@ class NotebookBase:
     def _kernel(self, marker):
         import jupyter_client
 
+        # Last: whatever a failed test left of the job.
+        self.addCleanup(lambda: fixture.kill_marked("LTPY_MARK=" + marker))
         km = jupyter_client.KernelManager(kernel_name="python3")
-        km.start_kernel(env=dict(os.environ, LTPY_MARK=marker))
+        km.start_kernel(env=dict(os.environ, LTPY_MARK=marker, PYDEVD_DISABLE_FILE_VALIDATION="1"))
         kc = km.client()
         kc.start_channels()
         kc.wait_for_ready(timeout=60)
@@ -151,7 +154,9 @@ class NotebookBase:
             ltd.launch(sleeper, devices=2, via=%r, socket=%r, ltrun=%r, grace=%r)
         """ % (self.via, self.socket, fixture.LTRUN_BIN, "%gs" % GRACE))
         msg_id = kc.execute(code)
-        ranks = lambda: [p for p in self._job_processes(marker) if b"ltd._rank" in _cmdline(p)]
+        # The ranks themselves (python3 -m ltd._rank DIR), not ltrun, whose
+        # command line names theirs.
+        ranks = lambda: [p for p in self._job_processes(marker) if _cmdline(p).split(b"\0")[1:3] == [b"-m", b"ltd._rank"]]
         self.assertTrue(fixture.wait_for(lambda: len(ranks()) == 2, 60), "the ranks did not start")
         return km, kc, msg_id
 
@@ -181,6 +186,7 @@ class NotebookBase:
         self.assertTrue(km.is_alive())
 
     def test_kernel_shutdown_leaves_no_rank(self):
+        # Jupyter's shutdown: an interrupt, a shutdown request, a kill.
         marker = self._marker("shutdown")
         km, kc, _ = self._kernel(marker)
         km.shutdown_kernel(now=False)
@@ -190,7 +196,9 @@ class NotebookBase:
     def test_kernel_killed_leaves_no_rank(self):
         marker = self._marker("kill")
         km, kc, _ = self._kernel(marker)
-        km.shutdown_kernel(now=True)  # SIGKILL: a crash
+        # A crash: SIGKILL and nothing before it (shutdown_kernel(now=True)
+        # interrupts the kernel first, which tears the job down by itself).
+        os.kill(km.provisioner.process.pid, signal.SIGKILL)
         self.assertTrue(fixture.wait_for(lambda: not self._job_processes(marker), GRACE + 10),
                         self._job_processes(marker))
 
