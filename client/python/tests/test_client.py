@@ -124,20 +124,31 @@ class ClientTest(unittest.TestCase):
         """A client that submitted with cancel_on_disconnect and died takes its job along; detached, not."""
         marker = "LTPY_DISCONNECT=%d" % os.getpid()
         self.addCleanup(fixture.kill_marked, marker)
+        # submit: an attached submit that asks for it; attach: a detached
+        # job followed by an Attach that asks for it (as after a restart of
+        # ltd); detach: neither.
         script = textwrap.dedent("""
             import sys, ltd
             c = ltd.Client(sys.argv[1])
+            mode = sys.argv[3]
             job = c.submit(["/bin/sh", "-c", "exec sleep 60"], 2, env=[sys.argv[2]], grace="1s",
-                           cancel_on_disconnect=sys.argv[3] == "1", detach=sys.argv[3] != "1")
+                           cancel_on_disconnect=mode == "submit", detach=mode != "submit")
             print(job.id, flush=True)
+            if mode == "attach":
+                for ev in ltd.Job(c, job.id, cancel_on_disconnect=True).events():
+                    pass
             sys.stdin.read()
         """)
-        for cancel in (True, False):
-            p = subprocess.Popen([sys.executable, "-c", script, self.d.socket, marker, "1" if cancel else "0"],
+        for mode in ("submit", "attach", "detach"):
+            cancel = mode != "detach"
+            p = subprocess.Popen([sys.executable, "-c", script, self.d.socket, marker, mode],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             job_id = p.stdout.readline().decode().strip()
             self.assertTrue(job_id)
             self.assertTrue(fixture.wait_for(lambda: len(fixture.processes_with_marker(marker)) == 2, 30))
+            if mode == "attach":  # ltd says so once the stream is open (and its cancel armed)
+                self.assertTrue(fixture.wait_for(
+                    lambda: "job=%s attach stream opened" % job_id in self.d.log(None), 30))
             p.kill()
             p.wait()
             p.stdin.close()

@@ -232,6 +232,27 @@ class NotebookUnderLtrun(NotebookBase, unittest.TestCase):
     via = "ltrun"
     socket = "/nonexistent/ltd.sock"
 
+    @unittest.skipUnless(HAVE_TORCH, "needs python3-torch")
+    def test_the_example_notebook_runs(self):
+        """examples/notebook/ddp.ipynb as it is, with no ltd: via="auto" takes ltrun (found beside the package)."""
+        import nbformat
+        from nbclient import NotebookClient
+
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "notebook", "ddp.ipynb")
+        nb = nbformat.read(path, as_version=4)
+        old = os.environ.get("LTD_SOCKET")
+        os.environ["LTD_SOCKET"] = self.socket
+        try:
+            NotebookClient(nb, timeout=240, kernel_name="python3").execute()
+        finally:
+            if old is None:
+                del os.environ["LTD_SOCKET"]
+            else:
+                os.environ["LTD_SOCKET"] = old
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        self.assertIn("[0] epoch 0 loss", _outputs_text(code[2]))
+        self.assertIn("failed: rank 1: ValueError: bad batch 4 (cell 4, line 4)", _outputs_text(code[3]))
+
 
 if __name__ == "__main__":
     unittest.main()
