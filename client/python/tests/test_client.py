@@ -47,6 +47,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(list(job.logs(rank=1)), ["hello from 1 of 2"])
         self.assertEqual(len(list(job.logs(tail=1))), 1)
         self.assertEqual(list(job.logs(rank=0, raw=True)), [b"hello from 0 of 2"])
+        slots = self.client.gpus()
+        self.assertEqual([s["slot"] for s in slots], list(range(8)))  # ltd --devices 8
+        self.assertTrue(all(s["state"] in ("FREE", "BUSY") for s in slots))
 
     def test_attached_submit_streams_and_exits_with_the_root_cause(self):
         job = self.client.submit(
