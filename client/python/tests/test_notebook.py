@@ -13,7 +13,9 @@ of plain ranks (~3 s each). Both once per transport.
 """
 
 import os
+import shutil
 import signal
+import tempfile
 import textwrap
 import time
 import unittest
@@ -140,7 +142,10 @@ class NotebookBase:
         # Last: whatever a failed test left of the job.
         self.addCleanup(lambda: fixture.kill_marked("LTPY_MARK=" + marker))
         km = jupyter_client.KernelManager(kernel_name="python3")
-        km.start_kernel(env=dict(os.environ, LTPY_MARK=marker, PYDEVD_DISABLE_FILE_VALIDATION="1"))
+        # A kernel killed mid-launch leaves its launch's temp dir: in one of ours.
+        tmp = tempfile.mkdtemp(prefix="ltpy.kernel.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        km.start_kernel(env=dict(os.environ, LTPY_MARK=marker, TMPDIR=tmp, PYDEVD_DISABLE_FILE_VALIDATION="1"))
         kc = km.client()
         kc.start_channels()
         kc.wait_for_ready(timeout=60)
