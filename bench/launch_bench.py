@@ -18,7 +18,6 @@ Usage: bench/launch_bench.py [--build DIR] [--runs N]
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 

@@ -417,7 +417,7 @@ int main(int argc, char** argv) {
   if (opt.die_with_parent) {
     // SIGTERM, not SIGKILL: ltrun's handler tears the job down with its
     // grace period. A parent that died before prctl took effect left ltrun
-    // to another (init, a subreaper): tear down at once then, too.
+    // to another (init, a subreaper): then nothing starts at all.
     const pid_t parent = getppid();
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
       std::fprintf(stderr, "ltrun: prctl(PR_SET_PDEATHSIG): %s\n", std::strerror(errno));

@@ -145,7 +145,8 @@ void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& 
     manager_.Kill(
         id, 0,
         [id](absl::Status s) {
-          if (!s.ok()) spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
+          if (!s.ok())
+            spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
         },
         "cancelled: the client that launched it went away");
   };
@@ -175,25 +176,25 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   spec.gid = who->gid;
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
-  loop_.Post([this, spec = std::move(spec), out, detach, cancel,
-              user = UserName(who->uid)]() mutable {
-    auto id = manager_.Submit(std::move(spec), user);
-    if (!id.ok()) return out->Finish(ToGrpc(id.status()));
-    v1::JobEvent accepted;
-    accepted.set_accepted(*id);
-    out->Push(std::move(accepted));
-    if (detach) return out->Finish(grpc::Status::OK);
-    auto observer = std::make_shared<StreamObserver>(out, true, -1);
-    auto oid = manager_.Observe(*id, observer);
-    if (!oid) {  // ended already (the program could not start)
-      auto job = manager_.Resolve(*id);
-      if (job.ok()) out->Push(EndedEvent(**job));
-      return out->Finish(grpc::Status::OK);
-    }
-    // The client may go away first; its observer must go with it (and
-    // the job too, when it asked for that).
-    UnobserveWhenGone(*out, *id, *oid, cancel);
-  });
+  loop_.Post(
+      [this, spec = std::move(spec), out, detach, cancel, user = UserName(who->uid)]() mutable {
+        auto id = manager_.Submit(std::move(spec), user);
+        if (!id.ok()) return out->Finish(ToGrpc(id.status()));
+        v1::JobEvent accepted;
+        accepted.set_accepted(*id);
+        out->Push(std::move(accepted));
+        if (detach) return out->Finish(grpc::Status::OK);
+        auto observer = std::make_shared<StreamObserver>(out, true, -1);
+        auto oid = manager_.Observe(*id, observer);
+        if (!oid) {  // ended already (the program could not start)
+          auto job = manager_.Resolve(*id);
+          if (job.ok()) out->Push(EndedEvent(**job));
+          return out->Finish(grpc::Status::OK);
+        }
+        // The client may go away first; its observer must go with it (and
+        // the job too, when it asked for that).
+        UnobserveWhenGone(*out, *id, *oid, cancel);
+      });
   return stream;
 }
 

@@ -374,8 +374,7 @@ void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job)
   Ended(*job);
 }
 
-void JobManager::Kill(const std::string& id, int signal, Supervision::Done done,
-                      std::string why) {
+void JobManager::Kill(const std::string& id, int signal, Supervision::Done done, std::string why) {
   Job* job = FindMutable(id);
   if (job == nullptr) return done(absl::NotFoundError(Cat("no job ", id)));
   if (IsFinal(job->state)) {

@@ -95,6 +95,13 @@ def _bytes(value, what):
     raise errors.InvalidArgument("%s must be str or bytes, not %s" % (what, type(value).__name__))
 
 
+def _job_ref(job):
+    """JOB as ltd takes it: an id (an int too) or a name."""
+    if isinstance(job, int) and not isinstance(job, bool):
+        job = str(job)
+    return _bytes(job, "job")
+
+
 def _env_list(env, what):
     """``env`` (a mapping or K=V items) as K=V bytes."""
     if env is None:
@@ -345,7 +352,7 @@ class Client:
 
     def show(self, job) -> JobInfo:
         """One job (an id or a name) as ltd has it now."""
-        return JobInfo.from_proto(self._unary("Show", ltd_pb2.JobRef(job=_bytes(str(job) if isinstance(job, int) else job, "job"))))
+        return JobInfo.from_proto(self._unary("Show", ltd_pb2.JobRef(job=_job_ref(job))))
 
     def job(self, job) -> "Job":
         """The job of that id or name (a name: your own jobs first; the one still running)."""
@@ -354,8 +361,7 @@ class Client:
 
     def kill(self, job, signal=None):
         """Tears the job down (``signal``: only sends it to every rank); returns its id."""
-        req = ltd_pb2.KillRequest(job=_bytes(str(job) if isinstance(job, int) else job, "job"),
-                                  signal=parse_signal(signal))
+        req = ltd_pb2.KillRequest(job=_job_ref(job), signal=parse_signal(signal))
         return self._unary("Kill", req).job_id
 
     def gpus(self):

@@ -2,9 +2,7 @@
 
 import io
 import os
-import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -190,7 +188,6 @@ class ClientTest(unittest.TestCase):
                     except ltd.PermissionDenied as e:
                         print(what, "denied:", e)
             """)
-            uid = pwd.getpwnam(user).pw_uid
             r = subprocess.run(["/usr/sbin/runuser", "-u", user, "--", fixture.PYTHON, "-c", script,
                                 self.d.socket, job.id], capture_output=True, timeout=60, cwd="/",
                                env={"PYTHONPATH": public, "PATH": "/usr/bin:/bin"})
@@ -201,7 +198,6 @@ class ClientTest(unittest.TestCase):
                 self.assertIn(what + " denied: job %s belongs to root; only its owner or root may do that"
                               % job.id, out)
             self.assertEqual(job.refresh().state, "RUNNING")
-            del uid
         finally:
             job.kill()
             job.wait()
