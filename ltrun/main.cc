@@ -172,6 +172,10 @@ void PrintEnd(const Job& job) {
 }
 
 int Run(const Options& opt) {
+  // Rank lines leave as they come, into a pipe or a file too (a notebook
+  // reading ltrun, a Slurm step's output file), as a rank's own writes
+  // would under torchrun; stdio would hold them until 4 KiB had gathered.
+  setvbuf(stdout, nullptr, _IOLBF, 0);
   spdlog::set_default_logger(spdlog::stderr_color_mt("ltrun"));
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
   spdlog::set_pattern("ltrun: %v");

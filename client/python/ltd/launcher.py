@@ -80,6 +80,8 @@ def _rank_env(env):
     # A notebook's inline matplotlib backend exists only in a kernel.
     if environ.get("MPLBACKEND", "").startswith("module://matplotlib_inline"):
         del environ["MPLBACKEND"]
+    # Lines into the cell as they come, not when a pipe's buffer fills.
+    environ.setdefault("PYTHONUNBUFFERED", "1")
     root = _package_root()
     path = environ.get("PYTHONPATH", "")
     environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")

@@ -34,6 +34,31 @@ def explicit_hang():
     time.sleep(120)
 
 
+def print_then_wait(gate):
+    import time
+
+    print("waiting for the gate")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the line never reached the caller while the rank ran")
+        time.sleep(0.05)
+    return "through"
+
+
+class GateOpener(io.StringIO):
+    """Opens the gate once the rank's line has reached the caller's stdout."""
+
+    def __init__(self, gate):
+        super().__init__()
+        self.gate = gate
+
+    def write(self, text):
+        if "waiting for the gate" in text:
+            open(self.gate, "w").close()
+        return super().write(text)
+
+
 def unpicklable():
     import threading
 
@@ -66,6 +91,16 @@ class LaunchBase:
         self.assertEqual(values[0][2], values[1][2])  # one MASTER_PORT
         closure = 41
         self.assertEqual(self.launch(lambda: closure + 1, devices=1)[0], 42)  # by value
+
+    def test_output_streams_while_the_ranks_run(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            gate = os.path.join(tmp, "gate")
+            out = GateOpener(gate)
+            value, _ = self.launch(print_then_wait, gate, stdout=out)
+        self.assertEqual(value, "through")
+        self.assertIn("[0] waiting for the gate", out.getvalue())
 
     def test_an_exception_on_rank_1_raises_job_failed(self):
         with self.assertRaises(ltd.JobFailed) as e:
