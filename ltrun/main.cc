@@ -10,6 +10,7 @@
 // ltrun as a child subreaper. This is what runs inside a cluster
 // scheduler's job step, a notebook, or CI.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +75,9 @@ struct Options {
   std::optional<std::string> master_addr, run_id;
   std::string rdzv, rdzv_timeout = "10m";
   bool slurm = true;
+  // Tear the job down when ltrun's parent dies (a notebook kernel that
+  // crashed or was shut down), as a SIGTERM to ltrun would.
+  bool die_with_parent = false;
   std::vector<std::string> command;
 };
 
@@ -399,6 +403,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
       ->capture_default_str();
+  app.add_flag("--die-with-parent", opt.die_with_parent,
+               "tear the job down when the process that started ltrun dies");
   // Everything from PROGRAM on is the program's (`--` before it is optional).
   app.prefix_command();
   app.footer("usage: ltrun [options] [--] PROGRAM [ARGS...]");
@@ -415,6 +421,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
     return ltd::kErrorExit;
+  }
+  if (opt.die_with_parent) {
+    // SIGTERM, not SIGKILL: ltrun's handler tears the job down with its
+    // grace period. A parent that died before prctl took effect left ltrun
+    // to another (init, a subreaper): then nothing starts at all.
+    const pid_t parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+      std::fprintf(stderr, "ltrun: prctl(PR_SET_PDEATHSIG): %s\n", std::strerror(errno));
+      return ltd::kErrorExit;
+    }
+    if (getppid() != parent) {
+      std::fprintf(stderr, "ltrun: the process that started ltrun is gone; not starting\n");
+      return ltd::kErrorExit;
+    }
   }
   return ltd::Run(opt);
 }

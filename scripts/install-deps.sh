@@ -12,6 +12,10 @@ packages=(
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
   libsystemd-dev prometheus-cpp-dev curl systemd
+  # The Python client (stubs from protobuf-compiler-grpc's grpc_python_plugin),
+  # ltd.launch, and its tests in real Jupyter kernels.
+  python3-grpcio python3-protobuf python3-cloudpickle
+  python3-nbclient python3-ipykernel python3-jupyter-client
 )
 
 missing=()

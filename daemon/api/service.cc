@@ -139,11 +139,26 @@ class StreamObserver final : public JobObserver {
 }  // namespace
 
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
-                                   JobManager::ObserverId oid) {
-  auto unobserve = [this, id, oid] {
-    loop_.Post([this, id, oid] { manager_.Unobserve(id, oid); });
+                                   JobManager::ObserverId oid, bool cancel) {
+  auto gone = [this, id, oid, cancel] {
+    manager_.Unobserve(id, oid);
+    // A stream that ends with the job (its `ended` went out) or because
+    // ltd stops (the job is the next ltd's) cancels nothing.
+    if (!cancel || closed_) return;
+    auto job = manager_.Resolve(id);
+    if (!job.ok() || IsFinal((*job)->state)) return;
+    spdlog::info("job={} its client went away: tearing it down (cancel_on_disconnect)", id);
+    manager_.Kill(id,
+                  KillOrder::Teardown((*job)->user,
+                                      "cancelled: the client that launched it went away"),
+                  [id](absl::Status s) {
+                    if (!s.ok()) {
+                      spdlog::debug("job={} cancel on disconnect: {}", id,
+                                    std::string(s.message()));
+                    }
+                  });
   };
-  if (!out.OnGone(unobserve)) manager_.Unobserve(id, oid);  // gone already; we are on the loop
+  if (!out.OnGone([this, gone] { loop_.Post(gone); })) gone();  // gone already; we are on the loop
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerContext* ctx,
@@ -168,31 +183,34 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   spec.uid = who->uid;
   spec.gid = who->gid;
   const bool detach = req->detach();
-  loop_.Post([this, spec = std::move(spec), out, detach, user = UserName(who->uid)]() mutable {
-    auto id = manager_.Submit(std::move(spec), user);
-    if (!id.ok()) return out->Finish(ToGrpc(id.status()));
-    v1::JobEvent accepted;
-    accepted.set_accepted(*id);
-    out->Push(std::move(accepted));
-    if (detach) return out->Finish(grpc::Status::OK);
-    auto observer = std::make_shared<StreamObserver>(out, true, -1);
-    auto oid = manager_.Observe(*id, observer);
-    if (!oid) {  // ended already (the program could not start)
-      auto job = manager_.Resolve(*id);
-      if (job.ok()) out->Push(EndedEvent(**job));
-      return out->Finish(grpc::Status::OK);
-    }
-    // The client may go away first; its observer must go with it.
-    UnobserveWhenGone(*out, *id, *oid);
-    // A job that waits says so at once, as srun does: a silent ltctl looks hung.
-    if (auto job = manager_.Resolve(*id);
-        job.ok() && (*job)->state == JobState::kPending && !(*job)->pending_reason.empty()) {
-      v1::JobEvent pending;
-      pending.mutable_pending()->set_job_id(*id);
-      pending.mutable_pending()->set_reason(DisplayEscape((*job)->pending_reason));
-      out->Push(std::move(pending));
-    }
-  });
+  const bool cancel = req->cancel_on_disconnect();
+  loop_.Post(
+      [this, spec = std::move(spec), out, detach, cancel, user = UserName(who->uid)]() mutable {
+        auto id = manager_.Submit(std::move(spec), user);
+        if (!id.ok()) return out->Finish(ToGrpc(id.status()));
+        v1::JobEvent accepted;
+        accepted.set_accepted(*id);
+        out->Push(std::move(accepted));
+        if (detach) return out->Finish(grpc::Status::OK);
+        auto observer = std::make_shared<StreamObserver>(out, true, -1);
+        auto oid = manager_.Observe(*id, observer);
+        if (!oid) {  // ended already (the program could not start)
+          auto job = manager_.Resolve(*id);
+          if (job.ok()) out->Push(EndedEvent(**job));
+          return out->Finish(grpc::Status::OK);
+        }
+        // The client may go away first; its observer must go with it (and
+        // the job too, when it asked for that).
+        UnobserveWhenGone(*out, *id, *oid, cancel);
+        // A job that waits says so at once, as srun does: a silent ltctl looks hung.
+        if (auto job = manager_.Resolve(*id);
+            job.ok() && (*job)->state == JobState::kPending && !(*job)->pending_reason.empty()) {
+          v1::JobEvent pending;
+          pending.mutable_pending()->set_job_id(*id);
+          pending.mutable_pending()->set_reason(DisplayEscape((*job)->pending_reason));
+          out->Push(std::move(pending));
+        }
+      });
   return stream;
 }
 
@@ -312,7 +330,7 @@ grpc::ServerUnaryReactor* LtdService::Shutdown(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerContext* ctx,
                                                            const v1::JobRef* req) {
-  return Follow(ctx, req->job(), /*output=*/true);
+  return Follow(ctx, req->job(), /*output=*/true, req->cancel_on_disconnect());
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerContext* ctx,
@@ -321,7 +339,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerCon
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerContext* ctx,
-                                                           const std::string& ref, bool output) {
+                                                           const std::string& ref, bool output,
+                                                           bool cancel_on_disconnect) {
   auto* stream = new EventStream();
   auto out = stream->handle();
   auto who = listener_.Lookup(ctx->peer());
@@ -333,7 +352,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
     out->Finish(ToGrpc(s));
     return stream;
   }
-  loop_.Post([this, ref, output, out, who = *who] {
+  loop_.Post([this, ref, output, cancel_on_disconnect, out, who = *who] {
     auto job = manager_.Resolve(ref, who.uid);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     if (output) {
@@ -355,7 +374,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
     } else {
       observer->LogWhenFlowing(std::move(opened));
     }
-    UnobserveWhenGone(*out, id, *oid);
+    // MayControl above holds for an attach: only the owner or root gets here.
+    UnobserveWhenGone(*out, id, *oid, output && cancel_on_disconnect);
   });
   return stream;
 }

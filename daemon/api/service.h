@@ -49,11 +49,13 @@ class LtdService final : public v1::Ltd::CallbackService {
   void Close() { closed_ = true; }
 
  private:
-  // Unobserves once the client is gone. Loop thread.
+  // Unobserves once the client is gone; with `cancel`, also tears the job
+  // down if it has not ended and ltd is not stopping. Loop thread.
   void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
-                         JobManager::ObserverId oid);
+                         JobManager::ObserverId oid, bool cancel = false);
   grpc::ServerWriteReactor<v1::JobEvent>* Follow(grpc::CallbackServerContext* ctx,
-                                                 const std::string& ref, bool output);
+                                                 const std::string& ref, bool output,
+                                                 bool cancel_on_disconnect = false);
 
   Loop& loop_;
   JobManager& manager_;

@@ -1,0 +1,576 @@
+"""``ltd.Client`` and ``ltd.Job``: ltctl's verbs as Python calls over ltd's gRPC API.
+
+Each call is one RPC to ltd over its Unix socket (``proto/ltd.proto``). It
+behaves as ltctl does: ``LTD_SOCKET`` then ``/run/ltd/ltd.sock``; a job is
+named by id or name, resolved once and then followed by id; a stream that
+breaks because ltd restarts (``attach``, ``wait``, ``logs(follow=True)``)
+is opened again once ltd is back; exit codes are ltctl's.
+"""
+
+import dataclasses
+import errno as _errno
+import os
+import signal as _signal
+import socket as _socket
+import sys
+import time
+from typing import Iterator, List, Optional
+
+import grpc
+
+from ltd import errors
+from ltd._durations import to_ms
+from ltd._pb import ltd_pb2, ltd_pb2_grpc
+from ltd.types import JobInfo, RootCause
+
+__all__ = ["Client", "Job", "Output", "Notice", "Ended", "DEFAULT_SOCKET"]
+
+DEFAULT_SOCKET = "/run/ltd/ltd.sock"
+# sockaddr_un's sun_path, less its NUL.
+_MAX_SOCKET_PATH = 107
+_RPC_TIMEOUT = 30.0
+
+_CODES = {
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.LimitReached,
+    grpc.StatusCode.UNAVAILABLE: errors.Unreachable,
+}
+# A stream that ends with one of these lost ltd (it stopped or restarted).
+_GONE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One output line of a rank, without its newline, as the rank wrote it."""
+
+    rank: int
+    data: bytes
+    stderr: bool = False
+
+    @property
+    def text(self):
+        return self.data.decode("utf-8", "backslashreplace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    """ltd's word about the stream, e.g. lines dropped for a slow reader."""
+
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Ended:
+    """The job's end: its state, exit code (as ltctl exits) and root cause."""
+
+    job_id: str
+    state: str
+    exit_code: int
+    root_cause: Optional[RootCause]
+
+
+def _try_connect(path):
+    """0 when ltd's socket at ``path`` takes a connection; else the errno."""
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(5)
+        s.connect(path)
+        return 0
+    except OSError as e:
+        return e.errno or _errno.ECONNREFUSED
+    finally:
+        s.close()
+
+
+def _bytes(value, what):
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return os.fsencode(value)
+    if isinstance(value, os.PathLike):
+        return os.fsencode(value)
+    raise errors.InvalidArgument("%s must be str or bytes, not %s" % (what, type(value).__name__))
+
+
+def _job_ref(job):
+    """JOB as ltd takes it: an id (an int too) or a name."""
+    if isinstance(job, int) and not isinstance(job, bool):
+        job = str(job)
+    return _bytes(job, "job")
+
+
+def _env_list(env, what):
+    """``env`` (a mapping or K=V items) as K=V bytes."""
+    if env is None:
+        return []
+    items = env.items() if hasattr(env, "items") else None
+    out = []
+    if items is not None:
+        for k, v in items:
+            k, v = _bytes(k, what + " key"), _bytes(v, what + " value")
+            if not k or b"=" in k:
+                raise errors.InvalidArgument("%s key %r must be non-empty and have no '='" % (what, k))
+            out.append(k + b"=" + v)
+        return out
+    for kv in env:
+        kv = _bytes(kv, what)
+        if b"=" not in kv or kv.startswith(b"="):
+            raise errors.InvalidArgument("%s takes KEY=VALUE, got %r" % (what, kv))
+        out.append(kv)
+    return out
+
+
+def parse_signal(sig):
+    """A signal as a number: an int, a ``signal.Signals``, or a name ("TERM", "SIGUSR1")."""
+    if sig is None:
+        return 0
+    if isinstance(sig, int) and not isinstance(sig, bool):
+        if 0 < sig < _signal.NSIG:
+            return int(sig)
+    elif isinstance(sig, str):
+        name = sig.strip().upper()
+        if name.isdigit():
+            return parse_signal(int(name))
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        member = getattr(_signal.Signals, name, None)
+        if member is not None:
+            return int(member)
+    raise errors.InvalidArgument(
+        "signal %r is not a signal; use a name such as TERM, INT, USR1 or a number" % (sig,)
+    )
+
+
+class Client:
+    """A connection to ltd.
+
+    ``socket``: ltd's socket; default ``$LTD_SOCKET``, else
+    ``/run/ltd/ltd.sock``. ``reconnect_for``: how long a stream that lost
+    ltd waits for it to come back (ltctl's 10 minutes).
+    """
+
+    def __init__(self, socket=None, *, reconnect_for=600.0):
+        path = socket if socket else os.environ.get("LTD_SOCKET") or DEFAULT_SOCKET
+        path = os.fspath(path)
+        if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+            raise errors.InvalidArgument(
+                "socket path %s is longer than the %d bytes Unix sockets allow; use a shorter one"
+                % (path, _MAX_SOCKET_PATH)
+            )
+        self.socket = path
+        self.reconnect_for = reconnect_for
+        self._channel = None
+        self._stub = None
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _api(self):
+        if self._stub is None:
+            # A fresh channel after ltd restarted: an old one may sit in
+            # gRPC's reconnect backoff for seconds.
+            self._channel = grpc.insecure_channel(
+                "unix:" + self.socket,
+                options=[
+                    ("grpc.max_receive_message_length", 64 << 20),
+                    ("grpc.enable_retries", 0),
+                ],
+            )
+            self._stub = ltd_pb2_grpc.LtdStub(self._channel)
+        return self._stub
+
+    def _reset(self):
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = self._stub = None
+
+    def close(self):
+        """Closes the connection (an attached job's stream with it)."""
+        self._reset()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def reachable(self):
+        """Whether ltd's socket takes a connection now."""
+        return _try_connect(self.socket) == 0
+
+    def _unreachable(self, err):
+        return errors.Unreachable(
+            "cannot reach ltd at %s: %s; start it with `ltd --socket %s` or `systemctl start ltd`"
+            % (self.socket, os.strerror(err), self.socket),
+            "UNAVAILABLE",
+        )
+
+    def _check_reachable(self):
+        err = _try_connect(self.socket)
+        if err:
+            self._reset()
+            raise self._unreachable(err)
+
+    def _error(self, e):
+        """A grpc.RpcError as the ltd.Error that says it."""
+        code = e.code()
+        if code == grpc.StatusCode.UNAVAILABLE:
+            err = _try_connect(self.socket)
+            if err:
+                self._reset()
+                return self._unreachable(err)
+        cls = _CODES.get(code, errors.Error)
+        return cls(e.details() or code.name, code.name)
+
+    def _unary(self, method, request):
+        self._check_reachable()
+        try:
+            return getattr(self._api(), method)(request, timeout=_RPC_TIMEOUT)
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+
+    def _wait_for_ltd(self, lost, resume, say):
+        """After a stream lost ltd: waits (bounded) until it takes connections again.
+
+        ``say``: a function that tells the user (one line), or None.
+        """
+        if say:
+            say("ltd: lost ltd (%s); waiting for it to come back" % (lost.details() or lost.code().name))
+        self._reset()
+        deadline = time.monotonic() + self.reconnect_for
+        time.sleep(0.1)  # a stopping ltd may still accept for a moment
+        while _try_connect(self.socket) != 0:
+            if time.monotonic() > deadline:
+                raise errors.Unreachable(
+                    "ltd did not come back within %d s; its jobs may still run: `ltctl %s` once it is back"
+                    % (self.reconnect_for, resume)
+                )
+            time.sleep(0.1)
+
+    # -- verbs -------------------------------------------------------------------
+
+    def submit(
+        self,
+        argv,
+        devices,
+        *,
+        name=None,
+        env=None,
+        environ=None,
+        cwd=None,
+        heartbeat_timeout=None,
+        startup_timeout=None,
+        grace="10s",
+        max_restarts=0,
+        auto_heartbeat=True,
+        nnodes=1,
+        node_rank=None,
+        master_addr=None,
+        master_port=0,
+        run_id=None,
+        rdzv=None,
+        rdzv_timeout=None,
+        after=(),
+        detach=False,
+        cancel_on_disconnect=False,
+    ):
+        """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
+
+        As ``ltctl submit``: ``env`` (a mapping or ``K=V`` items) is ``--env``,
+        applied over ``environ`` (default: this process's environment);
+        ``cwd`` defaults to the current directory; durations are seconds, a
+        ``timedelta`` or a text such as ``"10s"``. ``auto_heartbeat=False``
+        is ``--no-auto-heartbeat``; ``after`` is ``--after`` (job ids or
+        names). Without ``detach`` the job's output stream is held open by
+        the returned Job (``job.attach()``, ``job.events()``, ``job.wait()``
+        go on from the job's first line); with ``cancel_on_disconnect`` the
+        job is torn down when this stream goes away before the job ends
+        (this process exits or crashes, the Job is dropped).
+        """
+        if isinstance(argv, (str, bytes)):
+            raise errors.InvalidArgument(
+                "argv is a list of the program and its arguments, e.g. ['python3', 'train.py']"
+            )
+        argv = [_bytes(a, "argv") for a in argv]
+        if not argv:
+            raise errors.InvalidArgument("no program given: argv is empty")
+        if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
+            raise errors.InvalidArgument("devices must be an integer of at least 1")
+        try:
+            req = ltd_pb2.SubmitRequest(
+                devices=devices,
+                name=_bytes(name or "", "name"),
+                argv=argv,
+                cwd=_bytes(os.path.abspath(cwd if cwd is not None else os.getcwd()), "cwd"),
+                env=_env_list(os.environ if environ is None else environ, "environ"),
+                extra_env=_env_list(env, "env"),
+                heartbeat_timeout_ms=to_ms(heartbeat_timeout, "heartbeat_timeout"),
+                startup_timeout_ms=to_ms(startup_timeout, "startup_timeout"),
+                grace_ms=to_ms(grace, "grace"),
+                max_restarts=max_restarts,
+                detach=detach,
+                no_auto_heartbeat=not auto_heartbeat,
+                nnodes=nnodes,
+                master_addr=_bytes(master_addr or "", "master_addr"),
+                master_port=master_port,
+                run_id=_bytes(run_id or "", "run_id"),
+                rdzv=_bytes(rdzv or "", "rdzv"),
+                rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
+                after=[_bytes(a, "after") for a in after],
+                cancel_on_disconnect=cancel_on_disconnect and not detach,
+            )
+        except ValueError as e:
+            raise errors.InvalidArgument(str(e)) from None
+        if node_rank is not None:
+            req.node_rank = node_rank
+        self._check_reachable()
+        stream = self._api().Submit(req)
+        try:
+            first = next(stream)
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+        except StopIteration:
+            raise errors.Error("ltd ended the submit without accepting the job") from None
+        job_id = first.accepted
+        if detach:
+            stream.cancel()
+            stream = None
+        return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect)
+
+    def ps(self, all=False) -> List[JobInfo]:
+        """Running and pending jobs (``all``: finished ones too), oldest first."""
+        self._check_reachable()
+        jobs = []
+        try:
+            for page in self._api().List(ltd_pb2.ListRequest(all=all), timeout=60):
+                jobs.extend(JobInfo.from_proto(j) for j in page.jobs)
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+        return jobs
+
+    def show(self, job) -> JobInfo:
+        """One job (an id or a name) as ltd has it now."""
+        return JobInfo.from_proto(self._unary("Show", ltd_pb2.JobRef(job=_job_ref(job))))
+
+    def job(self, job) -> "Job":
+        """The job of that id or name (a name: your own jobs first; the one still running)."""
+        info = self.show(job)
+        return Job(self, info.id, info=info)
+
+    def kill(self, job, signal=None):
+        """Tears the job down (``signal``: only sends it to every rank); returns its id."""
+        req = ltd_pb2.KillRequest(job=_job_ref(job), signal=parse_signal(signal))
+        return self._unary("Kill", req).job_id
+
+    def gpus(self):
+        """Every device slot, as dicts: slot, gpu, state (FREE/BUSY/QUARANTINED), job_id, user."""
+        reply = self._unary("Gpus", ltd_pb2.GpusRequest())
+        return [
+            {
+                "slot": s.slot,
+                "gpu": s.gpu,
+                "state": ltd_pb2.Slot.State.Name(s.state),
+                "job_id": s.job_id,
+                "user": s.user,
+            }
+            for s in reply.slots
+        ]
+
+
+def _say(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+def _event(ev):
+    kind = ev.WhichOneof("event")
+    if kind == "output":
+        return Output(ev.output.rank, ev.output.data, ev.output.stderr)
+    if kind == "notice":
+        return Notice(ev.notice)
+    if kind == "ended":
+        e = ev.ended
+        return Ended(
+            e.job_id,
+            ltd_pb2.Job.State.Name(e.state),
+            e.exit_code,
+            RootCause.from_proto(e.root_cause) if e.HasField("root_cause") else None,
+        )
+    return None
+
+
+class Job:
+    """A job of ltd, known by its id.
+
+    ``info`` (and ``state``, ``exit_code``, ``root_cause``,
+    ``hang_report``) is ltd's record as of the last :meth:`refresh`; they
+    fetch it on first use, and after the job's end has been seen.
+    """
+
+    def __init__(self, client, job_id, info=None, stream=None, cancel_on_disconnect=False):
+        self.client = client
+        self.id = job_id
+        self._info = info
+        self._stream = stream
+        self._cancel = cancel_on_disconnect
+
+    def __repr__(self):
+        return "<ltd.Job %s %s>" % (self.id, self._info.state if self._info else "?")
+
+    def refresh(self):
+        """Reads the job's record from ltd again; returns self."""
+        self._info = self.client.show(self.id)
+        return self
+
+    @property
+    def info(self) -> JobInfo:
+        if self._info is None:
+            self.refresh()
+        return self._info
+
+    @property
+    def state(self):
+        """PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST (as of the last refresh)."""
+        return self.info.state
+
+    @property
+    def exit_code(self):
+        return self.info.exit_code
+
+    @property
+    def root_cause(self):
+        return self.info.root_cause
+
+    @property
+    def hang_report(self):
+        return self.info.hang_report
+
+    def events(self, output=True, say=None) -> Iterator[object]:
+        """The job's :class:`Output` lines and :class:`Notice` s, then its :class:`Ended`.
+
+        An attached submit's stream goes on from the job's first line; else
+        this attaches (``output=False``: only waits for the end). Follows the
+        job through restarts of ltd, as ``ltctl attach`` does, and says so
+        through ``say`` (one line; default: to sys.stderr).
+        """
+        say = say or _say
+        # A submit's stream (held since the submit) is read on, never
+        # dropped: with cancel_on_disconnect, dropping it cancels the job.
+        # Such a job is followed by Attach after a restart too, for the same.
+        stream, self._stream = self._stream, None
+        attach = output or self._cancel
+        again = False
+        while True:
+            seen = False
+            if stream is None:
+                self.client._check_reachable()
+                ref = ltd_pb2.JobRef(job=self.id.encode(), cancel_on_disconnect=self._cancel)
+                api = self.client._api()
+                stream = api.Attach(ref) if attach else api.Wait(ref)
+            try:
+                for ev in stream:
+                    event = _event(ev)
+                    if again and not seen:
+                        say("ltd: ltd is back; following job %s again" % self.id)
+                    seen = True
+                    if event is None or (not output and not isinstance(event, Ended)):
+                        continue
+                    if isinstance(event, Ended):
+                        self._info = None  # what show says now is the end
+                    yield event
+                    if isinstance(event, Ended):
+                        return
+                return
+            except grpc.RpcError as e:
+                if e.code() not in _GONE:
+                    raise self.client._error(e) from None
+                self.client._wait_for_ltd(e, "attach " + self.id, say if not again or seen else None)
+                stream, again = None, True
+            finally:
+                if stream is not None:
+                    stream.cancel()
+
+    def attach(self, stdout=None, stderr=None, prefix=True) -> int:
+        """Prints the job's output as ltctl does (``[RANK] line``) until it ends; its exit code."""
+        stdout = stdout or sys.stdout
+        stderr = stderr or sys.stderr
+        code = 0
+        for event in self.events(output=True, say=lambda line: (stderr.write(line + "\n"), stderr.flush())):
+            if isinstance(event, Output):
+                out = stderr if event.stderr else stdout
+                out.write(("[%d] " % event.rank if prefix else "") + event.text + "\n")
+            elif isinstance(event, Notice):
+                stderr.write(event.text + "\n")
+            elif isinstance(event, Ended):
+                code = event.exit_code
+        stdout.flush()
+        return code
+
+    def wait(self, say=None) -> int:
+        """Blocks until the job ends; its exit code as ``ltctl wait`` exits.
+
+        0: every rank exited 0; else the root cause's code, 128+N for signal
+        N, 124 for a hang, 130 for a cancel. Follows through restarts of ltd.
+        """
+        code = 0
+        for event in self.events(output=False, say=say):
+            if isinstance(event, Ended):
+                code = event.exit_code
+        return code
+
+    def kill(self, signal=None):
+        """Tears the job down; with ``signal`` (a name or number) only sends it to every rank."""
+        self.client.kill(self.id, signal)
+        self._info = None
+
+    def logs(self, rank=None, follow=False, tail=None, raw=False) -> Iterator[object]:
+        """The job's output lines: every rank's as ``[RANK] line``, or one rank's as written.
+
+        ``tail``: only the last N lines; ``follow``: go on until the job ends
+        (through restarts of ltd). Lines are ``str`` (bytes that are no UTF-8
+        as ``\\xNN``), or ``bytes`` with ``raw``.
+        """
+        if tail is not None and (not isinstance(tail, int) or tail < 0):
+            raise errors.InvalidArgument("tail must be an integer >= 0 (0: everything)")
+        r = -1 if rank is None else rank
+        show = (lambda b: b) if raw else (lambda b: b.decode("utf-8", "backslashreplace"))
+        # A reconnect replays the log: skip what was given already.
+        given_bytes = given_lines = 0
+        pending = b""  # a line not complete yet, across reconnects too
+        again = False
+        while True:
+            self.client._check_reachable()
+            req = ltd_pb2.LogsRequest(job=self.id.encode(), rank=r, follow=follow, tail=tail or 0)
+            stream = self.client._api().Logs(req)
+            skip_bytes, skip_lines = given_bytes, given_lines
+            try:
+                for ev in stream:
+                    kind = ev.WhichOneof("event")
+                    if kind == "log":
+                        chunk = ev.log
+                        drop = min(skip_bytes, len(chunk))
+                        skip_bytes -= drop
+                        chunk = chunk[drop:]
+                        given_bytes += len(chunk)
+                        pending += chunk
+                        *lines, pending = pending.split(b"\n")
+                        for line in lines:
+                            yield show(line)
+                    elif kind == "output":
+                        if skip_lines > 0:
+                            skip_lines -= 1
+                            continue
+                        given_lines += 1
+                        o = ev.output
+                        yield show((b"[%d] " % o.rank if r < 0 else b"") + o.data)
+                if pending:
+                    yield show(pending)
+                return
+            except grpc.RpcError as e:
+                if not follow or e.code() not in _GONE:
+                    raise self.client._error(e) from None
+                self.client._wait_for_ltd(e, "logs -f " + self.id, None if again else _say)
+                again = True
+            finally:
+                stream.cancel()

@@ -1,0 +1,266 @@
+"""ltd.Client and ltd.Job against a real ltd: every verb, bad input, another user, ltd down, a restart."""
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+import fixture
+import ltd
+
+SH = "/bin/sh"
+
+
+@fixture.needs_binaries
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = fixture.Daemon().start()
+        cls.client = ltd.Client(cls.d.socket)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.d.stop()
+
+    def test_submit_wait_show_ps_logs(self):
+        job = self.client.submit([SH, "-c", 'echo "hello from $RANK of $WORLD_SIZE"'], 2,
+                                 name="py-hello", detach=True)
+        self.assertTrue(job.id)
+        self.assertEqual(job.wait(), 0)
+        self.assertEqual(job.state, "SUCCEEDED")
+        self.assertEqual(job.exit_code, 0)
+        self.assertIsNone(job.root_cause)
+        self.assertEqual(len(job.info.ranks), 2)
+        self.assertEqual(self.client.job("py-hello").id, job.id)  # by name
+        self.assertIn(job.id, [j.id for j in self.client.ps(all=True)])
+        self.assertNotIn(job.id, [j.id for j in self.client.ps()])  # finished
+        lines = sorted(job.logs())
+        self.assertEqual(lines, ["[0] hello from 0 of 2", "[1] hello from 1 of 2"])
+        self.assertEqual(list(job.logs(rank=1)), ["hello from 1 of 2"])
+        self.assertEqual(len(list(job.logs(tail=1))), 1)
+        self.assertEqual(list(job.logs(rank=0, raw=True)), [b"hello from 0 of 2"])
+        slots = self.client.gpus()
+        self.assertEqual([s["slot"] for s in slots], list(range(8)))  # ltd --devices 8
+        self.assertTrue(all(s["state"] in ("FREE", "BUSY") for s in slots))
+
+    def test_attached_submit_streams_and_exits_with_the_root_cause(self):
+        job = self.client.submit(
+            [SH, "-c", 'echo out $RANK; echo err $RANK >&2; [ "$RANK" = 1 ] && exit 3; sleep 30'], 2,
+            grace="1s")
+        out, err = io.StringIO(), io.StringIO()
+        self.assertEqual(job.attach(stdout=out, stderr=err), 3)
+        self.assertIn("[1] out 1", out.getvalue())
+        self.assertIn("[1] err 1", err.getvalue())
+        self.assertEqual(job.state, "FAILED")
+        self.assertEqual(job.root_cause.rank, 1)
+        self.assertEqual(job.root_cause.reason, "exited")
+        self.assertEqual(job.root_cause.exit_code, 3)
+        self.assertEqual(job.root_cause.describe(), "rank 1 exited with code 3")
+
+    def test_follow_logs_and_kill(self):
+        job = self.client.submit([SH, "-c", "echo started; exec sleep 60"], 1, detach=True)
+        # A line that came while nobody watched reaches the log a moment
+        # later: follow from once it is there.
+        self.assertTrue(fixture.wait_for(lambda: list(job.logs()) == ["[0] started"], 30))
+        follow = job.logs(follow=True)
+        self.assertEqual(next(follow), "[0] started")
+        job.kill(signal="CONT")  # a signal only: the job runs on
+        self.assertEqual(job.refresh().state, "RUNNING")
+        job.kill()
+        self.assertEqual(list(follow), [])  # ends with the job
+        self.assertEqual(job.wait(), 130)
+        self.assertEqual(job.state, "CANCELLED")
+        self.assertEqual(job.root_cause.reason, "cancelled")
+        with self.assertRaises(ltd.FailedPrecondition) as e:
+            job.kill()
+        self.assertIn("already ended", str(e.exception))
+
+    def test_hang_has_a_hang_report(self):
+        job = self.client.submit([SH, "-c", "echo hb 1 >&3; exec sleep 60"], 2, heartbeat_timeout="1s",
+                                 grace="1s", detach=True)
+        self.assertEqual(job.wait(), 124)
+        self.assertEqual(job.root_cause.reason, "hang")
+        self.assertIsNotNone(job.hang_report)
+        self.assertTrue(job.hang_report.stalled_ranks)
+        self.assertIn("hang report: stalled rank(s)", str(job.hang_report))
+
+    def test_bad_input(self):
+        c = self.client
+        with self.assertRaises(ltd.NotFound) as e:
+            c.job("no-such-job")
+        self.assertIn("no job 'no-such-job'", str(e.exception))
+        with self.assertRaises(ltd.NotFound):
+            c.kill("999999")
+        with self.assertRaises(ltd.InvalidArgument):
+            c.job("")
+        with self.assertRaises(ltd.InvalidArgument):
+            c.submit([SH, "-c", "true"], 0)
+        with self.assertRaises(ltd.InvalidArgument):
+            c.submit("sh -c true", 1)
+        with self.assertRaises(ltd.InvalidArgument) as e:
+            c.submit([SH, "-c", "true"], 1, heartbeat_timeout="soon")
+        self.assertIn("is not a duration", str(e.exception))
+        with self.assertRaises(ltd.InvalidArgument):
+            c.submit([SH, "-c", "true"], 1, env={"A=B": "x"})
+        with self.assertRaises(ltd.InvalidArgument):
+            c.kill("1", signal="NOSUCHSIG")
+        job = c.submit([SH, "-c", "true"], 1, detach=True)
+        job.wait()
+        with self.assertRaises(ltd.InvalidArgument) as e:
+            list(job.logs(rank=5))
+        self.assertIn("out of range", str(e.exception))
+        with self.assertRaises(ltd.InvalidArgument):
+            list(job.logs(tail=-1))
+        # ltd's own refusal, from the daemon: a name with a NUL byte.
+        with self.assertRaises(ltd.Error):
+            c.submit([SH, "-c", "true"], 1, name=b"a\0b")
+
+    def test_cancel_on_disconnect(self):
+        """A client that submitted with cancel_on_disconnect and died takes its job along; detached, not."""
+        marker = "LTPY_DISCONNECT=%d" % os.getpid()
+        self.addCleanup(fixture.kill_marked, marker)
+        # submit: an attached submit that asks for it; attach: a detached
+        # job followed by an Attach that asks for it (as after a restart of
+        # ltd); detach: neither.
+        script = textwrap.dedent("""
+            import sys, ltd
+            c = ltd.Client(sys.argv[1])
+            mode = sys.argv[3]
+            job = c.submit(["/bin/sh", "-c", "exec sleep 60"], 2, env=[sys.argv[2]], grace="1s",
+                           cancel_on_disconnect=mode == "submit", detach=mode != "submit")
+            print(job.id, flush=True)
+            if mode == "attach":
+                for ev in ltd.Job(c, job.id, cancel_on_disconnect=True).events():
+                    pass
+            sys.stdin.read()
+        """)
+        for mode in ("submit", "attach", "detach"):
+            cancel = mode != "detach"
+            p = subprocess.Popen([sys.executable, "-c", script, self.d.socket, marker, mode],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            job_id = p.stdout.readline().decode().strip()
+            self.assertTrue(job_id)
+            self.assertTrue(fixture.wait_for(lambda: len(fixture.processes_with_marker(marker)) == 2, 30))
+            if mode == "attach":  # ltd says so once the stream is open (and its cancel armed)
+                self.assertTrue(fixture.wait_for(
+                    lambda: "job=%s attach stream opened" % job_id in self.d.log(None), 30))
+            p.kill()
+            p.wait()
+            p.stdin.close()
+            p.stdout.close()
+            job = self.client.job(job_id)
+            if cancel:
+                self.assertEqual(job.wait(), 130)
+                self.assertIn("went away", job.root_cause.message)
+                self.assertEqual(fixture.processes_with_marker(marker), [])
+            else:
+                self.assertEqual(job.refresh().state, "RUNNING")
+                job.kill()
+                self.assertEqual(job.wait(), 130)
+            self.assertTrue(fixture.wait_for(lambda: not fixture.processes_with_marker(marker), 15))
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root for a throwaway user")
+    def test_another_users_job(self):
+        job = self.client.submit([SH, "-c", "exec sleep 60"], 1, detach=True, grace="1s")
+        user = "ltpy%d" % (os.getpid() % 100000)
+        subprocess.run(["/usr/sbin/userdel", "-r", user], capture_output=True)
+        subprocess.run(["/usr/sbin/useradd", "-M", "-s", "/bin/sh", user], check=True, capture_output=True)
+        public = tempfile.mkdtemp(prefix="ltpy.pub.", dir="/tmp")
+        try:
+            os.chmod(public, 0o755)
+            shutil.copytree(os.path.dirname(ltd.__file__), os.path.join(public, "ltd"))
+            script = textwrap.dedent("""
+                import sys, ltd
+                c = ltd.Client(sys.argv[1])
+                job = c.job(sys.argv[2])   # show: for everyone
+                print("state", job.state)
+                for what, call in (("kill", job.kill), ("logs", lambda: list(job.logs())),
+                                   ("attach", lambda: list(job.events()))):
+                    try:
+                        call()
+                        print(what, "allowed")
+                    except ltd.PermissionDenied as e:
+                        print(what, "denied:", e)
+            """)
+            r = subprocess.run(["/usr/sbin/runuser", "-u", user, "--", fixture.PYTHON, "-c", script,
+                                self.d.socket, job.id], capture_output=True, timeout=60, cwd="/",
+                               env={"PYTHONPATH": public, "PATH": "/usr/bin:/bin"})
+            out = r.stdout.decode()
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            self.assertIn("state RUNNING", out)
+            for what in ("kill", "logs", "attach"):
+                self.assertIn(what + " denied: job %s belongs to root; only its owner or root may do that"
+                              % job.id, out)
+            self.assertEqual(job.refresh().state, "RUNNING")
+        finally:
+            job.kill()
+            job.wait()
+            shutil.rmtree(public, ignore_errors=True)
+            subprocess.run(["/usr/sbin/userdel", "-r", user], capture_output=True)
+
+
+@fixture.needs_binaries
+class LtdDownTest(unittest.TestCase):
+    def test_every_call_says_ltd_is_not_reachable(self):
+        path = os.path.join(tempfile.gettempdir(), "ltpy-nothing-%d.sock" % os.getpid())
+        c = ltd.Client(path)
+        self.assertFalse(c.reachable())
+        for call in (c.ps, lambda: c.job("1"), lambda: c.kill("1"), lambda: c.submit([SH], 1)):
+            with self.assertRaises(ltd.Unreachable) as e:
+                call()
+            self.assertIn("cannot reach ltd at " + path, str(e.exception))
+            self.assertIn("start it with `ltd --socket", str(e.exception))
+        with self.assertRaises(ltd.Unreachable):
+            ltd.launch(print, via="ltd", socket=path)
+        with self.assertRaises(ltd.InvalidArgument):
+            ltd.Client("/tmp/" + "x" * 200)
+
+    def test_default_socket_from_the_environment(self):
+        old = os.environ.get("LTD_SOCKET")
+        os.environ["LTD_SOCKET"] = "/tmp/ltpy-env.sock"
+        try:
+            self.assertEqual(ltd.Client().socket, "/tmp/ltpy-env.sock")
+            del os.environ["LTD_SOCKET"]
+            self.assertEqual(ltd.Client().socket, ltd.DEFAULT_SOCKET)
+        finally:
+            if old is not None:
+                os.environ["LTD_SOCKET"] = old
+
+
+@fixture.needs_binaries
+class RestartTest(unittest.TestCase):
+    def test_wait_and_attach_follow_the_job_through_a_restart_of_ltd(self):
+        d = fixture.Daemon("--restore-window", "1m").start()
+        try:
+            c = ltd.Client(d.socket)
+            gate = os.path.join(d.dir, "gate")
+            job = c.submit([SH, "-c", 'while [ ! -e %s ]; do sleep 0.05; done; echo done $RANK' % gate], 1)
+            out, err = io.StringIO(), io.StringIO()
+            result = {}
+            t = threading.Thread(target=lambda: result.setdefault("code", job.attach(out, err)))
+            t.start()
+            self.assertTrue(fixture.wait_for(lambda: c.job(job.id).state == "RUNNING", 30))
+            d.terminate()
+            d.start()
+            # The new ltd streams the job to the attach from the moment it
+            # says so; a line before that is in the log only (as ltctl attach).
+            self.assertTrue(fixture.wait_for(lambda: "attach stream opened" in d.log(None) or not t.is_alive(), 60),
+                            d.log())
+            open(gate, "w").close()
+            t.join(60)
+            self.assertEqual(result.get("code"), 0, err.getvalue())
+            self.assertIn("lost ltd", err.getvalue())
+            self.assertIn("[0] done 0", out.getvalue())
+            self.assertEqual(ltd.Client(d.socket).job(job.id).wait(), 0)
+        finally:
+            d.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
