@@ -392,6 +392,8 @@ TEST_F(E2E, RanksRunAsTheSubmittingUserWhoAloneControlsTheJob) {
   EXPECT_EQ(d_.Show("1")["user"], "nobody");
 
   const std::string roots = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  // PENDING until its supervisor has started it (a moment on a busy machine).
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(roots)["state"] == "RUNNING"; }, 20s));
   CmdResult denied = as_nobody({"kill", roots});
   ExpectOneLineError(denied, "only its owner or root");
   EXPECT_EQ(d_.Show(roots)["state"], "RUNNING");
@@ -458,6 +460,7 @@ TEST(E2ENoDaemon, UnwritableStateDirIsRefused) {
 
 TEST_F(E2E, GarbageOnTheSocketHarmsNothing) {
   const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id)["state"] == "RUNNING"; }, 20s));
   std::mt19937 rng(7);
   for (int conn = 0; conn < 20; ++conn) {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
