@@ -74,7 +74,7 @@ struct RootCause {
   std::optional<WallTime> deadline_at;
 };
 
-// SPEC.md exit codes: the root cause's code, 128+N for signal N, 124 for a
+// docs/protocol.md's exit codes: the root cause's code, 128+N for signal N, 124 for a
 // hang, 130 for a cancellation, 127/126 for a program that cannot run (as a
 // shell says), 1 for ltd's own failure.
 int ExitCodeFor(const RootCause& cause);
