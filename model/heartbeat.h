@@ -14,7 +14,7 @@
 namespace ltd {
 
 struct HeartbeatMessage {
-  // kAuto*: lines of ltd's own automatic heartbeat module (README,
+  // kAuto*: lines of ltd's own automatic heartbeat module (docs/user-guide.md,
   // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
   // `auto stack FRAME<TAB>FRAME...` (innermost first).
   enum class Kind {

@@ -44,7 +44,7 @@ std::string_view ToString(JobState s);
 std::string_view ToString(RankState s);
 std::string_view ToString(CauseReason r);
 
-// What watched a job for hangs (README, "Automatic heartbeats"): nothing
+// What watched a job for hangs (docs/user-guide.md, "Automatic heartbeats"): nothing
 // yet, heartbeats the ranks send themselves (per-rank deadlines), or ltd's
 // automatic ones (the job is hung when no rank progresses). A rank's own
 // heartbeats take precedence over the automatic ones.
