@@ -12,6 +12,10 @@ packages=(
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
   libsystemd-dev prometheus-cpp-dev curl systemd
+  # The package (scripts/package.sh): man pages from markdown, the .deb's
+  # runtime dependencies; and its test, a Debian 12 root booted with
+  # systemd-nspawn (tests/package_test.sh).
+  go-md2man dpkg-dev debootstrap systemd-container
 )
 
 missing=()
