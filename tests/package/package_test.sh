@@ -3,7 +3,7 @@
 # 12 root (bookworm_root.sh) with systemd-nspawn, installs the .deb with
 # apt, and checks what an admin relies on: the socket enabled on install,
 # a user's 2-rank job through socket activation, `systemctl restart ltd`
-# keeping a running job (same pids), the watchdog killing a wedged ltd and
+# and an upgrade keeping a running job (same pids), the watchdog killing a wedged ltd and
 # systemd restarting it with the job still running, ltd's log in the
 # journal, an unknown config key failing `systemctl start` with the key in
 # the journal, `apt-get remove` leaving no ltd/supervisor/rank process,
@@ -190,12 +190,30 @@ inm systemctl reset-failed ltd.service
 inm systemctl start ltd.service
 [[ $(job_pids "$id") == "$before" ]] || fail "job $id was not adopted again after the failed start"
 
+step "an upgrade restarts ltd and keeps the running job"
+# The same package under a later version, repacked without compression.
+dpkg-deb -R "$deb" "$run/upgrade"
+sed -i 's/^Version: .*/&+upgrade1/' "$run/upgrade/DEBIAN/control"
+dpkg-deb --root-owner-group -Znone -b "$run/upgrade" "$run/root/root/upgrade.deb" >/dev/null
+rm -rf "$run/upgrade"
+main_before=$(inm systemctl show -p MainPID --value ltd.service)
+inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /root/upgrade.deb' >"$run/apt.log" 2>&1 ||
+  { cat "$run/apt.log" >&2; fail "apt-get install (upgrade)"; }
+[[ $(inm dpkg-query -W -f '${Version}' ltd) == *+upgrade1 ]] || fail "the upgrade did not install"
+main_after=$(inm systemctl show -p MainPID --value ltd.service)
+[[ $main_after != 0 && $main_after != "$main_before" ]] || fail "the upgrade did not restart ltd ($main_before -> $main_after)"
+[[ $(job_pids "$id") == "$before" ]] || fail "job $id did not survive the upgrade: '$(job_pids "$id")'"
+step "  ltd $main_before -> $main_after, job $id's ranks $before"
+
 step "apt-get remove ends every job and leaves no ltd process"
 inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq ltd' >"$run/apt.log" 2>&1 ||
   { cat "$run/apt.log" >&2; fail "apt-get remove"; }
 left=$(inm ps -e -o pid=,user:16=,comm= | awk '$3 == "ltd" || $3 == "lt-shim" || $3 == "lt-exec" || $2 == "alice"')
 [[ -z $left ]] || fail "processes left after remove: $left"
 [[ -d $run/root/var/lib/ltd ]] || fail "remove took the state dir (only purge may)"
+# Ended as `ltctl shutdown` ends jobs: torn down and recorded.
+record=$(inm cat "/var/lib/ltd/jobs/$id/job.json" | tr -d ' \n')
+[[ $record == *'"state":"CANCELLED"'* ]] || fail "job $id was not recorded ended by the removal: ${record:0:300}"
 step "apt-get purge removes the state"
 inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ltd' >"$run/apt.log" 2>&1 ||
   { cat "$run/apt.log" >&2; fail "apt-get purge"; }
