@@ -1,5 +1,5 @@
 // ltctl: the client. Every verb is one RPC to ltd over its Unix socket.
-// Exit codes follow SPEC.md: the job's for submit/attach/wait, 1 for an
+// Exit codes follow docs/protocol.md: the job's for submit/attach/wait, 1 for an
 // error of ltctl or ltd, always with a one-line message saying what to do.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include "job_json.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
+#include "version.h"
 
 extern char** environ;
 
@@ -269,6 +270,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ltctl: run and watch multi-rank training jobs under ltd"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", LTD_VERSION_LINE("ltctl"));
   // The globals are also taken after the verb (`ltctl show 7 --json`): an
   // option a verb does not know falls through to here. Set before the
   // verbs are added, which inherit it.

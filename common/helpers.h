@@ -1,5 +1,8 @@
-// Where ltd's helper programs (lt-exec, lt-shim) are: beside the running
-// binary in a build tree, in `libexec_dir` once installed.
+// Where ltd's helper programs (lt-exec, lt-shim) and its Python module are:
+// beside the running binary in a build tree; once installed, relative to
+// the running binary (`../libexec/ltd` from sbin/ or bin/), so that an
+// install at any prefix finds its own, and last in the directories
+// configured at build time.
 #pragma once
 
 #include <unistd.h>
@@ -9,23 +12,39 @@
 
 namespace ltd {
 
-// `relative` beside the running binary (a build tree), or "".
+// `relative` resolved against the running binary's directory, if it
+// exists there, or "".
 inline std::string FindBeside(const std::string& relative) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  const auto beside = self.parent_path() / relative;
+  const auto beside = (self.parent_path() / relative).lexically_normal();
   return access(beside.c_str(), F_OK) == 0 ? beside.string() : "";
 }
 
-// "" when it is in neither place.
-inline std::string FindHelper(const std::string& name, const std::string& libexec_dir) {
-  if (std::string beside = FindBeside(name); !beside.empty() && access(beside.c_str(), X_OK) == 0) {
-    return beside;
+// The executable `name`: beside the binary, in `from_self` relative to it,
+// or in `configured`; "" when it is in none of them.
+inline std::string FindHelper(const std::string& name, const std::string& from_self,
+                              const std::string& configured) {
+  for (const std::string& at : {FindBeside(name), FindBeside(from_self + "/" + name)}) {
+    if (!at.empty() && access(at.c_str(), X_OK) == 0) return at;
   }
-  const std::string installed = libexec_dir + "/" + name;
+  const std::string installed = configured + "/" + name;
   if (access(installed.c_str(), X_OK) == 0) return installed;
   return "";
+}
+
+// The directory holding `file`: `beside` (a build tree's relative dir),
+// `from_self` relative to the binary, else `configured` (which may not
+// hold it: the caller checks).
+inline std::string FindDirOf(const std::string& file, const std::string& beside,
+                             const std::string& from_self, const std::string& configured) {
+  for (const std::string& dir : {beside, from_self}) {
+    if (!FindBeside(dir + "/" + file).empty()) {
+      return std::filesystem::path(FindBeside(dir + "/" + file)).parent_path().string();
+    }
+  }
+  return configured;
 }
 
 }  // namespace ltd

@@ -27,6 +27,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "nvml.h"
+#include "options.h"
 #include "ports.h"
 #include "service.h"
 #include "shim_host.h"
@@ -37,6 +38,7 @@
 #include "systemd_notify.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
+#include "version.h"
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
@@ -44,37 +46,16 @@
 #ifndef LTD_PYTHONDIR
 #define LTD_PYTHONDIR "/usr/local/share/ltd/python"
 #endif
+// The same directories relative to the installed binary's own directory.
+#ifndef LTD_LIBEXEC_FROM_BIN
+#define LTD_LIBEXEC_FROM_BIN "../libexec/ltd"
+#endif
+#ifndef LTD_PYTHON_FROM_BIN
+#define LTD_PYTHON_FROM_BIN "../share/ltd/python"
+#endif
 
 namespace ltd {
 namespace {
-
-struct Options {
-  std::string socket = "/run/ltd/ltd.sock";
-  std::string state_dir = "/var/lib/ltd";
-  int devices = 0;
-  std::string gpus;
-  std::string log_level = "info";
-  std::string containment = "auto";
-  std::string stack_budget = "5s";
-  size_t keep_jobs = 10000;
-  // Per-user bounds, so that no user can take the server from the others.
-  int user_max_running_jobs = 0;
-  int user_max_pending_jobs = 1000;
-  int user_max_connections = 64;
-  std::string idle_timeout = "10m";
-  std::string job_max_log_bytes = "1G";
-  int max_restarts_limit = 100;
-  std::string restart_backoff = "1s";
-  std::string restore_window = "10m";
-  // Automatic heartbeats for Python ranks (README).
-  bool auto_heartbeat = true;
-  std::string auto_heartbeat_timeout = "5m";
-  std::string auto_heartbeat_dir;  // empty: beside ltd (build tree), else installed
-  std::string metrics_listen;      // empty: no metrics
-  std::string nvml_library = "libnvidia-ml.so.1";
-  uint64_t gpu_leftover_mib = 0;
-  std::string gpu_sample_interval = "10s";
-};
 
 // A supervisor answers in microseconds; the ones that do not within this
 // are taken for dead, and their jobs are LOST.
@@ -99,12 +80,11 @@ int CountGpus() {
 // The automatic heartbeat module: python/autoload beside ltd in a build
 // tree, the installed one otherwise.
 std::string FindAutoHeartbeatDir() {
-  std::string beside = FindBeside("python/autoload/sitecustomize.py");
-  if (!beside.empty()) return beside.substr(0, beside.rfind('/'));
-  return std::string(LTD_PYTHONDIR) + "/autoload";
+  return FindDirOf("sitecustomize.py", "python/autoload", LTD_PYTHON_FROM_BIN "/autoload",
+                   LTD_PYTHONDIR "/autoload");
 }
 
-int Run(const Options& opt) {
+int Run(const Options& opt, const ConfigSources& config_sources) {
   // SIGTERM and SIGINT wait until the loop can take them: one that comes
   // while ltd starts (its socket may answer already) must stop it cleanly,
   // not kill it. Threads started meanwhile inherit the mask, so the loop
@@ -123,6 +103,7 @@ int Run(const Options& opt) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("ltd"));
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::info("{}; {}", LTD_VERSION_LINE("ltd"), config_sources.Describe());
 
   ManagerConfig config;
   auto duration = [](const char* flag, const std::string& text) -> std::optional<Millis> {
@@ -217,11 +198,11 @@ int Run(const Options& opt) {
     config.placement.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  const std::string exec = FindHelper("lt-exec", LTD_LIBEXECDIR);
-  const std::string shim = FindHelper("lt-shim", LTD_LIBEXECDIR);
+  const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
+  const std::string shim = FindHelper("lt-shim", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (exec.empty() || shim.empty()) {
-    std::fprintf(stderr, "ltd: cannot find %s beside ltd or in %s; reinstall ltd\n",
-                 exec.empty() ? "lt-exec" : "lt-shim", LTD_LIBEXECDIR);
+    std::fprintf(stderr, "ltd: cannot find %s beside ltd, in %s from it or in %s; reinstall ltd\n",
+                 exec.empty() ? "lt-exec" : "lt-shim", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
     return 1;
   }
   if (auto s = CheckSocketPath(opt.socket); !s.ok()) {
@@ -446,82 +427,32 @@ int Run(const Options& opt) {
 
 int main(int argc, char** argv) {
   ltd::Options opt;
+  std::string config_path = "/etc/ltd/ltd.toml";
+  bool print_config = false;
   CLI::App app{"ltd: supervises multi-rank training jobs; control it with ltctl"};
-  app.set_config("--config", "/etc/ltd/ltd.toml", "TOML file with the same keys as the options");
-  app.add_option("--socket", opt.socket, "Unix socket to listen on")->capture_default_str();
-  app.add_option("--state-dir", opt.state_dir, "job records and rank logs")->capture_default_str();
-  auto* devices = app.add_option("--devices", opt.devices, "N logical device slots")
-                      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--gpus", opt.gpus, "GPU indices jobs are placed on, e.g. 0,1,2,3")
-      ->excludes(devices);
-  app.add_option("--log-level", opt.log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
-  app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
-      ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
-      ->capture_default_str();
-  app.add_option("--keep-jobs", opt.keep_jobs, "finished jobs whose records and logs are kept")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--stack-budget", opt.stack_budget,
-                 "time a hung job's stacks may take before its teardown; 0: take none")
-      ->capture_default_str();
-  app.add_option("--user-max-running-jobs", opt.user_max_running_jobs,
-                 "jobs one user may run at once; 0: as many as the devices allow")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--user-max-pending-jobs", opt.user_max_pending_jobs,
-                 "jobs one user may have waiting; more submits are refused; 0: no limit")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--user-max-connections", opt.user_max_connections,
-                 "connections one user may hold open to ltd")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--idle-timeout", opt.idle_timeout,
-                 "a connection with no call in progress for this long is closed")
-      ->capture_default_str();
-  app.add_option("--job-max-log-bytes", opt.job_max_log_bytes,
-                 "output kept per job; past it the head and the tail are kept")
-      ->capture_default_str();
-  app.add_option("--max-restarts-limit", opt.max_restarts_limit,
-                 "the largest --max-restarts a job may ask for")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--restart-backoff", opt.restart_backoff,
-                 "wait before a job's first restart, doubling for each next one up to 5m")
-      ->capture_default_str();
-  app.add_option("--restore-window", opt.restore_window,
-                 "how long running jobs outlive ltd (a restart, an upgrade) before their "
-                 "supervisors tear them down; 0: every job ends with ltd")
-      ->capture_default_str();
-  app.add_option("--auto-heartbeat", opt.auto_heartbeat,
-                 "watch Python ranks for hangs without code changes (jobs may opt out)")
-      ->capture_default_str();
-  app.add_option("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout,
-                 "automatic heartbeats: a job is hung when no rank progresses for this long, "
-                 "unless it was submitted with --heartbeat-timeout")
-      ->capture_default_str();
-  app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir,
-                 "the directory of ltd's sitecustomize.py for Python ranks (root's, writable by "
-                 "no one else); default: python/autoload beside ltd, else under share/ltd");
-  app.add_option("--nvml-library", opt.nvml_library,
-                 "NVML to load for GPU checks (tests load a fake one)")
-      ->capture_default_str();
-  app.add_option("--gpu-leftover-mib", opt.gpu_leftover_mib,
-                 "a GPU whose job ended is reused only once no process outside a running job "
-                 "holds more than this on it")
-      ->capture_default_str();
-  app.add_option("--gpu-sample-interval", opt.gpu_sample_interval,
-                 "how often each GPU's memory and utilisation are sampled for `show`")
-      ->capture_default_str();
-  app.add_option("--metrics-listen", opt.metrics_listen,
-                 "serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464); off by default");
+  auto* config = app.add_option("--config", config_path,
+                                "TOML file whose keys are the options' names without --; flags "
+                                "win over it (see ltd.toml(5))")
+                     ->capture_default_str();
+  app.add_flag("--print-config", print_config,
+               "print the effective configuration and where each value came from, then exit");
+  app.set_version_flag("--version", LTD_VERSION_LINE("ltd"));
+  ltd::AddOptions(app, opt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", e.what());
     return 1;
   }
-  return ltd::Run(opt);
+  ltd::ConfigSources sources;
+  if (auto s = ltd::ApplyConfigFile(app, config_path, config->count() > 0, &sources); !s.ok()) {
+    std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  if (print_config) {
+    std::fputs(ltd::EffectiveConfig(app, sources).c_str(), stdout);
+    return 0;
+  }
+  return ltd::Run(opt, sources);
 }

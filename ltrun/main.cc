@@ -42,6 +42,7 @@
 #include "uv_clock.h"
 #include "uv_handle.h"
 #include "uv_launcher.h"
+#include "version.h"
 
 #ifndef LTD_LIBEXECDIR
 #define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
@@ -49,13 +50,21 @@
 #ifndef LTD_PYTHONDIR
 #define LTD_PYTHONDIR "/usr/local/share/ltd/python"
 #endif
+// The same directories relative to the installed binary's own directory.
+#ifndef LTD_LIBEXEC_FROM_BIN
+#define LTD_LIBEXEC_FROM_BIN "../libexec/ltd"
+#endif
+#ifndef LTD_PYTHON_FROM_BIN
+#define LTD_PYTHON_FROM_BIN "../share/ltd/python"
+#endif
 
 extern char** environ;
 
 namespace ltd {
 namespace {
 
-constexpr int kErrorExit = 2;
+// An error of ltrun itself, a wrong command line included: ltctl's code.
+constexpr int kErrorExit = 1;
 
 struct Options {
   int devices = 1;
@@ -211,9 +220,10 @@ int Run(const Options& opt) {
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
   const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
 
-  const std::string exec = FindHelper("lt-exec", LTD_LIBEXECDIR);
+  const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (exec.empty())
-    Die(Cat("cannot find lt-exec beside ltrun or in ", LTD_LIBEXECDIR, "; reinstall ltd"));
+    Die(Cat("cannot find lt-exec beside ltrun, in ", LTD_LIBEXEC_FROM_BIN, " from it or in ",
+            LTD_LIBEXECDIR, "; reinstall ltd"));
 
   // The job's record and log: a directory of the user's, removed at the
   // end unless they asked for it (--state-dir).
@@ -291,8 +301,8 @@ int Run(const Options& opt) {
     config.extra_rank_env.push_back(plan.rank_marker);
     if (opt.auto_heartbeat) {
       // ltd's module for Python ranks, where this ltrun finds it.
-      std::string dir = FindBeside("python/autoload/sitecustomize.py");
-      dir = !dir.empty() ? dir.substr(0, dir.rfind('/')) : std::string(LTD_PYTHONDIR) + "/autoload";
+      const std::string dir = FindDirOf("sitecustomize.py", "python/autoload",
+                                        LTD_PYTHON_FROM_BIN "/autoload", LTD_PYTHONDIR "/autoload");
       if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
         config.auto_heartbeat_dir = dir;
       } else {
@@ -406,6 +416,7 @@ int main(int argc, char** argv) {
   app.add_flag("--die-with-parent", opt.die_with_parent,
                "tear the job down when the process that started ltrun dies");
   // Everything from PROGRAM on is the program's (`--` before it is optional).
+  app.set_version_flag("--version", LTD_VERSION_LINE("ltrun"));
   app.prefix_command();
   app.footer("usage: ltrun [options] [--] PROGRAM [ARGS...]");
   try {
@@ -416,6 +427,15 @@ int main(int argc, char** argv) {
     return ltd::kErrorExit;
   }
   opt.command = app.remaining();
+  // An option ltrun does not know stops at PROGRAM for CLI11, which would
+  // run `--devcies` as the program; before PROGRAM it is a mistake, as in
+  // ltctl (a program whose name starts with '-' comes after `--`).
+  if (!opt.command.empty() && opt.command.front().starts_with("-") &&
+      opt.command.front() != "--") {
+    std::fprintf(stderr, "ltrun: unknown option %s; see `ltrun --help`\n",
+                 ltd::DisplayEscape(opt.command.front(), ltd::Controls::kEscape).c_str());
+    return ltd::kErrorExit;
+  }
   if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
   if (opt.command.empty()) {
     std::fprintf(stderr,

@@ -1,4 +1,4 @@
-// Automatic heartbeats for Python ranks that never heard of ltd (README,
+// Automatic heartbeats for Python ranks that never heard of ltd (docs/user-guide.md,
 // "Automatic heartbeats"). ltd asks for them in a rank's environment;
 // lt-exec, running as the user once it has found the program, grants them
 // only to a program that runs Python or may start it (a shell, `env`), by

@@ -1,4 +1,4 @@
-// The heartbeat protocol of SPEC.md: newline-terminated ASCII lines a rank
+// The heartbeat protocol of docs/protocol.md: newline-terminated ASCII lines a rank
 // writes to LT_HEARTBEAT_FD. Whatever arrives, the parser keeps at most one
 // line in memory and never fails; bad lines are counted and skipped.
 #pragma once
@@ -14,7 +14,7 @@
 namespace ltd {
 
 struct HeartbeatMessage {
-  // kAuto*: lines of ltd's own automatic heartbeat module (README,
+  // kAuto*: lines of ltd's own automatic heartbeat module (docs/user-guide.md,
   // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
   // `auto stack FRAME<TAB>FRAME...` (innermost first).
   enum class Kind {

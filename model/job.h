@@ -44,7 +44,7 @@ std::string_view ToString(JobState s);
 std::string_view ToString(RankState s);
 std::string_view ToString(CauseReason r);
 
-// What watched a job for hangs (README, "Automatic heartbeats"): nothing
+// What watched a job for hangs (docs/user-guide.md, "Automatic heartbeats"): nothing
 // yet, heartbeats the ranks send themselves (per-rank deadlines), or ltd's
 // automatic ones (the job is hung when no rank progresses). A rank's own
 // heartbeats take precedence over the automatic ones.
@@ -78,7 +78,7 @@ struct RootCause {
   std::string cancelled_by;
 };
 
-// SPEC.md exit codes: the root cause's code, 128+N for signal N, 124 for a
+// docs/protocol.md's exit codes: the root cause's code, 128+N for signal N, 124 for a
 // hang, 130 for a cancellation, 127/126 for a program that cannot run (as a
 // shell says), 1 for ltd's own failure.
 int ExitCodeFor(const RootCause& cause);

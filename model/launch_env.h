@@ -1,5 +1,5 @@
 // What a rank is started with: its environment, the torchrun contract of
-// SPEC.md on top of the client's. (The program is found by lt-exec, as the
+// docs/protocol.md on top of the client's. (The program is found by lt-exec, as the
 // user, in the user's PATH: see exec_shim.cc.) Pure functions.
 #pragma once
 

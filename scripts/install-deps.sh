@@ -16,6 +16,10 @@ packages=(
   # ltd.launch, and its tests in real Jupyter kernels.
   python3-grpcio python3-protobuf python3-cloudpickle
   python3-nbclient python3-ipykernel python3-jupyter-client
+  # The package (scripts/package.sh): man pages from markdown, the .deb's
+  # runtime dependencies; and its test, a Debian 12 root booted with
+  # systemd-nspawn (tests/package_test.sh).
+  go-md2man dpkg-dev debootstrap systemd-container
 )
 
 missing=()

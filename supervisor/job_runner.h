@@ -36,7 +36,7 @@ struct RunnerConfig {
   // kMaxRestartBackoff, so a job that fails at once cannot spin.
   Millis restart_backoff{1000};
   static constexpr Millis kMaxRestartBackoff{5 * 60 * 1000};
-  // Automatic heartbeats (README): the directory of ltd's sitecustomize
+  // Automatic heartbeats (docs/user-guide.md): the directory of ltd's sitecustomize
   // handed to Python ranks (empty: off for every job), and the hang
   // timeout of a job submitted without --heartbeat-timeout.
   std::string auto_heartbeat_dir;

@@ -38,7 +38,7 @@ struct RankRuntime {
   std::optional<Millis> last_beat;
   std::optional<Millis> timeout;  // a `timeout DUR` from the rank overrides the job's
 
-  // Automatic heartbeats (README): ltd's module runs in this rank (`auto
+  // Automatic heartbeats (docs/user-guide.md): ltd's module runs in this rank (`auto
   // on`), unless the rank beats itself, which takes precedence for good.
   bool auto_on = false;
   bool explicit_beats = false;

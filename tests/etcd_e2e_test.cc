@@ -277,8 +277,8 @@ TEST_F(EtcdRun, MismatchedNnodesEndsBothNodes) {
   auto n1 = Node(1, {}, {"true"});
   n1[6] = "3";  // --nnodes 3
   auto [zero, one] = RunBoth(n0, n1, 60s);
-  EXPECT_EQ(zero.exit_code, 2) << zero.err;
-  EXPECT_EQ(one.exit_code, 2) << one.err;
+  EXPECT_EQ(zero.exit_code, 1) << zero.err;
+  EXPECT_EQ(one.exit_code, 1) << one.err;
   EXPECT_NE(one.err.find("every node must give the same --nnodes"), std::string::npos) << one.err;
   EXPECT_NE(zero.err.find("every node must give the same --nnodes"), std::string::npos) << zero.err;
 }
@@ -287,8 +287,8 @@ TEST_F(EtcdRun, DuplicateNodeRank) {
   auto [zero, one] = RunBoth(Node(0, {"--rdzv-timeout", "20s"}, {"true"}),
                              Node(0, {"--rdzv-timeout", "20s"}, {"true"}), 60s);
   // One of the two nodes 0 is refused; the run cannot start for the other.
-  EXPECT_EQ(zero.exit_code, 2) << zero.err;
-  EXPECT_EQ(one.exit_code, 2) << one.err;
+  EXPECT_EQ(zero.exit_code, 1) << zero.err;
+  EXPECT_EQ(one.exit_code, 1) << one.err;
   EXPECT_NE((zero.err + one.err).find("node rank 0 of run " + run_id_ + " is already taken"),
             std::string::npos)
       << zero.err << one.err;
@@ -296,7 +296,7 @@ TEST_F(EtcdRun, DuplicateNodeRank) {
 
 TEST_F(EtcdRun, RendezvousThatNeverCompletes) {
   CmdResult r = RunCommand(Node(1, {"--rdzv-timeout", "1s"}, {"true"}), Env(), 60s);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("did not complete within --rdzv-timeout 1s: 1 of 2 nodes joined"),
             std::string::npos)
       << r.err;
@@ -306,7 +306,7 @@ TEST_F(EtcdRun, UnreachableEtcd) {
   auto argv = Node(0, {"--rdzv-timeout", "1s"}, {"true"});
   argv[2] = "etcd://127.0.0.1:" + std::to_string(FreeTcpPort());
   CmdResult r = RunCommand(argv, Env(), 60s);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("cannot reach etcd at 127.0.0.1:"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }

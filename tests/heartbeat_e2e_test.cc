@@ -122,7 +122,7 @@ TEST_F(Heartbeats, PythonRankStalledInAFunctionIsNamedInTheReport) {
 }
 
 // No --heartbeat-timeout in these jobs: the rank's own "timeout DUR" line
-// arms its watchdog (SPEC.md, Heartbeats).
+// arms its watchdog (docs/protocol.md, "Heartbeats").
 TEST_F(Heartbeats, PythonSetTimeoutArmsTheWatchdogWithoutAJobTimeout) {
   CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kPython, kRanks + "/timeout_hang.py",
                         "--timeout", "2", "--hang-rank", "1", "--beats", "3"},

@@ -167,10 +167,10 @@ TEST_P(Ltrun, CtrlCTearsTheJobDownAndExits130) {
 
 TEST_P(Ltrun, BadCommandLinesAreOneLine) {
   CmdResult none = Run({"--devices", "2"});
-  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("no program given"), std::string::npos) << none.err;
   CmdResult bad = Run({"--heartbeat-timeout", "soon", "--", "/bin/true"});
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 

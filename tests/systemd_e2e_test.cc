@@ -292,7 +292,7 @@ TEST(SystemdUnits, VerifyCleanly) {
   ASSERT_FALSE(socket_unit.empty());
   EXPECT_NE(service.find("Type=notify"), std::string::npos);
   EXPECT_NE(service.find("WatchdogSec="), std::string::npos);
-  EXPECT_NE(service.find("ExecStart=" LT_INSTALL_SBINDIR "/ltd "), std::string::npos) << service;
+  EXPECT_NE(service.find("ExecStart=" LT_INSTALL_SBINDIR "/ltd\n"), std::string::npos) << service;
   EXPECT_EQ(service.find('@'), std::string::npos) << "an unsubstituted @VAR@";
   EXPECT_NE(socket_unit.find("ListenStream=/run/ltd/ltd.sock"), std::string::npos);
 
@@ -307,8 +307,11 @@ TEST(SystemdUnits, VerifyCleanly) {
   local.replace(local.find(from), from.size(), LtdPath());
   std::ofstream(copy + "/ltd.service") << local;
   std::ofstream(copy + "/ltd.socket") << socket_unit;
-  CmdResult v = RunCommand({Trim(which.out), "verify", copy + "/ltd.socket", copy + "/ltd.service"},
-                           {"SYSTEMD_LOG_COLOR=0"}, 60s);
+  // --man=no: the man pages Documentation= names are installed with the
+  // package (its test checks them), not in the build tree.
+  CmdResult v = RunCommand(
+      {Trim(which.out), "verify", "--man=no", copy + "/ltd.socket", copy + "/ltd.service"},
+      {"SYSTEMD_LOG_COLOR=0"}, 60s);
   if (v.exit_code != 0 && (v.err.find("Failed to initialize manager") != std::string::npos ||
                            v.err.find("Failed to setup") != std::string::npos)) {
     GTEST_SKIP() << "systemd-analyze verify cannot run here: " << v.err;

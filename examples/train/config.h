@@ -33,7 +33,7 @@ struct Options {
   int64_t hang_step = -1;
 };
 
-// The torchrun contract (SPEC.md, "Environment of each rank"), the part a
+// The torchrun contract (docs/protocol.md, "The environment"), the part a
 // trainer needs. Without RANK/WORLD_SIZE the program runs as one rank.
 struct RankEnv {
   int rank = 0;

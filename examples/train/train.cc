@@ -109,7 +109,7 @@ std::shared_ptr<gloo::transport::Device> MakeGlooDevice(const RankEnv& env) {
 
 torch::Device PickDevice([[maybe_unused]] const RankEnv& env) {
 #ifdef LTD_TRAIN_WITH_NCCL
-  // CUDA_VISIBLE_DEVICES is the same list for every rank (SPEC.md), so a
+  // CUDA_VISIBLE_DEVICES is the same list for every rank (docs/protocol.md), so a
   // rank takes its slot by LOCAL_RANK.
   if (torch::cuda::is_available()) {
     return torch::Device(

@@ -1,4 +1,4 @@
-// Formatting of heartbeat protocol lines (SPEC.md, Heartbeats).
+// Formatting of heartbeat protocol lines (docs/protocol.md, "Heartbeats").
 //
 // Pure functions over caller-provided buffers: the C API formats on the
 // stack, so a heartbeat costs no allocation, and tests check the exact bytes

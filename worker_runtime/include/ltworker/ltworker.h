@@ -1,6 +1,6 @@
 /* libltworker: how a rank talks to ltd.
  *
- * Every call writes one line of the heartbeat protocol (SPEC.md, Heartbeats)
+ * Every call writes one line of the heartbeat protocol (docs/protocol.md, "Heartbeats")
  * to the fd named by LT_HEARTBEAT_FD. When that variable is absent (the
  * program runs without ltd) every call is a cheap no-op that returns 0, so
  * the same binary runs anywhere. Calls are thread-safe and never block for

@@ -1,8 +1,8 @@
 """Automatic heartbeats for a Python rank that never imports ltworker.
 
 Started by ltd's sitecustomize in the first Python process of a rank (see
-there). It writes lines of the heartbeat protocol (README, "Automatic
-heartbeats") through ltworker's own writer, loaded privately from ltd's
+there). It writes lines of the heartbeat protocol (docs/user-guide.md,
+"Automatic heartbeats") through ltworker's own writer, loaded privately from ltd's
 copy so that the program's `import ltworker`, if any, is untouched:
 
     auto on                 this rank is watched automatically

@@ -1,4 +1,4 @@
-"""Heartbeats from a training rank to ltd (SPEC.md, "Heartbeats").
+"""Heartbeats from a training rank to ltd (docs/protocol.md, "Heartbeats").
 
 ltd gives every rank a writable file descriptor named by LT_HEARTBEAT_FD
 (always 3). This module writes the protocol's lines to it::
