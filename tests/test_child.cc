@@ -176,6 +176,19 @@ void Run(const std::string& action) {
       Beat(i);
       if (ms > 0) usleep(static_cast<useconds_t>(ms * 1000));
     }
+  } else if (verb == "repeat") {
+    // repeat:N:TEXT: TEXT as N heartbeat lines, in writes of many lines.
+    const auto c2 = arg.find(':');
+    const long n = std::atol(arg.c_str());
+    const std::string line = (c2 == std::string::npos ? "" : arg.substr(c2 + 1)) + "\n";
+    std::string chunk;
+    for (long i = 0; i < n; ++i) {
+      chunk += line;
+      if (chunk.size() >= 65536 || i + 1 == n) {
+        (void)!write(3, chunk.data(), chunk.size());
+        chunk.clear();
+      }
+    }
   } else if (verb == "line") {
     const std::string line = arg + "\n";
     (void)!write(3, line.data(), line.size());
