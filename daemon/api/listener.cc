@@ -60,7 +60,10 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   }
   // Every local user may submit; who they are comes from SO_PEERCRED.
   if (chmod(path.c_str(), 0666) != 0) return PosixError("chmod", path, errno);
-  if (listen(fd.get(), 128) != 0) return PosixError("listen", path, errno);
+  // A deep backlog: a burst of one user's connects must not fill it before
+  // the accept thread has taken (and refused) them, or others' connects
+  // fail meanwhile.
+  if (listen(fd.get(), SOMAXCONN) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
@@ -157,6 +160,7 @@ void Listener::AcceptLoop(grpc::Server* server) {
   Fd reserve(open("/dev/null", O_RDONLY | O_CLOEXEC));
   bool starved = false;
   std::set<uid_t> over_limit;  // users told of their limit, until they are under it
+  std::set<uid_t> over_rate;   // the same, of the connect rate
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
     const int ready = poll(fds, 2, kSweepEveryMs);
@@ -169,6 +173,13 @@ void Listener::AcceptLoop(grpc::Server* server) {
     if (ready == 0) {  // quiet: forget connections gRPC has closed meanwhile
       std::lock_guard lock(mu_);
       SweepLocked();
+      // And users whose buckets are full again: they cost nothing.
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = buckets_.begin(); it != buckets_.end();) {
+        const double secs = std::chrono::duration<double>(now - it->second.at).count();
+        it = it->second.tokens + secs * connect_rate_ >= connect_burst_ ? buckets_.erase(it)
+                                                                        : std::next(it);
+      }
       continue;
     }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -202,6 +213,17 @@ void Listener::AcceptLoop(grpc::Server* server) {
       close(conn);
       continue;
     }
+    if (cred.uid != 0 && !TakeConnectToken(cred.uid, std::chrono::steady_clock::now())) {
+      if (over_rate.insert(cred.uid).second) {
+        spdlog::warn(
+            "uid {} connects more than {} times a second (--user-max-connects); "
+            "refusing the excess",
+            cred.uid, connect_rate_);
+      }
+      close(conn);
+      continue;
+    }
+    over_rate.erase(cred.uid);
     Peer peer;
     peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid};
     if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
@@ -226,6 +248,20 @@ void Listener::AcceptLoop(grpc::Server* server) {
     }
     grpc::AddInsecureChannelFromFd(server, conn);
   }
+}
+
+bool Listener::TakeConnectToken(uid_t uid, std::chrono::steady_clock::time_point now) {
+  if (connect_rate_ <= 0) return true;
+  auto [it, fresh] = buckets_.try_emplace(uid, Bucket{connect_burst_, now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    const double secs = std::chrono::duration<double>(now - b.at).count();
+    b.tokens = std::min(connect_burst_, b.tokens + secs * connect_rate_);
+    b.at = now;
+  }
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
 }
 
 size_t Listener::OpenOfLocked(uid_t uid) {
