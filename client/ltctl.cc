@@ -3,6 +3,7 @@
 // error of ltctl or ltd, always with a one-line message saying what to do.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -72,8 +73,18 @@ std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
   // ltd bounds its replies (List pages, Show's texts); room to spare all the same.
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Ltd::NewStub(
-      grpc::CreateCustomChannel("unix:" + g.socket, grpc::InsecureChannelCredentials(), args));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  auto channel =
+      grpc::CreateCustomChannel("unix:" + g.socket, grpc::InsecureChannelCredentials(), args);
+  // Connected before the first call, trying again for a while: another
+  // user's flood of connects may fill ltd's backlog for a moment, and a
+  // call would fail at once on that moment.
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    Die("cannot reach ltd at " + g.socket + " within 10s; is it overloaded or stopping?");
+  }
+  return v1::Ltd::NewStub(channel);
 }
 
 void PrintJson(const nlohmann::json& j) {
@@ -275,6 +286,21 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  // This process's resource limits: the ranks get them (ltd lowers them to
+  // its own), as a login's limits.conf meant for this user.
+  static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
+      {RLIMIT_AS, "AS"},         {RLIMIT_CORE, "CORE"},   {RLIMIT_CPU, "CPU"},
+      {RLIMIT_DATA, "DATA"},     {RLIMIT_FSIZE, "FSIZE"}, {RLIMIT_MEMLOCK, "MEMLOCK"},
+      {RLIMIT_NOFILE, "NOFILE"}, {RLIMIT_NPROC, "NPROC"}, {RLIMIT_RSS, "RSS"},
+      {RLIMIT_STACK, "STACK"}};
+  for (const auto& [resource, name] : kLimits) {
+    rlimit lim{};
+    if (getrlimit(resource, &lim) != 0) continue;
+    v1::ResourceLimit* l = req.add_rlimits();
+    l->set_resource(name);
+    l->set_soft(lim.rlim_cur);
+    l->set_hard(lim.rlim_max);
+  }
 
   // Ctrl-C while attached: the first tears the job down, ltctl stays to
   // report the outcome; a second one leaves at once. Blocked before gRPC

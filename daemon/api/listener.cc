@@ -110,6 +110,7 @@ namespace {
 
 constexpr int kSweepEveryMs = 2000;
 constexpr int kStarvedPauseMs = 100;
+constexpr int kAcceptsPerPoll = 256;
 
 // The socket behind fd `fd` now, if it is one.
 bool SocketIdentity(int fd, dev_t* dev, ino_t* ino) {
@@ -160,10 +161,19 @@ void Listener::AcceptLoop(grpc::Server* server) {
   Fd reserve(open("/dev/null", O_RDONLY | O_CLOEXEC));
   bool starved = false;
   std::set<uid_t> over_limit;  // users told of their limit, until they are under it
-  std::set<uid_t> over_rate;   // the same, of the connect rate
+  // Users told of the connect rate, and when.
+  std::map<uid_t, std::chrono::steady_clock::time_point> over_rate;
+  // The backlog is drained without a poll between accepts (the socket is
+  // non-blocking), so that one user's flood of connects, most closed at
+  // once, does not fill it while others wait to be taken off it; the stop
+  // pipe is looked at every kAcceptsPerPoll accepts.
+  const int flags = fcntl(fd_.get(), F_GETFL);
+  if (flags >= 0) (void)fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
+  int draining = 0;  // accepts since the last poll, while the backlog gives
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
-    const int ready = poll(fds, 2, kSweepEveryMs);
+    if (draining >= kAcceptsPerPoll) draining = 0;
+    const int ready = draining > 0 ? 1 : poll(fds, 2, kSweepEveryMs);
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll on {}: {}", path_, std::strerror(errno));
@@ -175,6 +185,8 @@ void Listener::AcceptLoop(grpc::Server* server) {
       SweepLocked();
       // And users whose buckets are full again: they cost nothing.
       const auto now = std::chrono::steady_clock::now();
+      std::erase_if(over_rate,
+                    [&](const auto& w) { return now - w.second >= std::chrono::minutes(1); });
       for (auto it = buckets_.begin(); it != buckets_.end();) {
         const double secs = std::chrono::duration<double>(now - it->second.at).count();
         it = it->second.tokens + secs * connect_rate_ >= connect_burst_ ? buckets_.erase(it)
@@ -183,6 +195,7 @@ void Listener::AcceptLoop(grpc::Server* server) {
       continue;
     }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    draining = conn >= 0 ? draining + 1 : 0;
     if (conn < 0) {
       if (errno == EMFILE || errno == ENFILE) {
         if (!starved) {
@@ -213,8 +226,12 @@ void Listener::AcceptLoop(grpc::Server* server) {
       close(conn);
       continue;
     }
-    if (cred.uid != 0 && !TakeConnectToken(cred.uid, std::chrono::steady_clock::now())) {
-      if (over_rate.insert(cred.uid).second) {
+    const auto now = std::chrono::steady_clock::now();
+    if (cred.uid != 0 && !TakeConnectToken(cred.uid, now)) {
+      // Once a minute at most per user: a flood must not flood the log too.
+      auto [warned, fresh] = over_rate.try_emplace(cred.uid, now);
+      if (fresh || now - warned->second >= std::chrono::minutes(1)) {
+        warned->second = now;
         spdlog::warn(
             "uid {} connects more than {} times a second (--user-max-connects); "
             "refusing the excess",
@@ -223,7 +240,6 @@ void Listener::AcceptLoop(grpc::Server* server) {
       close(conn);
       continue;
     }
-    over_rate.erase(cred.uid);
     Peer peer;
     peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid};
     if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
