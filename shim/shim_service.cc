@@ -154,11 +154,12 @@ void ShimService::SendRecord(const Job& job) {
   beats_dirty_ = false;
   beats_sent_.clear();
   for (const Rank& rank : job.ranks) beats_sent_.push_back(BeatOf(rank));
-  std::optional<shim::v1::Event> full, slim;
+  // Each form made once, and only if some watcher takes it.
+  std::optional<shim::v1::Event> forms[2];  // [0] whole, [1] slim
   for (const auto& [handle, watching] : watchers_) {
-    std::optional<shim::v1::Event>& event = watching.slim ? slim : full;
-    if (!event) event = RecordEvent(job, false, watching.slim);
-    handle->Push(*event);
+    const size_t form = watching.slim ? 1 : 0;
+    if (!forms[form].has_value()) forms[form].emplace(RecordEvent(job, false, watching.slim));
+    handle->Push(*forms[form]);
   }
 }
 
