@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "nvml.h"
 #include "ports.h"
+#include "resource_limits.h"
 #include "service.h"
 #include "shim_host.h"
 #include "socket_activation.h"
@@ -61,6 +62,9 @@ struct Options {
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;
   int user_max_connections = 64;
+  int user_max_streams = 64;
+  double user_max_connects = 200;
+  int connection_max_streams = 16;
   std::string idle_timeout = "10m";
   std::string job_max_log_bytes = "1G";
   int max_restarts_limit = 100;
@@ -83,6 +87,7 @@ constexpr std::chrono::milliseconds kProbeTimeout{1000};
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
 // cap a host at ~300 ranks, so take what the hard limit allows.
 void RaiseFdLimit() {
+  (void)StartLimits();  // what ranks get at most, taken before the raise
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
   lim.rlim_cur = lim.rlim_max;
@@ -242,6 +247,7 @@ int Run(const Options& opt) {
     std::fprintf(stderr, "ltd: %s\n", std::string(lock.status().message()).c_str());
     return 1;
   }
+  store->RemoveLeftovers();  // pruned by an earlier ltd, not yet gone
   // Under ltd.socket systemd holds the socket; started by hand, ltd binds it.
   auto activated = ListeningSocketFromSystemd();
   if (!activated.ok()) {
@@ -255,6 +261,7 @@ int Run(const Options& opt) {
     std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());
     return 1;
   }
+  (*listener)->set_connect_rate(opt.user_max_connects, 2 * opt.user_max_connects);
 
   signal(SIGPIPE, SIG_IGN);
   grpc_init();  // see below: ltd keeps a reference of its own
@@ -343,9 +350,12 @@ int Run(const Options& opt) {
     // reference) joins an executor thread that may sit in a 10 s poll on a
     // connection handed over by fd. ltd exits right after, so it keeps one
     // reference of its own (grpc_init above) and never shuts it down.
-    LtdService service(loop, manager, **listener);
+    LtdService service(loop, manager, **listener, static_cast<size_t>(opt.user_max_streams));
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);
+    // Calls one connection may have in progress; a client's further calls
+    // wait in its own transport, costing ltd nothing.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opt.connection_max_streams);
     // A connection with no call in progress is closed after a while: an
     // idle client holds an fd of ltd's and a slot of its user's limit.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
@@ -475,6 +485,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--user-max-connections", opt.user_max_connections,
                  "connections one user may hold open to ltd")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--user-max-connects", opt.user_max_connects,
+                 "connections one user may open a second (bursts of twice that); more are "
+                 "closed at once; 0: no bound")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--user-max-streams", opt.user_max_streams,
+                 "streams (attach, logs, wait, list, attached submit) one user may hold open")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--connection-max-streams", opt.connection_max_streams,
+                 "calls one connection may have in progress at once")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--idle-timeout", opt.idle_timeout,

@@ -318,6 +318,8 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
   refused([](JobSpec& s) { s.max_restarts = 2147483647; }, "the limit of this ltd");
   refused([](JobSpec& s) { s.max_restarts = -1; }, "--max-restarts -1");
   refused([](JobSpec& s) { s.env.assign(40, std::string(64 * 1024, 'x')); }, "at most");
+  // Many tiny strings fit the bytes but not the count (16.6 MB per job).
+  refused([](JobSpec& s) { s.env.assign(300'001, "A="); }, "environment strings; ltd takes");
   refused([](JobSpec& s) { s.argv.clear(); }, "no program given");
   EXPECT_TRUE(manager_->List(true).empty());
   EXPECT_TRUE(launcher_.procs.empty());

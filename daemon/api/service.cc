@@ -132,6 +132,24 @@ class StreamObserver final : public JobObserver {
 
 }  // namespace
 
+template <class Stream>
+std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* ctx,
+                                                  Stream* stream) {
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    stream->handle()->Finish(
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return std::nullopt;
+  }
+  auto ticket = quota_.Take(who->uid);
+  if (!ticket.ok()) {
+    stream->handle()->Finish(ToGrpc(ticket.status()));
+    return std::nullopt;
+  }
+  stream->Keep(std::move(*ticket));
+  return who;
+}
+
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                                    JobManager::ObserverId oid) {
   auto unobserve = [this, id, oid] {
@@ -144,11 +162,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
                                                            const v1::SubmitRequest* req) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (closed_) {
     out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
     return stream;
@@ -182,9 +197,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   return stream;
 }
 
-grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* /*ctx*/,
+grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* ctx,
                                                           const v1::ListRequest* req) {
   auto* stream = new PageStream();
+  // Its pages are every job's summary: bounded per user like any stream.
+  if (!StreamCaller(ctx, stream)) return stream;
   loop_.Post([this, all = req->all(), out = stream->handle()] {
     // Pages of a bounded size whatever the number and size of the records
     // (gRPC refuses a message over 4 MB); each job's text is cut short.
@@ -221,8 +238,36 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   loop_.Post([this, ref = req->job(), caller, reply, reactor] {
     auto job = manager_.Resolve(ref, caller);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    ToProto(**job, kShowLimits, reply);
-    reactor->Finish(grpc::Status::OK);
+    if ((*job)->argv_cut == 0) {
+      ToProto(**job, kShowLimits, reply);
+      return reactor->Finish(grpc::Status::OK);
+    }
+    // A finished job's summary: its whole record is on disk, read on
+    // libuv's pool (a record may be megabytes); the summary should that fail.
+    struct Read {
+      uv_work_t req{};
+      const JobStore* store;
+      std::string id;
+      Job summary;
+      absl::StatusOr<Job> loaded = absl::UnknownError("not read");
+      v1::Job* reply;
+      grpc::ServerUnaryReactor* reactor;
+    };
+    auto* read = new Read{{}, &manager_.store(), (*job)->id, **job, absl::UnknownError(""), reply,
+                          reactor};
+    read->req.data = read;
+    uv_queue_work(
+        loop_.get(), &read->req,
+        [](uv_work_t* w) {
+          auto* r = static_cast<Read*>(w->data);
+          r->loaded = r->store->Load(r->id);
+        },
+        [](uv_work_t* w, int) {
+          std::unique_ptr<Read> r(static_cast<Read*>(w->data));
+          const Job* full = r->loaded.ok() ? &*r->loaded : &r->summary;
+          ToProto(*full, kShowLimits, r->reply);
+          r->reactor->Finish(grpc::Status::OK);
+        });
   });
   return reactor;
 }
@@ -307,11 +352,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
                                                            const std::string& ref, bool output) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (auto s = CheckJobRef(ref); !s.ok()) {
     out->Finish(ToGrpc(s));
     return stream;
@@ -347,11 +389,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                                          const v1::LogsRequest* req) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (auto s = CheckJobRef(req->job()); !s.ok()) {
     out->Finish(ToGrpc(s));
     return stream;

@@ -84,7 +84,10 @@ void JobManager::Recover(const Adopter& adopt) {
         *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
     if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
-    if (IsFinal(job.state)) finished_.push_back(job.id);
+    if (IsFinal(job.state)) {
+      CutToSummary(job, kSummaryArgvBytes);
+      finished_.push_back(job.id);
+    }
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
   std::sort(running.begin(), running.end());
@@ -307,8 +310,13 @@ void JobManager::OnChanged(const std::string& id, const Job& now) {
   const JobState from = job->state;
   Emit([&](JobEvents& e) { e.OnRecord(*job, now); });
   std::vector<GpuSample> gpu_usage = std::move(job->gpu_usage);  // ltd's, not the record's
+  // A record past the first of a watch leaves out the command line, which
+  // ltd has (a job's argv never is empty).
+  std::vector<std::string> argv;
+  if (now.spec.argv.empty()) argv = std::move(job->spec.argv);
   *job = now;
   job->gpu_usage = std::move(gpu_usage);
+  if (!argv.empty()) job->spec.argv = std::move(argv);
   if (job->state != from) StateChanged(*job, from);
 }
 
@@ -481,6 +489,11 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  // Whoever ended it (a supervisor does the same; a pending job had none,
+  // a lost one's may not have), the user writes no more in its dir.
+  if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
+    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
+  }
   // Every process of the job is gone; a GPU some other process still holds
   // is not reused until that one is gone too.
   if (gpus_ != nullptr) {
@@ -548,6 +561,8 @@ void JobManager::Persist(Job& job) {
     if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);
     job.record_error.clear();
     unsaved_.erase(job.id);
+    // On disk in full: what memory keeps of a finished job is a summary.
+    if (IsFinal(job.state)) CutToSummary(job, kSummaryArgvBytes);
     return;
   }
   if (job.record_error.empty()) {
