@@ -72,9 +72,10 @@ TEST_F(HeartbeatLines, AutoOnAgainChangesNothing) {
 TEST_F(HeartbeatLines, TheSameTimeoutAgainIsABeatAndNoTimer) {
   Repeat("timeout 30s", 1);
   const size_t timers = clock_.pending_timers();
+  const int courses = events_.count[Change::kCourse];
   Repeat("timeout 30s", 1000);
   EXPECT_EQ(clock_.pending_timers(), timers);
-  EXPECT_EQ(events_.count[Change::kCourse], 0);
+  EXPECT_EQ(events_.count[Change::kCourse], courses);
   EXPECT_EQ(runner_->job().hang_timeout, Millis(30'000));
   // Still a beat: the watchdog counts from the last one.
   clock_.Advance(Millis(20'000));
