@@ -264,5 +264,29 @@ TEST_F(Dos, AJobKilledWhileWaitingForEtcdLeavesNoSupervisor) {
   EXPECT_TRUE(state == "CANCELLED" || state == "FAILED") << state;
 }
 
+// Limits of the submitter: a rank runs with the limits of the process
+// that submitted it (an admin's limits.conf of 512 fds and 64 processes),
+// not ltd's raised fd limit.
+TEST_F(Dos, RanksGetTheSubmittersResourceLimits) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "prlimit (util-linux) is missing";
+  std::vector<std::string> argv = {"/usr/bin/prlimit",
+                                   "--nofile=512:512",
+                                   "--nproc=64:64",
+                                   ltctl_,
+                                   "--socket",
+                                   d_.socket(),
+                                   "submit",
+                                   "--devices",
+                                   "1",
+                                   "--",
+                                   child_,
+                                   "rlimits"};
+  CmdResult r =
+      RunCommandAs(a_->As(), argv, {d_.marker(), "HOME=" + a_->home(), "USER=" + a_->name()}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "nofile=512:512 nproc=64:64")) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -35,6 +35,7 @@
 // the command line handed the program.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,6 +177,16 @@ void Run(const std::string& action) {
       Beat(i);
       if (ms > 0) usleep(static_cast<useconds_t>(ms * 1000));
     }
+  } else if (verb == "rlimits") {
+    // The limits it runs with: nofile=SOFT:HARD nproc=SOFT:HARD.
+    rlimit nofile{}, nproc{};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    getrlimit(RLIMIT_NPROC, &nproc);
+    std::printf("nofile=%llu:%llu nproc=%llu:%llu\n",
+                static_cast<unsigned long long>(nofile.rlim_cur),
+                static_cast<unsigned long long>(nofile.rlim_max),
+                static_cast<unsigned long long>(nproc.rlim_cur),
+                static_cast<unsigned long long>(nproc.rlim_max));
   } else if (verb == "repeat") {
     // repeat:N:TEXT: TEXT as N heartbeat lines, in writes of many lines.
     const auto c2 = arg.find(':');

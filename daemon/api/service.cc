@@ -238,12 +238,14 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   loop_.Post([this, ref = req->job(), caller, reply, reactor] {
     auto job = manager_.Resolve(ref, caller);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    if ((*job)->argv_cut == 0) {
+    // A finished job's summary: its whole record is on disk, read on
+    // libuv's pool (a record may be megabytes); the summary should that
+    // fail, or while kMaxShowReads are being read (what they hold is
+    // memory too).
+    if ((*job)->argv_cut == 0 || show_reads_ >= kMaxShowReads) {
       ToProto(**job, kShowLimits, reply);
       return reactor->Finish(grpc::Status::OK);
     }
-    // A finished job's summary: its whole record is on disk, read on
-    // libuv's pool (a record may be megabytes); the summary should that fail.
     struct Read {
       uv_work_t req{};
       const JobStore* store;
@@ -252,9 +254,11 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
       absl::StatusOr<Job> loaded = absl::UnknownError("not read");
       v1::Job* reply;
       grpc::ServerUnaryReactor* reactor;
+      int* reads;
     };
-    auto* read = new Read{{}, &manager_.store(), (*job)->id, **job, absl::UnknownError(""), reply,
-                          reactor};
+    auto* read = new Read{{},    &manager_.store(), (*job)->id,  **job, absl::UnknownError(""),
+                          reply, reactor,           &show_reads_};
+    ++show_reads_;
     read->req.data = read;
     uv_queue_work(
         loop_.get(), &read->req,
@@ -264,6 +268,7 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
         },
         [](uv_work_t* w, int) {
           std::unique_ptr<Read> r(static_cast<Read*>(w->data));
+          --*r->reads;
           const Job* full = r->loaded.ok() ? &*r->loaded : &r->summary;
           ToProto(*full, kShowLimits, r->reply);
           r->reactor->Finish(grpc::Status::OK);

@@ -66,6 +66,9 @@ class LtdService final : public v1::Ltd::CallbackService {
   JobManager& manager_;
   const Listener& listener_;
   StreamQuota quota_;
+  // Whole records of finished jobs being read for Show (loop thread).
+  static constexpr int kMaxShowReads = 4;
+  int show_reads_ = 0;
   std::atomic<bool> closed_{false};
   ShutdownFn shutdown_;
 };
