@@ -20,7 +20,8 @@ Attacks (counts reduced with --scale below 1):
 
 Needs root (it makes two throwaway users). Not a test: nothing is
 asserted; a shared 2-core machine is noisy.
-Usage: sudo bench/attack_bench.py [--build DIR] [--ps N] [--scale F]
+Usage: sudo bench/attack_bench.py [--build DIR] [--ps N] [--scale F] [--only A,B]
+       [--ltd-arg=--user-max-connects=20 ...]
 """
 
 import argparse
@@ -75,7 +76,7 @@ class Sampler(threading.Thread):
 
 
 class Bench:
-    def __init__(self, build, ps_runs):
+    def __init__(self, build, ps_runs, ltd_args=()):
         self.dir = tempfile.mkdtemp(prefix="ltd-attack.")
         os.chmod(self.dir, 0o755)
         self.ltctl = shutil.copy(f"{build}/client/ltctl", self.dir)
@@ -87,7 +88,7 @@ class Bench:
         self.log = open(os.path.join(self.dir, "ltd.log"), "w")
         self.ltd = subprocess.Popen(
             [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", f"{self.dir}/state",
-             "--devices", "16", "--log-level", "info", "--restore-window", "0"],
+             "--devices", "16", "--log-level", "info", "--restore-window", "0", *ltd_args],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while not os.path.exists(self.sock):
@@ -191,11 +192,18 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--ps", type=int, default=20)
     ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--ltd-arg", action="append", default=[], help="passed on to ltd")
+    ap.add_argument("--only", default="", help="comma-separated attacks to run (default: all)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("attack_bench needs root: it makes two throwaway users")
     s = lambda n: max(1, int(n * args.scale))  # noqa: E731
-    b = Bench(args.build, args.ps)
+    b = Bench(args.build, args.ps, args.ltd_arg)
+    only = set(filter(None, args.only.split(",")))
+
+    def run(name, attack, settle):
+        if not only or name in only:
+            b.measure(name, attack, settle=settle)
     try:
         idle = b.measure("idle")
 
@@ -205,7 +213,7 @@ def main():
                 b.spawn(b.a, "logs", "-f", job, stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
             return lambda: (b.end_all(), b.kill(job), "")[2]
-        b.measure("follow", follow, settle=3)
+        run("follow", follow, 3)
 
         def attach():
             job = b.submit("--", b.child, "print:100000000")
@@ -215,14 +223,14 @@ def main():
             for p in ps:
                 p.send_signal(signal.SIGSTOP)  # never reads again
             return lambda: (b.end_all(), b.kill(job), "")[2]
-        b.measure("attach", attach, settle=8)
+        run("attach", attach, 8)
 
         def auto_on():
-            filler = ["x" * 99] * 19000  # ~1.9 MB of command line
+            filler = ["x" * 399] * 4750  # ~1.9 MB of command line
             jobs = [b.submit("--", b.child, *filler, "repeat:100000000:auto on")
                     for _ in range(s(3))]
             return lambda: ([b.kill(j) for j in jobs], "")[1]
-        b.measure("auto-on", auto_on, settle=8)
+        run("auto-on", auto_on, 8)
 
         def connect():
             pids = []
@@ -245,7 +253,7 @@ def main():
                     os.waitpid(pid, 0)
                 return ""
             return stop
-        b.measure("connect", connect, settle=2)
+        run("connect", connect, 2)
 
         def etcd_kill():
             jobs = [b.submit("--nnodes", "2", "--rdzv", "etcd://127.0.0.1:1", "--rdzv-timeout",
@@ -262,7 +270,7 @@ def main():
                 left = sum(shims_of(j) for j in jobs if j)
                 return f" shims_left={left} outlived_kill={time.time() - t0:.2f}s (grace 2s)"
             return stop
-        b.measure("etcd-kill", etcd_kill, settle=0.5)
+        run("etcd-kill", etcd_kill, 0.5)
         print(f"idle ps median {idle:.1f} ms; target: every attack's under {3 * idle:.1f} ms")
     finally:
         b.stop()

@@ -103,6 +103,11 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
   using Sink = std::function<void(pb::Event, std::function<void()> taken)>;
   using End = std::function<void(grpc::Status)>;
   static constexpr size_t kMaxInFlight = 1 << 20;
+  // And at most this many events: each output line is fanned out to every
+  // attached client on the loop, and what waits in the loop's queue delays
+  // every other user's call (lines past it wait in the supervisor, which
+  // drops live output for a slow reader; the log has every line).
+  static constexpr size_t kMaxEventsInFlight = 64;
 
   static std::shared_ptr<Watcher> Start(pb::Supervisor::Stub& stub, Sink sink, End end) {
     auto w = std::shared_ptr<Watcher>(new Watcher(std::move(sink), std::move(end)));
@@ -125,13 +130,14 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
     {
       std::lock_guard lock(mu_);
       in_flight_ += cost;
+      ++events_in_flight_;
     }
     pb::Event event = std::move(event_);
     event_.Clear();
     sink_(std::move(event), [self = self_, cost] { self->Taken(cost); });
     {
       std::lock_guard lock(mu_);
-      if (in_flight_ >= kMaxInFlight) {
+      if (in_flight_ >= kMaxInFlight || events_in_flight_ >= kMaxEventsInFlight) {
         parked_ = true;  // the loop is behind: Taken reads on
         return;
       }
@@ -149,7 +155,9 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
     {
       std::lock_guard lock(mu_);
       in_flight_ -= std::min(in_flight_, cost);
-      if (!parked_ || in_flight_ >= kMaxInFlight / 2) return;
+      events_in_flight_ -= std::min<size_t>(events_in_flight_, 1);
+      if (!parked_ || in_flight_ >= kMaxInFlight / 2 || events_in_flight_ >= kMaxEventsInFlight / 2)
+        return;
       parked_ = false;  // this call alone starts the next read
     }
     StartRead(&event_);
@@ -161,8 +169,9 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
   End end_;
   std::shared_ptr<Watcher> self_;
   std::mutex mu_;
-  size_t in_flight_ = 0;  // guarded by mu_: bytes handed to the loop, not yet taken
-  bool parked_ = false;   // guarded by mu_: no read in flight until Taken
+  size_t in_flight_ = 0;         // guarded by mu_: bytes handed to the loop, not yet taken
+  size_t events_in_flight_ = 0;  // guarded by mu_
+  bool parked_ = false;          // guarded by mu_: no read in flight until Taken
 };
 
 }  // namespace

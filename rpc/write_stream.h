@@ -66,6 +66,17 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
       stream->set_on_gone(std::move(fn));
       return true;
     }
+    // A droppable event that was not even built, the queue being full:
+    // counted as dropped, as Push would have. False once the reader is
+    // gone. Cheaper than building the event for a full queue.
+    bool DropIfFull() {
+      std::lock_guard lock(mu);
+      if (stream == nullptr) return false;
+      std::lock_guard inner(stream->mu_);
+      if (stream->queued_bytes_ < kMaxQueuedBytes) return false;
+      ++stream->dropped_;
+      return true;
+    }
     // Whether the queue has room for more (a sender that can wait, such
     // as a log replay, sends only then).
     bool HasRoom() {

@@ -70,6 +70,8 @@ class StreamObserver final : public JobObserver {
 
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
+    // A reader that is behind costs a count, not a copy of the line.
+    if (rank >= 0 && !held_ && out_->DropIfFull()) return;
     v1::JobEvent ev;
     if (rank < 0) {
       ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
