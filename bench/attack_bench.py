@@ -187,6 +187,48 @@ def shims_of(job):
     return n
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def settle(b):
+    # ltd gives freed memory back as a stream ends, at most once a second.
+    time.sleep(1.2)
+    b.ctl(b.b, "ps")
+
+
+def memory(b, n):
+    """ltd's RSS per finished job kept (~1.9 MB command lines) and per
+    pending job (16,000 environment strings)."""
+    filler = ["x" * 399] * 4750
+    before = rss_kib(b.ltd.pid)
+    jobs = [b.submit("--", b.child, *filler, "exit:0") for _ in range(n)]
+    for j in jobs:
+        if j:
+            b.ctl(b.a, "wait", j, timeout=120)
+    settle(b)
+    kept = (rss_kib(b.ltd.pid) - before) / n
+    blocker = b.ctl(b.a, "submit", "-d", "--devices", "16", "--", b.child, "hang").stdout.strip()
+    env = {f"V{i}": "x" for i in range(16000)}
+    env["PATH"] = "/usr/bin:/bin"
+    before = rss_kib(b.ltd.pid)
+    pending = []
+    for _ in range(n):
+        r = subprocess.run([b.ltctl, "--socket", b.sock, "submit", "-d", "--devices", "1", "--",
+                            b.child, "exit:0"], capture_output=True, text=True, env=env,
+                           preexec_fn=as_user(*b.a))
+        pending.append(r.stdout.strip())
+    settle(b)
+    per_pending = (rss_kib(b.ltd.pid) - before) / n
+    print(f"memory    per kept job (1.9 MB argv): {kept:.0f} KiB; per pending job "
+          f"(16,000 env strings): {per_pending:.0f} KiB; over {n} jobs each")
+    b.kill(blocker)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -272,6 +314,8 @@ def main():
             return stop
         run("etcd-kill", etcd_kill, 0.5)
         print(f"idle ps median {idle:.1f} ms; target: every attack's under {3 * idle:.1f} ms")
+        if not only or "memory" in only:
+            memory(b, s(50))
     finally:
         b.stop()
 

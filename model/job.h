@@ -235,6 +235,10 @@ struct Job {
   // Bytes of the command line a finished job's summary in memory left out
   // (the record on disk has them). Not part of the record.
   uint64_t argv_cut = 0;
+  // A pending job's environment waits in its record on disk, not here (up
+  // to 2 MB each, times every pending job of every user). Not part of the
+  // record.
+  bool env_on_disk = false;
 };
 
 // What a finished job, its record saved, keeps in memory: the command line

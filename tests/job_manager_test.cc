@@ -338,6 +338,26 @@ TEST_F(JobManagerTest, JobsQueueForDevicesInOrder) {
   EXPECT_NE(Get(b).master_port, Get(c).master_port);
 }
 
+// A pending job's environment waits on disk, not in memory; it comes back
+// when the job starts. A finished job keeps a summary.
+TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
+  const std::string a = Submit(Spec(8));
+  JobSpec spec = Spec(8);
+  spec.env.push_back("LT_TEST_MINE=42");
+  const std::string b = Submit(spec);
+  EXPECT_EQ(Get(b).state, JobState::kPending);
+  EXPECT_TRUE(Get(b).spec.env.empty());
+  EXPECT_TRUE(Get(b).env_on_disk);
+  for (int r = 0; r < 8; ++r) launcher_.Exit(a, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_EQ(Get(b).state, JobState::kRunning);
+  EXPECT_EQ(launcher_.Env(b, 0, "LT_TEST_MINE"), "42");
+  for (int r = 0; r < 8; ++r) launcher_.Exit(b, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_TRUE(IsFinal(Get(b).state));
+  EXPECT_TRUE(Get(b).spec.env.empty()) << "a finished job keeps its environment in memory";
+}
+
 TEST_F(JobManagerTest, CancellingAPendingJob) {
   Submit(Spec(8));
   const std::string b = Submit(Spec(2));

@@ -118,6 +118,7 @@ void JobManager::Recover(const Adopter& adopt) {
   for (auto& [seq, job] : pending) {
     job->device_slots.clear();
     WaitOrQueue(*job, seq);
+    if (job->state == JobState::kPending) SpillEnv(*job);
   }
   std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
@@ -175,7 +176,23 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();
+  if (ref.state == JobState::kPending) SpillEnv(ref);
   return id;
+}
+
+void JobManager::SpillEnv(Job& job) {
+  if (job.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
+  std::vector<std::string>().swap(job.spec.env);
+  job.env_on_disk = true;
+}
+
+absl::Status JobManager::ReloadEnv(Job& job) {
+  if (!job.env_on_disk) return absl::OkStatus();
+  auto record = store_.Load(job.id);
+  if (!record.ok()) return record.status();
+  job.spec.env = std::move(record->spec.env);
+  job.env_on_disk = false;
+  return absl::OkStatus();
 }
 
 Job* JobManager::FindMutable(const std::string& id) {
@@ -269,6 +286,15 @@ void JobManager::Schedule() {
 }
 
 void JobManager::Start(Job& job) {
+  if (auto s = ReloadEnv(job); !s.ok()) {
+    RootCause cause;
+    cause.reason = CauseReason::kSpawnFailed;
+    cause.at = clock_.Now();
+    cause.exit_code = 1;
+    cause.message = Cat("its environment could not be read back from its record: ", s.message());
+    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
+    return Finish(job, std::move(cause), JobState::kFailed);
+  }
   if (!LtdPicksPort(job.spec)) {
     job.master_port = job.spec.nodes.master_port;
     return StartSupervision(job);
@@ -520,6 +546,9 @@ void JobManager::Ended(Job& job) {
     observers_.erase(it);
   }
   for (auto& [oid, obs] : observers) obs->OnEnded(job);
+  // Its record is on disk (saved by its supervisor, or by Persist above,
+  // which cut it already): memory keeps a summary.
+  if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
   finished_.push_back(job.id);
   OnDependencyEnded(job);
   Schedule();
@@ -556,6 +585,8 @@ void JobManager::PruneFinished() {
 }
 
 void JobManager::Persist(Job& job) {
+  // A record without the environment it had would lose it for good.
+  if (!IsFinal(job.state)) (void)ReloadEnv(job);
   absl::Status s = store_.Save(job);
   if (s.ok()) {
     if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);

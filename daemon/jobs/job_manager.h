@@ -151,6 +151,10 @@ class JobManager {
   void Schedule();
   void Start(Job& job);
   void StartSupervision(Job& job);
+  // A pending job's environment out of memory (its record has it), and
+  // back, read from the record, before it starts or is saved again.
+  void SpillEnv(Job& job);
+  absl::Status ReloadEnv(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnBeats(const std::string& id, const std::vector<RankBeat>& beats);
