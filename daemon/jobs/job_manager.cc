@@ -118,7 +118,7 @@ void JobManager::Recover(const Adopter& adopt) {
   for (auto& [seq, job] : pending) {
     job->device_slots.clear();
     WaitOrQueue(*job, seq);
-    if (job->state == JobState::kPending) SpillEnv(*job);
+    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
   }
   std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
@@ -176,7 +176,8 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();
-  if (ref.state == JobState::kPending) SpillEnv(ref);
+  // Queued (not being started): its environment waits on disk.
+  if (ref.state == JobState::kPending && supervised_.count(id) == 0) SpillEnv(ref);
   return id;
 }
 
