@@ -3,6 +3,7 @@
 // error of ltctl or ltd, always with a one-line message saying what to do.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -106,6 +107,21 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  // This process's resource limits: the ranks get them (ltd lowers them to
+  // its own), as a login's limits.conf meant for this user.
+  static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
+      {RLIMIT_AS, "AS"},         {RLIMIT_CORE, "CORE"},   {RLIMIT_CPU, "CPU"},
+      {RLIMIT_DATA, "DATA"},     {RLIMIT_FSIZE, "FSIZE"}, {RLIMIT_MEMLOCK, "MEMLOCK"},
+      {RLIMIT_NOFILE, "NOFILE"}, {RLIMIT_NPROC, "NPROC"}, {RLIMIT_RSS, "RSS"},
+      {RLIMIT_STACK, "STACK"}};
+  for (const auto& [resource, name] : kLimits) {
+    rlimit lim{};
+    if (getrlimit(resource, &lim) != 0) continue;
+    v1::ResourceLimit* l = req.add_rlimits();
+    l->set_resource(name);
+    l->set_soft(lim.rlim_cur);
+    l->set_hard(lim.rlim_max);
+  }
 
   // Ctrl-C while attached: the first tears the job down, ltctl stays to
   // report the outcome; a second one leaves at once. Blocked before gRPC

@@ -29,6 +29,7 @@
 #include "nvml.h"
 #include "options.h"
 #include "ports.h"
+#include "resource_limits.h"
 #include "service.h"
 #include "shim_host.h"
 #include "socket_activation.h"
@@ -64,6 +65,7 @@ constexpr std::chrono::milliseconds kProbeTimeout{1000};
 // Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
 // cap a host at ~300 ranks, so take what the hard limit allows.
 void RaiseFdLimit() {
+  (void)StartLimits();  // what ranks get at most, taken before the raise
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
   lim.rlim_cur = lim.rlim_max;
@@ -223,6 +225,7 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     std::fprintf(stderr, "ltd: %s\n", std::string(lock.status().message()).c_str());
     return 1;
   }
+  store->RemoveLeftovers();  // pruned by an earlier ltd, not yet gone
   // Under ltd.socket systemd holds the socket; started by hand, ltd binds it.
   auto activated = ListeningSocketFromSystemd();
   if (!activated.ok()) {
@@ -236,6 +239,7 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     std::fprintf(stderr, "ltd: %s\n", std::string(listener.status().message()).c_str());
     return 1;
   }
+  (*listener)->set_connect_rate(opt.user_max_connects, 2 * opt.user_max_connects);
 
   signal(SIGPIPE, SIG_IGN);
   grpc_init();  // see below: ltd keeps a reference of its own
@@ -324,9 +328,12 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     // reference) joins an executor thread that may sit in a 10 s poll on a
     // connection handed over by fd. ltd exits right after, so it keeps one
     // reference of its own (grpc_init above) and never shuts it down.
-    LtdService service(loop, manager, **listener);
+    LtdService service(loop, manager, **listener, static_cast<size_t>(opt.user_max_streams));
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);
+    // Calls one connection may have in progress; a client's further calls
+    // wait in its own transport, costing ltd nothing.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opt.connection_max_streams);
     // A connection with no call in progress is closed after a while: an
     // idle client holds an fd of ltd's and a slot of its user's limit.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,

@@ -91,17 +91,33 @@ std::string ExitText(const siginfo_t& info) {
   return Cat("died of signal ", info.si_status, name != nullptr ? Cat(" (SIG", name, ")") : "");
 }
 
-// Reads the supervisor's Watch stream; each event goes to the loop.
+// Reads the supervisor's Watch stream; each event goes to the loop. ltd's
+// memory is bounded whatever a supervisor sends: past kMaxInFlight bytes
+// handed to the loop and not yet taken, the next read waits for the loop,
+// so a supervisor that sends faster than ltd handles blocks on its stream
+// (a bounded queue of its own), never grows ltd.
 class Watcher final : public grpc::ClientReadReactor<pb::Event> {
  public:
-  using Sink = std::function<void(pb::Event)>;
+  // `taken` must be called (on any thread) once the event is handled or
+  // dropped: it lets the next read go.
+  using Sink = std::function<void(pb::Event, std::function<void()> taken)>;
   using End = std::function<void(grpc::Status)>;
+  static constexpr size_t kMaxInFlight = 1 << 20;
+  // And at most this many events: each output line is fanned out to every
+  // attached client on the loop, and what waits in the loop's queue delays
+  // every other user's call (lines past it wait in the supervisor, which
+  // drops live output for a slow reader; the log has every line).
+  static constexpr size_t kMaxEventsInFlight = 64;
 
   static std::shared_ptr<Watcher> Start(pb::Supervisor::Stub& stub, Sink sink, End end) {
     auto w = std::shared_ptr<Watcher>(new Watcher(std::move(sink), std::move(end)));
     w->self_ = w;  // alive until OnDone
     w->request_.set_beats(true);
+    w->request_.set_slim_records(true);
     stub.async()->Watch(&w->ctx_, &w->request_, w.get());
+    // Held until a read fails: a read may start late (from the loop, once
+    // it took what came before), and OnDone must not come between.
+    w->AddHold();
     w->StartRead(&w->event_);
     w->StartCall();
     return w;
@@ -109,9 +125,23 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
   void Cancel() { ctx_.TryCancel(); }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
-    sink_(std::move(event_));
+    if (!ok) return RemoveHold();  // OnDone follows
+    const size_t cost = event_.ByteSizeLong() + 128;
+    {
+      std::lock_guard lock(mu_);
+      in_flight_ += cost;
+      ++events_in_flight_;
+    }
+    pb::Event event = std::move(event_);
     event_.Clear();
+    sink_(std::move(event), [self = self_, cost] { self->Taken(cost); });
+    {
+      std::lock_guard lock(mu_);
+      if (in_flight_ >= kMaxInFlight || events_in_flight_ >= kMaxEventsInFlight) {
+        parked_ = true;  // the loop is behind: Taken reads on
+        return;
+      }
+    }
     StartRead(&event_);
   }
   void OnDone(const grpc::Status& status) override {
@@ -121,12 +151,27 @@ class Watcher final : public grpc::ClientReadReactor<pb::Event> {
 
  private:
   Watcher(Sink sink, End end) : sink_(std::move(sink)), end_(std::move(end)) {}
+  void Taken(size_t cost) {
+    {
+      std::lock_guard lock(mu_);
+      in_flight_ -= std::min(in_flight_, cost);
+      events_in_flight_ -= std::min<size_t>(events_in_flight_, 1);
+      if (!parked_ || in_flight_ >= kMaxInFlight / 2 || events_in_flight_ >= kMaxEventsInFlight / 2)
+        return;
+      parked_ = false;  // this call alone starts the next read
+    }
+    StartRead(&event_);
+  }
   grpc::ClientContext ctx_;
   pb::WatchRequest request_;
-  pb::Event event_;
+  pb::Event event_;  // written by the read in flight; one at a time
   Sink sink_;
   End end_;
   std::shared_ptr<Watcher> self_;
+  std::mutex mu_;
+  size_t in_flight_ = 0;         // guarded by mu_: bytes handed to the loop, not yet taken
+  size_t events_in_flight_ = 0;  // guarded by mu_
+  bool parked_ = false;          // guarded by mu_: no read in flight until Taken
 };
 
 }  // namespace
@@ -176,9 +221,10 @@ struct ShimSupervisorHost::Core : std::enable_shared_from_this<Core> {
     Loop* l = &loop();
     watcher = Watcher::Start(
         *stub,
-        [l, weak](pb::Event event) {
-          l->Post([weak, event = std::move(event)] {
+        [l, weak](pb::Event event, std::function<void()> taken) {
+          l->Post([weak, event = std::move(event), taken = std::move(taken)] {
             if (auto core = weak.lock()) core->OnEvent(event);
+            taken();
           });
         },
         [l, weak](grpc::Status status) {

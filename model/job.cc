@@ -148,6 +148,28 @@ RankBeat BeatOf(const Rank& rank) {
   return RankBeat{rank.rank, rank.last_step, rank.last_heartbeat_at, rank.steps_per_second};
 }
 
+void CutToSummary(Job& job, size_t max_argv) {
+  std::vector<std::string>& argv = job.spec.argv;
+  size_t kept = 0;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (kept + argv[i].size() <= max_argv) {
+      kept += argv[i].size();
+      continue;
+    }
+    // This one in part (the first byte of a character may stay without the
+    // rest: the display escapes it), and none after it.
+    const size_t part = i == 0 ? max_argv : 0;
+    uint64_t cut = argv[i].size() - std::min(part, argv[i].size());
+    for (size_t j = i + 1; j < argv.size(); ++j) cut += argv[j].size();
+    argv[i].resize(std::min(part, argv[i].size()));
+    argv.resize(part > 0 ? i + 1 : i);
+    argv.shrink_to_fit();
+    job.argv_cut += cut;
+    break;
+  }
+  std::vector<std::string>().swap(job.spec.env);
+}
+
 void ApplyBeats(Job& job, const std::vector<RankBeat>& beats) {
   for (const RankBeat& beat : beats) {
     if (beat.rank < 0 || static_cast<size_t>(beat.rank) >= job.ranks.size()) continue;
@@ -338,6 +360,15 @@ nlohmann::json ToJson(const Job& job) {
   // survives ltd's restart, and a supervisor is started from the record.
   // Its secrets go no further than they must, so a final record drops it.
   if (!IsFinal(job.state)) out["env"] = BytesList(s.env);
+  if (!s.rlimits.empty()) {
+    nlohmann::json limits = nlohmann::json::array();
+    for (const ResourceLimit& l : s.rlimits) {
+      limits.push_back({{"resource", std::string(ResourceName(l.resource))},
+                        {"soft", l.soft},
+                        {"hard", l.hard}});
+    }
+    out["rlimits"] = std::move(limits);
+  }
   return out;
 }
 
@@ -385,6 +416,16 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     }
   }
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
+  if (auto it = j.find("rlimits"); it != j.end() && it->is_array()) {
+    for (const auto& lj : *it) {
+      auto resource = ResourceByName(Field<std::string>(lj, "resource").value_or(""));
+      auto soft = Field<uint64_t>(lj, "soft");
+      auto hard = Field<uint64_t>(lj, "hard");
+      if (resource && soft && hard && *soft <= *hard) {
+        s.rlimits.push_back(ResourceLimit{*resource, *soft, *hard});
+      }
+    }
+  }
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "resource_limits.h"
 
 namespace ltd {
 
@@ -188,6 +189,9 @@ struct JobSpec {
   // --after: jobs that must succeed before this one starts. Submit takes
   // what the client typed (ids or names) and keeps the ids they resolve to.
   std::vector<std::string> after;
+  // The ranks' resource limits (resource_limits.h); empty: the
+  // supervisor's own, as a record of an earlier release had it.
+  std::vector<ResourceLimit> rlimits;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
@@ -238,7 +242,19 @@ struct Job {
   std::string pending_reason;
   // While it runs, each of its GPUs' last sample. Not part of the record.
   std::vector<GpuSample> gpu_usage;
+  // Bytes of the command line a finished job's summary in memory left out
+  // (the record on disk has them). Not part of the record.
+  uint64_t argv_cut = 0;
+  // A pending job's environment waits in its record on disk, not here (up
+  // to 2 MB each, times every pending job of every user). Not part of the
+  // record.
+  bool env_on_disk = false;
 };
+
+// What a finished job, its record saved, keeps in memory: the command line
+// cut to `max_argv` bytes (at least its program's first bytes), and no
+// environment. 150 finished jobs of ~1.9 MB command lines held 350 MB.
+void CutToSummary(Job& job, size_t max_argv);
 
 // Sets each beat's fields in `job`'s rank of that number; a beat of a rank
 // the job does not have is ignored.

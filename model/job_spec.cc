@@ -16,6 +16,11 @@ constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
 constexpr Millis kMaxGrace = std::chrono::hours(24);
 // execve takes about this much argv and environment together.
 constexpr size_t kMaxArgvAndEnv = 2u << 20;
+// And at most this many strings of them: each costs ltd a string (32 bytes
+// and more) for as long as the job is kept, and 300,000 empty ones fit the
+// bytes above (measured: 16.6 MB per pending job). Real environments hold
+// a few hundred.
+constexpr size_t kMaxArgvAndEnvStrings = 16384;
 // Beyond the largest clusters; keeps RANK and WORLD_SIZE far from overflow.
 constexpr int kMaxNodes = 65536;
 constexpr int64_t kMaxWorldSize = 1 << 24;
@@ -131,6 +136,12 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
   size_t bytes = spec.cwd.size();
   for (const auto* list : {&spec.argv, &spec.env}) {
     for (const std::string& s : *list) bytes += s.size() + 1;
+  }
+  if (spec.argv.size() + spec.env.size() > kMaxArgvAndEnvStrings) {
+    return absl::InvalidArgumentError(
+        Cat("the program has ", spec.argv.size(), " arguments and ", spec.env.size(),
+            " environment strings; ltd takes at most ", kMaxArgvAndEnvStrings,
+            " together: unset what the job does not need (env -i, or a file of arguments)"));
   }
   if (bytes > kMaxArgvAndEnv) {
     return absl::InvalidArgumentError(Cat("the program's arguments and environment are ", bytes,

@@ -2,7 +2,8 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]...] [--parent PID]
+//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]...] [--rlimit R:SOFT:HARD]...
+//           [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
 // reaches code with more privilege than the user: the dynamic loader reads
@@ -32,6 +33,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,6 +44,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "auto_instrument.h"
@@ -264,6 +267,7 @@ int main(int argc, char** argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
+  std::vector<std::pair<int, rlimit>> limits;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
       cgroup = argv[++i];
@@ -275,6 +279,14 @@ int main(int argc, char** argv) {
       gid = static_cast<gid_t>(g);
     } else if (std::strcmp(argv[i], "--groups") == 0 && i + 1 < argc) {
       ParseGroups(argv[++i], groups);
+    } else if (std::strcmp(argv[i], "--rlimit") == 0 && i + 1 < argc) {
+      // RESOURCE:SOFT:HARD, the submitter's as ltd passes them on.
+      int resource = -1;
+      unsigned long long soft = 0, hard = 0;
+      if (std::sscanf(argv[++i], "%d:%llu:%llu", &resource, &soft, &hard) != 3 || soft > hard) {
+        Fail(126, "--rlimit takes RESOURCE:SOFT:HARD");
+      }
+      limits.push_back({resource, rlimit{soft, hard}});
     } else if (std::strcmp(argv[i], "--parent") == 0 && i + 1 < argc) {
       parent = std::strtol(argv[++i], nullptr, 10);
     } else {
@@ -285,6 +297,13 @@ int main(int argc, char** argv) {
 
   if (cgroup != nullptr) JoinCgroup(cgroup);
   if (change_user) BecomeUser(uid, gid, groups);
+  // The submitter's limits, never above ours (ltd chose the lower of the
+  // two): lowering needs no privilege, and the rank cannot raise a hard one.
+  for (const auto& [resource, lim] : limits) {
+    if (setrlimit(static_cast<__rlimit_resource>(resource), &lim) != 0) {
+      Fail(126, "setrlimit(" + std::to_string(resource) + "): " + std::strerror(errno));
+    }
+  }
   // ltd reads a hung rank's stack with gdb running as this same user; where
   // Yama restricts ptrace to ancestors, this rank lets its user's gdb in.
   // (Without Yama the call fails and nothing changes.)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,9 @@ struct SpawnRequest {
   std::string cwd;
   uid_t uid = 0;
   gid_t gid = 0;
+  // RLIMIT_*, soft, hard: set just before the program runs (none: as the
+  // launcher's own).
+  std::vector<std::tuple<int, uint64_t, uint64_t>> rlimits;
 };
 
 // Callbacks run on the loop thread. `on_exit` comes once, after the

@@ -136,6 +136,10 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     const std::optional<std::vector<gid_t>> groups = groups_.Get(req.uid, req.gid);
     AppendUserArgs(req.uid, req.gid, groups ? &*groups : nullptr, argv);
   }
+  for (const auto& [resource, soft, hard] : req.rlimits) {
+    argv.push_back("--rlimit");
+    argv.push_back(Cat(resource, ":", soft, ":", hard));
+  }
   argv.push_back("--parent");
   argv.push_back(std::to_string(getpid()));
   std::vector<char*> args = CStrings(argv);

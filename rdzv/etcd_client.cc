@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace ltd::etcd {
@@ -53,7 +55,8 @@ Client::Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel)
 
 Client::~Client() = default;
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Millis timeout) {
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Millis timeout,
+                                                        const std::function<bool()>& abandon) {
   grpc::ChannelArguments args;
   // A lost etcd is noticed by the calls' deadlines; reconnect soon after it
   // is back rather than after gRPC's default backoff of up to 2 minutes.
@@ -65,9 +68,19 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Mi
   // root supervisor speak to a local service's socket on their behalf.
   auto channel =
       grpc::CreateCustomChannel("dns:///" + endpoint, grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
-    return absl::UnavailableError("cannot reach etcd at " + endpoint + " within " +
-                                  std::to_string(timeout.count()) + " ms");
+  // In slices, so that a give-up is heard within kAbandonPoll however long
+  // the timeout (`--rdzv-timeout 8760h` is a user's to choose).
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  for (;;) {
+    const auto now = std::chrono::system_clock::now();
+    if (now >= deadline) {
+      return absl::UnavailableError("cannot reach etcd at " + endpoint + " within " +
+                                    std::to_string(timeout.count()) + " ms");
+    }
+    if (channel->WaitForConnected(std::min(deadline, now + kAbandonPoll))) break;
+    if (abandon && abandon()) {
+      return absl::CancelledError("gave up connecting to etcd at " + endpoint);
+    }
   }
   return std::unique_ptr<Client>(new Client(std::move(endpoint), std::move(channel)));
 }

@@ -49,8 +49,12 @@ struct RangeResult {
 
 class Client {
  public:
-  // `endpoint` is HOST:PORT. Waits up to `timeout` for a connection.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(std::string endpoint, Millis timeout);
+  // `endpoint` is HOST:PORT. Waits up to `timeout` for a connection, or
+  // until `abandon` returns true (polled every kAbandonPoll): a job killed
+  // while its supervisor waits for etcd must not keep the supervisor.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      std::string endpoint, Millis timeout, const std::function<bool()>& abandon = nullptr);
+  static constexpr Millis kAbandonPoll{200};
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -126,7 +126,10 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(Config config) {
 }
 
 absl::Status Rendezvous::Connect(Clock::time_point deadline) {
-  auto client = etcd::Client::Connect(config_.endpoint, Left(deadline));
+  auto client = etcd::Client::Connect(config_.endpoint, Left(deadline), config_.abandon);
+  if (absl::IsCancelled(client.status())) {
+    return absl::CancelledError("the rendezvous of run " + config_.run_id + " was given up");
+  }
   if (!client.ok()) {
     return absl::UnavailableError("cannot reach etcd at " + config_.endpoint +
                                   " within --rdzv-timeout " + Seconds(config_.timeout) +

@@ -24,14 +24,15 @@ namespace ltd {
 
 namespace write_stream_internal {
 
-// Streams alive now. When the last one ends, what their queues held goes
-// back to the system: glibc keeps freed memory in its arenas otherwise, and
-// the process's RSS would stay at its busiest for ever. At most once a second.
+// Streams alive now, for tests and metrics.
 inline std::atomic<int> live_streams{0};
 inline std::atomic<int64_t> last_trim_ms{0};
 
-inline void TrimWhenIdle() {
-  if (live_streams.load() != 0) return;
+// When a stream ends, what its queue held goes back to the system: glibc
+// keeps freed memory in its arenas otherwise, and the process's RSS would
+// stay at its busiest for ever (waiting for every stream to end would
+// never trim while any client stays attached). At most once a second.
+inline void TrimAfterEnd() {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
@@ -63,6 +64,17 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
       std::lock_guard lock(mu);
       if (stream == nullptr) return false;
       stream->set_on_gone(std::move(fn));
+      return true;
+    }
+    // A droppable event that was not even built, the queue being full:
+    // counted as dropped, as Push would have. False once the reader is
+    // gone. Cheaper than building the event for a full queue.
+    bool DropIfFull() {
+      std::lock_guard lock(mu);
+      if (stream == nullptr) return false;
+      std::lock_guard inner(stream->mu_);
+      if (stream->queued_bytes_ < kMaxQueuedBytes) return false;
+      ++stream->dropped_;
       return true;
     }
     // Whether the queue has room for more (a sender that can wait, such
@@ -97,6 +109,8 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
     ++write_stream_internal::live_streams;
   }
   std::shared_ptr<Handle> handle() const { return handle_; }
+  // Kept until the stream is gone: what it holds of a quota, say.
+  void Keep(std::shared_ptr<void> held) { kept_ = std::move(held); }
   void set_on_gone(std::function<void()> on_gone) {
     std::lock_guard lock(mu_);
     on_gone_ = std::move(on_gone);
@@ -147,14 +161,15 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
     if (on_room) on_room();
     delete this;
     --write_stream_internal::live_streams;
-    write_stream_internal::TrimWhenIdle();
+    write_stream_internal::TrimAfterEnd();
   }
 
  private:
-  // What a queued event costs in memory, roughly: its bytes and the message
-  // around them. Lines are short; counting only their bytes would let a
-  // queue of them hold many times its bound.
-  static size_t Cost(const Event& event) { return event.ByteSizeLong() + 128; }
+  // What a queued event costs in memory, at most: its bytes and the
+  // messages, string and queue slot around them (measured: ~200 bytes for
+  // a short output line). Lines are short; counting only their bytes
+  // would let a queue of them hold many times its bound.
+  static size_t Cost(const Event& event) { return event.ByteSizeLong() + 256; }
 
   bool PushLocked(Event event) {
     std::lock_guard lock(mu_);
@@ -207,6 +222,7 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
   bool finished_ = false;               // guarded by mu_
   std::function<void()> on_gone_;       // guarded by mu_
   std::function<void()> on_room_;       // guarded by mu_
+  std::shared_ptr<void> kept_;
 };
 
 }  // namespace ltd

@@ -13,9 +13,19 @@
 namespace ltd {
 namespace {
 
-shim::v1::Event RecordEvent(const Job& job, bool final_record) {
+// `slim`: without the command line, which the watcher has from the first
+// record (a user's argv may be 2 MB, six times that as JSON).
+shim::v1::Event RecordEvent(const Job& job, bool final_record, bool slim = false) {
   shim::v1::Event event;
-  nlohmann::json j = ToJson(job);
+  nlohmann::json j;
+  if (slim) {
+    Job copy = job;
+    copy.spec.argv.clear();
+    j = ToJson(copy);
+    j.erase("argv");
+  } else {
+    j = ToJson(job);
+  }
   // ltd has the environment from the job's start; it need not travel again
   // (the largest part of a record, sent each second while the job runs).
   j.erase("env");
@@ -69,7 +79,8 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
                                                               const shim::v1::WatchRequest* req) {
   auto* stream = new Stream();
   std::shared_ptr<Stream::Handle> handle = stream->handle();
-  loop_.Post([this, handle, beats = req->beats()] {
+  const Watching asked{req->beats(), req->beats() && req->slim_records()};
+  loop_.Post([this, handle, asked] {
     if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
     // ltd is here: the job is watched again.
     if (restore_timer_ != 0) {
@@ -83,7 +94,7 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
     // record or Beats, which includes all that moved since this record.
     handle->Push(RecordEvent(runner_->job(), ended_));
     if (ended_) return handle->Finish(grpc::Status::OK);
-    watchers_.emplace(handle, beats);
+    watchers_.emplace(handle, asked);
     const bool watching = handle->OnGone(
         [this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
     if (!watching) return WatcherGone(handle.get());  // it hung up already
@@ -146,7 +157,13 @@ void ShimService::SendRecord(const Job& job) {
   beats_dirty_ = false;
   beats_sent_.clear();
   for (const Rank& rank : job.ranks) beats_sent_.push_back(BeatOf(rank));
-  Broadcast(RecordEvent(job, false));
+  // Each form made once, and only if some watcher takes it.
+  std::optional<shim::v1::Event> forms[2];  // [0] whole, [1] slim
+  for (const auto& [handle, watching] : watchers_) {
+    const size_t form = watching.slim ? 1 : 0;
+    if (!forms[form].has_value()) forms[form].emplace(RecordEvent(job, false, watching.slim));
+    handle->Push(*forms[form]);
+  }
 }
 
 void ShimService::SendProgress() {
@@ -170,8 +187,8 @@ void ShimService::SendProgress() {
   }
   if (beats.beats().ranks().empty()) return;
   std::optional<shim::v1::Event> record;  // for a watcher of an older release
-  for (const auto& [handle, takes_beats] : watchers_) {
-    if (takes_beats) {
+  for (const auto& [handle, watching] : watchers_) {
+    if (watching.beats) {
       handle->Push(beats);
       continue;
     }

@@ -94,8 +94,13 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   std::function<void()> start_;  // until the first watch
   std::function<void()> done_;
   // Loop thread only:
-  // Each watcher, and whether it takes Beats (an ltd of this release).
-  std::map<std::shared_ptr<Stream::Handle>, bool> watchers_;
+  // What a watcher asked for: Beats, and records without the command line
+  // past the first (an ltd of this release).
+  struct Watching {
+    bool beats = false;
+    bool slim = false;
+  };
+  std::map<std::shared_ptr<Stream::Handle>, Watching> watchers_;
   Clock::TimerId restore_timer_ = 0;
   Clock::TimerId progress_timer_ = 0;
   bool record_dirty_ = false;  // a Change::kDetail waits for the progress timer

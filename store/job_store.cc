@@ -48,7 +48,7 @@ absl::Status SyncDir(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
-  for (const std::string& dir : {state_dir, state_dir + "/jobs"}) {
+  for (const std::string& dir : {state_dir, state_dir + "/jobs", state_dir + "/removed"}) {
     if (auto s = MakeDir(dir, 0711); !s.ok()) return s;
     // An older ltd made them 0755: nobody but root may list jobs' files.
     if (chmod(dir.c_str(), 0711) != 0) return PosixError("chmod", dir, errno);
@@ -60,6 +60,17 @@ absl::StatusOr<JobStore> JobStore::Open(const std::string& state_dir) {
   close(fd);
   unlink(probe.c_str());
   return JobStore(state_dir);
+}
+
+void JobStore::RemoveLeftovers() const {
+  const std::string removed = state_dir_ + "/removed";
+  DIR* d = opendir(removed.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") remover_->Remove(removed + "/" + name);
+  }
+  closedir(d);
 }
 
 std::string JobStore::JobDir(const std::string& job_id) const {
@@ -172,9 +183,29 @@ absl::Status JobStore::ReturnReservedIds() {
 }
 
 absl::Status JobStore::Remove(const std::string& job_id) const {
-  std::error_code ec;
-  std::filesystem::remove_all(JobDir(job_id), ec);
-  if (ec) return absl::UnavailableError(Cat("remove(", JobDir(job_id), "): ", ec.message()));
+  // Out of jobs/ in one rename (ids are never reused, so the name is free
+  // unless an earlier removal of the same id was cut short).
+  const std::string dir = JobDir(job_id);
+  const std::string gone = Cat(state_dir_, "/removed/", job_id);
+  if (rename(dir.c_str(), gone.c_str()) != 0) {
+    if (errno == ENOENT && access(dir.c_str(), F_OK) != 0) return absl::OkStatus();
+    // Left over from an ltd that stopped mid-removal: take it first.
+    std::error_code ec;
+    std::filesystem::remove_all(gone, ec);
+    if (rename(dir.c_str(), gone.c_str()) != 0) return PosixError("rename", dir, errno);
+  }
+  remover_->Remove(gone);
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::CloseErrorDir(const std::string& job_id) const {
+  const std::string errors = JobDir(job_id) + "/errors";
+  // The job dir is root's: nobody but root can have replaced errors/ with
+  // a link, and O_NOFOLLOW says so should that ever change.
+  Fd fd(open(errors.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return errno == ENOENT ? absl::OkStatus() : PosixError("open", errors, errno);
+  if (fchown(fd.get(), 0, 0) != 0) return PosixError("fchown", errors, errno);
+  if (fchmod(fd.get(), 0700) != 0) return PosixError("fchmod", errors, errno);
   return absl::OkStatus();
 }
 

@@ -16,11 +16,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dir_remover.h"
 #include "job.h"
 #include "posix_error.h"
 
@@ -38,8 +40,14 @@ class JobStore {
   // Every readable record; unreadable ones are logged and skipped.
   std::vector<Job> LoadAll() const;
 
-  // Deletes a job's record and logs.
+  // Deletes a job's record and logs: the dir is renamed away at once, and
+  // removed on a thread of the store's (it may hold a user's many files).
   absl::Status Remove(const std::string& job_id) const;
+  // Blocks until what Remove handed over is gone (tests).
+  void DrainRemovals() const { remover_->Drain(); }
+  // What an earlier ltd had not finished removing goes now, off the caller
+  // (ltd's start).
+  void RemoveLeftovers() const;
 
   // Takes the next job id, at least `at_least`, and records that it is
   // taken before returning it. With `reserve` > 1 the record covers that
@@ -60,11 +68,16 @@ class JobStore {
   // FIFO to block on). NotFound when there is none.
   absl::StatusOr<std::string> ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
                                             size_t max) const;
+  // At the job's end: its errors/ dir becomes root's (0700), so the user
+  // writes nothing more there once the job has ended.
+  absl::Status CloseErrorDir(const std::string& job_id) const;
   const std::string& state_dir() const { return state_dir_; }
 
  private:
   explicit JobStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
   std::string state_dir_;
+  // Shared by copies of the store; its thread ends with the last of them.
+  std::shared_ptr<DirRemover> remover_ = std::make_shared<DirRemover>();
   uint64_t next_id_ = 0;       // one past the last id this store handed out
   uint64_t reserved_end_ = 0;  // next-id on disk says ids below this are taken
 };

@@ -88,6 +88,8 @@ void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
     req.cwd = job.spec.cwd;
     req.uid = job.spec.uid;
     req.gid = job.spec.gid;
+    for (const ResourceLimit& l : job.spec.rlimits)
+      req.rlimits.emplace_back(l.resource, l.soft, l.hard);
     // Ranks are found again by id on every event: a callback that outlives
     // its job (it cannot, but cheaply proven) finds nothing and returns.
     RankCallbacks cb;

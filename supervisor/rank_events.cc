@@ -47,6 +47,18 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   const Millis now = clock_.Monotonic();
+  // A line that says again what the rank said last changes nothing, and
+  // costs nothing more than its parse: a rank writing `timeout 30s` or the
+  // same `error` in a loop is a beat at most, never a record, a log line
+  // or a timer.
+  if (msg.kind == HeartbeatMessage::Kind::kTimeout && rr.timeout == msg.timeout && rr.last_beat &&
+      rr.explicit_beats) {
+    HeartbeatMessage beat;
+    beat.kind = HeartbeatMessage::Kind::kBeat;
+    return OnHeartbeat(job, rt, rank, beat);
+  }
+  if (msg.kind == HeartbeatMessage::Kind::kError && rec.error_message == msg.text) return;
+  if (msg.kind == HeartbeatMessage::Kind::kExecFailed && rr.exec_error == msg.text) return;
   if (msg.kind == HeartbeatMessage::Kind::kBeat || msg.kind == HeartbeatMessage::Kind::kTimeout) {
     // The rank beats itself: its own heartbeats watch it from now on, and
     // any beat is progress for the job-level automatic watchdog.
@@ -110,6 +122,7 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
   const Millis now = clock_.Monotonic();
   switch (msg.kind) {
     case HeartbeatMessage::Kind::kAutoOn:
+      if (rr.auto_on) return;  // said already: once is news, again is nothing
       rr.auto_on = true;
       if (job.heartbeat_mode != HeartbeatMode::kExplicit) {
         job.heartbeat_mode = HeartbeatMode::kAutomatic;

@@ -169,6 +169,12 @@ void JobRunner::Finish(Job& job, std::optional<RootCause> cause) {
   if (rt_ != nullptr && rt_->restart_timer != 0) clock_.CancelTimer(rt_->restart_timer);
   if (rt_ != nullptr) rt_->restart_timer = 0;
   if (fence_ != nullptr) NodeEnded(job);
+  // Its error file is read: the user's ranks are gone, and so is the
+  // user's say in the job's dir (a user once left 2,000 files there, and
+  // wrote more after the end).
+  if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
+    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
+  }
   Persist(job);
   events_.OnEnded(job);  // last: the owner may destroy this runner
 }

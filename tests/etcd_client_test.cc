@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -129,6 +130,17 @@ TEST(EtcdClientUnreachable, ConnectFailsWithinItsTimeout) {
   auto c = etcd::Client::Connect("127.0.0.1:" + std::to_string(test::FreeTcpPort()), 300ms);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("cannot reach etcd"), std::string::npos);
+}
+
+// A job killed while its supervisor waits for etcd: the wait ends at the
+// give-up, however long the timeout (a user may say --rdzv-timeout 8760h).
+TEST(EtcdClientUnreachable, ConnectEndsWhenGivenUp) {
+  std::atomic<int> asked{0};
+  auto c = etcd::Client::Connect("127.0.0.1:" + std::to_string(test::FreeTcpPort()), 60s,
+                                 [&] { return ++asked >= 2; });
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsCancelled(c.status())) << c.status();
+  EXPECT_EQ(asked.load(), 2);
 }
 
 // A user's endpoint is a host and port, never a gRPC target of another

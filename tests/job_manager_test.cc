@@ -344,6 +344,8 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
   refused([](JobSpec& s) { s.max_restarts = 2147483647; }, "the limit of this ltd");
   refused([](JobSpec& s) { s.max_restarts = -1; }, "--max-restarts -1");
   refused([](JobSpec& s) { s.env.assign(40, std::string(64 * 1024, 'x')); }, "at most");
+  // Many tiny strings fit the bytes but not the count (16.6 MB per job).
+  refused([](JobSpec& s) { s.env.assign(300'001, "A="); }, "environment strings; ltd takes");
   refused([](JobSpec& s) { s.argv.clear(); }, "no program given");
   EXPECT_TRUE(manager_->List(true).empty());
   EXPECT_TRUE(launcher_.procs.empty());
@@ -360,6 +362,26 @@ TEST_F(JobManagerTest, JobsQueueForDevicesInOrder) {
   EXPECT_EQ(Get(b).state, JobState::kRunning);
   EXPECT_EQ(Get(c).state, JobState::kRunning);
   EXPECT_NE(Get(b).master_port, Get(c).master_port);
+}
+
+// A pending job's environment waits on disk, not in memory; it comes back
+// when the job starts. A finished job keeps a summary.
+TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
+  const std::string a = Submit(Spec(8));
+  JobSpec spec = Spec(8);
+  spec.env.push_back("LT_TEST_MINE=42");
+  const std::string b = Submit(spec);
+  EXPECT_EQ(Get(b).state, JobState::kPending);
+  EXPECT_TRUE(Get(b).spec.env.empty());
+  EXPECT_TRUE(Get(b).env_on_disk);
+  for (int r = 0; r < 8; ++r) launcher_.Exit(a, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_EQ(Get(b).state, JobState::kRunning);
+  EXPECT_EQ(launcher_.Env(b, 0, "LT_TEST_MINE"), "42");
+  for (int r = 0; r < 8; ++r) launcher_.Exit(b, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_TRUE(IsFinal(Get(b).state));
+  EXPECT_TRUE(Get(b).spec.env.empty()) << "a finished job keeps its environment in memory";
 }
 
 TEST_F(JobManagerTest, CancellingAPendingJob) {

@@ -55,6 +55,43 @@ TEST_F(JobStoreTest, OthersMayTraverseButReadNothing) {
   EXPECT_EQ(Mode(store->JobDir("1") + "/job.json"), 0600u);
 }
 
+// A finished job's errors/ dir is root's: its user writes no more there.
+TEST_F(JobStoreTest, AnEndedJobsErrorDirIsClosedToItsUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store->CreateJobDir("1", 4242, 4343).ok());
+  ASSERT_TRUE(store->CloseErrorDir("1").ok());
+  struct stat st {};
+  ASSERT_EQ(stat((store->JobDir("1") + "/errors").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_gid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_TRUE(store->CloseErrorDir("2").ok()) << "no dir: nothing to close";
+}
+
+// Removing a job's dir is one rename for the caller (the loop); its files
+// go on the store's thread, however many a user left.
+TEST_F(JobStoreTest, RemovalIsARenameAndTheFilesGoLater) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store->CreateJobDir("1", getuid(), getgid()).ok());
+  for (int i = 0; i < 200; ++i) {
+    std::ofstream(store->JobDir("1") + "/errors/f" + std::to_string(i)) << "x";
+  }
+  ASSERT_TRUE(store->Remove("1").ok());
+  EXPECT_FALSE(std::filesystem::exists(store->JobDir("1")));
+  store->DrainRemovals();
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/removed"));
+  EXPECT_TRUE(store->Remove("7").ok()) << "nothing to remove";
+  // What an ltd left half removed goes at the next one's start.
+  std::filesystem::create_directories(dir_ + "/removed/9/errors");
+  auto next = JobStore::Open(dir_);
+  next->RemoveLeftovers();
+  next->DrainRemovals();
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/removed"));
+}
+
 TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());

@@ -160,6 +160,34 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
   EXPECT_EQ(odd->spec.cwd, "");
 }
 
+// A finished job in memory is a summary: its command line cut, its
+// environment gone; what was cut is counted, for the view's mark.
+TEST(JobSummary, CutsTheCommandLineAndDropsTheEnvironment) {
+  Job job;
+  job.spec.argv = {"python3", "train.py"};
+  for (int i = 0; i < 19000; ++i) job.spec.argv.push_back(std::string(99, 'x'));
+  job.spec.env = {"A=1", "B=2"};
+  CutToSummary(job, 4096);
+  size_t kept = 0;
+  for (const auto& a : job.spec.argv) kept += a.size();
+  EXPECT_LE(kept, 4096u);
+  EXPECT_EQ(job.spec.argv[0], "python3");
+  EXPECT_EQ(kept + job.argv_cut, 7u + 8u + 19000u * 99u);
+  EXPECT_TRUE(job.spec.env.empty());
+  // A small one stays whole; a huge program name keeps its first bytes.
+  Job small;
+  small.spec.argv = {"/bin/true"};
+  CutToSummary(small, 4096);
+  EXPECT_EQ(small.spec.argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_EQ(small.argv_cut, 0u);
+  Job huge;
+  huge.spec.argv = {std::string(100000, 'p'), "arg"};
+  CutToSummary(huge, 4096);
+  ASSERT_EQ(huge.spec.argv.size(), 1u);
+  EXPECT_EQ(huge.spec.argv[0].size(), 4096u);
+  EXPECT_EQ(huge.argv_cut, 100000u - 4096u + 3u);
+}
+
 TEST(RankBeats, ApplySetsTheBeatenRanksAndIgnoresRanksTheJobLacks) {
   Job job;
   job.ranks.resize(3);

@@ -358,5 +358,36 @@ TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsProgressAsRecords) {
   });
 }
 
+// A record with a 2 MB command line is not sent again each second: past
+// the first of a watch, records to an ltd of this release leave it out
+// (ltd keeps its own); to an ltd of an earlier release, every record has it.
+TEST_F(ShimWatch, RecordsAfterTheFirstLeaveOutTheCommandLine) {
+  job_.spec.devices = 2;
+  job_.spec.argv = {"/bin/true", std::string(100000, 'a')};
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
+  const int records = Records();
+  OnLoop([&] { launcher_.Exit(kJobId, 1, 0); });  // a record's worth
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.records == records + 1; }));
+  OnLoop([&] {
+    EXPECT_EQ(heard_.last.ranks[1].state, RankState::kExited);
+    EXPECT_TRUE(heard_.last.spec.argv.empty()) << "the command line was sent again";
+  });
+}
+
+TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsTheCommandLineInEveryRecord) {
+  old_ltd_ = true;
+  job_.spec.devices = 2;
+  job_.spec.argv = {"/bin/true", "x"};
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
+  const int records = Records();
+  OnLoop([&] { launcher_.Exit(kJobId, 1, 0); });
+  NextInterval();
+  ASSERT_TRUE(Until([&] { return heard_.records == records + 1; }));
+  OnLoop([&] { EXPECT_EQ(heard_.last.spec.argv, job_.spec.argv); });
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,29 @@ void Run(const std::string& action) {
     for (long i = 0; i < n; ++i) {
       Beat(i);
       if (ms > 0) usleep(static_cast<useconds_t>(ms * 1000));
+    }
+  } else if (verb == "rlimits") {
+    // The limits it runs with: nofile=SOFT:HARD nproc=SOFT:HARD.
+    rlimit nofile{}, nproc{};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    getrlimit(RLIMIT_NPROC, &nproc);
+    std::printf("nofile=%llu:%llu nproc=%llu:%llu\n",
+                static_cast<unsigned long long>(nofile.rlim_cur),
+                static_cast<unsigned long long>(nofile.rlim_max),
+                static_cast<unsigned long long>(nproc.rlim_cur),
+                static_cast<unsigned long long>(nproc.rlim_max));
+  } else if (verb == "repeat") {
+    // repeat:N:TEXT: TEXT as N heartbeat lines, in writes of many lines.
+    const auto c2 = arg.find(':');
+    const long n = std::atol(arg.c_str());
+    const std::string line = (c2 == std::string::npos ? "" : arg.substr(c2 + 1)) + "\n";
+    std::string chunk;
+    for (long i = 0; i < n; ++i) {
+      chunk += line;
+      if (chunk.size() >= 65536 || i + 1 == n) {
+        (void)!write(3, chunk.data(), chunk.size());
+        chunk.clear();
+      }
     }
   } else if (verb == "line") {
     const std::string line = arg + "\n";

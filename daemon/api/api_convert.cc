@@ -6,6 +6,7 @@
 #include "bytes.h"
 #include "duration.h"
 #include "hang_report.h"
+#include "resource_limits.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -87,7 +88,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
 
 // The command as display text within `limit` bytes; a cut one ends in the
 // mark as an element of its own, so that no argument reads as if it said so.
-void SetArgv(const std::vector<std::string>& argv, size_t limit, v1::Job* out) {
+// `cut`: bytes after `argv` that a summary left out.
+void SetArgv(const std::vector<std::string>& argv, uint64_t cut, size_t limit, v1::Job* out) {
   size_t budget = limit;
   for (size_t i = 0; i < argv.size(); ++i) {
     size_t consumed = 0;
@@ -97,12 +99,16 @@ void SetArgv(const std::vector<std::string>& argv, size_t limit, v1::Job* out) {
       out->add_argv(std::move(text));
       continue;
     }
-    size_t omitted = argv[i].size() - consumed;
+    uint64_t omitted = argv[i].size() - consumed + cut;
     for (size_t j = i + 1; j < argv.size(); ++j) omitted += argv[j].size();
     if (!text.empty()) out->add_argv(std::move(text));
     out->add_argv(ElisionMark(omitted));
     out->set_argv_truncated(true);
     return;
+  }
+  if (cut > 0) {
+    out->add_argv(ElisionMark(cut));
+    out->set_argv_truncated(true);
   }
 }
 
@@ -228,7 +234,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     SetTime(a.ended_at, [&] { return pa->mutable_ended_at(); });
     if (a.root_cause) ToProto(*a.root_cause, limits.text, pa->mutable_root_cause());
   }
-  SetArgv(s.argv, limits.argv_text, out);
+  SetArgv(s.argv, job.argv_cut, limits.argv_text, out);
   out->set_cwd(DisplayEscapeElided(s.cwd, limits.text));
   out->set_heartbeat_timeout_ms(s.heartbeat_timeout.count());
   out->set_startup_timeout_ms(s.startup_timeout.count());
@@ -333,6 +339,15 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     }
   }
   spec.env.assign(req.env().begin(), req.env().end());
+  // Each --env replaces its key in the environment: a bound keeps that
+  // linear in what a request may carry.
+  constexpr int kMaxExtraEnv = 1024;
+  if (req.extra_env_size() > kMaxExtraEnv) {
+    return absl::InvalidArgumentError(Cat(req.extra_env_size(), " --env options; at most ",
+                                          kMaxExtraEnv,
+                                          " are taken: put the rest in the "
+                                          "environment ltctl is run with"));
+  }
   for (const std::string& kv : req.extra_env()) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -349,6 +364,18 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
     spec.env.push_back(kv);
   }
+  // The submitter's limits, each no higher than ltd's own as it started.
+  constexpr int kMaxLimits = 64;
+  if (req.rlimits_size() > kMaxLimits) {
+    return absl::InvalidArgumentError(
+        Cat(req.rlimits_size(), " resource limits; at most ", kMaxLimits, " are taken"));
+  }
+  std::vector<AskedLimit> asked;
+  for (const v1::ResourceLimit& l : req.rlimits())
+    asked.push_back({l.resource(), l.soft(), l.hard()});
+  auto limits = RankLimits(asked, StartLimits());
+  if (!limits.ok()) return limits.status();
+  spec.rlimits = std::move(*limits);
   // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
   spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
   spec.startup_timeout = Millis(req.startup_timeout_ms());

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <grpcpp/server_posix.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -60,7 +62,10 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   }
   // Every local user may submit; who they are comes from SO_PEERCRED.
   if (chmod(path.c_str(), 0666) != 0) return PosixError("chmod", path, errno);
-  if (listen(fd.get(), 128) != 0) return PosixError("listen", path, errno);
+  // A deep backlog: a burst of one user's connects must not fill it before
+  // the accept thread has taken (and refused) them, or others' connects
+  // fail meanwhile.
+  if (listen(fd.get(), SOMAXCONN) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
@@ -107,6 +112,7 @@ namespace {
 
 constexpr int kSweepEveryMs = 2000;
 constexpr int kStarvedPauseMs = 100;
+constexpr int kAcceptsPerPoll = 256;
 
 // The socket behind fd `fd` now, if it is one.
 bool SocketIdentity(int fd, dev_t* dev, ino_t* ino) {
@@ -151,15 +157,29 @@ void Listener::SweepLocked() {
 }
 
 void Listener::AcceptLoop(grpc::Server* server) {
+  // Ahead of the users' processes for the CPU (nice -5, root only): one
+  // user's connect flood, busy on every core, must not outrun the thread
+  // that drains the backlog every user's connect waits in.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -5);
   // One fd held back for when the table is full: closing it lets ltd take
   // a waiting connection off the backlog and refuse it at once, instead of
   // leaving it (and poll) ready for ever.
   Fd reserve(open("/dev/null", O_RDONLY | O_CLOEXEC));
   bool starved = false;
   std::set<uid_t> over_limit;  // users told of their limit, until they are under it
+  // Users told of the connect rate, and when.
+  std::map<uid_t, std::chrono::steady_clock::time_point> over_rate;
+  // The backlog is drained without a poll between accepts (the socket is
+  // non-blocking), so that one user's flood of connects, most closed at
+  // once, does not fill it while others wait to be taken off it; the stop
+  // pipe is looked at every kAcceptsPerPoll accepts.
+  const int flags = fcntl(fd_.get(), F_GETFL);
+  if (flags >= 0) (void)fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
+  int draining = 0;  // accepts since the last poll, while the backlog gives
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
-    const int ready = poll(fds, 2, kSweepEveryMs);
+    if (draining >= kAcceptsPerPoll) draining = 0;
+    const int ready = draining > 0 ? 1 : poll(fds, 2, kSweepEveryMs);
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll on {}: {}", path_, std::strerror(errno));
@@ -169,9 +189,19 @@ void Listener::AcceptLoop(grpc::Server* server) {
     if (ready == 0) {  // quiet: forget connections gRPC has closed meanwhile
       std::lock_guard lock(mu_);
       SweepLocked();
+      // And users whose buckets are full again: they cost nothing.
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(over_rate,
+                    [&](const auto& w) { return now - w.second >= std::chrono::minutes(1); });
+      for (auto it = buckets_.begin(); it != buckets_.end();) {
+        const double secs = std::chrono::duration<double>(now - it->second.at).count();
+        it = it->second.tokens + secs * connect_rate_ >= connect_burst_ ? buckets_.erase(it)
+                                                                        : std::next(it);
+      }
       continue;
     }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    draining = conn >= 0 ? draining + 1 : 0;
     if (conn < 0) {
       if (errno == EMFILE || errno == ENFILE) {
         if (!starved) {
@@ -202,6 +232,20 @@ void Listener::AcceptLoop(grpc::Server* server) {
       close(conn);
       continue;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (cred.uid != 0 && !TakeConnectToken(cred.uid, now)) {
+      // Once a minute at most per user: a flood must not flood the log too.
+      auto [warned, fresh] = over_rate.try_emplace(cred.uid, now);
+      if (fresh || now - warned->second >= std::chrono::minutes(1)) {
+        warned->second = now;
+        spdlog::warn(
+            "uid {} connects more than {} times a second (--user-max-connects); "
+            "refusing the excess",
+            cred.uid, connect_rate_);
+      }
+      close(conn);
+      continue;
+    }
     Peer peer;
     peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid};
     if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
@@ -226,6 +270,20 @@ void Listener::AcceptLoop(grpc::Server* server) {
     }
     grpc::AddInsecureChannelFromFd(server, conn);
   }
+}
+
+bool Listener::TakeConnectToken(uid_t uid, std::chrono::steady_clock::time_point now) {
+  if (connect_rate_ <= 0) return true;
+  auto [it, fresh] = buckets_.try_emplace(uid, Bucket{connect_burst_, now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    const double secs = std::chrono::duration<double>(now - b.at).count();
+    b.tokens = std::min(connect_burst_, b.tokens + secs * connect_rate_);
+    b.at = now;
+  }
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
 }
 
 size_t Listener::OpenOfLocked(uid_t uid) {

@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,16 @@ class Listener {
   // Takes a socket already bound and listening (socket activation). Its
   // file belongs to whoever made it (systemd) and stays when ltd stops.
   static absl::StatusOr<std::unique_ptr<Listener>> Adopt(Fd fd, size_t max_per_user = 0);
+
+  // A user (root excepted) may open `per_second` connections a second, in
+  // bursts of up to `burst`; past that, connections are closed as soon as
+  // their credentials are read, before gRPC spends anything on them, so
+  // one user's connect flood leaves the accept thread to the others.
+  // 0: no bound. Call before Start.
+  void set_connect_rate(double per_second, double burst) {
+    connect_rate_ = per_second;
+    connect_burst_ = burst;
+  }
   ~Listener();  // stops accepting and removes the socket file it made
 
   // The path of the socket, for logs.
@@ -71,6 +82,8 @@ class Listener {
   void SweepLocked();
   // How many connections `uid` has open (its stale entries dropped). mu_ held.
   size_t OpenOfLocked(uid_t uid);
+  // Whether `uid` may connect now (takes a token); accept thread only.
+  bool TakeConnectToken(uid_t uid, std::chrono::steady_clock::time_point now);
 
   std::string path_;
   bool owns_path_ = true;  // Bind made the file; Adopt did not
@@ -81,6 +94,13 @@ class Listener {
   mutable std::mutex mu_;
   std::map<int, Peer> peers_;  // guarded by mu_; by fd number
   size_t sweep_at_ = 64;       // guarded by mu_; sweep once peers_ grows past this
+  double connect_rate_ = 0;
+  double connect_burst_ = 0;
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<uid_t, Bucket> buckets_;  // accept thread only
 };
 
 // Fails with a message naming the limit when `path` cannot fit sun_path.

@@ -98,11 +98,16 @@ void LogReplay::Deliver() {
     if (ended_event_) out_->Push(std::move(*ended_event_));
     return Done(true);
   }
-  idle_ = true;  // until the log grows or the job ends
+  // Until the log grows or the job ends. The snapshot's fds go now: an
+  // idle follower holds only its position, so followers cost ltd no fd
+  // while their jobs are quiet.
+  idle_ = true;
+  position_ = cursor_->position();
+  cursor_.reset();
 }
 
 void LogReplay::Snapshot() {
-  const uint64_t from = cursor_->position();
+  const uint64_t from = cursor_ ? cursor_->position() : position_;
   grew_ = false;
   snapshot_after_end_ = ended_;
   query_.tail = 0;  // past the first snapshot, everything new

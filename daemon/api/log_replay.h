@@ -40,7 +40,8 @@ class LogReplay {
   const std::string job_id_;
   LogQuery query_;
   std::shared_ptr<EventStream::Handle> out_;
-  std::optional<LogCursor> cursor_;
+  std::optional<LogCursor> cursor_;  // none while idle
+  uint64_t position_ = 0;            // idle: where the cursor was
   uv_work_t req_{};
   std::string chunk_;
   bool more_ = false;

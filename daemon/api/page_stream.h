@@ -20,6 +20,7 @@ class PageStream final : public grpc::ServerWriteReactor<v1::ListReply> {
   struct Handle {
     // Writes `pages`, then finishes with `status`; nothing once the client is gone.
     void Send(std::deque<v1::ListReply> pages, const grpc::Status& status);
+    void Finish(const grpc::Status& status) { Send({}, status); }
 
     std::mutex mu;
     PageStream* stream ABSL_GUARDED_BY(mu) = nullptr;
@@ -27,6 +28,8 @@ class PageStream final : public grpc::ServerWriteReactor<v1::ListReply> {
 
   PageStream();
   std::shared_ptr<Handle> handle() const { return handle_; }
+  // Kept until the stream is gone: what it holds of a quota, say.
+  void Keep(std::shared_ptr<void> held) { kept_ = std::move(held); }
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -43,6 +46,7 @@ class PageStream final : public grpc::ServerWriteReactor<v1::ListReply> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<void> kept_;
 };
 
 }  // namespace ltd

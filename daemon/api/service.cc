@@ -70,6 +70,8 @@ class StreamObserver final : public JobObserver {
 
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
+    // A reader that is behind costs a count, not a copy of the line.
+    if (rank >= 0 && !held_ && out_->DropIfFull()) return;
     v1::JobEvent ev;
     if (rank < 0) {
       ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
@@ -138,6 +140,24 @@ class StreamObserver final : public JobObserver {
 
 }  // namespace
 
+template <class Stream>
+std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* ctx,
+                                                  Stream* stream) {
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who) {
+    stream->handle()->Finish(
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+    return std::nullopt;
+  }
+  auto ticket = quota_.Take(who->uid);
+  if (!ticket.ok()) {
+    stream->handle()->Finish(ToGrpc(ticket.status()));
+    return std::nullopt;
+  }
+  stream->Keep(std::move(*ticket));
+  return who;
+}
+
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                                    JobManager::ObserverId oid, bool cancel) {
   auto gone = [this, id, oid, cancel] {
@@ -165,11 +185,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
                                                            const v1::SubmitRequest* req) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (closed_) {
     out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
     return stream;
@@ -214,9 +231,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   return stream;
 }
 
-grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* /*ctx*/,
+grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* ctx,
                                                           const v1::ListRequest* req) {
   auto* stream = new PageStream();
+  // Its pages are every job's summary: bounded per user like any stream.
+  if (!StreamCaller(ctx, stream)) return stream;
   loop_.Post([this, all = req->all(), out = stream->handle()] {
     // Pages of a bounded size whatever the number and size of the records
     // (gRPC refuses a message over 4 MB); each job's text is cut short.
@@ -253,8 +272,41 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   loop_.Post([this, ref = req->job(), caller, reply, reactor] {
     auto job = manager_.Resolve(ref, caller);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    ToProto(**job, kShowLimits, reply);
-    reactor->Finish(grpc::Status::OK);
+    // A finished job's summary: its whole record is on disk, read on
+    // libuv's pool (a record may be megabytes); the summary should that
+    // fail, or while kMaxShowReads are being read (what they hold is
+    // memory too).
+    if ((*job)->argv_cut == 0 || show_reads_ >= kMaxShowReads) {
+      ToProto(**job, kShowLimits, reply);
+      return reactor->Finish(grpc::Status::OK);
+    }
+    struct Read {
+      uv_work_t req{};
+      const JobStore* store;
+      std::string id;
+      Job summary;
+      absl::StatusOr<Job> loaded = absl::UnknownError("not read");
+      v1::Job* reply;
+      grpc::ServerUnaryReactor* reactor;
+      int* reads;
+    };
+    auto* read = new Read{{},    &manager_.store(), (*job)->id,  **job, absl::UnknownError(""),
+                          reply, reactor,           &show_reads_};
+    ++show_reads_;
+    read->req.data = read;
+    uv_queue_work(
+        loop_.get(), &read->req,
+        [](uv_work_t* w) {
+          auto* r = static_cast<Read*>(w->data);
+          r->loaded = r->store->Load(r->id);
+        },
+        [](uv_work_t* w, int) {
+          std::unique_ptr<Read> r(static_cast<Read*>(w->data));
+          --*r->reads;
+          const Job* full = r->loaded.ok() ? &*r->loaded : &r->summary;
+          ToProto(*full, kShowLimits, r->reply);
+          r->reactor->Finish(grpc::Status::OK);
+        });
   });
   return reactor;
 }
@@ -343,11 +395,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
                                                            bool cancel_on_disconnect) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (auto s = CheckJobRef(ref); !s.ok()) {
     out->Finish(ToGrpc(s));
     return stream;
@@ -384,11 +433,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                                          const v1::LogsRequest* req) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    out->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return stream;
-  }
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
   if (auto s = CheckJobRef(req->job()); !s.ok()) {
     out->Finish(ToGrpc(s));
     return stream;

@@ -12,13 +12,16 @@
 #include "listener.h"
 #include "loop.h"
 #include "ltd.grpc.pb.h"
+#include "stream_quota.h"
 
 namespace ltd {
 
 class LtdService final : public v1::Ltd::CallbackService {
  public:
-  LtdService(Loop& loop, JobManager& manager, const Listener& listener)
-      : loop_(loop), manager_(manager), listener_(listener) {}
+  // A user (root excepted) holds at most `user_max_streams` streams at
+  // once (0: no bound); see StreamQuota.
+  LtdService(Loop& loop, JobManager& manager, const Listener& listener, size_t user_max_streams = 0)
+      : loop_(loop), manager_(manager), listener_(listener), quota_(user_max_streams) {}
 
   grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* ctx,
                                                  const v1::SubmitRequest* req) override;
@@ -53,6 +56,10 @@ class LtdService final : public v1::Ltd::CallbackService {
   // down if it has not ended and ltd is not stopping. Loop thread.
   void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                          JobManager::ObserverId oid, bool cancel = false);
+  // The caller of a stream, holding one of its user's streams until the
+  // stream ends; nullopt (and `stream` finished with why) if refused.
+  template <class Stream>
+  std::optional<PeerCreds> StreamCaller(grpc::CallbackServerContext* ctx, Stream* stream);
   grpc::ServerWriteReactor<v1::JobEvent>* Follow(grpc::CallbackServerContext* ctx,
                                                  const std::string& ref, bool output,
                                                  bool cancel_on_disconnect = false);
@@ -60,6 +67,10 @@ class LtdService final : public v1::Ltd::CallbackService {
   Loop& loop_;
   JobManager& manager_;
   const Listener& listener_;
+  StreamQuota quota_;
+  // Whole records of finished jobs being read for Show (loop thread).
+  static constexpr int kMaxShowReads = 4;
+  int show_reads_ = 0;
   std::atomic<bool> closed_{false};
   ShutdownFn shutdown_;
 };

@@ -78,6 +78,19 @@ void AddOptions(CLI::App& app, Options& opt) {
                  "connections one user may hold open to ltd")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--user-max-connects", opt.user_max_connects,
+                 "connections one user may open a second (bursts of twice that); more are "
+                 "closed at once; 0: no bound")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--user-max-streams", opt.user_max_streams,
+                 "streams (attach, logs, wait, list, attached submit) one user may hold open")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--connection-max-streams", opt.connection_max_streams,
+                 "calls one connection may have in progress at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--idle-timeout", opt.idle_timeout,
                  "a connection with no call in progress for this long is closed")
       ->capture_default_str();

@@ -26,6 +26,9 @@ struct Options {
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;
   int user_max_connections = 64;
+  int user_max_streams = 64;
+  double user_max_connects = 200;
+  int connection_max_streams = 16;
   std::string idle_timeout = "10m";
   std::string job_max_log_bytes = "1G";
   int max_restarts_limit = 100;

@@ -84,7 +84,10 @@ void JobManager::Recover(const Adopter& adopt) {
         *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
     if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
-    if (IsFinal(job.state)) finished_.push_back(job.id);
+    if (IsFinal(job.state)) {
+      CutToSummary(job, kSummaryArgvBytes);
+      finished_.push_back(job.id);
+    }
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
   std::sort(running.begin(), running.end());
@@ -115,6 +118,7 @@ void JobManager::Recover(const Adopter& adopt) {
   for (auto& [seq, job] : pending) {
     job->device_slots.clear();
     WaitOrQueue(*job, seq);
+    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
   }
   std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
@@ -173,7 +177,24 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();
+  // Queued (not being started): its environment waits on disk.
+  if (ref.state == JobState::kPending && supervised_.count(id) == 0) SpillEnv(ref);
   return id;
+}
+
+void JobManager::SpillEnv(Job& job) {
+  if (job.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
+  std::vector<std::string>().swap(job.spec.env);
+  job.env_on_disk = true;
+}
+
+absl::Status JobManager::ReloadEnv(Job& job) {
+  if (!job.env_on_disk) return absl::OkStatus();
+  auto record = store_.Load(job.id);
+  if (!record.ok()) return record.status();
+  job.spec.env = std::move(record->spec.env);
+  job.env_on_disk = false;
+  return absl::OkStatus();
 }
 
 Job* JobManager::FindMutable(const std::string& id) {
@@ -278,6 +299,15 @@ void JobManager::Schedule() {
 }
 
 void JobManager::Start(Job& job) {
+  if (auto s = ReloadEnv(job); !s.ok()) {
+    RootCause cause;
+    cause.reason = CauseReason::kSpawnFailed;
+    cause.at = clock_.Now();
+    cause.exit_code = 1;
+    cause.message = Cat("its environment could not be read back from its record: ", s.message());
+    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
+    return Finish(job, std::move(cause), JobState::kFailed);
+  }
   if (!LtdPicksPort(job.spec)) {
     job.master_port = job.spec.nodes.master_port;
     return StartSupervision(job);
@@ -319,8 +349,13 @@ void JobManager::OnChanged(const std::string& id, const Job& now) {
   const JobState from = job->state;
   Emit([&](JobEvents& e) { e.OnRecord(*job, now); });
   std::vector<GpuSample> gpu_usage = std::move(job->gpu_usage);  // ltd's, not the record's
+  // A record past the first of a watch leaves out the command line, which
+  // ltd has (a job's argv never is empty).
+  std::vector<std::string> argv;
+  if (now.spec.argv.empty()) argv = std::move(job->spec.argv);
   *job = now;
   job->gpu_usage = std::move(gpu_usage);
+  if (!argv.empty()) job->spec.argv = std::move(argv);
   if (job->state != from) StateChanged(*job, from);
 }
 
@@ -503,6 +538,11 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  // Whoever ended it (a supervisor does the same; a pending job had none,
+  // a lost one's may not have), the user writes no more in its dir.
+  if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
+    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
+  }
   // Every process of the job is gone; a GPU some other process still holds
   // is not reused until that one is gone too.
   if (gpus_ != nullptr) {
@@ -529,6 +569,9 @@ void JobManager::Ended(Job& job) {
     observers_.erase(it);
   }
   for (auto& [oid, obs] : observers) obs->OnEnded(job);
+  // Its record is on disk (saved by its supervisor, or by Persist above,
+  // which cut it already): memory keeps a summary.
+  if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
   finished_.push_back(job.id);
   OnDependencyEnded(job);
   Schedule();
@@ -565,11 +608,15 @@ void JobManager::PruneFinished() {
 }
 
 void JobManager::Persist(Job& job) {
+  // A record without the environment it had would lose it for good.
+  if (!IsFinal(job.state)) (void)ReloadEnv(job);
   absl::Status s = store_.Save(job);
   if (s.ok()) {
     if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);
     job.record_error.clear();
     unsaved_.erase(job.id);
+    // On disk in full: what memory keeps of a finished job is a summary.
+    if (IsFinal(job.state)) CutToSummary(job, kSummaryArgvBytes);
     return;
   }
   if (job.record_error.empty()) {

@@ -123,6 +123,11 @@ class JobManager {
   // The job's log as it is now (every line so far, none after); read it
   // off the loop with ReadLog.
   LogSnapshot TakeLog(const std::string& id) const;
+  // The records on disk. Load is safe on any thread: a finished job's
+  // whole record (its summary in memory is cut) is read off the loop.
+  const JobStore& store() const { return store_; }
+  // What a finished job's summary keeps of its command line.
+  static constexpr size_t kSummaryArgvBytes = 4096;
 
   // Refuses new jobs; with `end_jobs`, tears every live job down first.
   // Then calls `done`.
@@ -155,6 +160,10 @@ class JobManager {
   void Schedule();
   void Start(Job& job);
   void StartSupervision(Job& job);
+  // A pending job's environment out of memory (its record has it), and
+  // back, read from the record, before it starts or is saved again.
+  void SpillEnv(Job& job);
+  absl::Status ReloadEnv(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnBeats(const std::string& id, const std::vector<RankBeat>& beats);

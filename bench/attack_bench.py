@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""Benchmark of ltd under one user's attacks (issue 20).
+
+User A attacks a real ltd; user B runs `ltctl ps` meanwhile. For each
+attack, and at rest, prints: ltd's peak RSS (MiB, sampled every 50 ms),
+its most fds, B's `ps` latency (median, max, ms) and how many of B's
+`ps` succeeded; for the etcd attack, how long the job's root supervisor
+outlived `ltctl kill`. Targets: B's ps N of N with a median under 3x the
+idle median; ltd's RSS under 300 MiB; no root supervisor outliving its
+job's grace period.
+
+Attacks (counts reduced with --scale below 1):
+  follow      A holds 200 `ltctl logs -f` of a quiet job
+  attach      A holds 100 `ltctl attach` of a chatty job, stopped, unread
+  auto-on     3 jobs of A with ~1.9 MB command lines whose rank writes
+              `auto on` in a loop
+  connect     A connects and closes as fast as it can (2 processes)
+  etcd-kill   A submits 5 jobs that wait for an etcd that never answers
+              (--rdzv-timeout 8760h) and kills them
+
+Needs root (it makes two throwaway users). Not a test: nothing is
+asserted; a shared 2-core machine is noisy.
+Usage: sudo bench/attack_bench.py [--build DIR] [--ps N] [--scale F] [--only A,B]
+       [--ltd-arg=--user-max-connects=20 ...]
+"""
+
+import argparse
+import os
+import pwd
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user(name):
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-M", "-s", "/bin/false", name], check=True)
+    p = pwd.getpwnam(name)
+    return p.pw_uid, p.pw_gid
+
+
+def as_user(uid, gid):
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return drop
+
+
+class Sampler(threading.Thread):
+    """ltd's RSS and fds, every 50 ms, until stopped."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.rss, self.fds, self.stop = pid, 0, 0, False
+
+    def run(self):
+        while not self.stop:
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            self.rss = max(self.rss, int(line.split()[1]) // 1024)
+                self.fds = max(self.fds, len(os.listdir(f"/proc/{self.pid}/fd")))
+            except OSError:
+                return
+            time.sleep(0.05)
+
+
+class Bench:
+    def __init__(self, build, ps_runs, ltd_args=()):
+        self.dir = tempfile.mkdtemp(prefix="ltd-attack.")
+        os.chmod(self.dir, 0o755)
+        self.ltctl = shutil.copy(f"{build}/client/ltctl", self.dir)
+        self.child = shutil.copy(f"{build}/tests/lt_test_child", self.dir)
+        self.sock = os.path.join(self.dir, "ltd.sock")
+        self.ps_runs = ps_runs
+        self.a = user("ltbencha")
+        self.b = user("ltbenchb")
+        self.log = open(os.path.join(self.dir, "ltd.log"), "w")
+        self.ltd = subprocess.Popen(
+            [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", f"{self.dir}/state",
+             "--devices", "16", "--log-level", "info", "--restore-window", "0", *ltd_args],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while not os.path.exists(self.sock):
+            if time.time() > deadline or self.ltd.poll() is not None:
+                sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
+            time.sleep(0.02)
+        self.procs = []
+
+    def ctl(self, who, *args, timeout=60, **kw):
+        return subprocess.run([self.ltctl, "--socket", self.sock, *args], capture_output=True,
+                              text=True, timeout=timeout, preexec_fn=as_user(*who), **kw)
+
+    def spawn(self, who, *args, **kw):
+        p = subprocess.Popen([self.ltctl, "--socket", self.sock, *args], preexec_fn=as_user(*who),
+                             stdin=subprocess.DEVNULL, **kw)
+        self.procs.append(p)
+        return p
+
+    def submit(self, *args):
+        r = self.ctl(self.a, "submit", "-d", "--devices", "1", *args)
+        if r.returncode != 0:
+            print(f"  submit failed: {r.stderr.strip()[:200]}")
+            return None
+        return r.stdout.strip()
+
+    def measure(self, name, attack=None, settle=1.0):
+        """Runs `attack` (it starts, returns a cleanup), then B's ps."""
+        sampler = Sampler(self.ltd.pid)
+        sampler.start()
+        cleanup = attack() if attack else None
+        time.sleep(settle)
+        times, ok, errs = [], 0, set()
+        for _ in range(self.ps_runs):
+            t0 = time.perf_counter()
+            try:
+                r = self.ctl(self.b, "ps", timeout=30)
+                good = r.returncode == 0
+                if not good:
+                    errs.add(r.stderr.strip()[:120])
+            except subprocess.TimeoutExpired:
+                good = False
+                errs.add("timed out after 30 s")
+            times.append((time.perf_counter() - t0) * 1000)
+            ok += good
+        extra = cleanup() if cleanup else ""
+        time.sleep(0.3)
+        sampler.stop = True
+        sampler.join()
+        print(f"{name:10} rss_peak={sampler.rss:5d} MiB fds_max={sampler.fds:6d} "
+              f"ps_median={statistics.median(times):7.1f} ms ps_max={max(times):7.1f} ms "
+              f"ps_ok={ok}/{self.ps_runs}{extra}", flush=True)
+        for e in errs:
+            print(f"           ps error: {e}")
+        return statistics.median(times)
+
+    def end_all(self):
+        for p in self.procs:
+            try:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait(timeout=10)
+            except Exception:
+                pass
+        self.procs = []
+
+    def kill(self, job):
+        if job:
+            self.ctl((0, 0), "kill", job, timeout=60)
+
+    def stop(self):
+        self.end_all()
+        self.ltd.terminate()
+        try:
+            self.ltd.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.ltd.kill()
+        self.log.close()
+        for name in ("ltbencha", "ltbenchb"):
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            subprocess.run(["userdel", name], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def shims_of(job):
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"lt-shim") and job.encode() in argv:
+            n += 1
+    return n
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def settle(b):
+    # ltd gives freed memory back as a stream ends, at most once a second.
+    time.sleep(1.2)
+    b.ctl(b.b, "ps")
+
+
+def memory(b, n):
+    """ltd's RSS per finished job kept (~1.9 MB command lines) and per
+    pending job (16,000 environment strings)."""
+    filler = ["x" * 399] * 4750
+    before = rss_kib(b.ltd.pid)
+    jobs = [b.submit("--", b.child, *filler, "exit:0") for _ in range(n)]
+    for j in jobs:
+        if j:
+            b.ctl(b.a, "wait", j, timeout=120)
+    settle(b)
+    kept = (rss_kib(b.ltd.pid) - before) / n
+    blocker = b.ctl(b.a, "submit", "-d", "--devices", "16", "--", b.child, "hang").stdout.strip()
+    env = {f"V{i}": "x" for i in range(16000)}
+    env["PATH"] = "/usr/bin:/bin"
+    before = rss_kib(b.ltd.pid)
+    pending = []
+    for _ in range(n):
+        r = subprocess.run([b.ltctl, "--socket", b.sock, "submit", "-d", "--devices", "1", "--",
+                            b.child, "exit:0"], capture_output=True, text=True, env=env,
+                           preexec_fn=as_user(*b.a))
+        pending.append(r.stdout.strip())
+    settle(b)
+    per_pending = (rss_kib(b.ltd.pid) - before) / n
+    print(f"memory    per kept job (1.9 MB argv): {kept:.0f} KiB; per pending job "
+          f"(16,000 env strings): {per_pending:.0f} KiB; over {n} jobs each")
+    b.kill(blocker)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--ps", type=int, default=20)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--ltd-arg", action="append", default=[], help="passed on to ltd")
+    ap.add_argument("--only", default="", help="comma-separated attacks to run (default: all)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("attack_bench needs root: it makes two throwaway users")
+    s = lambda n: max(1, int(n * args.scale))  # noqa: E731
+    b = Bench(args.build, args.ps, args.ltd_arg)
+    only = set(filter(None, args.only.split(",")))
+
+    def run(name, attack, settle):
+        if not only or name in only:
+            b.measure(name, attack, settle=settle)
+    try:
+        idle = b.measure("idle")
+
+        def follow():
+            job = b.submit("--", b.child, "print:3,hang")
+            for _ in range(s(200)):
+                b.spawn(b.a, "logs", "-f", job, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+            return lambda: (b.end_all(), b.kill(job), "")[2]
+        run("follow", follow, 3)
+
+        def attach():
+            job = b.submit("--", b.child, "print:100000000")
+            ps = [b.spawn(b.a, "attach", job, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                  for _ in range(s(100))]
+            time.sleep(1)
+            for p in ps:
+                p.send_signal(signal.SIGSTOP)  # never reads again
+            return lambda: (b.end_all(), b.kill(job), "")[2]
+        run("attach", attach, 8)
+
+        def auto_on():
+            filler = ["x" * 399] * 4750  # ~1.9 MB of command line
+            jobs = [b.submit("--", b.child, *filler, "repeat:100000000:auto on")
+                    for _ in range(s(3))]
+            return lambda: ([b.kill(j) for j in jobs], "")[1]
+        run("auto-on", auto_on, 8)
+
+        def connect():
+            pids = []
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    as_user(*b.a)()
+                    while True:
+                        try:
+                            c = socket.socket(socket.AF_UNIX)
+                            c.connect(b.sock)
+                            c.close()
+                        except OSError:
+                            pass
+                pids.append(pid)
+
+            def stop():
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                return ""
+            return stop
+        run("connect", connect, 2)
+
+        def etcd_kill():
+            jobs = [b.submit("--nnodes", "2", "--rdzv", "etcd://127.0.0.1:1", "--rdzv-timeout",
+                             "8760h", "--grace", "2s", "--", b.child, "hang") for _ in range(s(5))]
+            time.sleep(2)
+
+            def stop():
+                # Each job's supervisor, from its own kill's answer to its end.
+                outlived = []
+                for j in jobs:
+                    if not j:
+                        continue
+                    b.ctl(b.a, "kill", j)
+                    t0 = time.time()
+                    while shims_of(j) and time.time() - t0 < 30:
+                        time.sleep(0.02)
+                    outlived.append(time.time() - t0)
+                left = sum(shims_of(j) for j in jobs if j)
+                return (f" shims_left={left} outlived_kill_max={max(outlived):.2f}s "
+                        f"median={statistics.median(outlived):.2f}s (grace 2s)")
+            return stop
+        run("etcd-kill", etcd_kill, 0.5)
+        print(f"idle ps median {idle:.1f} ms; target: every attack's under {3 * idle:.1f} ms")
+        if not only or "memory" in only:
+            memory(b, s(50))
+    finally:
+        b.stop()
+
+
+if __name__ == "__main__":
+    main()

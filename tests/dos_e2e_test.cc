@@ -1,0 +1,292 @@
+// One local user cannot take ltd from the others (issue 20): streams,
+// connects, heartbeat lines and supervisor lifetimes are bounded, each
+// attack run by a throwaway user against a real ltd through the real
+// ltctl, with another user's `ltctl ps` checked meanwhile. Needs root:
+// skipped otherwise. Counts are small: each test shows the bound, not a
+// load (bench/attack_bench.py measures the load).
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace ltd::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool Has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+size_t Count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// fds of `pid` whose target contains `part` (a socket: "socket:").
+int FdsTo(pid_t pid, const std::string& part) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code rec;
+    if (Has(fs::read_symlink(it->path(), rec).string(), part)) ++n;
+  }
+  return n;
+}
+
+// A process of `as` that connects to `socket` and closes, as fast as it
+// can, until destroyed.
+class ConnectFlood {
+ public:
+  ConnectFlood(const std::string& socket, const RunAs& as) {
+    pid_ = fork();
+    if (pid_ != 0) return;
+    if (setgroups(0, nullptr) != 0 || setgid(as.gid) != 0 || setuid(as.uid) != 0) _exit(3);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    for (;;) {
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      if (fd < 0) _exit(4);
+      (void)connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      close(fd);
+    }
+  }
+  ~ConnectFlood() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class Dos : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      GTEST_SKIP() << "the DoS suite needs root: it creates local users and runs ltd as root; "
+                      "run it as root (e.g. `sudo ctest -L security`)";
+    }
+    if (access("/usr/sbin/useradd", X_OK) != 0) {
+      GTEST_SKIP() << "useradd (package passwd) is not installed";
+    }
+    const std::string base = "ltq" + std::to_string(getpid());
+    a_ = std::make_unique<TestUser>(base + "a");
+    ASSERT_TRUE(a_->ok()) << a_->error();
+    b_ = std::make_unique<TestUser>(base + "b");
+    ASSERT_TRUE(b_->ok()) << b_->error();
+    ltctl_ = bin_.Copy(LtctlPath());
+    child_ = bin_.Copy(TestChildPath());
+    d_.LetUsersConnect();
+    set_up_ = true;
+  }
+
+  void TearDown() override {
+    if (d_.pid() > 0) {
+      EXPECT_EQ(d_.Stop(), 0) << "ltd did not exit 0 when stopped";
+    }
+    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s))
+        << "processes left behind: " << ProcessesWithMarker(d_.marker()).size();
+    for (pid_t pid : ProcessesWithMarker(d_.marker())) kill(pid, SIGKILL);
+    for (auto* u : {a_.get(), b_.get()}) {
+      if (u == nullptr || !u->ok()) continue;
+      EXPECT_TRUE(WaitFor([&] { return ProcessesOfUser(u->uid()).empty(); }, 10s))
+          << "processes of " << u->name() << " left behind";
+      EXPECT_TRUE(u->Remove()) << u->error();
+    }
+    EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
+    if (HasFailure() && set_up_) {
+      const std::string log = d_.log();
+      std::fprintf(stderr, "---- ltd log (tail) ----\n%s\n",
+                   log.substr(log.size() > 20000 ? log.size() - 20000 : 0).c_str());
+    }
+  }
+
+  CmdResult CtlAs(const TestUser& u, std::vector<std::string> args,
+                  std::chrono::milliseconds timeout = 30s) const {
+    std::vector<std::string> argv = {ltctl_, "--socket", d_.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommandAs(u.As(), argv, {d_.marker(), "HOME=" + u.home(), "USER=" + u.name()},
+                        timeout);
+  }
+
+  std::string SubmitAs(const TestUser& u, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"submit", "-d"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CmdResult r = CtlAs(u, argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Trim(r.out) : "";
+  }
+
+  bool WaitState(const std::string& id, const std::string& state,
+                 std::chrono::milliseconds timeout = 20s) const {
+    return WaitFor([&] { return d_.Show(id).value("state", "") == state; }, timeout);
+  }
+
+  // B's `ps` works `n` times of `n`.
+  void ExpectOthersServed(int n) {
+    int ok = 0;
+    std::string last_error;
+    for (int i = 0; i < n; ++i) {
+      CmdResult ps = CtlAs(*b_, {"ps"}, 20s);
+      if (ps.exit_code == 0) {
+        ++ok;
+      } else {
+        last_error = ps.err;
+      }
+    }
+    EXPECT_EQ(ok, n) << "another user's ps failed " << n - ok << " of " << n
+                     << " times; last: " << last_error;
+  }
+
+  Daemon d_;
+  PublicDir bin_;
+  std::unique_ptr<TestUser> a_, b_;
+  std::string ltctl_, child_;
+  bool set_up_ = false;
+};
+
+// Streams: a user's streams past --user-max-streams are refused with one
+// line naming the limit; another user's are not; once the streams end,
+// the user may open more.
+TEST_F(Dos, StreamsPerUserAreBounded) {
+  ASSERT_TRUE(d_.Start({"--user-max-streams", "3"})) << d_.log();
+  const std::string id = SubmitAs(*a_, {"--devices", "1", "--", child_, "hang"});
+  ASSERT_TRUE(WaitState(id, "RUNNING"));
+  // Three `wait` streams of A's, each open once ltd's log says so.
+  std::vector<std::thread> waits;
+  std::vector<CmdResult> results(3);
+  for (int i = 0; i < 3; ++i) {
+    waits.emplace_back([&, i] { results[static_cast<size_t>(i)] = CtlAs(*a_, {"wait", id}, 60s); });
+  }
+  const std::string opened = "wait stream opened by uid " + std::to_string(a_->uid());
+  ASSERT_TRUE(WaitFor([&] { return Count(d_.log(), opened) == 3; }, 30s));
+  CmdResult refused = CtlAs(*a_, {"logs", "-f", id}, 5s);
+  EXPECT_EQ(refused.exit_code, 1) << "a 4th stream of A's was not refused: " << refused.err;
+  EXPECT_TRUE(Has(refused.err, "--user-max-streams 3")) << refused.err;
+  EXPECT_EQ(Count(Trim(refused.err), "\n"), 0u) << refused.err;
+  // B is another user: its streams are its own.
+  CmdResult b_ps = CtlAs(*b_, {"--json", "ps", "-a"}, 20s);
+  EXPECT_EQ(b_ps.exit_code, 0) << b_ps.err;
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  for (auto& t : waits) t.join();
+  for (const CmdResult& r : results) EXPECT_FALSE(Has(r.err, "--user-max-streams")) << r.err;
+  // Given back: A streams again.
+  CmdResult logs = CtlAs(*a_, {"logs", id}, 20s);
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+}
+
+// A follower of a quiet job holds no fd of its log: 20,000 of them once
+// took every fd ltd had.
+TEST_F(Dos, IdleFollowersHoldNoLogFd) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string id = SubmitAs(*a_, {"--devices", "1", "--", child_, "print:3,hang"});
+  ASSERT_TRUE(WaitState(id, "RUNNING"));
+  const std::string log_dir = d_.state_dir() + "/jobs/" + id + "/";
+  const int sockets = FdsTo(d_.pid(), "socket:");
+  constexpr int kFollowers = 8;
+  std::vector<std::thread> follows;
+  for (int i = 0; i < kFollowers; ++i) {
+    follows.emplace_back([&] { CtlAs(*a_, {"logs", "-f", id}, 60s); });
+  }
+  int log_fds = -1, socket_fds = -1;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        socket_fds = FdsTo(d_.pid(), "socket:");
+        log_fds = FdsTo(d_.pid(), log_dir);
+        return socket_fds >= sockets + kFollowers && log_fds == 0;
+      },
+      30s))
+      << kFollowers << " idle followers: ltd holds " << log_fds << " fds of the job's dir ("
+      << socket_fds - sockets << " more sockets)";
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  for (auto& t : follows) t.join();
+}
+
+// Connects: one user's connect flood leaves another's `ps` working.
+TEST_F(Dos, AConnectFloodLeavesOthersServed) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  ASSERT_EQ(CtlAs(*b_, {"ps"}).exit_code, 0);
+  ConnectFlood flood(d_.socket(), a_->As());
+  ExpectOthersServed(20);
+}
+
+// Heartbeat lines: a rank writing `auto on` in a loop costs one log line
+// and one record, and the job still ends as it should.
+TEST_F(Dos, ARepeatedHeartbeatLineIsNewsOnce) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "1", "--", child_, "repeat:200000:auto on,exit:0"});
+  nlohmann::json ended = d_.WaitEnded(id, 120s);
+  EXPECT_EQ(ended.value("state", ""), "SUCCEEDED") << ended.dump();
+  EXPECT_LE(Count(d_.log(), "automatic heartbeats on"), 1u);
+  ExpectOthersServed(3);
+}
+
+// Supervisor lifetimes: a job killed while its supervisor waits for an
+// etcd that never answers leaves no root supervisor behind.
+TEST_F(Dos, AJobKilledWhileWaitingForEtcdLeavesNoSupervisor) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "1", "--nnodes", "2", "--rdzv", "etcd://127.0.0.1:1",
+                     "--rdzv-timeout", "8760h", "--grace", "2s", "--", child_, "hang"});
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor([&] { return !Supervisors(d_.state_dir(), id).empty(); }, 20s));
+  CmdResult kill = CtlAs(*a_, {"kill", id}, 20s);
+  EXPECT_EQ(kill.exit_code, 0) << kill.err;
+  EXPECT_TRUE(WaitFor([&] { return Supervisors(d_.state_dir(), id).empty(); }, 10s))
+      << "the supervisor of job " << id << " outlived its kill";
+  const std::string state = d_.WaitEnded(id, 20s).value("state", "");
+  EXPECT_TRUE(state == "CANCELLED" || state == "FAILED") << state;
+}
+
+// Limits of the submitter: a rank runs with the limits of the process
+// that submitted it (an admin's limits.conf of 512 fds and 64 processes),
+// not ltd's raised fd limit.
+TEST_F(Dos, RanksGetTheSubmittersResourceLimits) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "prlimit (util-linux) is missing";
+  std::vector<std::string> argv = {"/usr/bin/prlimit",
+                                   "--nofile=512:512",
+                                   "--nproc=64:64",
+                                   ltctl_,
+                                   "--socket",
+                                   d_.socket(),
+                                   "submit",
+                                   "--devices",
+                                   "1",
+                                   "--",
+                                   child_,
+                                   "rlimits"};
+  CmdResult r =
+      RunCommandAs(a_->As(), argv, {d_.marker(), "HOME=" + a_->home(), "USER=" + a_->name()}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "nofile=512:512 nproc=64:64")) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace ltd::test
