@@ -384,6 +384,8 @@ TEST_F(E2E, RanksRunAsTheSubmittingUserWhoAloneControlsTheJob) {
   EXPECT_EQ(d_.Show("1")["user"], "nobody");
 
   const std::string roots = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  // It waits for ltd's next spare supervisor if the first job took the last.
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(roots).value("state", "") == "RUNNING"; }, 10s));
   CmdResult denied = as_nobody({"kill", roots});
   ExpectOneLineError(denied, "only its owner or root");
   EXPECT_EQ(d_.Show(roots)["state"], "RUNNING");
