@@ -105,7 +105,6 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("ltd"));
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::info("{}; {}", LTD_VERSION_LINE("ltd"), config_sources.Describe());
 
   ManagerConfig config;
   auto duration = [](const char* flag, const std::string& text) -> std::optional<Millis> {
@@ -344,6 +343,8 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
       return 1;
     }
     (*listener)->Start(server.get());
+    // Said once ltd is up, as the rest: a refusal to start is one line.
+    spdlog::info("{}; {}", LTD_VERSION_LINE("ltd"), config_sources.Describe());
     spdlog::info("ltd listening on {}{}; state in {}; {} device slot(s){}; containment: {}",
                  (*listener)->path(), *activated ? " (socket from systemd)" : "", opt.state_dir,
                  config.placement.slots, config.placement.gpu_ids.empty() ? "" : " (GPUs)",

@@ -430,8 +430,7 @@ int main(int argc, char** argv) {
   // An option ltrun does not know stops at PROGRAM for CLI11, which would
   // run `--devcies` as the program; before PROGRAM it is a mistake, as in
   // ltctl (a program whose name starts with '-' comes after `--`).
-  if (!opt.command.empty() && opt.command.front().starts_with("-") &&
-      opt.command.front() != "--") {
+  if (!opt.command.empty() && opt.command.front().starts_with("-") && opt.command.front() != "--") {
     std::fprintf(stderr, "ltrun: unknown option %s; see `ltrun --help`\n",
                  ltd::DisplayEscape(opt.command.front(), ltd::Controls::kEscape).c_str());
     return ltd::kErrorExit;

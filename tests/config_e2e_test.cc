@@ -89,12 +89,12 @@ TEST_F(Config, BadValuesAndLinesAreOneLineWithTheirPlace) {
   }
   CmdResult missing = Ltd({"--config", dir_ + "/none.toml", "--print-config"});
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(missing.err.find(dir_ + "/none.toml does not exist"), std::string::npos)
-      << missing.err;
+  EXPECT_NE(missing.err.find(dir_ + "/none.toml does not exist"), std::string::npos) << missing.err;
 }
 
 TEST_F(Config, PrintConfigSaysWhereEachValueCameFrom) {
-  const std::string path = Write("restore-window = \"1m\"\nkeep-jobs = 5\nauto-heartbeat = false\n");
+  const std::string path =
+      Write("restore-window = \"1m\"\nkeep-jobs = 5\nauto-heartbeat = false\n");
   CmdResult r = Ltd({"--config", path, "--keep-jobs", "7", "--print-config"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\nrestore-window = \"1m\"  # file " + path + ":1\n"), std::string::npos)
@@ -104,8 +104,7 @@ TEST_F(Config, PrintConfigSaysWhereEachValueCameFrom) {
       << r.out;
   EXPECT_NE(r.out.find("\nsocket = \"/run/ltd/ltd.sock\"  # default\n"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("\n# metrics-listen =  (not set)  # default\n"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("\n# metrics-listen =  (not set)  # default\n"), std::string::npos) << r.out;
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
@@ -145,8 +144,7 @@ TEST_F(Config, TheStartUpLogNamesTheFileRead) {
   ASSERT_TRUE(d.Start({"--config", path})) << d.log();
   EXPECT_EQ(d.Stop(), 0);
   EXPECT_NE(d.log().find("configuration from " + path), std::string::npos) << d.log();
-  EXPECT_TRUE(std::regex_search(d.log(), std::regex("ltd [0-9]+\\.[0-9]+\\.[0-9]+")))
-      << d.log();
+  EXPECT_TRUE(std::regex_search(d.log(), std::regex("ltd [0-9]+\\.[0-9]+\\.[0-9]+"))) << d.log();
 }
 
 TEST(CommandLines, VersionOnEveryBinary) {
@@ -154,7 +152,8 @@ TEST(CommandLines, VersionOnEveryBinary) {
     CmdResult r = RunCommand({bin, "--version"}, {}, 30s);
     const std::string name = bin.substr(bin.rfind('/') + 1);
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    EXPECT_TRUE(std::regex_match(r.out, std::regex(name + " [0-9]+\\.[0-9]+\\.[0-9]+( \\(git [^)]+\\))?\n")))
+    EXPECT_TRUE(std::regex_match(
+        r.out, std::regex(name + " [0-9]+\\.[0-9]+\\.[0-9]+( \\(git [^)]+\\))?\n")))
         << name << ": " << r.out;
   }
 }
@@ -164,10 +163,9 @@ TEST(CommandLines, LtrunRefusesAnUnknownOptionBeforeProgramAsLtctlDoes) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string ran = std::string(tmpl) + "/ran";
   CmdResult ltrun = RunCommand({LtrunPath(), "--devcies", "2", "/bin/touch", ran}, {}, 30s);
-  CmdResult ltctl =
-      RunCommand({LtctlPath(), "--socket", std::string(tmpl) + "/none.sock", "submit", "--devcies",
-                  "2", "/bin/touch", ran},
-                 {}, 30s);
+  CmdResult ltctl = RunCommand({LtctlPath(), "--socket", std::string(tmpl) + "/none.sock", "submit",
+                                "--devcies", "2", "/bin/touch", ran},
+                               {}, 30s);
   for (const CmdResult& r : {ltrun, ltctl}) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_EQ(Lines(r.err), 1u) << r.err;

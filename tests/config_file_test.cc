@@ -41,8 +41,8 @@ TEST(ConfigFile, RefusalsNameTheFileAndLine) {
     auto entries = ParseConfig(text, "f.toml");
     ASSERT_FALSE(entries.ok()) << text;
     // The message begins with the place and the problem; some say what to do after.
-    EXPECT_TRUE(std::string(entries.status().message()).starts_with(message)) << text << " -> "
-                                                                  << entries.status().message();
+    EXPECT_TRUE(std::string(entries.status().message()).starts_with(message))
+        << text << " -> " << entries.status().message();
   }
 }
 
@@ -55,8 +55,8 @@ TEST(ConfigFile, HostileBytesNeverCrashIt) {
 }
 
 TEST(ConfigFile, NearestKeyForTypos) {
-  const std::vector<std::string> keys = {"restore-window", "restart-backoff", "socket",
-                                         "state-dir", "keep-jobs"};
+  const std::vector<std::string> keys = {"restore-window", "restart-backoff", "socket", "state-dir",
+                                         "keep-jobs"};
   EXPECT_EQ(NearestKey("restore-windw", keys), "restore-window");
   EXPECT_EQ(NearestKey("restore_window", keys), "restore-window");
   EXPECT_EQ(NearestKey("sockt", keys), "socket");

@@ -41,11 +41,20 @@ absl::StatusOr<std::string> BasicString(const std::string& s, size_t i, size_t* 
     }
     if (++i == s.size()) break;
     switch (s[i]) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      default: return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", s.substr(i, 1)));
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", s.substr(i, 1)));
     }
   }
   return absl::InvalidArgumentError("a string with no closing quote");
@@ -61,7 +70,8 @@ absl::StatusOr<std::string> Value(const std::string& s, size_t i) {
     value = *std::move(body);
   } else if (s[i] == '\'') {
     end = s.find('\'', i + 1);
-    if (end == std::string::npos) return absl::InvalidArgumentError("a string with no closing quote");
+    if (end == std::string::npos)
+      return absl::InvalidArgumentError("a string with no closing quote");
     value = s.substr(i + 1, end - i - 1);
     ++end;
   } else {
@@ -115,13 +125,15 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfig(const std::string& text,
     };
     size_t i = SkipSpace(line, 0);
     if (i == line.size() || line[i] == '#') continue;
-    if (line[i] == '[') return fail("ltd's configuration has no sections; put every key at the top level");
+    if (line[i] == '[')
+      return fail("ltd's configuration has no sections; put every key at the top level");
     size_t key_end = i;
     while (key_end < line.size() && IsKeyChar(line[key_end])) ++key_end;
     if (key_end == i) return fail("expected `key = value`");
     std::string key = line.substr(i, key_end - i);
     i = SkipSpace(line, key_end);
-    if (i == line.size() || line[i] != '=') return fail(absl::StrCat("expected '=' after '", key, "'"));
+    if (i == line.size() || line[i] != '=')
+      return fail(absl::StrCat("expected '=' after '", key, "'"));
     auto value = Value(line, SkipSpace(line, i + 1));
     if (!value.ok()) return fail(absl::StrCat(key, ": ", value.status().message()));
     if (!seen.insert(key).second) return fail(absl::StrCat("'", key, "' is given twice"));

@@ -51,9 +51,11 @@ std::string Toml(const std::string& v) {
 void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--socket", opt.socket, "Unix socket to listen on")->capture_default_str();
   app.add_option("--state-dir", opt.state_dir, "job records and rank logs")->capture_default_str();
-  auto* devices = app.add_option("--devices", opt.devices, "N logical device slots (default: the GPUs, else the CPUs)")
+  auto* devices = app.add_option("--devices", opt.devices,
+                                 "N logical device slots (default: the GPUs, else the CPUs)")
                       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--gpus", opt.gpus, "GPU indices jobs are placed on, e.g. 0,1,2,3 (default: every GPU)")
+  app.add_option("--gpus", opt.gpus,
+                 "GPU indices jobs are placed on, e.g. 0,1,2,3 (default: every GPU)")
       ->excludes(devices);
   app.add_option("--log-level", opt.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
@@ -135,7 +137,8 @@ void AddOptions(CLI::App& app, Options& opt) {
 
 std::string ConfigSources::Describe() const {
   return read ? absl::StrCat("configuration from ", path)
-              : absl::StrCat("no configuration file (", path, " does not exist): defaults and flags");
+              : absl::StrCat("no configuration file (", path,
+                             " does not exist): defaults and flags");
 }
 
 absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool required,
@@ -147,12 +150,13 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
     known.push_back(key);
     if (o->count() > 0) sources->source[key] = "flag --" + key;
   }
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0 && errno == ENOENT && !required) return absl::OkStatus();
   auto entries = ReadConfigFile(path);
   if (!entries.ok()) {
     if (absl::IsNotFound(entries.status())) {
-      return absl::NotFoundError(absl::StrCat("config file ", path, " does not exist; fix --config"));
+      return absl::NotFoundError(
+          absl::StrCat("config file ", path, " does not exist; fix --config"));
     }
     return entries.status();
   }
@@ -186,10 +190,9 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
 }
 
 std::string EffectiveConfig(const CLI::App& app, const ConfigSources& sources) {
-  std::string out = absl::StrCat("# ltd's effective configuration; ",
-                                 sources.read ? "read " + sources.path
-                                              : sources.path + " does not exist",
-                                 "\n");
+  std::string out =
+      absl::StrCat("# ltd's effective configuration; ",
+                   sources.read ? "read " + sources.path : sources.path + " does not exist", "\n");
   for (const CLI::Option* o : Keys(app)) {
     const std::string& key = o->get_lnames().front();
     auto it = sources.source.find(key);

@@ -29,6 +29,14 @@ fi
 step "the Debian 12 root"
 cache=$("$src/tests/package/bookworm_root.sh")
 
+# nspawn, with no systemd on the host to ask, makes the cgroups of the
+# machine (payload/) and of itself (supervisor/) below its own; the ones
+# this run makes go with it.
+cg_mount=$(findmnt -n -t cgroup2 -o TARGET | head -1)
+cg_base=$cg_mount$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+cg_made=()
+for d in payload supervisor; do [[ -e $cg_base/$d ]] || cg_made+=("$cg_base/$d"); done
+
 run=$(mktemp -d /var/tmp/ltd-package-test.XXXXXX)
 machine=ltd-test-$$
 nspawn_pid=
@@ -48,6 +56,10 @@ cleanup() {
     wait "$nspawn_pid" 2>/dev/null
   fi
   rmdir "/run/systemd/nspawn/propagate/$machine" 2>/dev/null
+  for d in "${cg_made[@]}"; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    if [[ -d $d ]]; then echo "package test: cgroup $d is left (not empty)" >&2; rc=1; fi
+  done
   if [[ -n $mounted ]]; then
     umount -R "$run/root" 2>/dev/null || umount -l "$run/root"
   fi
