@@ -26,6 +26,7 @@
 #include "listener.h"
 #include "loop.h"
 #include "metrics.h"
+#include "fd_limit.h"
 #include "nvml.h"
 #include "options.h"
 #include "ports.h"
@@ -62,15 +63,12 @@ namespace {
 // are taken for dead, and their jobs are LOST.
 constexpr std::chrono::milliseconds kProbeTimeout{1000};
 
-// Every rank costs ltd three pipe fds; the usual soft limit of 1,024 would
-// cap a host at ~300 ranks, so take what the hard limit allows.
-void RaiseFdLimit() {
+// Each client connection and each job's supervisor holds fds of ltd's;
+// the usual soft limit of 1,024 would cap a busy server, so take what the
+// hard limit allows. The ranks' limits are taken first.
+void RaiseOwnFdLimit() {
   (void)StartLimits();  // what ranks get at most, taken before the raise
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
-  lim.rlim_cur = lim.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
-    spdlog::warn("setrlimit(RLIMIT_NOFILE): {}", std::strerror(errno));
+  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", s.message());
 }
 
 int CountGpus() {
@@ -156,7 +154,7 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   }
   config.placement.user_max_running_jobs = opt.user_max_running_jobs;
   config.placement.user_max_pending_jobs = opt.user_max_pending_jobs;
-  RaiseFdLimit();
+  RaiseOwnFdLimit();
   // NVML, when the host has it: the GPUs it finds are the default slots,
   // and a GPU is reused only once NVML sees it clean. Said once ltd is up:
   // a refusal to start stays one line on stderr.

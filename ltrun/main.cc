@@ -27,6 +27,8 @@
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "duration.h"
+#include "fd_limit.h"
+#include "resource_limits.h"
 #include "helpers.h"
 #include "job_runner.h"
 #include "job_store.h"
@@ -214,11 +216,16 @@ int Run(const Options& opt) {
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
   spec.nodes = NodesFor(opt);
+  // The ranks get the limits ltrun was started with (its user's), not the
+  // fd limit it raises for itself below.
+  spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = DurationFlag("--rdzv-timeout", opt.rdzv_timeout);
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
   const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
+  if (absl::Status s = RaiseFdLimit(FdsForRanks(static_cast<uint64_t>(spec.devices))); !s.ok())
+    Die(Cat("--devices ", spec.devices, ": ", s.message()));
 
   const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (exec.empty())

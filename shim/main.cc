@@ -23,6 +23,7 @@
 
 #include "containment_factory.h"
 #include "control_reader.h"
+#include "fd_limit.h"
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
@@ -103,6 +104,10 @@ int Run(const Options& opt) {
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ lt-shim[%P] %v");
   umask(077);
+  // Its ranks hold four fds each of the supervisor's: it takes what the
+  // hard limit allows, rather than count on ltd's raised one (the ranks
+  // get the limits their job's record names, not this).
+  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", s.message());
 
   char resolved[PATH_MAX];
   if (realpath(opt.state_dir.c_str(), resolved) == nullptr) {
