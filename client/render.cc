@@ -73,6 +73,31 @@ std::string Command(const v1::Job& job) {
   return DisplayEscape(cmd, Controls::kEscape);
 }
 
+// What became of a rank's stack, for `show`: "taken (eu-stack)", "timed
+// out (gdb was still running ...)"; "" in records that did not say.
+std::string StackStatusLine(const v1::HangReport::Rank& r) {
+  std::string word;
+  switch (r.stack_status()) {
+    case v1::HangReport::Rank::STACK_TAKEN:
+      word = "taken";
+      break;
+    case v1::HangReport::Rank::STACK_SKIPPED:
+      word = "skipped";
+      break;
+    case v1::HangReport::Rank::STACK_TIMED_OUT:
+      word = "timed out";
+      break;
+    case v1::HangReport::Rank::STACK_FAILED:
+      word = "failed";
+      break;
+    default:
+      return "";
+  }
+  if (r.stack_note().empty()) return word;
+  // The note is escaped by the daemon already (DisplayEscapeElided).
+  return word + " (" + r.stack_note() + ")";
+}
+
 // The stack of a hung rank, shortened for a terminal: `--json` has it all.
 void PrintStack(const std::string& stack, FILE* out) {
   constexpr int kMaxLines = 24;
@@ -328,6 +353,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
                    Opt(r.has_last_step(), r.last_step()).c_str(),
                    Time(r.has_last_heartbeat_at(), r.last_heartbeat_at()).c_str(),
                    r.stalled() ? ", STALLED" : "", r.straggler() ? ", straggler" : "");
+      if (std::string stack = StackStatusLine(r); !stack.empty())
+        std::fprintf(out, "    stack: %s\n", stack.c_str());
       PrintStack(r.stack(), out);
     }
   }

@@ -30,6 +30,7 @@ struct RankRuntime {
   // A Python rank sent SIGABRT for its faulthandler traceback: its stderr
   // until it exits is its stack.
   bool capturing_stack = false;
+  bool faulthandler_asked = false;  // in this investigation
   std::string stack;
 
   // Watchdog, in monotonic time. The deadline is derived, never stored, so a
@@ -91,6 +92,10 @@ struct JobRuntime {
   bool run_cancelled = false;
   Clock::TimerId watchdog_timer = 0;
   std::optional<Millis> watchdog_at;
+  // The verdict on the deadline `verdict_held_for` waits until
+  // `verdict_hold_until` for ranks that may have stopped with it.
+  std::optional<Millis> verdict_held_for;
+  Millis verdict_hold_until{0};
 
   // Automatic heartbeats: when any rank last made progress, from the
   // first `auto on`. The job is hung when none has for auto_timeout.
@@ -109,6 +114,8 @@ struct JobRuntime {
   bool investigating = false;
   // The verdict names a stopped rank: no stack can overrule that.
   bool cause_settled = false;
+  // What the watchdog saw, for the final message: "no heartbeat for 3s".
+  std::string hang_what;
   int pending_python_stacks = 0;
   bool pending_native_stacks = false;
   Clock::TimerId investigation_timer = 0;

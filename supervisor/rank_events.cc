@@ -14,7 +14,13 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   const std::string prefix = Cat("[", rank, "] ");
   std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
-    if (rr.capturing_stack && stream == Stream::kStderr) CaptureStack(rt, rank, line);
+    if (rr.capturing_stack && stream == Stream::kStderr) {
+      // faulthandler's traceback, taken for the hang report: it goes there,
+      // not into the rank's output, where its "Fatal Python error: Aborted"
+      // would read like the program's own crash (a line in the output says
+      // where it went).
+      return CaptureStack(rt, rank, line);
+    }
     stored.append(prefix).append(line).push_back('\n');
     Output(rank, stream, line);
   };
