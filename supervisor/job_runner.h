@@ -101,6 +101,9 @@ class JobRunner final : public RunFenceEvents {
   void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
                   std::vector<std::pair<Millis, int>> stops, CauseReason reason,
                   Millis deadline, Millis noise = kBeatNoise);
+  // How long the automatic verdict waits for ranks not watched yet.
+  static constexpr Millis kAutoStartupLimit{5 * 60 * 1000};
+  Millis AutoStartupLimit(const Job& job) const;
   // Beats of ranks that stopped within this of `rank`'s single out neither.
   Millis BeatNoise(const Job& job, const JobRuntime& rt, int rank) const;
   void FinishInvestigation(const std::string& id);

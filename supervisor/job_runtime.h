@@ -65,6 +65,10 @@ struct RankRuntime {
 
   std::optional<Millis> Deadline(Millis heartbeat_timeout, Millis startup_timeout) const {
     if (!alive) return std::nullopt;
+    // Watched by ltd's module: its start-up is over (`auto on` comes once
+    // torch is loaded and the rendezvous is through); the job-level
+    // automatic deadline watches it from then on.
+    if (!last_beat && Automatic()) return std::nullopt;
     if (last_beat) {
       const Millis t = timeout.value_or(heartbeat_timeout);
       if (t.count() <= 0) return std::nullopt;
@@ -102,12 +106,26 @@ struct JobRuntime {
   std::optional<Millis> auto_progress;
   Millis auto_timeout{0};
   bool auto_verdict = false;  // the hang being investigated is the job-level one
-  std::optional<Millis> AutoDeadline() const {
+  // A rank that has not said `auto on` yet (still importing torch, which
+  // takes long on a busy machine, or waiting in the rendezvous for a slower
+  // peer) is no evidence that the job stopped: while one is alive, the
+  // verdict waits for its start-up, up to `startup_limit` from its start
+  // (its own start-up deadline, where there is one, fires before).
+  std::optional<Millis> AutoDeadline(Millis startup_limit) const {
     if (!auto_progress || auto_timeout.count() <= 0) return std::nullopt;
+    bool watched = false;
+    std::optional<Millis> starting_until;
     for (const RankRuntime& rr : ranks) {
-      if (rr.Automatic()) return *auto_progress + auto_timeout;
+      if (rr.Automatic()) {
+        watched = true;
+      } else if (rr.alive && !rr.auto_on && !rr.explicit_beats) {
+        const Millis until = rr.started + startup_limit;
+        if (!starting_until || until > *starting_until) starting_until = until;
+      }
     }
-    return std::nullopt;
+    if (!watched) return std::nullopt;
+    const Millis d = *auto_progress + auto_timeout;
+    return starting_until ? std::max(d, *starting_until) : d;
   }
 
   // A hang found, stacks being taken before the teardown.

@@ -96,6 +96,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
     case HeartbeatMessage::Kind::kAutoOn:
     case HeartbeatMessage::Kind::kAutoStep:
     case HeartbeatMessage::Kind::kAutoLive:
+    case HeartbeatMessage::Kind::kAutoLate:
     case HeartbeatMessage::Kind::kAutoStack:
       return OnAutoHeartbeat(job, rt, rank, msg);
   }
@@ -135,6 +136,13 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rec.last_heartbeat_at = clock_.Now();
       if (msg.step) rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       return events_.OnChanged(job, Change::kBeats);
+    case HeartbeatMessage::Kind::kAutoLate:
+      // The module was not scheduled for part of its interval (a loaded
+      // machine): that time is no evidence that the rank stopped, so the
+      // job's clock of "no progress" starts again. Its stack stays: it is
+      // still where it last stopped.
+      rt.auto_progress = now;
+      return;
     case HeartbeatMessage::Kind::kAutoStack:
       rr.auto_stack = msg.text;
       return;

@@ -53,7 +53,8 @@ void JobRunner::ArmWatchdog(Job& job, JobRuntime& rt) {
     auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
     if (d && (!earliest || *d < *earliest)) earliest = d;
   }
-  if (auto d = rt.AutoDeadline(); d && (!earliest || *d < *earliest)) earliest = d;
+  if (auto d = rt.AutoDeadline(AutoStartupLimit(job)); d && (!earliest || *d < *earliest))
+    earliest = d;
   // A verdict waiting out the noise of the first deadline (OnWatchdog).
   if (earliest && rt.verdict_held_for && *earliest <= *rt.verdict_held_for)
     earliest = std::max(*earliest, rt.verdict_hold_until);
@@ -85,7 +86,7 @@ void JobRunner::OnWatchdog(const std::string& id) {
   const Millis now = clock_.Monotonic();
   // Automatic heartbeats: no rank made progress for the hang timeout. Every
   // rank watched so is stalled; the stacks tell which one the others wait for.
-  if (auto d = rt.AutoDeadline(); d && *d < now) {
+  if (auto d = rt.AutoDeadline(AutoStartupLimit(*job)); d && *d < now) {
     std::vector<int> stalled;
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
       if (rt.ranks[r].Automatic()) stalled.push_back(static_cast<int>(r));
@@ -137,6 +138,13 @@ void JobRunner::OnWatchdog(const std::string& id) {
   ReportHang(*job, rt, std::move(stalled), std::move(stops),
              startup ? CauseReason::kStartupTimeout : CauseReason::kHang, expired.front().first,
              noise);
+}
+
+Millis JobRunner::AutoStartupLimit(const Job& job) const {
+  // With --startup-timeout, a rank that never got watched misses its own
+  // start-up deadline (a startup_timeout verdict) just before this.
+  if (job.spec.startup_timeout.count() > 0) return job.spec.startup_timeout + Millis(1);
+  return std::max(kAutoStartupLimit, AutoTimeout(job));
 }
 
 Millis JobRunner::BeatNoise(const Job& job, const JobRuntime& rt, int rank) const {

@@ -120,7 +120,9 @@ class AutoHeartbeatTest(unittest.TestCase):
             with open(os.path.join(site, "sitecustomize.py"), "w") as f:
                 f.write("import os\nos.environ['MINE'] = 'ran'\n")
             proc, lines = run_rank(
-                "import os, torch; print(os.environ.get('MINE'), os.environ['PYTHONPATH'])",
+                "import os, time, torch; print(os.environ.get('MINE'), os.environ['PYTHONPATH'])"
+                # `auto on` comes with the watcher's first check
+                "\nend = time.monotonic() + 0.3\nwhile time.monotonic() < end: pass",
                 pythonpath=os.pathsep.join([site, FAKE_TORCH]))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.strip(), "ran " + os.pathsep.join([site, FAKE_TORCH]))
@@ -222,3 +224,104 @@ class AutoHeartbeatTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# --- the watcher's judgement, with a fake clock and fake frames ---------------
+
+
+def _load_module():
+    spec = importlib.util.spec_from_file_location(
+        "_ltd_autoheartbeat_under_test", os.path.join(AUTOLOAD, "ltd_autoheartbeat.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Code:
+    def __init__(self, name, filename):
+        self.co_name = name
+        self.co_filename = filename
+
+
+class _Frame:
+    def __init__(self, name, filename="train.py", back=None, lasti=0):
+        self.f_code = _Code(name, filename)
+        self.f_back = back
+        self.f_lasti = lasti
+        self.f_lineno = 1
+
+
+class _FakeTime:
+    """A clock that moves only when slept on; `starve` makes the next
+    sleeps take longer than asked, as a thread that was not scheduled."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.starve = []  # extra seconds for the next sleeps
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds + (self.starve.pop(0) if self.starve else 0.0)
+
+
+class WatcherJudgementTest(unittest.TestCase):
+    def setUp(self):
+        self.m = _load_module()
+        self.m._active = True
+        self.time = _FakeTime()
+        self.sent = []
+        self.main = _Frame("<module>")
+        self.watcher = self.m._Watcher(
+            0.4, 1, clock=self.time.clock, sleep=self.time.sleep,
+            frames=lambda: {1: self.main}, send=self.sent.append, steps=lambda: 0)
+        self.watcher.last = self.m._signature(self.main)
+
+    def test_a_stalled_main_thread_on_time_sends_its_stack_once(self):
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(self.sent, [b"auto on\n"])
+        self.assertTrue(self.watcher.check())
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(len(self.sent), 2, self.sent)
+        self.assertTrue(self.sent[1].startswith(b"auto stack "), self.sent)
+
+    def test_a_late_check_is_no_evidence_not_a_stall(self):
+        self.watcher.check()  # auto on
+        del self.sent[:]
+        # One sample came 2s late: the thread was not scheduled, so neither
+        # may the main thread have been. No stack, no verdict: `auto late`.
+        self.time.starve = [0.0, 2.0]
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(self.sent, [b"auto late\n"])
+        # On time again and still no progress: now that is evidence.
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(len(self.sent), 2)
+        self.assertTrue(self.sent[1].startswith(b"auto stack "), self.sent)
+
+    def test_a_late_check_that_saw_progress_is_progress(self):
+        self.watcher.check()
+        del self.sent[:]
+        self.time.starve = [1.0]
+        self.main = _Frame("step", back=_Frame("<module>"))
+        self.watcher.check()
+        self.assertEqual(self.sent, [b"auto live\n"])
+
+    def test_a_rank_waiting_in_the_rendezvous_is_not_watched_yet(self):
+        self.main = _Frame(
+            "_store_based_barrier", "/usr/lib/python3/torch/distributed/distributed_c10d.py",
+            back=_Frame("init_process_group",
+                        "/usr/lib/python3/torch/distributed/distributed_c10d.py",
+                        back=_Frame("<module>")))
+        self.watcher.last = self.m._signature(self.main)
+        for _ in range(20):  # 8s in the rendezvous, for a slower peer
+            self.assertTrue(self.watcher.check())
+        self.assertEqual(self.sent, [])
+        self.main = _Frame("train", back=_Frame("<module>"))
+        self.watcher.check()
+        self.assertEqual(self.sent, [b"auto on\n"])
+
+    def test_rendezvous_frames_are_torchs_own(self):
+        self.assertFalse(self.m.in_rendezvous(_Frame("rendezvous", "my_launcher.py")))
+        self.assertTrue(self.m.in_rendezvous(
+            _Frame("f", "/x/torch/distributed/rendezvous.py", back=_Frame("<module>"))))
