@@ -78,16 +78,16 @@ std::string Command(const v1::Job& job) {
 std::string StackStatusLine(const v1::HangReport::Rank& r) {
   std::string word;
   switch (r.stack_status()) {
-    case v1::HangReport::Rank::STACK_TAKEN:
+    case v1::HangReport::Rank::taken:
       word = "taken";
       break;
-    case v1::HangReport::Rank::STACK_SKIPPED:
+    case v1::HangReport::Rank::skipped:
       word = "skipped";
       break;
-    case v1::HangReport::Rank::STACK_TIMED_OUT:
+    case v1::HangReport::Rank::timed_out:
       word = "timed out";
       break;
-    case v1::HangReport::Rank::STACK_FAILED:
+    case v1::HangReport::Rank::failed:
       word = "failed";
       break;
     default:

@@ -42,6 +42,10 @@ struct RankRuntime {
   // Automatic heartbeats (README): ltd's module runs in this rank (`auto
   // on`), unless the rank beats itself, which takes precedence for good.
   bool auto_on = false;
+  // It reported since `auto on` (progress, a stack, a late check): past its
+  // start-up. Until then (importing, waiting in the rendezvous for a slower
+  // peer) it is starting, which is no evidence that the job stopped.
+  bool auto_reported = false;
   bool explicit_beats = false;
   std::string auto_stack;  // where its main thread stopped, until it moves again
   bool Automatic() const { return alive && auto_on && !explicit_beats; }
@@ -65,10 +69,10 @@ struct RankRuntime {
 
   std::optional<Millis> Deadline(Millis heartbeat_timeout, Millis startup_timeout) const {
     if (!alive) return std::nullopt;
-    // Watched by ltd's module: its start-up is over (`auto on` comes once
-    // torch is loaded and the rendezvous is through); the job-level
+    // Watched by ltd's module and reporting: its start-up is over (the
+    // module reports once the rendezvous is through); the job-level
     // automatic deadline watches it from then on.
-    if (!last_beat && Automatic()) return std::nullopt;
+    if (!last_beat && Automatic() && auto_reported) return std::nullopt;
     if (last_beat) {
       const Millis t = timeout.value_or(heartbeat_timeout);
       if (t.count() <= 0) return std::nullopt;
@@ -106,22 +110,24 @@ struct JobRuntime {
   std::optional<Millis> auto_progress;
   Millis auto_timeout{0};
   bool auto_verdict = false;  // the hang being investigated is the job-level one
-  // A rank that has not said `auto on` yet (still importing torch, which
-  // takes long on a busy machine, or waiting in the rendezvous for a slower
-  // peer) is no evidence that the job stopped: while one is alive, the
-  // verdict waits for its start-up, up to `startup_limit` from its start
-  // (its own start-up deadline, where there is one, fires before).
+  // A rank still starting (no `auto on` yet: importing torch, which takes
+  // long on a busy machine; or nothing reported since: waiting in the
+  // rendezvous for a slower peer) is no evidence that the job stopped:
+  // while one is alive, the verdict waits for its start-up, up to
+  // `startup_limit` from its start (its own start-up deadline, where there
+  // is one, fires before).
   std::optional<Millis> AutoDeadline(Millis startup_limit) const {
     if (!auto_progress || auto_timeout.count() <= 0) return std::nullopt;
     bool watched = false;
     std::optional<Millis> starting_until;
     for (const RankRuntime& rr : ranks) {
-      if (rr.Automatic()) {
-        watched = true;
-      } else if (rr.alive && !rr.auto_on && !rr.explicit_beats) {
-        const Millis until = rr.started + startup_limit;
-        if (!starting_until || until > *starting_until) starting_until = until;
-      }
+      const bool automatic = rr.Automatic();
+      watched = watched || automatic;
+      const bool starting = automatic ? !rr.auto_reported
+                                      : rr.alive && !rr.auto_on && !rr.explicit_beats;
+      if (!starting) continue;
+      const Millis until = rr.started + startup_limit;
+      if (!starting_until || until > *starting_until) starting_until = until;
     }
     if (!watched) return std::nullopt;
     const Millis d = *auto_progress + auto_timeout;

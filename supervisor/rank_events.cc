@@ -115,6 +115,12 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
   if (rr.explicit_beats) return;
   if (msg.kind != HeartbeatMessage::Kind::kAutoOn && !rr.auto_on) return;
   const Millis now = clock_.Monotonic();
+  if (msg.kind != HeartbeatMessage::Kind::kAutoOn && !rr.auto_reported) {
+    // Past its start-up: the automatic deadline may judge the job by it now.
+    rr.auto_reported = true;
+    rt.auto_progress = now;
+    ArmWatchdog(job, rt);
+  }
   switch (msg.kind) {
     case HeartbeatMessage::Kind::kAutoOn:
       rr.auto_on = true;

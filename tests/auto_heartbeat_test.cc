@@ -230,10 +230,17 @@ TEST_F(AutoHeartbeatManager, ARanksOwnHeartbeatsTakePrecedence) {
 // until it is watched and nobody progresses for the timeout.
 TEST_F(AutoHeartbeatManager, ARankNotWatchedYetIsNoEvidence) {
   const std::string id = Submit(4, Millis(3000));
-  for (int r = 1; r < 4; ++r) launcher_.Control(id, r, "auto on\n");
-  clock_.Advance(Millis(10'000));  // three timeouts: rank 0 is still starting
+  for (int r = 1; r < 4; ++r) {
+    launcher_.Control(id, r, "auto on\n");
+    launcher_.Control(id, r, std::string("auto stack ") + kInBarrier + "\n");
+  }
+  clock_.Advance(Millis(10'000));  // three timeouts: rank 0 is still importing torch
   EXPECT_FALSE(Get(id).root_cause) << Get(id).root_cause->message;
+  // Rank 0 is watched, but waits in the rendezvous: its module reports
+  // nothing until it is through.
   launcher_.Control(id, 0, "auto on\n");
+  clock_.Advance(Millis(10'000));
+  EXPECT_FALSE(Get(id).root_cause) << Get(id).root_cause->message;
   for (int i = 0; i < 90; ++i) {  // rank 0 busy 9s in Python; the others wait
     launcher_.Control(id, 0, "auto live\n");
     clock_.Advance(Millis(100));
@@ -256,7 +263,7 @@ TEST_F(AutoHeartbeatManager, StartUpHasItsOwnDeadline) {
   s.heartbeat_timeout = Millis(3000);
   s.startup_timeout = Millis(20'000);
   const std::string id = *manager_->Submit(std::move(s), "alice");
-  launcher_.Control(id, 1, "auto on\n");
+  launcher_.Control(id, 1, "auto on\nauto live\n");
   clock_.Advance(Millis(19'999));
   EXPECT_FALSE(Get(id).root_cause) << "the watched rank passed its start-up: no deadline of its own";
   clock_.Advance(Millis(2));
@@ -269,8 +276,8 @@ TEST_F(AutoHeartbeatManager, StartUpHasItsOwnDeadline) {
 // is no evidence, so the clock of "no progress" starts again.
 TEST_F(AutoHeartbeatManager, ALateCheckIsNoEvidence) {
   const std::string id = Submit(2, Millis(3000));
-  launcher_.Control(id, 0, "auto on\n");
-  launcher_.Control(id, 1, "auto on\n");
+  launcher_.Control(id, 0, "auto on\nauto live\n");
+  launcher_.Control(id, 1, "auto on\nauto live\n");
   clock_.Advance(Millis(2500));
   launcher_.Control(id, 0, "auto late\n");
   clock_.Advance(Millis(2500));

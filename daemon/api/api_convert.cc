@@ -64,13 +64,13 @@ v1::HangReport::Rank::StackStatus ToProto(StackStatus s) {
     case StackStatus::kUnknown:
       return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
     case StackStatus::kTaken:
-      return v1::HangReport::Rank::STACK_TAKEN;
+      return v1::HangReport::Rank::taken;
     case StackStatus::kSkipped:
-      return v1::HangReport::Rank::STACK_SKIPPED;
+      return v1::HangReport::Rank::skipped;
     case StackStatus::kTimedOut:
-      return v1::HangReport::Rank::STACK_TIMED_OUT;
+      return v1::HangReport::Rank::timed_out;
     case StackStatus::kFailed:
-      return v1::HangReport::Rank::STACK_FAILED;
+      return v1::HangReport::Rank::failed;
   }
   return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
 }

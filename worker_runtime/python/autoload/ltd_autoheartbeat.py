@@ -11,14 +11,14 @@ copy so that the program's `import ltworker`, if any, is untouched:
     auto stack F1<TAB>F2..  the main thread stopped here (innermost frame
                             first, each `File "f.py", line 3 in fn`)
 
-The rank is watched from the first check after `torch` has been imported
-(`auto on`), unless its main thread is in torch.distributed's rendezvous
-then, waiting for its peers (then from the first check after it): loading
-torch's native library holds the GIL for seconds, which no thread of
-Python can see through, a Python that never imports torch has no training
-loop to watch, and a rank waiting for a slower peer to join is starting,
-not hung. Until then only uncaught exceptions are reported; ltd counts a
-rank not watched yet as no evidence (its start-up has its own deadline).
+The rank is watched from the moment `torch` has been imported (`auto on`):
+loading torch's native library holds the GIL for seconds, which no thread
+of Python can see through, and a Python that never imports torch has no
+training loop to watch. Until then only uncaught exceptions are reported.
+While the main thread waits in torch.distributed's rendezvous for its
+peers, nothing is reported: ltd counts a rank that has reported nothing
+since `auto on` as still starting, which is no evidence of a hang (start-up
+has its own deadline).
 
 A check that ran late (this thread was not scheduled: a busy machine) is
 no evidence either way: it sends `auto late`, never a stack.
@@ -221,9 +221,10 @@ class _Watcher:
 
     Its clock, sleep, frames and line writer are injected, so that its
     logic is tested without threads or time (tests/test_autoheartbeat.py).
-    It says `auto on` once the main thread is past torch.distributed's
+    It reports nothing until the main thread is past torch.distributed's
     rendezvous (a rank waiting there for a slower peer is starting, not
-    hung), and treats its own late checks as no evidence: a sample that
+    hung: ltd counts a rank that said `auto on` but reported nothing yet as
+    starting), and treats its own late checks as no evidence: a sample that
     came much later than asked for means this thread was not scheduled
     (a busy machine), so the main thread may not have been either. Such an
     interval sends `auto late` instead of a verdict of no progress.
@@ -243,7 +244,7 @@ class _Watcher:
         self.steps = steps if steps is not None else (lambda: _steps)
         self.sent_steps = 0  # no step line before the first step
         self.stack_sent = False
-        self.on = False  # `auto on` sent
+        self.reporting = False  # past the rendezvous: reports every interval
         self.last = None
 
     def main_frame(self):
@@ -278,17 +279,15 @@ class _Watcher:
             del frame
         if not _active:
             return False
-        if not self.on:
+        if not self.reporting:
             frame = self.main_frame()
             if frame is None:
                 return False
             starting = in_rendezvous(frame)
             del frame
             if starting:
-                return True  # not watched yet: ltd counts it as starting
-            self.send(b"auto on\n")
-            self.on = True
-            return True
+                return True  # nothing reported: ltd counts it as starting
+            self.reporting = True
         self.report(moved, late)
         return True
 
@@ -383,8 +382,7 @@ def start(interval):
     def watch(_torch):
         if not _active:
             return  # torch imported in a forked child
-        # `auto on` comes from the watcher's first check, once the main
-        # thread is past the rendezvous.
+        _send(b"auto on\n")
         import atexit
 
         atexit.register(_final_steps)
