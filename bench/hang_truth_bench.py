@@ -81,13 +81,14 @@ def bench_eight_stacks(build, train, runs):
     try:
         job = ltd.ctl("submit", "-d", "--devices", "8", "--", train, "--steps", "100000000",
                       "--step-ms", "5", "--print-every", "100000").stdout.strip()
-        j = wait_for(ltd, job, lambda j: all((r.get("last_step") or 0) > 5 for r in j["ranks"]))
+        j = wait_for(ltd, job, lambda j: len(j.get("ranks", [])) == 8 and all(
+            int(r.get("last_step") or 0) > 5 and r.get("pid") for r in j["ranks"]))
         if j is None:
             print("8 LibTorch ranks did not start; no figure")
             return
         pids = [str(r["pid"]) for r in j["ranks"]]
         for _ in range(runs):
-            out = subprocess.run([f"{build}/bench/stack_cost", f"{build}/process/lt-exec", "5000",
+            out = subprocess.run([f"{build}/bench/stack_cost", f"{build}/daemon/lt-exec", "5000",
                                   *pids], stdout=subprocess.PIPE, text=True, timeout=120).stdout
             first = out.splitlines()[0].split()
             times.append(float(first[0]) / 1000)

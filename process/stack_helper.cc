@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<StackHelper>> StackHelper::Start(
   pid_t child = -1;
   const int rc = posix_spawn(&child, cargv[0], &fa, attr.get(), cargv.data(), no_env);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return PosixError("posix_spawn", argv.front(), rc);
+  if (rc != 0) return PosixError("posix_spawn", Cat(setup.exec_shim, " for ", argv.front()), rc);
   std::unique_ptr<StackHelper> h(new StackHelper);
   h->pid_ = child;
   // Nobody else reaps a child of our session, so the pid is still this
