@@ -137,6 +137,7 @@ def bench_slow_rank_under_load(build, runs):
 def straggler_samples(ltd, job, seconds):
     """(samples, samples with a flag, leader step at the first flag per rank)."""
     samples, flagged, first = 0, 0, {}
+    wait_for(ltd, job, lambda j: j["state"] != "PENDING", 60)
     end = time.time() + seconds
     while time.time() < end:
         j = ltd.show(job)

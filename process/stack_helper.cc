@@ -66,13 +66,9 @@ absl::StatusOr<std::unique_ptr<StackHelper>> StackHelper::Start(
 }
 
 StackHelper::~StackHelper() {
-  if (reaped_ || pid_ <= 0) return;
+  if (reaped_ || given_up_ || pid_ <= 0) return;
   Kill();
-  if (!Reap(std::chrono::steady_clock::now() + kReapAfterKill)) {
-    spdlog::warn("stack helper pid={} did not end within {}ms of SIGKILL (traced?); left to the "
-                 "kernel",
-                 pid_, kReapAfterKill.count());
-  }
+  Reap(std::chrono::steady_clock::now() + kReapAfterKill);
 }
 
 void StackHelper::ReadSome() {
@@ -88,6 +84,7 @@ void StackHelper::ReadSome() {
 
 void StackHelper::Kill() {
   if (reaped_ || pid_ <= 0) return;
+  killed_ = true;
   // The leader is unreaped, so its pid and pgid name it and its group.
   if (kill(-pid_, SIGKILL) != 0 && errno != ESRCH) {
     spdlog::debug("kill(-{}, SIGKILL): {}", pid_, std::strerror(errno));
@@ -121,7 +118,14 @@ bool StackHelper::Reap(Deadline deadline) {
     if (TryReap()) return true;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
+    if (left.count() <= 0) {
+      if (killed_) {
+        given_up_ = true;
+        spdlog::warn("stack helper pid={} did not end after SIGKILL (traced?); left to the kernel",
+                     pid_);
+      }
+      return false;
+    }
     // A pidfd turns readable when the process exits; a traced one may
     // still not be waitable then, so look again at least every 20ms.
     const int wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 20));

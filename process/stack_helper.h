@@ -35,7 +35,8 @@ class StackHelper {
   // pipe, stdin /dev/null, an environment of PATH and LANG=C only.
   static absl::StatusOr<std::unique_ptr<StackHelper>> Start(const Setup& setup,
                                                             const std::vector<std::string>& argv);
-  // Kills and reaps it (bounded) if that has not happened yet.
+  // Kills and reaps it (bounded) if that has not happened yet; one that a
+  // Reap after Kill gave up on already is not waited for again.
   ~StackHelper();
   StackHelper(const StackHelper&) = delete;
   StackHelper& operator=(const StackHelper&) = delete;
@@ -64,6 +65,8 @@ class StackHelper {
   Fd out_;
   std::string output_;
   bool reaped_ = false;
+  bool killed_ = false;
+  bool given_up_ = false;  // killed, and not reaped by the deadline
   int exit_code_ = -1;
 };
 

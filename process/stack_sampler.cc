@@ -185,12 +185,21 @@ std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string&
     }
   }
   const auto spent = std::chrono::duration_cast<Millis>(SteadyClock::now() - start);
+  // Every tool still at it is killed first, then all are reaped against
+  // one deadline: a few wedged ones cost that deadline once, not each.
+  for (Task& t : tasks) {
+    if (!t.done && t.helper != nullptr) t.helper->Kill();
+  }
+  const auto reap_by = SteadyClock::now() + kExitAfterOutput;
+  for (Task& t : tasks) {
+    if (!t.done && t.helper != nullptr) t.helper->Reap(reap_by);
+  }
   for (Task& t : tasks) {
     if (t.done) continue;
     SampledStack& s = stacks[t.index];
     if (t.helper != nullptr) {
-      // Still at it past the budget: killed, and reaped with a deadline
-      // (StackHelper's destructor), never waited for beyond it.
+      // Still at it past the budget: killed and reaped (or given up on)
+      // above, never waited for beyond that deadline.
       const std::string_view tool = Name(*t.running_tool);
       t.helper.reset();
       Finish(t, s, Outcome::kTimedOut, "",
