@@ -33,9 +33,22 @@ std::string_view Name(Tool t) { return t == Tool::kEuStack ? "eu-stack" : "gdb";
 
 std::vector<std::string> ToolArgv(const StackTools& tools, Tool tool, pid_t pid) {
   if (tool == Tool::kEuStack) return {tools.eu_stack, "-p", std::to_string(pid), "-n", "40"};
-  return {tools.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
-          "set debuginfod enabled off", "-p", std::to_string(pid), "-ex", "set pagination off",
-          "-ex", "set print frame-arguments none", "-ex", "set print address off", "-ex",
+  return {tools.gdb,
+          "--batch",
+          "--nx",
+          "-iex",
+          "set auto-load off",
+          "-iex",
+          "set debuginfod enabled off",
+          "-p",
+          std::to_string(pid),
+          "-ex",
+          "set pagination off",
+          "-ex",
+          "set print frame-arguments none",
+          "-ex",
+          "set print address off",
+          "-ex",
           "thread apply all bt 30"};
 }
 
@@ -203,8 +216,8 @@ std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string&
       const std::string_view tool = Name(*t.running_tool);
       t.helper.reset();
       Finish(t, s, Outcome::kTimedOut, "",
-             Cat(tool, " was still running when the ", FormatDuration(budget),
-                 " budget ran out (", spent.count(), "ms): killed"));
+             Cat(tool, " was still running when the ", FormatDuration(budget), " budget ran out (",
+                 spent.count(), "ms): killed"));
     } else {
       Finish(t, s, Outcome::kTimedOut, "",
              Cat("not started within the ", FormatDuration(budget), " budget"));

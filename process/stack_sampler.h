@@ -30,7 +30,8 @@ struct StackTools {
 
 class UvStackSampler final : public StackSampler {
  public:
-  UvStackSampler(uv_loop_t* loop, std::string exec_shim, StackTools tools = StackTools::Installed());
+  UvStackSampler(uv_loop_t* loop, std::string exec_shim,
+                 StackTools tools = StackTools::Installed());
   bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
   void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
               std::function<void(std::vector<SampledStack>)> done) override;

@@ -69,8 +69,8 @@ std::string EuStackFrames(std::string_view out, pid_t pid) {
   bool any_frame = false;
   for (const std::string& t : threads) any_frame = any_frame || t.find("\n#") != std::string::npos;
   if (!any_frame) return "";
-  if (main != std::string::npos && main != 0) std::rotate(threads.begin(), threads.begin() + main,
-                                                          threads.begin() + main + 1);
+  if (main != std::string::npos && main != 0)
+    std::rotate(threads.begin(), threads.begin() + main, threads.begin() + main + 1);
   std::string frames;
   for (const std::string& t : threads) frames += t;
   return frames;
@@ -100,16 +100,17 @@ std::string KernelView(pid_t pid, std::string_view proc_root) {
     const fs::path dir = task / std::to_string(tid);
     std::string wchan = Printable(ReadSmall(dir / "wchan"));
     if (wchan.empty() || wchan == "0") wchan = "running";
-    out += Cat("kernel: thread ", tid, " (", Printable(ReadSmall(dir / "comm")), ") in ", wchan,
-               "\n");
+    out +=
+        Cat("kernel: thread ", tid, " (", Printable(ReadSmall(dir / "comm")), ") in ", wchan, "\n");
     size_t frames = 0;
     for (std::string_view line : Split(ReadSmall(dir / "stack"), '\n')) {
       if (line.empty()) continue;
       if (frames++ == kMaxKernelFrames) break;
       // "[<0>] futex_wait_queue+0x6c/0xa0": the address is always 0 to us.
       const size_t sym = line.find("] ");
-      out += Cat("kernel:   ", Printable(sym == std::string_view::npos ? line : line.substr(sym + 2)),
-                 "\n");
+      out +=
+          Cat("kernel:   ", Printable(sym == std::string_view::npos ? line : line.substr(sym + 2)),
+              "\n");
     }
   }
   return out;
