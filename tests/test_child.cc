@@ -34,6 +34,7 @@
 // prints each of ARGS on a line of its own, as received, and exits 0: what
 // the command line handed the program.
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,7 +109,9 @@ void WatchTracer(const std::string& path) {
       }
       _exit(0);
     }
-    usleep(500);
+    // eu-stack is attached for a few milliseconds only: look again at once
+    // (yielding the CPU), not after a sleep that could span the attach.
+    sched_yield();
   }
 }
 
