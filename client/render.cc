@@ -73,6 +73,31 @@ std::string Command(const v1::Job& job) {
   return DisplayEscape(cmd, Controls::kEscape);
 }
 
+// What became of a rank's stack, for `show`: "taken (eu-stack)", "timed
+// out (gdb was still running ...)"; "" in records that did not say.
+std::string StackStatusLine(const v1::HangReport::Rank& r) {
+  std::string word;
+  switch (r.stack_status()) {
+    case v1::HangReport::Rank::taken:
+      word = "taken";
+      break;
+    case v1::HangReport::Rank::skipped:
+      word = "skipped";
+      break;
+    case v1::HangReport::Rank::timed_out:
+      word = "timed out";
+      break;
+    case v1::HangReport::Rank::failed:
+      word = "failed";
+      break;
+    default:
+      return "";
+  }
+  if (r.stack_note().empty()) return word;
+  // The note is escaped by the daemon already (DisplayEscapeElided).
+  return word + " (" + r.stack_note() + ")";
+}
+
 // The stack of a hung rank, shortened for a terminal: `--json` has it all.
 void PrintStack(const std::string& stack, FILE* out) {
   constexpr int kMaxLines = 24;
@@ -141,7 +166,10 @@ std::string DescribeCause(const v1::RootCause& c) {
       break;
     case v1::RootCause::hang:
     case v1::RootCause::startup_timeout:
-      what = who + " hung";
+      // No rank when the evidence singled none out: the message says what
+      // is known and what was missing.
+      what = c.has_rank() ? who + " hung"
+                          : c.reason() == v1::RootCause::hang ? "hang" : "start-up timeout";
       break;
     case v1::RootCause::spawn_failed:
       what = "the program could not start";
@@ -331,6 +359,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
                    Opt(r.has_last_step(), r.last_step()).c_str(),
                    Time(r.has_last_heartbeat_at(), r.last_heartbeat_at()).c_str(),
                    r.stalled() ? ", STALLED" : "", r.straggler() ? ", straggler" : "");
+      if (std::string stack = StackStatusLine(r); !stack.empty())
+        std::fprintf(out, "    stack: %s\n", stack.c_str());
       PrintStack(r.stack(), out);
     }
   }

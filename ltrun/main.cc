@@ -183,7 +183,16 @@ void PrintEnd(const Job& job) {
                    ? ""
                    : Cat("; stragglers ", Join(report.straggler_ranks, ",")).c_str());
   for (const HangReportRank& r : report.ranks) {
-    if (!r.stalled || r.stack.empty()) continue;
+    if (!r.stalled) continue;
+    if (!StackIsEvidence(r)) {
+      // Said, not left out: a verdict without this stack is a weaker one.
+      if (r.stack_status != StackStatus::kUnknown) {
+        std::fprintf(stderr, "ltrun: rank %d's stack was not taken (%s%s%s)\n", r.rank,
+                     std::string(ToString(r.stack_status)).c_str(), r.stack_note.empty() ? "" : ": ",
+                     DisplayEscape(r.stack_note, Controls::kEscape).c_str());
+      }
+      continue;
+    }
     std::fprintf(stderr, "ltrun: rank %d was here:\n%s\n", r.rank,
                  DisplayEscape(r.stack, Controls::kKeepNewlines).c_str());
   }

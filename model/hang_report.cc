@@ -4,6 +4,7 @@
 #include <array>
 #include <vector>
 
+#include "duration.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -126,10 +127,82 @@ bool WaitsInCollective(std::string_view stack) {
   return false;
 }
 
-bool IsStraggler(int64_t step, int64_t max_step) {
-  if (max_step < 0) return false;
-  const int64_t lag = max_step - std::max<int64_t>(step, -1);
-  return lag > 2 && lag * 10 > max_step;
+int SingledOut(std::vector<std::pair<std::chrono::milliseconds, int>> stops,
+               std::chrono::milliseconds noise) {
+  if (stops.empty()) return -1;
+  std::sort(stops.begin(), stops.end());
+  if (stops.size() == 1) return stops.front().second;
+  return stops[1].first - stops[0].first > noise ? stops.front().second : -1;
+}
+
+std::string DescribeTie(std::vector<std::pair<std::chrono::milliseconds, int>> stops,
+                        std::chrono::milliseconds noise) {
+  if (stops.empty()) return "";
+  std::sort(stops.begin(), stops.end());
+  std::vector<int> tied;
+  std::chrono::milliseconds last = stops.front().first;
+  for (const auto& [at, rank] : stops) {
+    if (at - stops.front().first > noise) break;
+    tied.push_back(rank);
+    last = at;
+  }
+  if (tied.size() == 1) return Cat(RankSet(tied), " stopped beating first");
+  return Cat(RankSet(tied), " stopped beating within ", (last - stops.front().first).count(),
+             "ms of each other");
+}
+
+std::string RankSet(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.empty()) return "no rank";
+  if (ranks.size() == 1) return Cat("rank ", ranks.front());
+  const bool run = ranks.size() > 2 && ranks.back() - ranks.front() + 1 ==
+                                           static_cast<int>(ranks.size());
+  if (run) return Cat("ranks ", ranks.front(), "-", ranks.back());
+  std::string out = "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += Cat(i == 0 ? "" : ", ", ranks[i]);
+  return out;
+}
+
+bool StackIsEvidence(const HangReportRank& r) {
+  if (r.stack.empty()) return false;
+  return r.stack_status == StackStatus::kTaken || r.stack_status == StackStatus::kUnknown;
+}
+
+std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget) {
+  std::vector<int> late;
+  std::vector<std::pair<int, std::string>> other;  // rank, why
+  for (const HangReportRank& r : report.ranks) {
+    if (StackIsEvidence(r)) continue;
+    if (r.stack_status == StackStatus::kTimedOut) {
+      late.push_back(r.rank);
+    } else {
+      other.emplace_back(r.rank, r.stack_note.empty() ? std::string(ToString(r.stack_status))
+                                                      : r.stack_note);
+    }
+  }
+  std::string out;
+  if (!late.empty()) {
+    const std::string set = RankSet(late);
+    out = Cat("stack", late.size() > 1 ? "s" : "", " of ", set, " not taken in the ",
+              FormatDuration(budget), " budget");
+  }
+  // Ranks that share a reason are listed together.
+  std::vector<std::pair<std::string, std::vector<int>>> by_why;
+  for (const auto& [rank, why] : other) {
+    auto it = std::find_if(by_why.begin(), by_why.end(),
+                           [&](const auto& e) { return e.first == why; });
+    if (it == by_why.end()) {
+      by_why.push_back({why, {rank}});
+    } else {
+      it->second.push_back(rank);
+    }
+  }
+  for (const auto& [why, ranks] : by_why) {
+    out += Cat(out.empty() ? "stack" : "; stack", ranks.size() > 1 ? "s" : "", " of ",
+               RankSet(ranks), " not taken (", why, ")");
+  }
+  return out;
 }
 
 int AttributeHang(HangReport& report) {
@@ -139,9 +212,9 @@ int AttributeHang(HangReport& report) {
   bool stalled_wait = false;
   std::vector<int> culprits;
   for (HangReportRank& r : report.ranks) {
-    r.in_collective = !r.stack.empty() && WaitsInCollective(r.stack);
+    r.in_collective = StackIsEvidence(r) && WaitsInCollective(r.stack);
     if (r.stalled && r.in_collective) stalled_wait = true;
-    if (!r.stack.empty() && !r.in_collective) culprits.push_back(r.rank);
+    if (StackIsEvidence(r) && !r.in_collective) culprits.push_back(r.rank);
   }
   if (!stalled_wait || culprits.empty()) return -1;
   for (HangReportRank& r : report.ranks) {
@@ -154,7 +227,7 @@ int AttributeHang(HangReport& report) {
 std::string DescribeCollectiveWaits(const HangReport& report) {
   std::vector<std::pair<int, std::string>> waits;
   for (const HangReportRank& r : report.ranks) {
-    if (r.stack.empty()) continue;
+    if (!StackIsEvidence(r)) continue;
     if (!r.in_collective) return "";
     waits.emplace_back(r.rank, CollectiveFrame(r.stack));
   }

@@ -1,10 +1,14 @@
 // Reading a hang report: which stalled ranks are victims waiting inside a
-// collective for a peer, and which one is the rank they wait for.
+// collective for a peer, and which one is the rank they wait for; and
+// when the evidence singles out no rank at all.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "job.h"
 
@@ -19,9 +23,35 @@ namespace ltd {
 // through.
 bool WaitsInCollective(std::string_view stack);
 
-// A rank lags the leader's step by more than jitter: more than 2 steps and
-// more than a tenth of the leader's count.
-bool IsStraggler(int64_t step, int64_t max_step);
+// Beats that stop within this of each other single out no rank: the
+// beats' own period, their batching on the way in and a busy scheduler
+// each add that much. A rank is only ever blamed for stopping first when it
+// stopped more than this before every other stalled rank.
+inline constexpr std::chrono::milliseconds kBeatNoise{1000};
+
+// `stops`: when each stalled rank stopped beating (or, before its first
+// beat, its start-up deadline), with the rank. The rank that stopped first
+// when it did so more than `noise` before every other; -1 when two or more
+// stopped within the noise of each other (or `stops` is empty).
+int SingledOut(std::vector<std::pair<std::chrono::milliseconds, int>> stops,
+               std::chrono::milliseconds noise = kBeatNoise);
+
+// The ranks that stopped within `noise` of the first one, and the spread
+// of their stops: "ranks 0-3 stopped beating within 4ms of each other".
+std::string DescribeTie(std::vector<std::pair<std::chrono::milliseconds, int>> stops,
+                        std::chrono::milliseconds noise = kBeatNoise);
+
+// "rank 1", "ranks 0, 2", "ranks 0-3".
+std::string RankSet(std::vector<int> ranks);
+
+// True when a rank's stack is evidence: taken (or, in a record that does
+// not say, present).
+bool StackIsEvidence(const HangReportRank& r);
+
+// What the stacks of the report lack, for a verdict that names no rank:
+// "stacks of ranks 0, 2 not taken in the 5s budget; of rank 3 failed
+// (eu-stack gave no frames)"; "" when every rank's stack is in.
+std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget);
 
 // With stacks in hand: if the ranks whose deadline passed wait in a
 // collective, they wait for a peer; the ranks whose stacks show no

@@ -36,6 +36,8 @@ std::optional<HeartbeatMessage> ParseAutoLine(std::string_view line) {
     msg.kind = HeartbeatMessage::Kind::kAutoOn;
   } else if (verb == "live" && arg.empty()) {
     msg.kind = HeartbeatMessage::Kind::kAutoLive;
+  } else if (verb == "late" && arg.empty()) {
+    msg.kind = HeartbeatMessage::Kind::kAutoLate;
   } else if (verb == "step") {
     msg.kind = HeartbeatMessage::Kind::kAutoStep;
     msg.step = ParseStep(arg);

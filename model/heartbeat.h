@@ -16,7 +16,8 @@ namespace ltd {
 struct HeartbeatMessage {
   // kAuto*: lines of ltd's own automatic heartbeat module (docs/user-guide.md,
   // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
-  // `auto stack FRAME<TAB>FRAME...` (innermost first).
+  // `auto late` (the module's own checks ran late: the interval is no
+  // evidence either way), `auto stack FRAME<TAB>FRAME...` (innermost first).
   enum class Kind {
     kBeat,
     kTimeout,
@@ -25,6 +26,7 @@ struct HeartbeatMessage {
     kAutoOn,
     kAutoStep,
     kAutoLive,
+    kAutoLate,
     kAutoStack
   };
   Kind kind = Kind::kBeat;

@@ -142,6 +142,18 @@ std::optional<HeartbeatMode> ParseHeartbeatMode(std::string_view s) {
   return Lookup(kHeartbeatModes, s);
 }
 
+constexpr std::array<std::pair<StackStatus, std::string_view>, 5> kStackStatuses = {{
+    {StackStatus::kUnknown, ""},
+    {StackStatus::kTaken, "taken"},
+    {StackStatus::kSkipped, "skipped"},
+    {StackStatus::kTimedOut, "timed_out"},
+    {StackStatus::kFailed, "failed"},
+}};
+std::string_view ToString(StackStatus s) { return Name(kStackStatuses, s); }
+std::optional<StackStatus> ParseStackStatus(std::string_view s) {
+  return Lookup(kStackStatuses, s);
+}
+
 bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
 
 RankBeat BeatOf(const Rank& rank) {
@@ -306,6 +318,8 @@ nlohmann::json ToJson(const Job& job) {
           {"in_collective", r.in_collective},
           {"process_state", BytesToJson(r.process_state)},
           {"stack", BytesToJson(r.stack)},
+          {"stack_status", ToString(r.stack_status)},
+          {"stack_note", BytesToJson(r.stack_note)},
       });
     }
     hang = {{"at", FormatTime(h.at)},
@@ -487,6 +501,9 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
         r.in_collective = Field<bool>(rj, "in_collective").value_or(false);
         r.process_state = BytesField(rj, "process_state").value_or("");
         r.stack = BytesField(rj, "stack").value_or("");
+        r.stack_status = ParseStackStatus(Field<std::string>(rj, "stack_status").value_or(""))
+                             .value_or(StackStatus::kUnknown);
+        r.stack_note = BytesField(rj, "stack_note").value_or("");
         h.ranks.push_back(std::move(r));
       }
     }

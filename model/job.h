@@ -90,6 +90,18 @@ inline bool IdBefore(std::string_view a, std::string_view b) {
   return a.size() != b.size() ? a.size() < b.size() : a < b;
 }
 
+// What became of a rank's stack in a hang investigation. kUnknown: a
+// record of a release that did not say.
+enum class StackStatus {
+  kUnknown,
+  kTaken,     // in `stack`: a tool's, faulthandler's or the automatic heartbeats'
+  kSkipped,   // not tried (see stack_note: not running, stopped, no tool, no budget)
+  kTimedOut,  // not had within the stack budget
+  kFailed,    // tried, and no frames came (see stack_note)
+};
+std::string_view ToString(StackStatus s);
+std::optional<StackStatus> ParseStackStatus(std::string_view s);
+
 struct HangReportRank {
   int rank = 0;
   int64_t last_step = -1;
@@ -99,6 +111,8 @@ struct HangReportRank {
   bool in_collective = false;  // its stack waits in a collective
   std::string process_state;   // "stopped (SIGSTOP)" when not simply running
   std::string stack;           // where it was, when it could be had
+  StackStatus stack_status = StackStatus::kUnknown;
+  std::string stack_note;      // how it was taken ("eu-stack"), or why it was not
 };
 
 struct HangReport {

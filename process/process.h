@@ -95,18 +95,34 @@ class ProcessLauncher {
   virtual void ReadHeartbeats() {}
 };
 
-// Gathers a hung rank's stack (gdb), off the loop thread. `done` runs on
-// the loop with whatever could be had, maybe nothing.
+// One rank's stack as the sampler could (or could not) take it.
+struct SampledStack {
+  enum class Outcome {
+    kTaken,     // a tool printed its threads' frames
+    kSkipped,   // not tried (pid 0, no tool installed, too many ranks)
+    kTimedOut,  // the tool was still at it when the budget ran out: killed
+    kFailed,    // the tool ended without frames (see note)
+  };
+  Outcome outcome = Outcome::kSkipped;
+  // The frames (gdb's layout, main thread first) when taken; the kernel's
+  // view of every thread (wchan, kernel stack) is appended either way.
+  std::string text;
+  std::string note;  // which tool took it, or why none did
+};
+
+// Gathers hung ranks' stacks (eu-stack, else gdb, plus the kernel's
+// /proc view), off the loop thread. `done` runs on the loop with one
+// entry per pid, whatever could be had within the budget.
 class StackSampler {
  public:
   virtual ~StackSampler() = default;
   // Python ranks are asked for their stacks through faulthandler instead.
   virtual bool IsPython(pid_t pid) = 0;
-  // One stack per pid (empty where none could be had; pid 0 is skipped),
-  // taken with the privileges of the ranks' user `uid`/`gid`, no more.
+  // Taken with the privileges of the ranks' user `uid`/`gid`, no more;
+  // pid 0 is skipped. Every helper is killed at the budget.
   virtual void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid,
                       std::chrono::milliseconds budget,
-                      std::function<void(std::vector<std::string>)> done) = 0;
+                      std::function<void(std::vector<SampledStack>)> done) = 0;
 };
 
 }  // namespace ltd

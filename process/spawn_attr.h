@@ -36,14 +36,18 @@ class CleanSpawnAttr {
  public:
   // `new_session`: the child leads a session of its own (and so its own
   // process group), out of reach of signals meant for the spawner's.
-  explicit CleanSpawnAttr(bool new_session) {
+  // `new_group`: it leads a process group of its own in the spawner's
+  // session, so that one kill(-pgid) reaches everything it started.
+  explicit CleanSpawnAttr(bool new_session, bool new_group = false) {
     posix_spawnattr_init(&attr_);
     sigset_t none, all;
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr_, &none);
     posix_spawnattr_setsigdefault(&attr_, &all);
+    posix_spawnattr_setpgroup(&attr_, 0);
     posix_spawnattr_setflags(&attr_, (new_session ? POSIX_SPAWN_SETSID : 0) |
+                                         (new_group && !new_session ? POSIX_SPAWN_SETPGROUP : 0) |
                                          POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   }
   ~CleanSpawnAttr() { posix_spawnattr_destroy(&attr_); }

@@ -1,176 +1,139 @@
 #include "stack_sampler.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "duration.h"
 #include "exec_shim_args.h"
-#include "exec_spec.h"
-#include "fd.h"
-#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
+#include "stack_helper.h"
+#include "stack_text.h"
 #include "str_util.h"
 
 namespace ltd {
 namespace {
 
-// At most this many gdbs at once; a bigger job gets stacks for its first
-// ranks (the stalled ones come first), and the budget holds regardless.
-constexpr size_t kMaxConcurrentGdb = 16;
+using SteadyClock = std::chrono::steady_clock;
+using Outcome = SampledStack::Outcome;
+
+// At most this many tools at once; a bigger job's later ranks start as
+// earlier ones finish (the stalled ranks come first), within the budget.
+constexpr size_t kMaxConcurrent = 16;
+// A tool that closed its output gets this long to exit before it is killed.
+constexpr std::chrono::milliseconds kExitAfterOutput{300};
 constexpr size_t kMaxStackBytes = 64 * 1024;
 
-struct GdbSetup {
-  std::string gdb;        // its path; empty when gdb is not installed
-  std::string exec_shim;  // lt-exec
-  uid_t uid = 0;          // whose ranks they are
-  gid_t gid = 0;
-  std::vector<gid_t> groups;  // LoginGroups(uid, gid)
-};
+enum class Tool { kEuStack, kGdb };
 
-struct Gdb {
+std::string_view Name(Tool t) { return t == Tool::kEuStack ? "eu-stack" : "gdb"; }
+
+std::vector<std::string> ToolArgv(const StackTools& tools, Tool tool, pid_t pid) {
+  if (tool == Tool::kEuStack) return {tools.eu_stack, "-p", std::to_string(pid), "-n", "40"};
+  return {tools.gdb,
+          "--batch",
+          "--nx",
+          "-iex",
+          "set auto-load off",
+          "-iex",
+          "set debuginfod enabled off",
+          "-p",
+          std::to_string(pid),
+          "-ex",
+          "set pagination off",
+          "-ex",
+          "set print frame-arguments none",
+          "-ex",
+          "set print address off",
+          "-ex",
+          "thread apply all bt 30"};
+}
+
+// One rank's sampling: the tools left to try, the one running.
+struct Task {
   size_t index = 0;
-  pid_t child = -1;
-  Fd out;
-  std::string text;
+  pid_t pid = 0;
+  std::vector<Tool> tools;  // still to try, in order
+  std::optional<Tool> running_tool;
+  std::unique_ptr<StackHelper> helper;
+  std::string failures;  // why earlier tools gave nothing
+  bool done = false;
 };
 
-// Starts `gdb --batch -p PID` printing every thread's backtrace, as the
-// rank's own user: gdb reads the rank's binary and libraries, which the
-// user controls, and must not do so as root. lt-exec drops to the user
-// (it is what ranks start through too). About a second of CPU for a
-// LibTorch process, most of it reading symbols.
-bool StartGdb(const GdbSetup& setup, pid_t pid, Gdb& g) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return false;
-  Fd rd(p[0]), wr(p[1]);
-  // Low fds may be free in a supervisor (a rank's pipes closed): gdb's
-  // stdout must not be a spawn target that an earlier dup2 overwrites.
-  if (!AboveSpawnFds(wr).ok()) return false;
-  auto spec = WriteExecSpec("/",
-                            {setup.gdb, "--batch", "--nx", "-iex", "set auto-load off", "-iex",
-                             "set debuginfod enabled off", "-p", std::to_string(pid), "-ex",
-                             "set pagination off", "-ex", "set print frame-arguments none", "-ex",
-                             "set print address off", "-ex", "thread apply all bt 30"},
-                            {"PATH=/usr/bin:/bin", "LANG=C"});
-  if (!spec.ok()) return false;
-  std::vector<std::string> argv = {setup.exec_shim};
-  AppendUserArgs(setup.uid, setup.gid, &setup.groups, argv);
-  std::vector<char*> cargv = CStrings(argv);
-  char* no_env[] = {nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, wr.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, wr.get(), STDERR_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, wr.get(), 3);  // where lt-exec says it failed
-  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);
-  // Spawned from a libuv pool thread, which blocks every signal: gdb needs
-  // SIGCHLD and friends back.
-  const CleanSpawnAttr attr(/*new_session=*/false);
-  pid_t child = -1;
-  const int rc = posix_spawn(&child, cargv[0], &fa, attr.get(), cargv.data(), no_env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return false;
-  g.child = child;
-  g.out = std::move(rd);
-  return true;
+std::string FirstLine(std::string_view text) {
+  std::string_view line = text.substr(0, text.find('\n'));
+  if (line.size() > 200) line = line.substr(0, 200);
+  std::string out;
+  for (char c : line) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out;
 }
 
-// Keeps the frames and thread headers, drops gdb's chatter, and puts the
-// main thread (gdb's "Thread 1", printed last) first: that is where a
-// training loop stands.
-std::string Frames(const std::string& out) {
-  std::vector<std::string> threads;
-  size_t start = 0;
-  while (start < out.size()) {
-    size_t end = out.find('\n', start);
-    if (end == std::string::npos) end = out.size();
-    std::string_view line(out.data() + start, end - start);
-    start = end + 1;
-    if (line.starts_with("Thread ") || (threads.empty() && line.starts_with("#")))
-      threads.emplace_back();
-    if (line.starts_with("#") || line.starts_with("Thread ")) {
-      threads.back().append(line);
-      threads.back().push_back('\n');
-    }
-  }
-  std::stable_partition(threads.begin(), threads.end(),
-                        [](const std::string& t) { return t.starts_with("Thread 1 "); });
-  std::string frames;
-  for (const std::string& t : threads) frames += t;
-  return frames;
+void Finish(Task& t, SampledStack& s, Outcome outcome, std::string text, std::string note) {
+  t.done = true;
+  s.outcome = outcome;
+  if (text.size() > kMaxStackBytes) text.resize(kMaxStackBytes);
+  s.text = std::move(text) + s.text;  // the kernel's view stays below the frames
+  s.note = std::move(note);
 }
 
-// Runs gdb on every non-zero pid at once, all within `budget`.
-std::vector<std::string> GdbStacks(const GdbSetup& setup, const std::vector<pid_t>& pids,
-                                   Millis budget) {
-  std::vector<std::string> stacks(pids.size());
-  std::vector<Gdb> running;
-  for (size_t i = 0; i < pids.size() && running.size() < kMaxConcurrentGdb; ++i) {
-    if (pids[i] <= 0) continue;
-    Gdb g;
-    g.index = i;
-    if (StartGdb(setup, pids[i], g)) running.push_back(std::move(g));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  char buf[8192];
-  size_t open = running.size();
-  while (open > 0) {
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    std::vector<pollfd> fds;
-    for (const Gdb& g : running) fds.push_back({g.out.get(), POLLIN, 0});
-    const int ready = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;  // SIGCHLD from a gdb that finished
-    if (ready <= 0) break;
-    for (size_t k = 0; k < running.size(); ++k) {
-      if (fds[k].fd < 0 || fds[k].revents == 0) continue;
-      const ssize_t n = read(fds[k].fd, buf, sizeof buf);
-      Gdb& g = running[k];
-      if (n > 0) {
-        if (g.text.size() < kMaxStackBytes) g.text.append(buf, static_cast<size_t>(n));
-      } else {
-        g.out.reset();  // done (or broken): stop polling it
-        --open;
-      }
+// Starts the next tool for `t`; false when none is left or none started.
+bool StartNext(const StackHelper::Setup& setup, const StackTools& tools, Task& t) {
+  while (!t.tools.empty()) {
+    const Tool tool = t.tools.front();
+    t.tools.erase(t.tools.begin());
+    auto h = StackHelper::Start(setup, ToolArgv(tools, tool, t.pid));
+    if (h.ok()) {
+      t.helper = std::move(*h);
+      t.running_tool = tool;
+      return true;
     }
+    t.failures += Cat(t.failures.empty() ? "" : "; ", Name(tool), ": ", h.status().message());
   }
-  for (Gdb& g : running) {
-    // Still talking past the budget: stop it. One that closed its output
-    // has exited and may already be reaped (by the subreaper's sweep), so
-    // its pid is not ours to signal any more.
-    if (g.out.valid()) kill(g.child, SIGKILL);
-    int status = 0;
-    waitpid(g.child, &status, 0);
-    stacks[g.index] = Frames(g.text);
-    if (stacks[g.index].empty()) {
-      spdlog::debug("gdb gave no stack for pid {} (wait status {:#x}): {}", pids[g.index], status,
-                    g.text.substr(0, 500));
-    }
-  }
-  return stacks;
+  return false;
 }
 
-struct SampleWork {
-  uv_work_t req{};
-  GdbSetup setup;
-  std::vector<pid_t> pids;
-  Millis budget{0};
-  std::vector<std::string> stacks;
-  std::function<void(std::vector<std::string>)> done;
-  std::weak_ptr<int> sampler_alive;
-};
+// The tool of `t` closed its output: it has said all it will.
+void Collect(const StackHelper::Setup& setup, const StackTools& tools, Task& t, SampledStack& s) {
+  StackHelper& h = *t.helper;
+  if (!h.Reap(SteadyClock::now() + kExitAfterOutput)) {
+    h.Kill();
+    h.Reap(SteadyClock::now() + kExitAfterOutput);
+  }
+  const Tool tool = *t.running_tool;
+  std::string frames =
+      tool == Tool::kEuStack ? EuStackFrames(h.output(), t.pid) : GdbFrames(h.output());
+  if (!frames.empty()) {
+    t.helper.reset();
+    return Finish(t, s, Outcome::kTaken, std::move(frames), std::string(Name(tool)));
+  }
+  t.failures += Cat(t.failures.empty() ? "" : "; ", Name(tool), " gave no frames (exit ",
+                    h.exit_code(), "): ", FirstLine(h.output()));
+  spdlog::debug("{} gave no stack for pid {}: {}", Name(tool), t.pid, h.output().substr(0, 500));
+  t.helper.reset();
+  if (!StartNext(setup, tools, t)) Finish(t, s, Outcome::kFailed, "", t.failures);
+}
 
 }  // namespace
+
+StackTools StackTools::Installed() {
+  StackTools t;
+  for (const char* path : {"/usr/bin/eu-stack", "/usr/local/bin/eu-stack"}) {
+    if (access(path, X_OK) == 0) {
+      t.eu_stack = path;
+      break;
+    }
+  }
+  for (const char* path : {"/usr/bin/gdb", "/usr/local/bin/gdb"}) {
+    if (access(path, X_OK) == 0) {
+      t.gdb = path;
+      break;
+    }
+  }
+  return t;
+}
 
 bool IsPythonProcess(pid_t pid) {
   std::error_code ec;
@@ -178,42 +141,142 @@ bool IsPythonProcess(pid_t pid) {
   return !ec && exe.filename().string().starts_with("python");
 }
 
-UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim)
-    : loop_(loop), exec_shim_(std::move(exec_shim)) {
-  for (const char* path : {"/usr/bin/gdb", "/usr/local/bin/gdb"}) {
-    if (access(path, X_OK) == 0) {
-      gdb_ = path;
-      break;
+std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string& exec_shim,
+                                     uid_t uid, gid_t gid, const std::vector<pid_t>& pids,
+                                     Millis budget) {
+  const auto start = SteadyClock::now();
+  const auto deadline = start + budget;
+  std::vector<SampledStack> stacks(pids.size());
+  std::vector<Tool> order;
+  if (!tools.eu_stack.empty()) order.push_back(Tool::kEuStack);
+  if (!tools.gdb.empty()) order.push_back(Tool::kGdb);
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (pids[i] <= 0) continue;
+    // The kernel's view first: it is the state at the hang, and costs no tool.
+    stacks[i].text = KernelView(pids[i]);
+    if (order.empty()) {
+      stacks[i].note = "neither eu-stack nor gdb is installed";
+      continue;
+    }
+    tasks.push_back(Task{i, pids[i], order, std::nullopt, nullptr, "", false});
+  }
+  if (tasks.empty()) return stacks;
+  StackHelper::Setup setup{exec_shim, uid, gid, {}};
+  // NSS may be slow (LDAP): here, off the loop, once for every tool.
+  if (uid != geteuid() || gid != getegid()) setup.groups = LoginGroups(uid, gid);
+
+  size_t next = 0;  // the first task not started yet
+  auto running = [&] {
+    size_t n = 0;
+    for (const Task& t : tasks) n += t.helper != nullptr;
+    return n;
+  };
+  for (;;) {
+    while (next < tasks.size() && running() < kMaxConcurrent) {
+      Task& t = tasks[next++];
+      if (!StartNext(setup, tools, t)) Finish(t, stacks[t.index], Outcome::kFailed, "", t.failures);
+    }
+    std::vector<pollfd> fds;
+    std::vector<Task*> polled;
+    for (Task& t : tasks) {
+      if (t.helper == nullptr) continue;
+      fds.push_back({t.helper->out_fd(), POLLIN, 0});
+      polled.push_back(&t);
+    }
+    if (fds.empty() && next >= tasks.size()) break;
+    const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now());
+    if (left.count() <= 0) break;
+    const int ready = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;  // SIGCHLD from a tool that finished
+    if (ready <= 0) break;
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Task& t = *polled[k];
+      t.helper->ReadSome();
+      if (!t.helper->output_open()) Collect(setup, tools, t, stacks[t.index]);
     }
   }
+  const auto spent = std::chrono::duration_cast<Millis>(SteadyClock::now() - start);
+  // Every tool still at it is killed first, then all are reaped against
+  // one deadline: a few wedged ones cost that deadline once, not each.
+  for (Task& t : tasks) {
+    if (!t.done && t.helper != nullptr) t.helper->Kill();
+  }
+  const auto reap_by = SteadyClock::now() + kExitAfterOutput;
+  for (Task& t : tasks) {
+    if (!t.done && t.helper != nullptr) t.helper->Reap(reap_by);
+  }
+  for (Task& t : tasks) {
+    if (t.done) continue;
+    SampledStack& s = stacks[t.index];
+    if (t.helper != nullptr) {
+      // Still at it past the budget: killed and reaped (or given up on)
+      // above, never waited for beyond that deadline.
+      const std::string_view tool = Name(*t.running_tool);
+      t.helper.reset();
+      Finish(t, s, Outcome::kTimedOut, "",
+             Cat(tool, " was still running when the ", FormatDuration(budget), " budget ran out (",
+                 spent.count(), "ms): killed"));
+    } else {
+      Finish(t, s, Outcome::kTimedOut, "",
+             Cat("not started within the ", FormatDuration(budget), " budget"));
+    }
+  }
+  return stacks;
 }
 
+namespace {
+
+struct SampleWork {
+  uv_work_t req{};
+  StackTools tools;
+  std::string exec_shim;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<pid_t> pids;
+  Millis budget{0};
+  std::vector<SampledStack> stacks;
+  std::function<void(std::vector<SampledStack>)> done;
+  std::weak_ptr<int> sampler_alive;
+};
+
+}  // namespace
+
+UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim, StackTools tools)
+    : loop_(loop), exec_shim_(std::move(exec_shim)), tools_(std::move(tools)) {}
+
 void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
-                            std::function<void(std::vector<std::string>)> done) {
+                            std::function<void(std::vector<SampledStack>)> done) {
   auto* work = new SampleWork;
   work->req.data = work;
-  work->setup = GdbSetup{gdb_, exec_shim_, uid, gid, {}};
+  work->tools = tools_;
+  work->exec_shim = exec_shim_;
+  work->uid = uid;
+  work->gid = gid;
   work->pids = pids;
   work->budget = budget;
   work->done = std::move(done);
   work->sampler_alive = alive_;
-  uv_queue_work(
+  const int rc = uv_queue_work(
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        if (!w->setup.gdb.empty()) {
-          // NSS may be slow (LDAP): here, off the loop.
-          if (w->setup.uid != geteuid() || w->setup.gid != getegid())
-            w->setup.groups = LoginGroups(w->setup.uid, w->setup.gid);
-          w->stacks = GdbStacks(w->setup, w->pids, w->budget);
-        }
-        w->stacks.resize(w->pids.size());
+        w->stacks = TakeStacks(w->tools, w->exec_shim, w->uid, w->gid, w->pids, w->budget);
       },
       [](uv_work_t* req, int) {
         auto* w = static_cast<SampleWork*>(req->data);
         if (!w->sampler_alive.expired()) w->done(std::move(w->stacks));
         delete w;
       });
+  if (rc != 0) {
+    spdlog::error("uv_queue_work (stacks): {}", uv_strerror(rc));
+    std::vector<SampledStack> none(pids.size());
+    for (SampledStack& s : none) s.note = Cat("could not queue the sampling: ", uv_strerror(rc));
+    auto cb = std::move(work->done);
+    delete work;
+    cb(std::move(none));
+  }
 }
 
 }  // namespace ltd

@@ -1,8 +1,12 @@
 // Where a hung rank is: its stack, taken before teardown. Python ranks
 // (PYTHONFAULTHANDLER=1) print every thread's traceback to stderr on
 // SIGABRT, which the job manager collects from the rank's output; native
-// ranks are read with `gdb -p PID` in batch mode, run as the ranks' user
-// through lt-exec, on libuv's thread pool.
+// ranks are read with elfutils' `eu-stack -p PID` (a fraction of gdb's
+// cost: it reads no DWARF), gdb in batch mode where eu-stack is missing
+// or gave nothing, every rank at once, each tool run as the ranks' user
+// through lt-exec (StackHelper), on libuv's thread pool. The kernel's view
+// of each thread (/proc/PID/task/*/wchan and stack) comes with every rank,
+// taken or not.
 #pragma once
 
 #include <uv.h>
@@ -17,20 +21,34 @@ namespace ltd {
 // True when the process runs a Python interpreter.
 bool IsPythonProcess(pid_t pid);
 
+// The tools a sampler may use, by path (empty: not installed).
+struct StackTools {
+  std::string eu_stack;
+  std::string gdb;
+  static StackTools Installed();
+};
+
 class UvStackSampler final : public StackSampler {
  public:
-  UvStackSampler(uv_loop_t* loop, std::string exec_shim);
+  UvStackSampler(uv_loop_t* loop, std::string exec_shim,
+                 StackTools tools = StackTools::Installed());
   bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
   void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
-              std::function<void(std::vector<std::string>)> done) override;
+              std::function<void(std::vector<SampledStack>)> done) override;
 
  private:
   uv_loop_t* loop_;
   std::string exec_shim_;
-  std::string gdb_;  // empty when gdb is not installed
+  StackTools tools_;
   // Work outlives the sampler at shutdown; its callback runs only while
   // this lives.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
+
+// Takes the stacks of `pids` right here (blocking, within `budget`): what
+// UvStackSampler runs on the pool. For tests and benchmarks too.
+std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string& exec_shim,
+                                     uid_t uid, gid_t gid, const std::vector<pid_t>& pids,
+                                     Millis budget);
 
 }  // namespace ltd

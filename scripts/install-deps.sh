@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libuv1-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-  libtorch-dev libgloo-dev python3-torch gdb procps
+  libtorch-dev libgloo-dev python3-torch gdb elfutils procps
   etcd-server golang-etcd-server-dev
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "clock.h"
+#include "hang_report.h"
 #include "job.h"
 #include "job_runtime.h"
 #include "job_store.h"
@@ -95,8 +96,16 @@ class JobRunner final : public RunFenceEvents {
   void ArmWatchdog(Job& job, JobRuntime& rt);
   void OnWatchdog(const std::string& id);
   // `deadline`: the (monotonic) heartbeat deadline that passed.
-  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason,
-                  Millis deadline);
+  // `stops`: when each stalled rank stopped beating (none for the
+  // job-level automatic verdict), to single out one that clearly stopped first.
+  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
+                  std::vector<std::pair<Millis, int>> stops, CauseReason reason,
+                  Millis deadline, Millis noise = kBeatNoise);
+  // How long the automatic verdict waits for ranks not watched yet.
+  static constexpr Millis kAutoStartupLimit{5 * 60 * 1000};
+  Millis AutoStartupLimit(const Job& job) const;
+  // Beats of ranks that stopped within this of `rank`'s single out neither.
+  Millis BeatNoise(const Job& job, const JobRuntime& rt, int rank) const;
   void FinishInvestigation(const std::string& id);
   void CaptureStack(JobRuntime& rt, int rank, std::string_view line);
   void StackCaptured(const std::string& id, JobRuntime& rt, int rank);

@@ -30,6 +30,7 @@ struct RankRuntime {
   // A Python rank sent SIGABRT for its faulthandler traceback: its stderr
   // until it exits is its stack.
   bool capturing_stack = false;
+  bool faulthandler_asked = false;  // in this investigation
   std::string stack;
 
   // Watchdog, in monotonic time. The deadline is derived, never stored, so a
@@ -41,6 +42,10 @@ struct RankRuntime {
   // Automatic heartbeats (docs/user-guide.md): ltd's module runs in this rank (`auto
   // on`), unless the rank beats itself, which takes precedence for good.
   bool auto_on = false;
+  // It reported since `auto on` (progress, a stack, a late check): past its
+  // start-up. Until then (importing, waiting in the rendezvous for a slower
+  // peer) it is starting, which is no evidence that the job stopped.
+  bool auto_reported = false;
   bool explicit_beats = false;
   std::string auto_stack;  // where its main thread stopped, until it moves again
   bool Automatic() const { return alive && auto_on && !explicit_beats; }
@@ -64,6 +69,10 @@ struct RankRuntime {
 
   std::optional<Millis> Deadline(Millis heartbeat_timeout, Millis startup_timeout) const {
     if (!alive) return std::nullopt;
+    // Watched by ltd's module and reporting: its start-up is over (the
+    // module reports once the rendezvous is through); the job-level
+    // automatic deadline watches it from then on.
+    if (!last_beat && Automatic() && auto_reported) return std::nullopt;
     if (last_beat) {
       const Millis t = timeout.value_or(heartbeat_timeout);
       if (t.count() <= 0) return std::nullopt;
@@ -91,24 +100,46 @@ struct JobRuntime {
   bool run_cancelled = false;
   Clock::TimerId watchdog_timer = 0;
   std::optional<Millis> watchdog_at;
+  // The verdict on the deadline `verdict_held_for` waits until
+  // `verdict_hold_until` for ranks that may have stopped with it.
+  std::optional<Millis> verdict_held_for;
+  Millis verdict_hold_until{0};
 
   // Automatic heartbeats: when any rank last made progress, from the
   // first `auto on`. The job is hung when none has for auto_timeout.
   std::optional<Millis> auto_progress;
   Millis auto_timeout{0};
   bool auto_verdict = false;  // the hang being investigated is the job-level one
-  std::optional<Millis> AutoDeadline() const {
+  // A rank still starting (no `auto on` yet: importing torch, which takes
+  // long on a busy machine; or nothing reported since: waiting in the
+  // rendezvous for a slower peer) is no evidence that the job stopped:
+  // while one is alive, the verdict waits for its start-up, up to
+  // `startup_limit` from its start (its own start-up deadline, where there
+  // is one, fires before).
+  std::optional<Millis> AutoDeadline(Millis startup_limit) const {
     if (!auto_progress || auto_timeout.count() <= 0) return std::nullopt;
+    bool watched = false;
+    std::optional<Millis> starting_until;
     for (const RankRuntime& rr : ranks) {
-      if (rr.Automatic()) return *auto_progress + auto_timeout;
+      const bool automatic = rr.Automatic();
+      watched = watched || automatic;
+      const bool starting = automatic ? !rr.auto_reported
+                                      : rr.alive && !rr.auto_on && !rr.explicit_beats;
+      if (!starting) continue;
+      const Millis until = rr.started + startup_limit;
+      if (!starting_until || until > *starting_until) starting_until = until;
     }
-    return std::nullopt;
+    if (!watched) return std::nullopt;
+    const Millis d = *auto_progress + auto_timeout;
+    return starting_until ? std::max(d, *starting_until) : d;
   }
 
   // A hang found, stacks being taken before the teardown.
   bool investigating = false;
   // The verdict names a stopped rank: no stack can overrule that.
   bool cause_settled = false;
+  // What the watchdog saw, for the final message: "no heartbeat for 3s".
+  std::string hang_what;
   int pending_python_stacks = 0;
   bool pending_native_stacks = false;
   Clock::TimerId investigation_timer = 0;

@@ -14,7 +14,13 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   const std::string prefix = Cat("[", rank, "] ");
   std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
-    if (rr.capturing_stack && stream == Stream::kStderr) CaptureStack(rt, rank, line);
+    if (rr.capturing_stack && stream == Stream::kStderr) {
+      // faulthandler's traceback, taken for the hang report: it goes there,
+      // not into the rank's output, where its "Fatal Python error: Aborted"
+      // would read like the program's own crash (a line in the output says
+      // where it went).
+      return CaptureStack(rt, rank, line);
+    }
     stored.append(prefix).append(line).push_back('\n');
     Output(rank, stream, line);
   };
@@ -102,6 +108,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
     case HeartbeatMessage::Kind::kAutoOn:
     case HeartbeatMessage::Kind::kAutoStep:
     case HeartbeatMessage::Kind::kAutoLive:
+    case HeartbeatMessage::Kind::kAutoLate:
     case HeartbeatMessage::Kind::kAutoStack:
       return OnAutoHeartbeat(job, rt, rank, msg);
   }
@@ -120,6 +127,12 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
   if (rr.explicit_beats) return;
   if (msg.kind != HeartbeatMessage::Kind::kAutoOn && !rr.auto_on) return;
   const Millis now = clock_.Monotonic();
+  if (msg.kind != HeartbeatMessage::Kind::kAutoOn && !rr.auto_reported) {
+    // Past its start-up: the automatic deadline may judge the job by it now.
+    rr.auto_reported = true;
+    rt.auto_progress = now;
+    ArmWatchdog(job, rt);
+  }
   switch (msg.kind) {
     case HeartbeatMessage::Kind::kAutoOn:
       if (rr.auto_on) return;  // said already: once is news, again is nothing
@@ -142,6 +155,13 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rec.last_heartbeat_at = clock_.Now();
       if (msg.step) rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       return events_.OnChanged(job, Change::kBeats);
+    case HeartbeatMessage::Kind::kAutoLate:
+      // The module was not scheduled for part of its interval (a loaded
+      // machine): that time is no evidence that the rank stopped, so the
+      // job's clock of "no progress" starts again. Its stack stays: it is
+      // still where it last stopped.
+      rt.auto_progress = now;
+      return;
     case HeartbeatMessage::Kind::kAutoStack:
       rr.auto_stack = msg.text;
       return;

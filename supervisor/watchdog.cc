@@ -10,6 +10,7 @@
 #include "job_runner.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
+#include "straggler.h"
 
 namespace ltd {
 namespace {
@@ -18,6 +19,28 @@ namespace {
 // tearing down regardless.
 constexpr Millis kInvestigationSlack{500};
 constexpr size_t kMaxStack = 64 * 1024;
+
+// The sampler's word on a native rank's stack, into its report. The text
+// (the kernel's view at least) is kept whatever the outcome; only a taken
+// stack is evidence (StackIsEvidence).
+void ApplySampledStack(SampledStack s, HangReportRank& hr) {
+  hr.stack = std::move(s.text);
+  hr.stack_note = std::move(s.note);
+  switch (s.outcome) {
+    case SampledStack::Outcome::kTaken:
+      hr.stack_status = StackStatus::kTaken;
+      break;
+    case SampledStack::Outcome::kSkipped:
+      hr.stack_status = StackStatus::kSkipped;
+      break;
+    case SampledStack::Outcome::kTimedOut:
+      hr.stack_status = StackStatus::kTimedOut;
+      break;
+    case SampledStack::Outcome::kFailed:
+      hr.stack_status = StackStatus::kFailed;
+      break;
+  }
+}
 
 }  // namespace
 
@@ -30,7 +53,11 @@ void JobRunner::ArmWatchdog(Job& job, JobRuntime& rt) {
     auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
     if (d && (!earliest || *d < *earliest)) earliest = d;
   }
-  if (auto d = rt.AutoDeadline(); d && (!earliest || *d < *earliest)) earliest = d;
+  if (auto d = rt.AutoDeadline(AutoStartupLimit(job)); d && (!earliest || *d < *earliest))
+    earliest = d;
+  // A verdict waiting out the noise of the first deadline (OnWatchdog).
+  if (earliest && rt.verdict_held_for && *earliest <= *rt.verdict_held_for)
+    earliest = std::max(*earliest, rt.verdict_hold_until);
   if (rt.watchdog_at && earliest && *rt.watchdog_at <= *earliest) return;  // fires soon enough
   if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
   rt.watchdog_timer = 0;
@@ -59,13 +86,17 @@ void JobRunner::OnWatchdog(const std::string& id) {
   const Millis now = clock_.Monotonic();
   // Automatic heartbeats: no rank made progress for the hang timeout. Every
   // rank watched so is stalled; the stacks tell which one the others wait for.
-  if (auto d = rt.AutoDeadline(); d && *d < now) {
+  if (auto d = rt.AutoDeadline(AutoStartupLimit(*job)); d && *d < now) {
     std::vector<int> stalled;
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
       if (rt.ranks[r].Automatic()) stalled.push_back(static_cast<int>(r));
     }
     rt.auto_verdict = true;
-    return ReportHang(*job, rt, std::move(stalled), CauseReason::kHang, *d);
+    // The job-level deadline says nothing of which rank stopped first,
+    // unless only one rank is watched so.
+    std::vector<std::pair<Millis, int>> stops;
+    if (stalled.size() == 1) stops.emplace_back(*d, stalled.front());
+    return ReportHang(*job, rt, std::move(stalled), std::move(stops), CauseReason::kHang, *d);
   }
   // Stalled: every rank past its deadline, earliest deadline first.
   std::vector<std::pair<Millis, int>> expired;
@@ -79,28 +110,69 @@ void JobRunner::OnWatchdog(const std::string& id) {
   }
   if (expired.empty()) return ArmWatchdog(*job, rt);  // a deadline moved: sleep again
   std::sort(expired.begin(), expired.end());
+  // A rank whose deadline comes within the noise of the first one's may
+  // have stopped with it, microseconds later: the verdict waits out the
+  // noise (once per first deadline), so that the ranks that stopped
+  // together are judged together, and one that beats meanwhile is not.
+  const Millis noise = BeatNoise(*job, rt, expired.front().second);
+  const Millis window_end = expired.front().first + noise;
+  if (!rt.verdict_held_for || *rt.verdict_held_for != expired.front().first) {
+    for (size_t r = 0; r < rt.ranks.size(); ++r) {
+      auto d = rt.ranks[r].Deadline(job->spec.heartbeat_timeout, job->spec.startup_timeout);
+      if (!d || *d < now || *d > window_end) continue;
+      rt.verdict_held_for = expired.front().first;
+      rt.verdict_hold_until = window_end;
+      return ArmWatchdog(*job, rt);
+    }
+  } else if (now <= rt.verdict_hold_until) {
+    return ArmWatchdog(*job, rt);
+  }
   std::vector<int> stalled;
-  for (const auto& [deadline, rank] : expired) stalled.push_back(rank);
-  ReportHang(*job, rt, std::move(stalled),
-             startup ? CauseReason::kStartupTimeout : CauseReason::kHang, expired.front().first);
+  // When each stalled rank stopped: its last beat, or (before its first)
+  // the start-up deadline it missed.
+  std::vector<std::pair<Millis, int>> stops;
+  for (const auto& [deadline, rank] : expired) {
+    stalled.push_back(rank);
+    stops.emplace_back(rt.ranks[static_cast<size_t>(rank)].last_beat.value_or(deadline), rank);
+  }
+  ReportHang(*job, rt, std::move(stalled), std::move(stops),
+             startup ? CauseReason::kStartupTimeout : CauseReason::kHang, expired.front().first,
+             noise);
 }
 
-void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, CauseReason reason,
-                           Millis deadline) {
+Millis JobRunner::AutoStartupLimit(const Job& job) const {
+  // With --startup-timeout, a rank that never got watched misses its own
+  // start-up deadline (a startup_timeout verdict) just before this.
+  if (job.spec.startup_timeout.count() > 0) return job.spec.startup_timeout + Millis(1);
+  return std::max(kAutoStartupLimit, AutoTimeout(job));
+}
+
+Millis JobRunner::BeatNoise(const Job& job, const JobRuntime& rt, int rank) const {
+  // Half the rank's timeout where that is shorter (a test's 100ms), so a
+  // verdict never waits as long as the timeout itself.
+  const RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+  const Millis timeout = rr.last_beat ? rr.timeout.value_or(job.spec.heartbeat_timeout)
+                                      : job.spec.startup_timeout;
+  return std::min(kBeatNoise, timeout / 2);
+}
+
+void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
+                           std::vector<std::pair<Millis, int>> stops, CauseReason reason,
+                           Millis deadline, Millis noise) {
   const WallTime now = clock_.Now();
   const Millis late = std::max(Millis(0), clock_.Monotonic() - deadline);
   HangReport report;
   report.at = now;
   report.stalled_ranks = stalled;
-  int64_t max_step = -1;
-  for (const Rank& r : job.ranks) max_step = std::max(max_step, r.last_step);
-  for (const Rank& r : job.ranks) {
+  const std::vector<bool> stragglers = Stragglers(job.ranks, job.heartbeat_mode);
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const Rank& r = job.ranks[i];
     HangReportRank hr;
     hr.rank = r.rank;
     hr.last_step = r.last_step;
     hr.last_heartbeat_at = r.last_heartbeat_at;
     hr.stalled = std::find(stalled.begin(), stalled.end(), r.rank) != stalled.end();
-    hr.straggler = IsStraggler(r.last_step, max_step);
+    hr.straggler = stragglers[i];
     if (hr.straggler) report.straggler_ranks.push_back(r.rank);
     report.ranks.push_back(std::move(hr));
   }
@@ -117,20 +189,31 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, C
     if (stopped_rank < 0) stopped_rank = static_cast<int>(r);
   }
   RootCause cause;
-  cause.rank = stalled.front();
   cause.reason = reason;
   cause.at = now;
   cause.deadline_at = now - late;
+  // Only a rank that stopped clearly first is blamed for it: beats that
+  // stopped within the noise of each other say nothing of who stopped whom.
+  cause.rank = SingledOut(stops, noise);
   const Millis waited =
       reason == CauseReason::kHang
-          ? rt.ranks[static_cast<size_t>(cause.rank)].timeout.value_or(job.spec.heartbeat_timeout)
+          ? rt.ranks[static_cast<size_t>(stalled.front())].timeout.value_or(
+                job.spec.heartbeat_timeout)
           : job.spec.startup_timeout;
-  cause.message =
-      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
-          FormatDuration(waited), " from rank(s) ", Join(stalled, ","));
+  rt.hang_what = Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
+                     FormatDuration(waited));
   if (rt.auto_verdict) {
-    cause.message = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
-                        " (automatic heartbeats)");
+    rt.hang_what = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
+                       " (automatic heartbeats)");
+    cause.message = rt.hang_what;
+  } else if (cause.rank >= 0) {
+    cause.message = Cat(rt.hang_what, " from rank(s) ", Join(stalled, ","));
+  } else {
+    cause.message = Cat(reason == CauseReason::kHang
+                            ? DescribeTie(stops, noise)
+                            : Cat(RankSet(stalled), " sent no first heartbeat within ",
+                                  FormatDuration(waited)),
+                        reason == CauseReason::kHang ? Cat(" (", rt.hang_what, ")") : "");
   }
   if (stopped_rank >= 0) {
     cause.rank = stopped_rank;
@@ -153,25 +236,58 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, C
   bool any_native = false;
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     RankRuntime& rr = rt.ranks[r];
+    HangReportRank& hr = job.hang_report->ranks[r];
     const pid_t pid = job.ranks[r].pid;
-    const bool stopped = !job.hang_report->ranks[r].process_state.empty();
+    const bool stopped = !hr.process_state.empty();
+    auto skip = [&](std::string why) {
+      hr.stack_status = StackStatus::kSkipped;
+      hr.stack_note = std::move(why);
+    };
     if (rr.Automatic() && !rr.auto_stack.empty() && !stopped) {
       // ltd's module already sent where the main thread stopped: it costs
-      // no signal, no gdb and no budget, and works for a Python that a
+      // no signal, no tool and no budget, and works for a Python that a
       // shell started, too.
-      job.hang_report->ranks[r].stack = AutoStackText(rr.auto_stack);
+      hr.stack = AutoStackText(rr.auto_stack);
+      hr.stack_status = StackStatus::kTaken;
+      hr.stack_note = "sent by the automatic heartbeats";
       continue;
     }
-    if (!rr.alive || sampler_ == nullptr || config_.stack_budget.count() <= 0) continue;
+    if (!rr.alive) {
+      skip("not running");
+      continue;
+    }
+    if (sampler_ == nullptr) {
+      skip("no stack sampler here");
+      continue;
+    }
+    if (config_.stack_budget.count() <= 0) {
+      skip("--stack-budget 0");
+      continue;
+    }
+    // Until its stack comes in, it is one the budget did not cover.
+    hr.stack_status = StackStatus::kTimedOut;
     if (sampler_->IsPython(pid)) {
       // faulthandler runs in the rank itself, which a stopped rank cannot.
-      if (stopped) continue;
+      if (stopped) {
+        skip("stopped: faulthandler cannot run in it");
+        continue;
+      }
       // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
       // rank dies of the signal; its stderr until then is its stack.
+      hr.stack_note = "faulthandler gave no traceback within the budget";
       rr.capturing_stack = true;
+      rr.faulthandler_asked = true;
       ++rt.pending_python_stacks;
+      // Said in the rank's own output, where faulthandler's "Fatal Python
+      // error: Aborted" would have read like the program's own crash.
+      const std::string note =
+          Cat("ltd: stack of rank ", r, " taken for the hang report (faulthandler, SIGABRT); ",
+              "see `ltctl show ", job.id, "`");
+      if (rt.log) rt.log->Append(Cat("[", r, "] ", note, "\n"));
+      Output(static_cast<int>(r), Stream::kStderr, note);
       launcher_.SignalProcess(job.id, static_cast<int>(r), SIGABRT);
     } else {
+      hr.stack_note = "the sampler gave nothing within the budget";
       native[r] = pid;
       any_native = true;
     }
@@ -179,15 +295,15 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled, C
   if (any_native) {
     rt.pending_native_stacks = true;
     sampler_->Sample(native, job.spec.uid, job.spec.gid, config_.stack_budget,
-                     [this, id = job.id](std::vector<std::string> stacks) {
+                     [this, id = job.id, native](std::vector<SampledStack> stacks) {
                        Job* j = FindMutable(id);
                        JobRuntime* found = Runtime(id);
                        if (j == nullptr || found == nullptr || !found->investigating) return;
                        found->pending_native_stacks = false;
                        for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size();
                             ++i) {
-                         if (!stacks[i].empty())
-                           j->hang_report->ranks[i].stack = std::move(stacks[i]);
+                         if (i >= native.size() || native[i] == 0) continue;  // not asked for
+                         ApplySampledStack(std::move(stacks[i]), j->hang_report->ranks[i]);
                        }
                        if (found->pending_python_stacks == 0) FinishInvestigation(id);
                      });
@@ -209,31 +325,58 @@ void JobRunner::FinishInvestigation(const std::string& id) {
   HangReport& report = *job->hang_report;
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     RankRuntime& rr = rt.ranks[r];
-    if (!rr.stack.empty()) report.ranks[r].stack = std::move(rr.stack);
+    HangReportRank& hr = report.ranks[r];
+    if (!rr.stack.empty()) {
+      hr.stack = std::move(rr.stack);
+      hr.stack_status = StackStatus::kTaken;
+      hr.stack_note = "faulthandler";
+    } else if (rr.faulthandler_asked && !rr.capturing_stack) {
+      hr.stack_status = StackStatus::kFailed;
+      hr.stack_note = "the rank ended without a faulthandler traceback";
+    }
     rr.stack.clear();
     rr.capturing_stack = false;
+    rr.faulthandler_asked = false;
   }
   const int culprit = rt.cause_settled ? -1 : AttributeHang(report);
+  const std::string missing = MissingStacks(report, config_.stack_budget);
+  std::string& m = rt.cause->message;
   if (rt.cause_settled) {
     for (HangReportRank& r : report.ranks) r.in_collective = WaitsInCollective(r.stack);
-  } else if (std::string waits = DescribeCollectiveWaits(report);
-             culprit < 0 && rt.auto_verdict && !waits.empty()) {
-    // Nobody stopped outside a collective: the ranks wait for each other.
-    rt.cause->message = Cat(rt.cause->message, "; ", waits);
-  } else if (culprit >= 0 && (culprit != rt.cause->rank || rt.auto_verdict)) {
-    // Ranks that already died of the stack dump were judged by the old verdict.
-    Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
-    if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);
-    Rank& now = job->ranks[static_cast<size_t>(culprit)];
-    if (now.state == RankState::kKilled) SetRankState(*job, now, RankState::kFailed);
-    rt.cause->rank = culprit;
+  } else if (culprit >= 0) {
+    if (culprit != rt.cause->rank) {
+      // Ranks that already died of the stack dump were judged by the old verdict.
+      if (rt.cause->rank >= 0) {
+        Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
+        if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);
+      }
+      Rank& now = job->ranks[static_cast<size_t>(culprit)];
+      if (now.state == RankState::kKilled) SetRankState(*job, now, RankState::kFailed);
+      rt.cause->rank = culprit;
+      spdlog::warn("job={} hang attributed to rank {} from the stacks", id, culprit);
+    }
     // "no heartbeat for 3s from rank(s) 3" named the first deadline; the
     // stacks name the rank the others wait for.
-    std::string& m = rt.cause->message;
-    m = Cat(m.substr(0, m.find(" from rank(s) ")), "; the stacks show rank(s) ",
-            Join(report.stalled_ranks, ","),
+    m = Cat(rt.hang_what, "; the stacks show rank(s) ", Join(report.stalled_ranks, ","),
             " stalled outside a collective while the others wait in one");
-    spdlog::warn("job={} hang attributed to rank {} from the stacks", id, culprit);
+    if (!missing.empty()) m += Cat(" (", missing, ")");
+  } else if (rt.cause->rank < 0) {
+    // Nothing singles a rank out: say what is known and what is missing.
+    std::vector<int> waiting;
+    for (const HangReportRank& r : report.ranks) {
+      if (r.in_collective) waiting.push_back(r.rank);
+    }
+    if (!missing.empty()) {
+      // Some stacks are missing: whom the waiting ranks wait for is unknown.
+      if (!waiting.empty())
+        m += Cat("; ", RankSet(waiting), waiting.size() > 1 ? " wait" : " waits",
+                 " in a collective");
+      m += Cat("; ", missing);
+    } else if (std::string waits = DescribeCollectiveWaits(report); !waits.empty()) {
+      m += Cat("; ", waits);
+    } else {
+      m += "; the stacks single out no rank";
+    }
   }
   job->root_cause = rt.cause;
   Persist(*job);

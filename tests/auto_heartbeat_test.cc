@@ -80,7 +80,7 @@ TEST(AutoHeartbeatLines, ParseAndRejectGarbage) {
   ASSERT_TRUE(stack);
   EXPECT_EQ(stack->kind, HeartbeatMessage::Kind::kAutoStack);
   for (const char* bad : {"auto", "auto on now", "auto step", "auto step -1", "auto step 1x",
-                          "auto live 3", "auto stack a\x01", "auto what"}) {
+                          "auto live 3", "auto late 1", "auto stack a\x01", "auto what"}) {
     EXPECT_FALSE(ParseHeartbeatLine(bad)) << bad;
   }
 }
@@ -222,6 +222,69 @@ TEST_F(AutoHeartbeatManager, ARanksOwnHeartbeatsTakePrecedence) {
   clock_.Advance(Millis(60'001));
   ASSERT_TRUE(Get(id).root_cause);
   EXPECT_EQ(Get(id).root_cause->rank, 0);
+}
+
+// The slow-rank case on a busy machine: rank 0 still imports torch (no
+// `auto on` yet) while the others, watched already, wait in the rendezvous
+// or a barrier for it. A rank not watched yet is no evidence: no verdict
+// until it is watched and nobody progresses for the timeout.
+TEST_F(AutoHeartbeatManager, ARankNotWatchedYetIsNoEvidence) {
+  const std::string id = Submit(4, Millis(3000));
+  for (int r = 1; r < 4; ++r) {
+    launcher_.Control(id, r, "auto on\n");
+    launcher_.Control(id, r, std::string("auto stack ") + kInBarrier + "\n");
+  }
+  clock_.Advance(Millis(10'000));  // three timeouts: rank 0 is still importing torch
+  EXPECT_FALSE(Get(id).root_cause) << Get(id).root_cause->message;
+  // Rank 0 is watched, but waits in the rendezvous: its module reports
+  // nothing until it is through.
+  launcher_.Control(id, 0, "auto on\n");
+  clock_.Advance(Millis(10'000));
+  EXPECT_FALSE(Get(id).root_cause) << Get(id).root_cause->message;
+  for (int i = 0; i < 90; ++i) {  // rank 0 busy 9s in Python; the others wait
+    launcher_.Control(id, 0, "auto live\n");
+    clock_.Advance(Millis(100));
+  }
+  EXPECT_FALSE(Get(id).root_cause);
+  clock_.Advance(Millis(3001));  // now nobody moves for the timeout
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
+  EXPECT_EQ(Get(id).root_cause->rank, -1) << "four ranks stopped together: no rank singled out";
+}
+
+// A rank that never gets watched is judged by its own start-up deadline.
+TEST_F(AutoHeartbeatManager, StartUpHasItsOwnDeadline) {
+  JobSpec s;
+  s.devices = 2;
+  s.argv = {"python3", "train.py"};
+  s.cwd = "/";
+  s.uid = getuid();
+  s.gid = getgid();
+  s.heartbeat_timeout = Millis(3000);
+  s.startup_timeout = Millis(20'000);
+  const std::string id = *manager_->Submit(std::move(s), "alice");
+  launcher_.Control(id, 1, "auto on\nauto live\n");
+  clock_.Advance(Millis(19'999));
+  EXPECT_FALSE(Get(id).root_cause) << "the watched rank passed its start-up: no deadline of its own";
+  clock_.Advance(Millis(2));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kStartupTimeout);
+  EXPECT_EQ(Get(id).root_cause->rank, 0);
+}
+
+// The module's own checks ran late (it was not scheduled): that interval
+// is no evidence, so the clock of "no progress" starts again.
+TEST_F(AutoHeartbeatManager, ALateCheckIsNoEvidence) {
+  const std::string id = Submit(2, Millis(3000));
+  launcher_.Control(id, 0, "auto on\nauto live\n");
+  launcher_.Control(id, 1, "auto on\nauto live\n");
+  clock_.Advance(Millis(2500));
+  launcher_.Control(id, 0, "auto late\n");
+  clock_.Advance(Millis(2500));
+  EXPECT_FALSE(Get(id).root_cause);
+  clock_.Advance(Millis(501));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kHang);
 }
 
 }  // namespace

@@ -174,20 +174,34 @@ class FakeLauncher final : public ProcessLauncher {
 class FakeSampler final : public StackSampler {
  public:
   bool IsPython(pid_t pid) override { return python.contains(pid); }
-  void Sample(const std::vector<pid_t>& pids, uid_t, gid_t, Millis,
-              std::function<void(std::vector<std::string>)> done) override {
+  void Sample(const std::vector<pid_t>& pids, uid_t, gid_t, Millis budget,
+              std::function<void(std::vector<SampledStack>)> done) override {
     requested = pids;
+    requested_budget = budget;
     pending = std::move(done);
   }
-  // Completes the pending sample: stacks[i] for pids[i].
+  // Completes the pending sample: stacks[i] for pids[i], taken (an empty
+  // one: the tool gave no frames).
   void Deliver(std::vector<std::string> stacks) {
+    std::vector<SampledStack> sampled;
+    for (std::string& s : stacks) {
+      SampledStack one;
+      one.outcome = s.empty() ? SampledStack::Outcome::kFailed : SampledStack::Outcome::kTaken;
+      one.note = s.empty() ? "eu-stack gave no frames" : "eu-stack";
+      one.text = std::move(s);
+      sampled.push_back(std::move(one));
+    }
+    DeliverSampled(std::move(sampled));
+  }
+  void DeliverSampled(std::vector<SampledStack> stacks) {
     auto done = std::move(pending);
     pending = nullptr;
     done(std::move(stacks));
   }
   std::set<pid_t> python;
   std::vector<pid_t> requested;
-  std::function<void(std::vector<std::string>)> pending;
+  Millis requested_budget{0};
+  std::function<void(std::vector<SampledStack>)> pending;
 };
 
 class FakePorts final : public PortAllocator {

@@ -7,6 +7,8 @@
 namespace ltd::test {
 namespace {
 
+using Millis = std::chrono::milliseconds;
+
 // Lightning 1.9 under DDP, rank 1 blocked in the user's training_step (a
 // time.sleep, which faulthandler does not show: it is C), called from
 // DDP's forward; rank 0 in loss.backward(), waiting in the allreduce.
@@ -126,6 +128,47 @@ TEST(HangReport, TheRankOthersWaitForIsTheCulprit) {
   plain.ranks = {Rank(0, true, kNativeSleepingInUserCode), Rank(1, false, kNativeGlooWait)};
   plain.stalled_ranks = {0};
   EXPECT_EQ(AttributeHang(plain), -1);
+}
+
+// A stack that did not come is no evidence, even where some text (the
+// kernel's view) is there: the rank it would have cleared is not blamed.
+TEST(HangReport, OnlyTakenStacksAreEvidence) {
+  HangReport report;
+  report.ranks = {Rank(0, true, kNativeGlooWait), Rank(1, true, "kernel: thread 7 (train) in "
+                                                                 "hrtimer_nanosleep\n"),
+                  Rank(2, true, kNativeGlooWait)};
+  report.ranks[0].stack_status = StackStatus::kTaken;
+  report.ranks[1].stack_status = StackStatus::kTimedOut;
+  report.ranks[2].stack_status = StackStatus::kTaken;
+  report.stalled_ranks = {0, 1, 2};
+  EXPECT_EQ(AttributeHang(report), -1);
+  EXPECT_EQ(MissingStacks(report, Millis(5000)), "stack of rank 1 not taken in the 5s budget");
+  report.ranks[0].stack_status = StackStatus::kFailed;
+  report.ranks[0].stack_note = "eu-stack gave no frames (exit 2)";
+  report.ranks[2].stack_status = StackStatus::kTimedOut;
+  EXPECT_EQ(MissingStacks(report, Millis(5000)),
+            "stacks of ranks 1, 2 not taken in the 5s budget; stack of rank 0 not taken "
+            "(eu-stack gave no frames (exit 2))");
+}
+
+// Beats that stop within a second of each other name no rank, however
+// the microseconds fall; a rank that stopped clearly first is named.
+TEST(HangReport, BeatsStoppingWithinTheNoiseSingleOutNoRank) {
+  using S = std::vector<std::pair<Millis, int>>;
+  EXPECT_EQ(SingledOut(S{{Millis(10'000), 2}, {Millis(10'004), 0}, {Millis(10'001), 1}}), -1);
+  EXPECT_EQ(SingledOut(S{{Millis(10'000), 2}, {Millis(11'000), 0}}), -1);  // exactly the noise
+  EXPECT_EQ(SingledOut(S{{Millis(10'000), 2}, {Millis(11'001), 0}}), 2);
+  EXPECT_EQ(SingledOut(S{{Millis(12'000), 3}, {Millis(10'000), 1}, {Millis(12'002), 0}}), 1);
+  EXPECT_EQ(SingledOut(S{{Millis(5), 3}}), 3);  // alone past its deadline
+  EXPECT_EQ(SingledOut(S{}), -1);
+  EXPECT_EQ(DescribeTie(S{{Millis(10'000), 2}, {Millis(10'004), 0}, {Millis(10'001), 1},
+                          {Millis(10'003), 3}}),
+            "ranks 0-3 stopped beating within 4ms of each other");
+  EXPECT_EQ(DescribeTie(S{{Millis(10'000), 2}, {Millis(10'300), 0}, {Millis(15'000), 1}}),
+            "ranks 0, 2 stopped beating within 300ms of each other");
+  EXPECT_EQ(RankSet({3, 1, 2}), "ranks 1-3");
+  EXPECT_EQ(RankSet({0, 2}), "ranks 0, 2");
+  EXPECT_EQ(RankSet({4}), "rank 4");
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ std::string Describe(const HeartbeatMessage& m) {
       return "auto step " + std::to_string(*m.step);
     case HeartbeatMessage::Kind::kAutoLive:
       return "auto live";
+    case HeartbeatMessage::Kind::kAutoLate:
+      return "auto late";
     case HeartbeatMessage::Kind::kAutoStack:
       return "auto stack " + m.text;
   }

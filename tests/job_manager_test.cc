@@ -857,8 +857,85 @@ TEST_F(HangInvestigationTest, StacksThatNeverComeDoNotHoldTheTeardown) {
   sampler_.Deliver({"late", "late", "late"});  // ignored: the job moved on
   launcher_.ExitSignalled(id);
   clock_.Advance(Millis(0));
-  EXPECT_EQ(Get(id).state, JobState::kFailed);
-  EXPECT_EQ(Get(id).root_cause->rank, 0);
+  const Job& job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.exit_code, 124);
+  // Three ranks stopped beating at the same moment and no stack came: no
+  // rank is blamed, and the verdict says what is missing.
+  EXPECT_EQ(job.root_cause->rank, -1);
+  EXPECT_EQ(job.root_cause->message,
+            "ranks 0-2 stopped beating within 0ms of each other (no heartbeat for 1s); stacks of "
+            "ranks 0-2 not taken in the 3s budget");
+  for (const HangReportRank& r : job.hang_report->ranks) {
+    EXPECT_EQ(r.stack_status, StackStatus::kTimedOut) << r.rank;
+    EXPECT_TRUE(r.stack.empty());
+  }
+  for (const Rank& r : job.ranks) EXPECT_EQ(r.state, RankState::kKilled) << r.rank;
+}
+
+// A sampler that gives up on some ranks (the budget ran out on a loaded
+// machine): the ranks whose stacks came wait in a collective, so nothing
+// clears or blames the others; microseconds between deadlines decide nothing.
+TEST_F(HangInvestigationTest, ASamplerThatTimesOutBlamesNoRankAndSaysWhatIsMissing) {
+  JobSpec spec = Spec(4);
+  spec.heartbeat_timeout = Millis(1000);
+  const std::string id = Submit(spec);
+  // Rank 1 beat last (by 3ms); rank 2 first: the old verdict blamed rank 2.
+  launcher_.Control(id, 2, "hb 30\n");
+  clock_.Advance(Millis(1));
+  launcher_.Control(id, 0, "hb 30\n");
+  launcher_.Control(id, 3, "hb 30\n");
+  clock_.Advance(Millis(2));
+  launcher_.Control(id, 1, "hb 29\n");
+  clock_.Advance(Millis(998));  // rank 2's deadline passed; the others' come within the noise
+  EXPECT_FALSE(Get(id).root_cause) << "judged before the noise (500ms here) was waited out";
+  clock_.Advance(Millis(500));
+  ASSERT_TRUE(Get(id).root_cause);
+  EXPECT_EQ(Get(id).root_cause->rank, -1) << "blamed before any stack came";
+  ASSERT_TRUE(sampler_.pending);
+  std::vector<SampledStack> stacks(4);
+  stacks[0] = {SampledStack::Outcome::kTimedOut, "kernel: thread 1 (train) in futex_wait\n",
+               "eu-stack was still running when the 3s budget ran out (3004ms): killed"};
+  stacks[1] = {SampledStack::Outcome::kTimedOut, "", "not started within the 3s budget"};
+  stacks[2] = {SampledStack::Outcome::kTaken, "Thread 1 (LWP 9):\n#0 c10d::Work::wait\n",
+               "eu-stack"};
+  stacks[3] = {SampledStack::Outcome::kTaken,
+               "Thread 1 (LWP 9):\n#0 gloo::transport::tcp::UnboundBuffer::waitRecv\n",
+               "eu-stack"};
+  sampler_.DeliverSampled(std::move(stacks));
+  const Job& job = Get(id);
+  EXPECT_EQ(job.root_cause->rank, -1);
+  EXPECT_EQ(job.root_cause->message,
+            "ranks 0-3 stopped beating within 3ms of each other (no heartbeat for 1s); ranks 2, "
+            "3 wait in a collective; stacks of ranks 0, 1 not taken in the 3s budget");
+  EXPECT_EQ(job.hang_report->ranks[0].stack_status, StackStatus::kTimedOut);
+  EXPECT_EQ(job.hang_report->ranks[2].stack_status, StackStatus::kTaken);
+  EXPECT_EQ(job.hang_report->ranks[2].stack_note, "eu-stack");
+  EXPECT_NE(job.hang_report->ranks[0].stack.find("futex_wait"), std::string::npos);
+  EXPECT_EQ(launcher_.Signalled(SIGTERM).size(), 4u);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).exit_code, 124);
+  for (const Rank& r : Get(id).ranks) EXPECT_EQ(r.state, RankState::kKilled) << r.rank;
+  EXPECT_EQ(ExitCodeFor(*Get(id).root_cause), 124);
+}
+
+// Once every stack is in, the rank the others wait for is named even when
+// the beats stopped together.
+TEST_F(HangInvestigationTest, StacksNameTheCulpritWhenTheBeatsStoppedTogether) {
+  const std::string id = HungJob();
+  EXPECT_EQ(Get(id).root_cause->rank, -1);
+  sampler_.Deliver({"#0 c10d::Work::wait\n", "", "#0 injected_hang (rank, step) at train.cc:43\n"});
+  const Job& job = Get(id);
+  EXPECT_EQ(job.root_cause->rank, 2);
+  EXPECT_EQ(job.root_cause->message,
+            "no heartbeat for 1s; the stacks show rank(s) 2 stalled outside a collective while the "
+            "others wait in one (stack of rank 1 not taken (eu-stack gave no frames))");
+  EXPECT_EQ(job.hang_report->ranks[1].stack_status, StackStatus::kFailed);
+  launcher_.ExitSignalled(id);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get(id).ranks[2].state, RankState::kFailed);
+  EXPECT_EQ(Get(id).ranks[0].state, RankState::kKilled);
 }
 
 TEST_F(HangInvestigationTest, AStoppedRankIsTheRootCauseAndGetsNoFaulthandler) {

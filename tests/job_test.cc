@@ -69,7 +69,13 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   rank.straggler = true;
   rank.process_state = "stopped (SIGSTOP)";
   rank.stack = "#0 injected_hang";
-  h.ranks = {rank};
+  rank.stack_status = StackStatus::kTimedOut;
+  rank.stack_note = "eu-stack was still running when the 5s budget ran out";
+  HangReportRank old_rank = rank;  // of a record that said nothing of its stack
+  old_rank.rank = 0;
+  old_rank.stack_status = StackStatus::kUnknown;
+  old_rank.stack_note.clear();
+  h.ranks = {old_rank, rank};
   job.hang_report = h;
   Attempt a;
   a.master_port = 29500;
@@ -80,9 +86,16 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(j["root_cause"]["reason"], "hang");
   EXPECT_EQ(j["ranks"][1]["last_step"], 99);
   EXPECT_TRUE(j["ranks"][0]["last_step"].is_null());
+  EXPECT_EQ(j["hang_report"]["ranks"][1]["stack_status"], "timed_out");
   auto back = JobFromJson(j);
   ASSERT_TRUE(back);
   EXPECT_EQ(ToJson(*back), j);
+  EXPECT_EQ(back->hang_report->ranks[1].stack_status, StackStatus::kTimedOut);
+  // Records of releases before the field read as "unknown".
+  nlohmann::json old = j;
+  old["hang_report"]["ranks"][1].erase("stack_status");
+  old["hang_report"]["ranks"][1].erase("stack_note");
+  EXPECT_EQ(JobFromJson(old)->hang_report->ranks[1].stack_status, StackStatus::kUnknown);
 }
 
 // A rank's `error caf\351`, a Latin-1 directory, arguments that are no

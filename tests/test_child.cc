@@ -37,6 +37,7 @@
 // the command line handed the program.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -130,7 +131,9 @@ void WatchTracer(const std::string& path) {
       }
       _exit(0);
     }
-    usleep(500);
+    // eu-stack is attached for a few milliseconds only: look again at once
+    // (yielding the CPU), not after a sleep that could span the attach.
+    sched_yield();
   }
 }
 

@@ -7,6 +7,7 @@
 #include "duration.h"
 #include "hang_report.h"
 #include "resource_limits.h"
+#include "straggler.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -58,6 +59,22 @@ v1::Rank::State ToProto(RankState s) {
       return v1::Rank::LOST;
   }
   return v1::Rank::STATE_UNSPECIFIED;
+}
+
+v1::HangReport::Rank::StackStatus ToProto(StackStatus s) {
+  switch (s) {
+    case StackStatus::kUnknown:
+      return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
+    case StackStatus::kTaken:
+      return v1::HangReport::Rank::taken;
+    case StackStatus::kSkipped:
+      return v1::HangReport::Rank::skipped;
+    case StackStatus::kTimedOut:
+      return v1::HangReport::Rank::timed_out;
+    case StackStatus::kFailed:
+      return v1::HangReport::Rank::failed;
+  }
+  return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
 }
 
 v1::RootCause::Reason ToProto(CauseReason r) {
@@ -206,13 +223,15 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
       pr->set_in_collective(r.in_collective);
       pr->set_process_state(DisplayEscapeElided(r.process_state, limits.text));
       pr->set_stack(DisplayEscapeElided(r.stack, limits.text));
+      pr->set_stack_status(ToProto(r.stack_status));
+      pr->set_stack_note(DisplayEscapeElided(r.stack_note, limits.text));
     }
   }
   // Progress marks are live: a straggler only while the job runs, a rate
   // only while the rank does.
-  int64_t max_step = -1;
-  for (const Rank& r : job.ranks) max_step = std::max(max_step, r.last_step);
-  for (const Rank& r : job.ranks) {
+  const std::vector<bool> stragglers = Stragglers(job.ranks, job.heartbeat_mode);
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const Rank& r = job.ranks[i];
     auto* pr = out->add_ranks();
     pr->set_rank(r.rank);
     pr->set_pid(r.pid);
@@ -223,7 +242,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     SetTime(r.last_heartbeat_at, [&] { return pr->mutable_last_heartbeat_at(); });
     SetTime(r.started_at, [&] { return pr->mutable_started_at(); });
     pr->set_steps_per_second(r.state == RankState::kRunning ? r.steps_per_second : 0);
-    pr->set_straggler(job.state == JobState::kRunning && IsStraggler(r.last_step, max_step));
+    pr->set_straggler(job.state == JobState::kRunning && stragglers[i]);
     pr->set_error(DisplayEscapeElided(r.error_message, limits.text));
   }
   for (const Attempt& a : job.attempts) {

@@ -15,6 +15,13 @@ The rank is watched from the moment `torch` has been imported (`auto on`):
 loading torch's native library holds the GIL for seconds, which no thread
 of Python can see through, and a Python that never imports torch has no
 training loop to watch. Until then only uncaught exceptions are reported.
+While the main thread waits in torch.distributed's rendezvous for its
+peers, nothing is reported: ltd counts a rank that has reported nothing
+since `auto on` as still starting, which is no evidence of a hang (start-up
+has its own deadline).
+
+A check that ran late (this thread was not scheduled: a busy machine) is
+no evidence either way: it sends `auto late`, never a stack.
 
 Progress is judged by a daemon thread, never by the training loop, which
 only pays for counting its optimizer steps (one Python call per step):
@@ -190,49 +197,115 @@ def _program_beats_itself():
     return ltworker is not None and getattr(ltworker, "_own_beats_sent", False)
 
 
+# Frames of a rank that waits for its peers to join the job: it is still
+# starting, not hung (start-up has its own deadline, --startup-timeout).
+_RENDEZVOUS_FUNCTIONS = frozenset(("init_process_group", "_store_based_barrier",
+                                   "rendezvous", "_create_c10d_store", "init_device_mesh"))
+
+
+def in_rendezvous(frame):
+    """True when the main thread waits in torch.distributed's rendezvous."""
+    while frame is not None:
+        code = frame.f_code
+        filename = code.co_filename.replace("\\", "/")
+        if code.co_name in _RENDEZVOUS_FUNCTIONS and "torch/distributed/" in filename:
+            return True
+        if "torch/distributed/rendezvous.py" in filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _Watcher:
-    def __init__(self, interval, main_ident):
+    """Judges the main thread's progress, one interval at a time.
+
+    Its clock, sleep, frames and line writer are injected, so that its
+    logic is tested without threads or time (tests/test_autoheartbeat.py).
+    It reports nothing until the main thread is past torch.distributed's
+    rendezvous (a rank waiting there for a slower peer is starting, not
+    hung: ltd counts a rank that said `auto on` but reported nothing yet as
+    starting), and treats its own late checks as no evidence: a sample that
+    came much later than asked for means this thread was not scheduled
+    (a busy machine), so the main thread may not have been either. Such an
+    interval sends `auto late` instead of a verdict of no progress.
+    """
+
+    # A sample later than this past its time was not scheduled.
+    LATE_SLACK = 0.05
+
+    def __init__(self, interval, main_ident, clock=time.monotonic, sleep=time.sleep,
+                 frames=sys._current_frames, send=None, steps=None):
         self.interval = interval
         self.main_ident = main_ident
+        self.clock = clock
+        self.sleep = sleep
+        self.frames = frames
+        self.send = send if send is not None else (lambda line: _send(line))
+        self.steps = steps if steps is not None else (lambda: _steps)
         self.sent_steps = 0  # no step line before the first step
         self.stack_sent = False
+        self.reporting = False  # past the rendezvous: reports every interval
+        self.last = None
 
     def main_frame(self):
-        return sys._current_frames().get(self.main_ident)
+        return self.frames().get(self.main_ident)
 
     def run(self):
-        last = _signature(self.main_frame())
+        self.last = _signature(self.main_frame())
         while _active:
-            moved = False
-            for _ in range(_SAMPLES):
-                time.sleep(self.interval / _SAMPLES)
-                frame = self.main_frame()
-                if frame is None:
-                    return  # the main thread is gone: the interpreter exits
-                now = _signature(frame)
-                if now != last:
-                    moved = True
-                    last = now
-                del frame
-            if not _active:
+            if not self.check():
                 return
             if _program_beats_itself():
                 return  # ltd now watches this rank by the program's own beats
-            self.report(moved)
 
-    def report(self, moved):
-        steps = _steps
+    def check(self):
+        """One interval: samples, then reports. False once the main thread
+        is gone (the interpreter exits) or the module was switched off."""
+        moved = False
+        late = False
+        pause = self.interval / _SAMPLES
+        for _ in range(_SAMPLES):
+            asked = self.clock()
+            self.sleep(pause)
+            if self.clock() - asked > 2 * pause + self.LATE_SLACK:
+                late = True
+            frame = self.main_frame()
+            if frame is None:
+                return False
+            now = _signature(frame)
+            if now != self.last:
+                moved = True
+                self.last = now
+            del frame
+        if not _active:
+            return False
+        if not self.reporting:
+            frame = self.main_frame()
+            if frame is None:
+                return False
+            starting = in_rendezvous(frame)
+            del frame
+            if starting:
+                return True  # nothing reported: ltd counts it as starting
+            self.reporting = True
+        self.report(moved, late)
+        return True
+
+    def report(self, moved, late=False):
+        steps = self.steps()
         if steps != self.sent_steps:
-            _send(b"auto step %d\n" % steps)
+            self.send(b"auto step %d\n" % steps)
             self.sent_steps = steps
             moved = True
         if moved:
-            _send(b"auto live\n")
+            self.send(b"auto live\n")
             self.stack_sent = False
+        elif late:
+            self.send(b"auto late\n")
         elif not self.stack_sent:
             frame = self.main_frame()
             if frame is not None:
-                _send(b"auto stack " + format_stack(frame) + b"\n")
+                self.send(b"auto stack " + format_stack(frame) + b"\n")
             del frame
             self.stack_sent = True
 

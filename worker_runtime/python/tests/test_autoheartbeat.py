@@ -222,3 +222,99 @@ class AutoHeartbeatTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# --- the watcher's judgement, with a fake clock and fake frames ---------------
+
+
+def _load_module():
+    spec = importlib.util.spec_from_file_location(
+        "_ltd_autoheartbeat_under_test", os.path.join(AUTOLOAD, "ltd_autoheartbeat.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Code:
+    def __init__(self, name, filename):
+        self.co_name = name
+        self.co_filename = filename
+
+
+class _Frame:
+    def __init__(self, name, filename="train.py", back=None, lasti=0):
+        self.f_code = _Code(name, filename)
+        self.f_back = back
+        self.f_lasti = lasti
+        self.f_lineno = 1
+
+
+class _FakeTime:
+    """A clock that moves only when slept on; `starve` makes the next
+    sleeps take longer than asked, as a thread that was not scheduled."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.starve = []  # extra seconds for the next sleeps
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds + (self.starve.pop(0) if self.starve else 0.0)
+
+
+class WatcherJudgementTest(unittest.TestCase):
+    def setUp(self):
+        self.m = _load_module()
+        self.m._active = True
+        self.time = _FakeTime()
+        self.sent = []
+        self.main = _Frame("<module>")
+        self.watcher = self.m._Watcher(
+            0.4, 1, clock=self.time.clock, sleep=self.time.sleep,
+            frames=lambda: {1: self.main}, send=self.sent.append, steps=lambda: 0)
+        self.watcher.last = self.m._signature(self.main)
+
+    def test_a_stalled_main_thread_on_time_sends_its_stack_once(self):
+        self.assertTrue(self.watcher.check())
+        self.assertTrue(self.watcher.check())
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(len(self.sent), 1, self.sent)
+        self.assertTrue(self.sent[0].startswith(b"auto stack "), self.sent)
+
+    def test_a_late_check_is_no_evidence_not_a_stall(self):
+        # One sample came 2s late: the thread was not scheduled, so neither
+        # may the main thread have been. No stack, no verdict: `auto late`.
+        self.time.starve = [0.0, 2.0]
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(self.sent, [b"auto late\n"])
+        # On time again and still no progress: now that is evidence.
+        self.assertTrue(self.watcher.check())
+        self.assertEqual(len(self.sent), 2, self.sent)
+        self.assertTrue(self.sent[1].startswith(b"auto stack "), self.sent)
+
+    def test_a_late_check_that_saw_progress_is_progress(self):
+        self.time.starve = [1.0]
+        self.main = _Frame("step", back=_Frame("<module>"))
+        self.watcher.check()
+        self.assertEqual(self.sent, [b"auto live\n"])
+
+    def test_a_rank_waiting_in_the_rendezvous_reports_nothing(self):
+        self.main = _Frame(
+            "_store_based_barrier", "/usr/lib/python3/torch/distributed/distributed_c10d.py",
+            back=_Frame("init_process_group",
+                        "/usr/lib/python3/torch/distributed/distributed_c10d.py",
+                        back=_Frame("<module>")))
+        self.watcher.last = self.m._signature(self.main)
+        for _ in range(20):  # 8s in the rendezvous, for a slower peer
+            self.assertTrue(self.watcher.check())
+        self.assertEqual(self.sent, [])
+        self.main = _Frame("train", back=_Frame("<module>"))
+        self.watcher.check()
+        self.assertEqual(self.sent, [b"auto live\n"])
+
+    def test_rendezvous_frames_are_torchs_own(self):
+        self.assertFalse(self.m.in_rendezvous(_Frame("rendezvous", "my_launcher.py")))
+        self.assertTrue(self.m.in_rendezvous(
+            _Frame("f", "/x/torch/distributed/rendezvous.py", back=_Frame("<module>"))))

@@ -1,0 +1,27 @@
+// What the stack tools print, made into the one layout the hang report
+// reads (gdb's: "Thread N (...)" headers, "#k" frames, main thread first),
+// and the kernel's view of a process's threads, which costs no tool.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+namespace ltd {
+
+// gdb's `thread apply all bt`: the frames and thread headers without its
+// chatter, "Thread 1" (the main thread, printed last) first.
+std::string GdbFrames(std::string_view out);
+
+// `eu-stack -p PID`: its "TID N:" sections as "Thread N (LWP N):", the
+// main thread (TID == pid) first.
+std::string EuStackFrames(std::string_view out, pid_t pid);
+
+// Every thread's wchan (and its kernel stack where the kernel shows it,
+// which takes root) from /proc/PID/task, as lines that start "kernel:":
+// what a thread blocked in a syscall waits for, even when no tool could
+// read its user-space frames. "" when the process is gone.
+std::string KernelView(pid_t pid, std::string_view proc_root = "/proc");
+
+}  // namespace ltd
