@@ -22,14 +22,22 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
       return CaptureStack(rt, rank, line);
     }
     stored.append(prefix).append(line).push_back('\n');
-    Output(rank, stream, line);
   };
   if (data.empty()) {
     lines.Finish(emit);  // end of stream: the last unterminated line
   } else {
     lines.Feed(data, emit);
   }
-  if (rt.log && !stored.empty()) rt.log->Append(stored);
+  if (stored.empty()) return;
+  // The log first, then the watchers: a `logs -f` that hears of a line
+  // re-reads the log, and must find it there (it waited for the next line
+  // otherwise, maybe until the job's end).
+  if (rt.log) rt.log->Append(stored);
+  for (size_t at = 0; at < stored.size();) {
+    const size_t end = stored.find('\n', at);
+    Output(rank, stream, std::string_view(stored).substr(at + prefix.size(), end - at - prefix.size()));
+    at = end + 1;
+  }
 }
 
 void JobRunner::OnControl(Job& job, int rank, std::string_view data) {
