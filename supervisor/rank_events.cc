@@ -35,7 +35,8 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   if (rt.log) rt.log->Append(stored);
   for (size_t at = 0; at < stored.size();) {
     const size_t end = stored.find('\n', at);
-    Output(rank, stream, std::string_view(stored).substr(at + prefix.size(), end - at - prefix.size()));
+    Output(rank, stream,
+           std::string_view(stored).substr(at + prefix.size(), end - at - prefix.size()));
     at = end + 1;
   }
 }
