@@ -88,7 +88,10 @@ TEST_F(Metrics, CountersMoveAsJobsFailRestartAndHang) {
   EXPECT_EQ(after["ltd_hangs_total"], 1) << last_;
   EXPECT_EQ(after["ltd_jobs_ended_total{reason=\"exited\",state=\"FAILED\"}"], 1) << last_;
   EXPECT_EQ(after["ltd_jobs_ended_total{reason=\"hang\",state=\"FAILED\"}"], 1) << last_;
-  EXPECT_EQ(after["ltd_jobs_ended_total{cancelled_by=\"owner\",reason=\"cancelled\",state=\"CANCELLED\"}"], 1)
+  EXPECT_EQ(
+      after
+          ["ltd_jobs_ended_total{cancelled_by=\"owner\",reason=\"cancelled\",state=\"CANCELLED\"}"],
+      1)
       << last_;
   EXPECT_EQ(after["ltd_deadline_to_verdict_seconds_count"], 1) << last_;
   // Teardowns: the cancel, the failure's two attempts, the hang.
