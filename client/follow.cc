@@ -14,7 +14,6 @@
 namespace ltd {
 namespace {
 
-
 // The one console of this process: stdout's buffer is set once, before
 // anything is written to it.
 RankConsole& Console() {
@@ -58,9 +57,9 @@ class EventPrinter {
       case v1::JobEvent::kEnded: {
         const auto& e = ev.ended();
         if (!quiet_end_ && e.state() != v1::Job::SUCCEEDED) {
-          console.Notice(Cat("ltctl: job ", Line(e.job_id()), " ",
-                             v1::Job::State_Name(e.state()), ": ", DescribeCause(e.root_cause()),
-                             " (exit code ", e.exit_code(), ")"));
+          console.Notice(Cat("ltctl: job ", Line(e.job_id()), " ", v1::Job::State_Name(e.state()),
+                             ": ", DescribeCause(e.root_cause()), " (exit code ", e.exit_code(),
+                             ")"));
         }
         return e.exit_code();
       }

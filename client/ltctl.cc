@@ -233,8 +233,7 @@ int Follow(const Globals& g, const std::string& job, bool output) {
   return FollowThroughRestarts(g, JobId(g, job), output, /*quiet_end=*/!output, nullptr);
 }
 
-int Kill(const Globals& g, const std::string& job, const std::string& signal,
-         bool all_processes) {
+int Kill(const Globals& g, const std::string& job, const std::string& signal, bool all_processes) {
   if (all_processes && signal.empty())
     Die("--all-processes goes with --signal; without one, kill tears the whole job down anyway");
   auto api = Connect(g);

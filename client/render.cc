@@ -168,8 +168,9 @@ std::string DescribeCause(const v1::RootCause& c) {
     case v1::RootCause::startup_timeout:
       // No rank when the evidence singled none out: the message says what
       // is known and what was missing.
-      what = c.has_rank() ? who + " hung"
-                          : c.reason() == v1::RootCause::hang ? "hang" : "start-up timeout";
+      what = c.has_rank()                        ? who + " hung"
+             : c.reason() == v1::RootCause::hang ? "hang"
+                                                 : "start-up timeout";
       break;
     case v1::RootCause::spawn_failed:
       what = "the program could not start";

@@ -28,14 +28,14 @@
 #include "control_reader.h"
 #include "duration.h"
 #include "fd_limit.h"
-#include "resource_limits.h"
 #include "helpers.h"
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
 #include "loop.h"
-#include "rank_console.h"
 #include "ports.h"
+#include "rank_console.h"
+#include "resource_limits.h"
 #include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -188,7 +188,8 @@ void PrintEnd(const Job& job) {
       // Said, not left out: a verdict without this stack is a weaker one.
       if (r.stack_status != StackStatus::kUnknown) {
         std::fprintf(stderr, "ltrun: rank %d's stack was not taken (%s%s%s)\n", r.rank,
-                     std::string(ToString(r.stack_status)).c_str(), r.stack_note.empty() ? "" : ": ",
+                     std::string(ToString(r.stack_status)).c_str(),
+                     r.stack_note.empty() ? "" : ": ",
                      DisplayEscape(r.stack_note, Controls::kEscape).c_str());
       }
       continue;

@@ -40,9 +40,8 @@ std::string Handshake(const std::string& dir) {
 // then the rest as it came.
 std::vector<std::string> ThroughPipe(const std::string& command, const std::string& dir,
                                      const std::string& marker) {
-  const std::string script = "{ " + command +
-                             "; } 2>&1 | { IFS= read -r a; echo \"1:$a\"; : > " + Quote(dir) +
-                             "/go1; IFS= read -r b; echo \"2:$b\"; : > " + Quote(dir) +
+  const std::string script = "{ " + command + "; } 2>&1 | { IFS= read -r a; echo \"1:$a\"; : > " +
+                             Quote(dir) + "/go1; IFS= read -r b; echo \"2:$b\"; : > " + Quote(dir) +
                              "/go2; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {marker}, 30s);
   EXPECT_EQ(r.exit_code, 0) << "the reader never saw the first lines as they were written "
@@ -69,9 +68,9 @@ class Console : public E2E {
 
 TEST_F(Console, AnAttachedSubmitIsLiveInAPipeAndKeepsStdoutAndStderrInOrder) {
   const std::string dir = Dir();
-  auto lines = ThroughPipe(
-      Ltctl() + " submit --devices 1 -- " + Quote(kChild) + " " + Quote(Handshake(dir)), dir,
-      d_.marker());
+  auto lines =
+      ThroughPipe(Ltctl() + " submit --devices 1 -- " + Quote(kChild) + " " + Quote(Handshake(dir)),
+                  dir, d_.marker());
   EXPECT_EQ(lines, kLive);
 }
 
@@ -115,8 +114,8 @@ TEST_F(Console, AnInstrumentedPythonRanksPrintsAreLive) {
       "print('line 0 of 1')\n";
   // As a user would have it (this machine's environment may set it).
   auto lines = ThroughPipe("env -u PYTHONUNBUFFERED " + Ltctl() +
-                               " submit --devices 1 -- /usr/bin/python3 -c " +
-                               Quote(script) + " " + Quote(dir),
+                               " submit --devices 1 -- /usr/bin/python3 -c " + Quote(script) + " " +
+                               Quote(dir),
                            dir, d_.marker());
   EXPECT_EQ(lines, kLive);
 }
@@ -126,10 +125,9 @@ TEST(LtrunConsole, LtrunIsLiveInAPipe) {
   char tmpl[] = "/tmp/ltrun-console.XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string marker = "LT_TEST_TAG=" + dir;
-  auto lines =
-      ThroughPipe(Quote(LtrunPath()) + " --containment cgroup --devices 1 -- " + Quote(kChild) +
-                      " " + Quote(Handshake(dir)),
-                  dir, marker);
+  auto lines = ThroughPipe(Quote(LtrunPath()) + " --containment cgroup --devices 1 -- " +
+                               Quote(kChild) + " " + Quote(Handshake(dir)),
+                           dir, marker);
   EXPECT_EQ(lines, kLive);
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(marker).empty(); }, 5s));
   for (pid_t pid : ProcessesWithMarker(marker)) kill(pid, SIGKILL);
@@ -146,9 +144,9 @@ TEST_F(OneSlot, AnAttachedSubmitSaysAtOnceThatItWaitsAndWhenItStarts) {
   ASSERT_TRUE(WaitFor([&] { return d_.Show(holder)["state"] == "RUNNING"; }, 20s));
   // The reader sees the PENDING line while the first job still holds the
   // slot, then frees it, then sees the start.
-  const std::string script =
-      Ltctl() + " submit --devices 1 -- " + Quote(kChild) + " exit:0 2>&1 | { IFS= read -r a; " +
-      "echo \"1:$a\"; " + Ltctl() + " kill " + holder + " >/dev/null; cat; }";
+  const std::string script = Ltctl() + " submit --devices 1 -- " + Quote(kChild) +
+                             " exit:0 2>&1 | { IFS= read -r a; " + "echo \"1:$a\"; " + Ltctl() +
+                             " kill " + holder + " >/dev/null; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {d_.marker()}, 30s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1:ltctl: job 2 is PENDING (needs 1 device"), std::string::npos) << r.out;

@@ -249,7 +249,7 @@ TEST_F(JobManagerTest, KillCancelsWith130) {
   EXPECT_EQ(job.root_cause->cancelled_by, "alice");
   EXPECT_EQ(job.root_cause->message, "cancelled by alice");
   EXPECT_EQ(JobFromJson(ToJson(job))->root_cause->cancelled_by, "alice");  // it is saved
-  EXPECT_FALSE(Kill(id, 0).ok());  // already ended
+  EXPECT_FALSE(Kill(id, 0).ok());                                          // already ended
 }
 
 TEST_F(JobManagerTest, APendingJobCancelledByRootSaysSo) {
@@ -273,8 +273,7 @@ TEST_F(JobManagerTest, KillWithSignalSignalsEachRanksMainProcess) {
   EXPECT_EQ(Get(id).state, JobState::kRunning);
   // --all-processes: every process of each rank.
   std::optional<absl::Status> answer;
-  manager_->Kill(id, KillOrder::Signal(SIGUSR2, true),
-                 [&](absl::Status s) { answer = s; });
+  manager_->Kill(id, KillOrder::Signal(SIGUSR2, true), [&](absl::Status s) { answer = s; });
   ASSERT_TRUE(answer && answer->ok());
   ASSERT_EQ(launcher_.signals.size(), 2u);
   EXPECT_EQ(launcher_.signals[1].second, SIGUSR2);
@@ -900,8 +899,7 @@ TEST_F(HangInvestigationTest, ASamplerThatTimesOutBlamesNoRankAndSaysWhatIsMissi
   stacks[2] = {SampledStack::Outcome::kTaken, "Thread 1 (LWP 9):\n#0 c10d::Work::wait\n",
                "eu-stack"};
   stacks[3] = {SampledStack::Outcome::kTaken,
-               "Thread 1 (LWP 9):\n#0 gloo::transport::tcp::UnboundBuffer::waitRecv\n",
-               "eu-stack"};
+               "Thread 1 (LWP 9):\n#0 gloo::transport::tcp::UnboundBuffer::waitRecv\n", "eu-stack"};
   sampler_.DeliverSampled(std::move(stacks));
   const Job& job = Get(id);
   EXPECT_EQ(job.root_cause->rank, -1);

@@ -35,7 +35,8 @@ class RankConsoleTest : public ::testing::Test {
   std::string Available() {
     std::string got;
     char buf[4096];
-    for (ssize_t n; (n = read(read_, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(read_, buf, sizeof buf)) > 0;)
+      got.append(buf, static_cast<size_t>(n));
     return got;
   }
 

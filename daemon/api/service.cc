@@ -168,15 +168,13 @@ void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& 
     auto job = manager_.Resolve(id);
     if (!job.ok() || IsFinal((*job)->state)) return;
     spdlog::info("job={} its client went away: tearing it down (cancel_on_disconnect)", id);
-    manager_.Kill(id,
-                  KillOrder::Teardown((*job)->user,
-                                      "cancelled: the client that launched it went away"),
-                  [id](absl::Status s) {
-                    if (!s.ok()) {
-                      spdlog::debug("job={} cancel on disconnect: {}", id,
-                                    std::string(s.message()));
-                    }
-                  });
+    manager_.Kill(
+        id, KillOrder::Teardown((*job)->user, "cancelled: the client that launched it went away"),
+        [id](absl::Status s) {
+          if (!s.ok()) {
+            spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
+          }
+        });
   };
   if (!out.OnGone([this, gone] { loop_.Post(gone); })) gone();  // gone already; we are on the loop
 }
@@ -346,18 +344,18 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
   }
   KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
   order.by = UserName(who->uid);
-  loop_.Post([this, ref = req->job(), order = std::move(order), who = *who, reply,
-              reactor]() mutable {
-    auto job = manager_.Resolve(ref, who.uid);
-    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
-    // The state before the kill took effect; the answer may come later.
-    reply->set_job_id((*job)->id);
-    reply->set_state(ToProto((*job)->state));
-    manager_.Kill((*job)->id, std::move(order), [reactor](absl::Status s) {
-      reactor->Finish(s.ok() ? grpc::Status::OK : ToGrpc(s));
-    });
-  });
+  loop_.Post(
+      [this, ref = req->job(), order = std::move(order), who = *who, reply, reactor]() mutable {
+        auto job = manager_.Resolve(ref, who.uid);
+        if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+        if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
+        // The state before the kill took effect; the answer may come later.
+        reply->set_job_id((*job)->id);
+        reply->set_state(ToProto((*job)->state));
+        manager_.Kill((*job)->id, std::move(order), [reactor](absl::Status s) {
+          reactor->Finish(s.ok() ? grpc::Status::OK : ToGrpc(s));
+        });
+      });
   return reactor;
 }
 

@@ -202,54 +202,13 @@ Job* JobManager::FindMutable(const std::string& id) {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
-absl::Status JobManager::NameFree(const JobSpec& spec) const {
-  if (spec.name.empty()) return absl::OkStatus();
-  for (const auto& [id, job] : jobs_) {
-    if (job->spec.uid != spec.uid || job->spec.name != spec.name || IsFinal(job->state)) continue;
-    return absl::AlreadyExistsError(Cat("your job ", id, " (", ToString(job->state),
-                                        ") is named '", spec.name, "'; pick another --name, or `ltctl kill ",
-                                        id, "` first"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t caller) const {
-  if (ref.empty()) return absl::InvalidArgumentError("no job given");
-  if (auto it = jobs_.find(ref); it != jobs_.end()) return it->second.get();
-  std::vector<const Job*> named, own;
-  for (const auto& [id, job] : jobs_) {
-    if (job->spec.name != ref) continue;
-    named.push_back(job.get());
-    if (caller != kAnyone && job->spec.uid == caller) own.push_back(job.get());
-  }
-  if (named.empty()) {
-    return absl::NotFoundError(Cat("no job '", ref, "'; `ltctl ps -a` lists them"));
-  }
-  const std::vector<const Job*>& candidates = own.empty() ? named : own;
-  if (candidates.size() == 1) return candidates.front();
-  // One user has one live job of a name at most (Submit refuses a second),
-  // so the live one is the one meant; of finished ones, the newest, as a
-  // re-run `--name bert` is.
-  std::vector<const Job*> live;
-  const Job* newest = nullptr;
-  for (const Job* j : candidates) {
-    if (!IsFinal(j->state)) live.push_back(j);
-    if (newest == nullptr || IdBefore(newest->id, j->id)) newest = j;
-  }
-  if (live.size() == 1) return live.front();
-  if (live.empty()) return newest;
-  std::vector<std::string> ids;
-  for (const Job* j : live) ids.push_back(j->id);
-  return absl::FailedPreconditionError(Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "),
-                                           " of several users run; use the job id"));
-}
-
 std::vector<const Job*> JobManager::List(bool all) const {
   std::vector<const Job*> out;
   for (const auto& [id, job] : jobs_) {
     if (all || !IsFinal(job->state)) out.push_back(job.get());
   }
-  std::sort(out.begin(), out.end(), [](const Job* a, const Job* b) { return IdBefore(a->id, b->id); });
+  std::sort(out.begin(), out.end(),
+            [](const Job* a, const Job* b) { return IdBefore(a->id, b->id); });
   return out;
 }
 
@@ -434,7 +393,7 @@ void JobManager::Kill(const std::string& id, KillOrder order, Supervision::Done 
         Cat("job ", id, " already ended (", ToString(job->state), ")")));
   }
   if (order.why.empty()) {
-    order.why = order.by == kByLtd   ? std::string("ltd shut down")
+    order.why = order.by == kByLtd ? std::string("ltd shut down")
                 : order.by.empty() ? std::string("cancelled")
                                    : Cat("cancelled by ", order.by);
   }
@@ -496,7 +455,8 @@ void JobManager::Shutdown(bool end_jobs, std::function<void()> done) {
   }
   if (end_jobs) {
     spdlog::info("shutting down: tearing down {} job(s)", live.size());
-    for (const std::string& id : live) Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
+    for (const std::string& id : live)
+      Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
   } else {
     spdlog::info("stopping: {} job(s) stay with their supervisors", live.size());
     live.clear();

@@ -190,7 +190,9 @@ void Metrics::OnStateChanged(const Job& job, JobState from) {
     // Who cancelled, in a word: user names would make a series per user.
     if (job.root_cause && !job.root_cause->cancelled_by.empty()) {
       const std::string& by = job.root_cause->cancelled_by;
-      labels["cancelled_by"] = by == JobManager::kByLtd ? "ltd" : by == job.user ? "owner" : "other";
+      labels["cancelled_by"] = by == JobManager::kByLtd ? "ltd"
+                               : by == job.user         ? "owner"
+                                                        : "other";
     }
     ended_.Add(labels).Increment();
   }
