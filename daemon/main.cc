@@ -68,7 +68,7 @@ constexpr std::chrono::milliseconds kProbeTimeout{1000};
 // hard limit allows. The ranks' limits are taken first.
 void RaiseOwnFdLimit() {
   (void)StartLimits();  // what ranks get at most, taken before the raise
-  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", s.message());
+  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
 }
 
 int CountGpus() {

@@ -107,7 +107,7 @@ int Run(const Options& opt) {
   // Its ranks hold four fds each of the supervisor's: it takes what the
   // hard limit allows, rather than count on ltd's raised one (the ranks
   // get the limits their job's record names, not this).
-  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", s.message());
+  if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
 
   char resolved[PATH_MAX];
   if (realpath(opt.state_dir.c_str(), resolved) == nullptr) {

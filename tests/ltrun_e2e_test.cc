@@ -174,6 +174,30 @@ TEST_P(Ltrun, BadCommandLinesAreOneLine) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
+// Each rank holds four of ltrun's fds: under the usual soft limit of 1,024
+// a job of 400 ranks needs ltrun to raise its own, while its ranks keep the
+// limit ltrun was started with. A hard limit too low is one line, exit 1.
+// Cgroup mode only (the fds are the same in every mode); about 5 s.
+TEST_P(Ltrun, ManyRanksUnderTheUsualFdLimit) {
+  if (GetParam() != "cgroup") GTEST_SKIP() << "one mode is enough";
+  const std::string ltrun = LtrunPath() + " --containment cgroup";
+  CmdResult ok = RunCommand({"/bin/sh", "-c",
+                             "ulimit -Sn 1024 && exec " + ltrun + " --devices 400 -- " +
+                                 TestChildPath() + " --rank 399 rlimits exit:0"},
+                            {marker_}, 120s);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err.substr(0, 2000);
+  EXPECT_NE(ok.out.find("[399] nofile=1024:"), std::string::npos) << ok.out.substr(0, 2000);
+  CmdResult low = RunCommand({"/bin/sh", "-c",
+                              "ulimit -n 512 && exec " + ltrun + " --devices 400 -- /bin/true"},
+                             {marker_}, 60s);
+  EXPECT_EQ(low.exit_code, 1) << low.err;
+  EXPECT_NE(low.err.find("--devices 400: the job needs about 1728 open files, and the hard "
+                         "limit is 512"),
+            std::string::npos)
+      << low.err;
+  EXPECT_EQ(std::count(low.err.begin(), low.err.end(), '\n'), 1) << low.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Ltrun, ::testing::Values("cgroup", "delegated", "subreaper"),
                          [](const auto& info) { return info.param; });
 
