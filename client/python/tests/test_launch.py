@@ -122,7 +122,10 @@ class LaunchBase:
         self.assertEqual(f.exit_code, 124)
         self.assertIsNotNone(f.hang_report)
         self.assertTrue(f.hang_report.stalled_ranks)
-        self.assertIn(f.rank, (0, 1))
+        # Both ranks stopped beating at once: no rank is singled out, and
+        # the message says so rather than guess.
+        self.assertIsNone(f.rank)
+        self.assertIn("stopped beating within", str(f))
 
     def test_what_cannot_be_pickled_says_so(self):
         import threading
