@@ -64,7 +64,7 @@ std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
   Die(s.error_message());
 }
 
-std::string JobId(const Globals& g, const std::string& job) {
+v1::Job ShowJob(const Globals& g, const std::string& job) {
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -73,7 +73,9 @@ std::string JobId(const Globals& g, const std::string& job) {
   v1::Job found;
   grpc::Status s = api->Show(&ctx, req, &found);
   if (!s.ok()) DieRpc(g, s);
-  return found.id();
+  return found;
 }
+
+std::string JobId(const Globals& g, const std::string& job) { return ShowJob(g, job).id(); }
 
 }  // namespace ltd

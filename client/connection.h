@@ -28,6 +28,8 @@ struct Globals {
 int TryConnect(const std::string& path);
 // A stub for ltd at g.socket; dies with the OS's words if it is not there.
 std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g);
+// JOB (an id or a name) as ltd has it now; dies with ltd's one line.
+v1::Job ShowJob(const Globals& g, const std::string& job);
 // JOB (an id or a name) as the id ltd resolves it to now.
 std::string JobId(const Globals& g, const std::string& job);
 

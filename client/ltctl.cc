@@ -212,14 +212,7 @@ int Gpus(const Globals& g) {
 }
 
 int Show(const Globals& g, const std::string& job) {
-  auto api = Connect(g);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::JobRef req;
-  req.set_job(job);
-  v1::Job reply;
-  grpc::Status s = api->Show(&ctx, req, &reply);
-  if (!s.ok()) DieRpc(g, s);
+  const v1::Job reply = ShowJob(g, job);
   if (g.json) {
     PrintJson(ToJsonValue(reply));
   } else {

@@ -10,6 +10,21 @@
 #include <filesystem>
 #include <string>
 
+// The directories configured at build time (CMake passes the install
+// prefix's), and the same relative to the installed binary's directory.
+#ifndef LTD_LIBEXECDIR
+#define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
+#endif
+#ifndef LTD_PYTHONDIR
+#define LTD_PYTHONDIR "/usr/local/share/ltd/python"
+#endif
+#ifndef LTD_LIBEXEC_FROM_BIN
+#define LTD_LIBEXEC_FROM_BIN "../libexec/ltd"
+#endif
+#ifndef LTD_PYTHON_FROM_BIN
+#define LTD_PYTHON_FROM_BIN "../share/ltd/python"
+#endif
+
 namespace ltd {
 
 // `relative` resolved against the running binary's directory, if it

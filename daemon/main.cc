@@ -42,20 +42,6 @@
 #include "uv_handle.h"
 #include "version.h"
 
-#ifndef LTD_LIBEXECDIR
-#define LTD_LIBEXECDIR "/usr/local/libexec/ltd"
-#endif
-#ifndef LTD_PYTHONDIR
-#define LTD_PYTHONDIR "/usr/local/share/ltd/python"
-#endif
-// The same directories relative to the installed binary's own directory.
-#ifndef LTD_LIBEXEC_FROM_BIN
-#define LTD_LIBEXEC_FROM_BIN "../libexec/ltd"
-#endif
-#ifndef LTD_PYTHON_FROM_BIN
-#define LTD_PYTHON_FROM_BIN "../share/ltd/python"
-#endif
-
 namespace ltd {
 namespace {
 
