@@ -69,9 +69,9 @@ const Thread* MainThread(const std::vector<Thread>& threads) {
 // waits for: they say nothing about what the rank is doing.
 bool IsWaitPrimitive(std::string_view frame) {
   static constexpr std::array<std::string_view, 14> kRuntime = {
-      "libc.so",         "libpthread",        "libstdc++",      "ld-linux",
-      "__futex",         "futex_wait",        "pthread_cond",   "pthread_join",
-      "__GI_",           "syscall ()",        "__gthread",      "std::condition_variable",
+      "libc.so",         "libpthread", "libstdc++",    "ld-linux",
+      "__futex",         "futex_wait", "pthread_cond", "pthread_join",
+      "__GI_",           "syscall ()", "__gthread",    "std::condition_variable",
       "clock_nanosleep", "in ?? ()"};
   return ContainsAny(frame, kRuntime);
 }
@@ -79,13 +79,18 @@ bool IsWaitPrimitive(std::string_view frame) {
 // Frames of a rank waiting for its peers. In Python, DDP's gradient
 // allreduce runs inside backward(), so autograd's frames count too.
 bool IsCollective(std::string_view frame) {
-  static constexpr std::array<std::string_view, 12> kMarkers = {
-      "c10d::",         "gloo::",
-      "nccl",           "NCCL",
-      "ProcessGroup",   "cudaStreamSynchronize",
-      "cudaDeviceSynchronize", "torch/distributed/",
-      "nn/parallel/distributed.py", "torch/autograd/",
-      "_functional_collectives", "/c10d/"};
+  static constexpr std::array<std::string_view, 12> kMarkers = {"c10d::",
+                                                                "gloo::",
+                                                                "nccl",
+                                                                "NCCL",
+                                                                "ProcessGroup",
+                                                                "cudaStreamSynchronize",
+                                                                "cudaDeviceSynchronize",
+                                                                "torch/distributed/",
+                                                                "nn/parallel/distributed.py",
+                                                                "torch/autograd/",
+                                                                "_functional_collectives",
+                                                                "/c10d/"};
   return ContainsAny(frame, kMarkers);
 }
 
@@ -156,8 +161,8 @@ std::string RankSet(std::vector<int> ranks) {
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   if (ranks.empty()) return "no rank";
   if (ranks.size() == 1) return Cat("rank ", ranks.front());
-  const bool run = ranks.size() > 2 && ranks.back() - ranks.front() + 1 ==
-                                           static_cast<int>(ranks.size());
+  const bool run =
+      ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
   if (run) return Cat("ranks ", ranks.front(), "-", ranks.back());
   std::string out = "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) out += Cat(i == 0 ? "" : ", ", ranks[i]);
@@ -177,8 +182,8 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
     if (r.stack_status == StackStatus::kTimedOut) {
       late.push_back(r.rank);
     } else {
-      other.emplace_back(r.rank, r.stack_note.empty() ? std::string(ToString(r.stack_status))
-                                                      : r.stack_note);
+      other.emplace_back(
+          r.rank, r.stack_note.empty() ? std::string(ToString(r.stack_status)) : r.stack_note);
     }
   }
   std::string out;
@@ -190,8 +195,8 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
   // Ranks that share a reason are listed together.
   std::vector<std::pair<std::string, std::vector<int>>> by_why;
   for (const auto& [rank, why] : other) {
-    auto it = std::find_if(by_why.begin(), by_why.end(),
-                           [&](const auto& e) { return e.first == why; });
+    auto it =
+        std::find_if(by_why.begin(), by_why.end(), [&](const auto& e) { return e.first == why; });
     if (it == by_why.end()) {
       by_why.push_back({why, {rank}});
     } else {

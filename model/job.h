@@ -112,7 +112,7 @@ struct HangReportRank {
   std::string process_state;   // "stopped (SIGSTOP)" when not simply running
   std::string stack;           // where it was, when it could be had
   StackStatus stack_status = StackStatus::kUnknown;
-  std::string stack_note;      // how it was taken ("eu-stack"), or why it was not
+  std::string stack_note;  // how it was taken ("eu-stack"), or why it was not
 };
 
 struct HangReport {

@@ -99,8 +99,8 @@ class JobRunner final : public RunFenceEvents {
   // `stops`: when each stalled rank stopped beating (none for the
   // job-level automatic verdict), to single out one that clearly stopped first.
   void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
-                  std::vector<std::pair<Millis, int>> stops, CauseReason reason,
-                  Millis deadline, Millis noise = kBeatNoise);
+                  std::vector<std::pair<Millis, int>> stops, CauseReason reason, Millis deadline,
+                  Millis noise = kBeatNoise);
   // How long the automatic verdict waits for ranks not watched yet.
   static constexpr Millis kAutoStartupLimit{5 * 60 * 1000};
   Millis AutoStartupLimit(const Job& job) const;

@@ -123,8 +123,8 @@ struct JobRuntime {
     for (const RankRuntime& rr : ranks) {
       const bool automatic = rr.Automatic();
       watched = watched || automatic;
-      const bool starting = automatic ? !rr.auto_reported
-                                      : rr.alive && !rr.auto_on && !rr.explicit_beats;
+      const bool starting =
+          automatic ? !rr.auto_reported : rr.alive && !rr.auto_on && !rr.explicit_beats;
       if (!starting) continue;
       const Millis until = rr.started + startup_limit;
       if (!starting_until || until > *starting_until) starting_until = until;

@@ -14,8 +14,7 @@ class LocalSupervision final : public Supervision {
 
 }  // namespace
 
-std::unique_ptr<Supervision> LocalSupervisorHost::Start(const Job& job,
-                                                        SupervisionEvents& events) {
+std::unique_ptr<Supervision> LocalSupervisorHost::Start(const Job& job, SupervisionEvents& events) {
   auto runner =
       std::make_unique<JobRunner>(clock_, launcher_, store_, sampler_, config_, job, events);
   JobRunner& r = *runner;

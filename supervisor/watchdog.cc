@@ -151,8 +151,8 @@ Millis JobRunner::BeatNoise(const Job& job, const JobRuntime& rt, int rank) cons
   // Half the rank's timeout where that is shorter (a test's 100ms), so a
   // verdict never waits as long as the timeout itself.
   const RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
-  const Millis timeout = rr.last_beat ? rr.timeout.value_or(job.spec.heartbeat_timeout)
-                                      : job.spec.startup_timeout;
+  const Millis timeout =
+      rr.last_beat ? rr.timeout.value_or(job.spec.heartbeat_timeout) : job.spec.startup_timeout;
   return std::min(kBeatNoise, timeout / 2);
 }
 
@@ -195,13 +195,13 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   // Only a rank that stopped clearly first is blamed for it: beats that
   // stopped within the noise of each other say nothing of who stopped whom.
   cause.rank = SingledOut(stops, noise);
-  const Millis waited =
-      reason == CauseReason::kHang
-          ? rt.ranks[static_cast<size_t>(stalled.front())].timeout.value_or(
-                job.spec.heartbeat_timeout)
-          : job.spec.startup_timeout;
-  rt.hang_what = Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
-                     FormatDuration(waited));
+  const Millis waited = reason == CauseReason::kHang
+                            ? rt.ranks[static_cast<size_t>(stalled.front())].timeout.value_or(
+                                  job.spec.heartbeat_timeout)
+                            : job.spec.startup_timeout;
+  rt.hang_what =
+      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
+          FormatDuration(waited));
   if (rt.auto_verdict) {
     rt.hang_what = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
                        " (automatic heartbeats)");
@@ -209,11 +209,11 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
   } else if (cause.rank >= 0) {
     cause.message = Cat(rt.hang_what, " from rank(s) ", Join(stalled, ","));
   } else {
-    cause.message = Cat(reason == CauseReason::kHang
-                            ? DescribeTie(stops, noise)
-                            : Cat(RankSet(stalled), " sent no first heartbeat within ",
-                                  FormatDuration(waited)),
-                        reason == CauseReason::kHang ? Cat(" (", rt.hang_what, ")") : "");
+    cause.message =
+        Cat(reason == CauseReason::kHang
+                ? DescribeTie(stops, noise)
+                : Cat(RankSet(stalled), " sent no first heartbeat within ", FormatDuration(waited)),
+            reason == CauseReason::kHang ? Cat(" (", rt.hang_what, ")") : "");
   }
   if (stopped_rank >= 0) {
     cause.rank = stopped_rank;

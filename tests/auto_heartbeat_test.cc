@@ -265,7 +265,8 @@ TEST_F(AutoHeartbeatManager, StartUpHasItsOwnDeadline) {
   const std::string id = *manager_->Submit(std::move(s), "alice");
   launcher_.Control(id, 1, "auto on\nauto live\n");
   clock_.Advance(Millis(19'999));
-  EXPECT_FALSE(Get(id).root_cause) << "the watched rank passed its start-up: no deadline of its own";
+  EXPECT_FALSE(Get(id).root_cause)
+      << "the watched rank passed its start-up: no deadline of its own";
   clock_.Advance(Millis(2));
   ASSERT_TRUE(Get(id).root_cause);
   EXPECT_EQ(Get(id).root_cause->reason, CauseReason::kStartupTimeout);

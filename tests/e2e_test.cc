@@ -353,9 +353,8 @@ TEST_F(E2E, UnknownAndAmbiguousJobs) {
   d_.WaitEnded("1");
   SubmitDetached({"--devices", "1", "--name", "twin", "--", kChild, "hang"});
   // While one runs, the name is taken; the error names the job.
-  ExpectOneLineError(
-      d_.Ctl({"submit", "--devices", "1", "--name", "twin", "--", kChild, "exit:0"}),
-      "your job 2 (");
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "1", "--name", "twin", "--", kChild, "exit:0"}),
+                     "your job 2 (");
   EXPECT_EQ(d_.Ctl({"kill", "twin"}).exit_code, 0);  // the live one
   d_.WaitEnded("2");
   // Both finished: the newest.

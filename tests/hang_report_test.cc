@@ -134,8 +134,10 @@ TEST(HangReport, TheRankOthersWaitForIsTheCulprit) {
 // kernel's view) is there: the rank it would have cleared is not blamed.
 TEST(HangReport, OnlyTakenStacksAreEvidence) {
   HangReport report;
-  report.ranks = {Rank(0, true, kNativeGlooWait), Rank(1, true, "kernel: thread 7 (train) in "
-                                                                 "hrtimer_nanosleep\n"),
+  report.ranks = {Rank(0, true, kNativeGlooWait),
+                  Rank(1, true,
+                       "kernel: thread 7 (train) in "
+                       "hrtimer_nanosleep\n"),
                   Rank(2, true, kNativeGlooWait)};
   report.ranks[0].stack_status = StackStatus::kTaken;
   report.ranks[1].stack_status = StackStatus::kTimedOut;
@@ -161,9 +163,10 @@ TEST(HangReport, BeatsStoppingWithinTheNoiseSingleOutNoRank) {
   EXPECT_EQ(SingledOut(S{{Millis(12'000), 3}, {Millis(10'000), 1}, {Millis(12'002), 0}}), 1);
   EXPECT_EQ(SingledOut(S{{Millis(5), 3}}), 3);  // alone past its deadline
   EXPECT_EQ(SingledOut(S{}), -1);
-  EXPECT_EQ(DescribeTie(S{{Millis(10'000), 2}, {Millis(10'004), 0}, {Millis(10'001), 1},
-                          {Millis(10'003), 3}}),
-            "ranks 0-3 stopped beating within 4ms of each other");
+  EXPECT_EQ(
+      DescribeTie(
+          S{{Millis(10'000), 2}, {Millis(10'004), 0}, {Millis(10'001), 1}, {Millis(10'003), 3}}),
+      "ranks 0-3 stopped beating within 4ms of each other");
   EXPECT_EQ(DescribeTie(S{{Millis(10'000), 2}, {Millis(10'300), 0}, {Millis(15'000), 1}}),
             "ranks 0, 2 stopped beating within 300ms of each other");
   EXPECT_EQ(RankSet({3, 1, 2}), "ranks 1-3");

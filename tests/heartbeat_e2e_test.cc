@@ -274,10 +274,10 @@ TEST_F(Heartbeats, LibTorchTrainerCleanCrashAndHang) {
 // milliseconds. The blame is rank 1 (its stack shows it outside the
 // collective) or no rank (some stack was missing); never another rank.
 TEST_F(Heartbeats, TheDemosHangBlamesRankOneOrNoRankNeverAnother) {
-  CmdResult hang = d_.Ctl({"submit", "--devices", "4", "--heartbeat-timeout", "3s", "--", LT_TRAIN,
-                           "--steps", "100000", "--step-ms", "5", "--print-every", "1000",
-                           "--hang-rank", "1", "--hang-step", "30"},
-                          120s);
+  CmdResult hang = d_.Ctl(
+      {"submit", "--devices", "4", "--heartbeat-timeout", "3s", "--", LT_TRAIN, "--steps", "100000",
+       "--step-ms", "5", "--print-every", "1000", "--hang-rank", "1", "--hang-step", "30"},
+      120s);
   EXPECT_EQ(hang.exit_code, 124) << hang.err;
   nlohmann::json h = d_.Show("1");
   EXPECT_EQ(h["root_cause"]["reason"], "hang");
@@ -305,8 +305,8 @@ TEST_F(Heartbeats, TheDemosHangBlamesRankOneOrNoRankNeverAnother) {
   }
   for (const auto& rank : h["ranks"]) {
     if (rank["rank"] != 1 || blamed.is_null()) {
-      EXPECT_NE(rank["state"], "FAILED") << "a rank not blamed is not the failed one: "
-                                         << rank.dump(1);
+      EXPECT_NE(rank["state"], "FAILED")
+          << "a rank not blamed is not the failed one: " << rank.dump(1);
     }
   }
 }

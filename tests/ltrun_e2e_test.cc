@@ -187,9 +187,9 @@ TEST_P(Ltrun, ManyRanksUnderTheUsualFdLimit) {
                             {marker_}, 120s);
   EXPECT_EQ(ok.exit_code, 0) << ok.err.substr(0, 2000);
   EXPECT_NE(ok.out.find("[399] nofile=1024:"), std::string::npos) << ok.out.substr(0, 2000);
-  CmdResult low = RunCommand({"/bin/sh", "-c",
-                              "ulimit -n 512 && exec " + ltrun + " --devices 400 -- /bin/true"},
-                             {marker_}, 60s);
+  CmdResult low = RunCommand(
+      {"/bin/sh", "-c", "ulimit -n 512 && exec " + ltrun + " --devices 400 -- /bin/true"},
+      {marker_}, 60s);
   EXPECT_EQ(low.exit_code, 1) << low.err;
   EXPECT_NE(low.err.find("--devices 400: the job needs about 1728 open files, and the hard "
                          "limit is 512"),

@@ -7,8 +7,8 @@
 #include "duration.h"
 #include "hang_report.h"
 #include "resource_limits.h"
-#include "straggler.h"
 #include "str_util.h"
+#include "straggler.h"
 
 namespace ltd {
 namespace {
