@@ -25,15 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
   for (size_t at = haystack.find(needle); at != std::string::npos;
@@ -139,7 +130,7 @@ class Dos : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     CmdResult r = CtlAs(u, argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? Trim(r.out) : "";
+    return r.exit_code == 0 ? TrimEnd(r.out) : "";
   }
 
   bool WaitState(const std::string& id, const std::string& state,
@@ -188,7 +179,7 @@ TEST_F(Dos, StreamsPerUserAreBounded) {
   CmdResult refused = CtlAs(*a_, {"logs", "-f", id}, 5s);
   EXPECT_EQ(refused.exit_code, 1) << "a 4th stream of A's was not refused: " << refused.err;
   EXPECT_TRUE(Has(refused.err, "--user-max-streams 3")) << refused.err;
-  EXPECT_EQ(Count(Trim(refused.err), "\n"), 0u) << refused.err;
+  EXPECT_EQ(Count(TrimEnd(refused.err), "\n"), 0u) << refused.err;
   // B is another user: its streams are its own.
   CmdResult b_ps = CtlAs(*b_, {"--json", "ps", "-a"}, 20s);
   EXPECT_EQ(b_ps.exit_code, 0) << b_ps.err;

@@ -96,6 +96,16 @@ class PublicDir {
   std::string path_;
 };
 
+// `s` without the newlines and spaces it ends with (a command's output).
+inline std::string TrimEnd(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+inline bool Has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 // Polls `pred` every few ms until it holds or the deadline passes.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 

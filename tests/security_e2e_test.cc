@@ -75,15 +75,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 size_t Lines(const std::string& s) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
@@ -111,13 +102,13 @@ void ExpectOneLineError(const CmdResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(Has(r.err, needle)) << "wanted '" << needle << "' in: " << r.err;
   EXPECT_EQ(Lines(r.err), 1u) << r.err;
-  EXPECT_GT(Trim(r.err).size(), std::string("ltctl: ").size()) << "an empty message";
+  EXPECT_GT(TrimEnd(r.err).size(), std::string("ltctl: ").size()) << "an empty message";
 }
 
 // A command that failed said why: never "ltctl: " and nothing more.
 void ExpectNoSilentFailure(const CmdResult& r) {
   if (r.exit_code == 0) return;
-  std::string last = Trim(r.err);
+  std::string last = TrimEnd(r.err);
   last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
   EXPECT_GT(last.size(), std::string("ltctl:").size()) << "failed with an empty message: " << r.err;
 }
@@ -337,7 +328,7 @@ class Security : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     CmdResult r = CtlAs(u, argv, 30s, std::move(env));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? Trim(r.out) : "";
+    return r.exit_code == 0 ? TrimEnd(r.out) : "";
   }
 
   // Every job ltd lists (`ps -a --json` as root).
@@ -485,7 +476,7 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   const std::string stack = job["hang_report"]["ranks"][0].value("stack", "");
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
   const std::string uid = std::to_string(a_->uid());
-  EXPECT_EQ(Trim(ReadAll(seen)), uid + " " + uid + " " + uid + " " + uid)
+  EXPECT_EQ(TrimEnd(ReadAll(seen)), uid + " " + uid + " " + uid + " " + uid)
       << "gdb attached with other uids (real, effective, saved, fs) than user A's, or the "
          "watcher never saw it attached; job: "
       << job.dump(1) << "\nltd's log:\n"
@@ -640,7 +631,7 @@ TEST_F(Security, NonUtf8ErrorLineIsEscaped) {
                             "sleep 600"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   ExpectNoSilentFailure(r);
-  EXPECT_FALSE(Trim(r.err).empty());
+  EXPECT_FALSE(TrimEnd(r.err).empty());
   ExpectLtdServes("1", *a_);
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["root_cause"]["rank"], 1);
@@ -760,7 +751,7 @@ TEST_F(Security, AFullDiskNeverHandsAnIdOrItsLogsToASecondJob) {
     CmdResult r =
         CtlAs(*a_, {"submit", "-d", "--devices", "1", "--", "/bin/sh", "-c", "echo " + old_output});
     if (r.exit_code == 0) {
-      const std::string id = Trim(r.out);
+      const std::string id = TrimEnd(r.out);
       ids.insert(std::stol(id));
       ++accepted;
       nlohmann::json job = d_.WaitEnded(id);
@@ -912,7 +903,7 @@ TEST_F(Security, RestartsAreCappedAndBackedOff) {
                                "--", child_, "exit:1"});
   ExpectOneLineError(huge, "100");  // the default --max-restarts-limit
   EXPECT_TRUE(AllJobs().empty()) << "a job was made";
-  if (huge.exit_code == 0) CtlAs(*a_, {"kill", Trim(huge.out)});  // it would restart for ever
+  if (huge.exit_code == 0) CtlAs(*a_, {"kill", TrimEnd(huge.out)});  // it would restart for ever
 
   const auto start = std::chrono::steady_clock::now();
   const std::string id =
@@ -1163,7 +1154,7 @@ std::vector<WireCase> WireCases(const std::string& child, const std::string& mar
 TEST_F(Security, InvalidInputOnTheWireIsRefused) {
   ASSERT_TRUE(StartLtd()) << d_.log();
   const std::string running =
-      Trim(d_.Ctl({"submit", "-d", "--devices", "1", "--", child_, "hang"}).out);
+      TrimEnd(d_.Ctl({"submit", "-d", "--devices", "1", "--", child_, "hang"}).out);
   ASSERT_TRUE(WaitState(running, "RUNNING"));
   auto api = v1::Ltd::NewStub(
       grpc::CreateChannel("unix:" + d_.socket(), grpc::InsecureChannelCredentials()));
