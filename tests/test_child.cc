@@ -37,7 +37,6 @@
 // the command line handed the program.
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -131,9 +130,9 @@ void WatchTracer(const std::string& path) {
       }
       _exit(0);
     }
-    // eu-stack is attached for a few milliseconds only: look again at once
-    // (yielding the CPU), not after a sleep that could span the attach.
-    sched_yield();
+    // eu-stack is attached for a few milliseconds only: look again at once,
+    // neither after a sleep nor a sched_yield (which hands the CPU to the
+    // very tool it watches for), either of which could span the attach.
   }
 }
 
