@@ -26,7 +26,8 @@ struct Globals {
 
 // 0 when ltd's socket at `path` takes a connection; else why not (errno).
 int TryConnect(const std::string& path);
-// A client of ltd at g.socket; dies with the OS's words if it is not there.
+// A client of ltd on one connection to g.socket, made at once; dies with
+// the OS's words if ltd is not there.
 std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g);
 // JOB (an id or a name) as ltd has it now; dies with ltd's one line.
 v1::Job ShowJob(const Globals& g, const std::string& job);

@@ -133,7 +133,13 @@ class AutoHeartbeatManager : public ::testing::Test {
     host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, &sampler_, runner);
     manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
   }
-  ~AutoHeartbeatManager() override { std::filesystem::remove_all(dir_); }
+  // The manager first, then the store, whose remover thread may still be
+  // deleting a pruned job's dir under dir_.
+  ~AutoHeartbeatManager() override {
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
 
   std::string Submit(int devices, Millis timeout, bool auto_heartbeat = true) {
     JobSpec s;

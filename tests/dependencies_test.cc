@@ -55,7 +55,13 @@ class AfterTest : public ::testing::Test {
     store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
     Reset(4);
   }
-  ~AfterTest() override { std::filesystem::remove_all(dir_); }
+  // The manager first, then the store, whose remover thread may still be
+  // deleting a pruned job's dir under dir_.
+  ~AfterTest() override {
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
 
   void Reset(int slots, int user_max_running = 0, int user_max_pending = 1000) {
     ManagerConfig config;

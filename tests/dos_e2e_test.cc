@@ -222,7 +222,10 @@ TEST_F(Dos, IdleFollowersHoldNoLogFd) {
 TEST_F(Dos, AConnectFloodLeavesOthersServed) {
   ASSERT_TRUE(d_.Start()) << d_.log();
   ASSERT_EQ(CtlAs(*b_, {"ps"}).exit_code, 0);
-  ConnectFlood flood(d_.socket(), a_->As());
+  // Flooders enough to keep ltd's listen queue full on 2 cores.
+  std::vector<std::unique_ptr<ConnectFlood>> floods;
+  for (int i = 0; i < 4; ++i)
+    floods.push_back(std::make_unique<ConnectFlood>(d_.socket(), a_->As()));
   ExpectOthersServed(20);
 }
 

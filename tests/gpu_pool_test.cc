@@ -123,7 +123,13 @@ class GpuManagerTest : public ::testing::Test {
                        [this] { manager_->RefreshGpuUsage(); });
     manager_->SetGpuPool(&pool_);
   }
-  ~GpuManagerTest() override { std::filesystem::remove_all(dir_); }
+  // The manager first, then the store, whose remover thread may still be
+  // deleting a pruned job's dir under dir_.
+  ~GpuManagerTest() override {
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
   std::string Submit(int devices) {
     JobSpec s;
     s.devices = devices;

@@ -68,7 +68,13 @@ class JobManagerTest : public ::testing::Test {
     store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
     Reset();
   }
-  ~JobManagerTest() override { std::filesystem::remove_all(dir_); }
+  // The manager first, then the store, whose remover thread may still be
+  // deleting a pruned job's dir under dir_.
+  ~JobManagerTest() override {
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
 
   void Reset(int slots = 8, StackSampler* sampler = nullptr, size_t keep = 10000) {
     ManagerConfig config;
