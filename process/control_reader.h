@@ -12,6 +12,12 @@
 // The mode is chosen once a second, back to readiness only well below the
 // threshold; switching costs one epoll_ctl of the set, whose size the
 // kernel walks, so it is never done per batch.
+//
+// Each fd is read at most kBytesPerSecond (a token bucket of as many bytes):
+// a rank that writes faster is parked, left unread until its budget has
+// grown back, so that its writes block on the full pipe and it, not the
+// supervisor, pays for them. Heartbeat lines are tens of bytes; the bound
+// is thousands of times what a rank beating every step needs.
 #pragma once
 
 #include <uv.h>
@@ -19,7 +25,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "fd.h"
@@ -40,7 +48,8 @@ class ControlReader {
   // Takes `fd` (a non-blocking read end) and calls `on_data` with whatever
   // arrives on it, until EOF, when the fd is closed and forgotten.
   // `on_data` must not add or remove fds.
-  absl::StatusOr<Id> Add(Fd fd, OnData on_data);
+  // `name` says whose fd it is in the one warning a fast writer gets.
+  absl::StatusOr<Id> Add(Fd fd, OnData on_data, std::string name = "");
   // Delivers what can be read now without blocking, then closes the fd.
   // Unknown ids (gone at EOF already) are fine.
   void DrainAndRemove(Id id);
@@ -51,26 +60,43 @@ class ControlReader {
 
   static constexpr uint64_t kCoalesceAbove = 2000;  // reads a second
   static constexpr uint64_t kMaxBatchDelayMs = 500;
+  static constexpr double kBytesPerSecond = 1 << 20;
+  // Tests: another byte budget for fds added from now on.
+  void set_bytes_per_second(double rate) { bytes_per_second_ = rate; }
   bool batching() const { return ticking_; }
 
  private:
   struct Entry {
     Fd fd;
     OnData on_data;
+    std::string name;
+    double rate = 0;    // bytes a second
+    double budget = 0;  // bytes it may be read now
+    uint64_t budget_at_ms = 0;
+    bool parked = false;  // over budget: left unread until it grew back
+    bool warned = false;
   };
-  ControlReader(uv_loop_t* loop, Fd epoll, UvPtr<uv_poll_t> poll, UvPtr<uv_timer_t> tick);
+  ControlReader(uv_loop_t* loop, Fd epoll, UvPtr<uv_poll_t> poll, UvPtr<uv_timer_t> tick,
+                UvPtr<uv_timer_t> unpark);
   void ReadBatch();
   void Watch();  // wake on readiness (below kCoalesceAbove)
   void Tick();   // wake every TickMs() (above it)
   uint64_t TickMs() const;
-  // Reads until EAGAIN or EOF; false at EOF or on an error.
-  bool ReadAll(Entry& entry);
+  // Reads until EAGAIN, EOF or the end of its budget (then parks it);
+  // false at EOF or on an error.
+  bool ReadAll(Id id, Entry& entry);
+  void Park(Id id, Entry& entry);
+  // Reads the parked fds whose budget grew back; rearms the timer for the rest.
+  void Unpark();
   void Remove(std::map<Id, Entry>::iterator it);
 
   uv_loop_t* loop_;
   Fd epoll_;
-  UvPtr<uv_poll_t> poll_;   // of epoll_: readiness of any rank's fd
-  UvPtr<uv_timer_t> tick_;  // batched reads of a large job
+  UvPtr<uv_poll_t> poll_;     // of epoll_: readiness of any rank's fd
+  UvPtr<uv_timer_t> tick_;    // batched reads of a large job
+  UvPtr<uv_timer_t> unpark_;  // reads parked fds again
+  std::vector<Id> parked_;
+  double bytes_per_second_ = kBytesPerSecond;
   std::map<Id, Entry> entries_;
   Id next_id_ = 1;
   uint64_t wakeups_ = 0;

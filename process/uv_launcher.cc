@@ -226,9 +226,12 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
                     i == kStdout ? "stdout" : "stderr", uv_strerror(rc_pipe));
     }
   }
-  auto control_id = control_->Add(std::move(control_ours), [raw](std::string_view data) {
-    if (raw->callbacks.on_control) raw->callbacks.on_control(data);
-  });
+  auto control_id = control_->Add(
+      std::move(control_ours),
+      [raw](std::string_view data) {
+        if (raw->callbacks.on_control) raw->callbacks.on_control(data);
+      },
+      Cat("job=", req.job_id, " rank=", req.rank));
   if (control_id.ok()) {
     raw->control = *control_id;
   } else {

@@ -108,6 +108,50 @@ TEST_F(ControlReaderTest, ReadNowDeliversEverythingThatArrived) {
   }
 }
 
+// A writer faster than the byte budget is read at the budget's rate: what
+// arrives by any moment is at most a second's budget plus the rate times
+// the time since (an upper bound, which a slow machine only keeps further
+// below), its writes meet a full pipe meanwhile, and nothing is lost.
+TEST_F(ControlReaderTest, AFastWriterIsReadAtItsByteBudget) {
+  constexpr double kRate = 64 * 1024;  // bytes a second
+  reader_->set_bytes_per_second(kRate);
+  std::string got;
+  const auto start = std::chrono::steady_clock::now();
+  const int fd = Add(&got);
+  const int sndbuf = 16 * 1024;  // a pipe's worth, well under what it writes
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+  const std::string chunk(16 * 1024, 'b');
+  size_t written = 0;
+  bool blocked = false;
+  const size_t total = 3 * static_cast<size_t>(kRate);  // 3 budgets: > 2 s at the rate
+  size_t most_over = 0;
+  EXPECT_TRUE(RunUntil(
+      [&] {
+        while (written < total) {
+          const ssize_t n =
+              send(fd, chunk.data(), std::min(chunk.size(), total - written), MSG_DONTWAIT);
+          if (n <= 0) {
+            blocked = true;
+            break;
+          }
+          written += static_cast<size_t>(n);
+        }
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // A coarse clock's tick of slack.
+        const double allowed = kRate + kRate * (secs + 0.01);
+        if (static_cast<double>(got.size()) > allowed) {
+          most_over = std::max(most_over, got.size() - static_cast<size_t>(allowed));
+        }
+        return written == total && got.size() == total;
+      },
+      60s))
+      << got.size() << " of " << written << " bytes read";
+  EXPECT_EQ(most_over, 0u) << "read past the byte budget";
+  EXPECT_TRUE(blocked) << "the writer never met a full pipe";
+  EXPECT_EQ(got, std::string(total, 'b'));
+}
+
 TEST_F(ControlReaderTest, EofForgetsTheFd) {
   std::string a, b;
   const int fa = Add(&a);

@@ -4,8 +4,10 @@
 // a deadline, leaving no child behind.
 #include "stack_sampler.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +102,59 @@ TEST_F(StackSamplerTest, AToolThatNeverEndsIsKilledWithItsChildrenAtTheBudget) {
   EXPECT_EQ(stacks[0].outcome, Outcome::kTimedOut);
   EXPECT_NE(stacks[0].note.find("budget ran out"), std::string::npos) << stacks[0].note;
   EXPECT_LT(spent, std::chrono::seconds(60)) << "waited on the tool without a deadline";
+}
+
+// A tracer of the tool's own user holds the killed tool's exit back from
+// its parent until the tracer waits for it, which this one never does: the
+// sampler gives up on it after a deadline instead of waiting forever (a
+// root supervisor once hung so in waitpid).
+TEST_F(StackSamplerTest, AToolHeldByATracerIsGivenUpOn) {
+  Sleeper a;
+  StackTools tools;
+  tools.eu_stack = Tool("exec sleep 301");
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t tracer = fork();
+  if (tracer == 0) {
+    // Finds the tool (a child of the test running `sleep 301`), seizes it,
+    // says its pid, and never waits for it.
+    close(report[0]);
+    for (int i = 0; i < 20'000; ++i) {
+      for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        const std::string pid = e.path().filename();
+        if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream cmdline(e.path() / "cmdline");
+        std::string cmd((std::istreambuf_iterator<char>(cmdline)), {});
+        if (cmd != std::string("sleep\0"
+                               "301\0",
+                               10))
+          continue;
+        const pid_t tool = std::stoi(pid);
+        if (ptrace(PTRACE_SEIZE, tool, nullptr, nullptr) != 0) continue;
+        (void)!write(report[1], &tool, sizeof tool);
+        for (;;) pause();
+      }
+      usleep(500);
+    }
+    _exit(1);
+  }
+  close(report[1]);
+  const auto start = std::chrono::steady_clock::now();
+  // Budget enough for the tracer to have seized the tool before the kill.
+  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid()}, Millis(5000));
+  const auto spent = std::chrono::steady_clock::now() - start;
+  pid_t tool = -1;
+  fcntl(report[0], F_SETFL, O_NONBLOCK);
+  const bool seized = read(report[0], &tool, sizeof tool) == sizeof tool;
+  close(report[0]);
+  // The tracer's end lets the tool's exit through to us: reap it.
+  kill(tracer, SIGKILL);
+  waitpid(tracer, nullptr, 0);
+  if (seized) waitpid(tool, nullptr, 0);
+  ASSERT_TRUE(seized) << "the tracer never seized the tool";
+  ASSERT_EQ(stacks.size(), 1u);
+  EXPECT_EQ(stacks[0].outcome, Outcome::kTimedOut) << stacks[0].note;
+  EXPECT_LT(spent, std::chrono::seconds(60)) << "waited on a traced tool without a deadline";
 }
 
 TEST_F(StackSamplerTest, AToolWithoutFramesFallsBackToTheNext) {
