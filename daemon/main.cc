@@ -25,6 +25,7 @@
 #include "job_manager.h"
 #include "job_store.h"
 #include "listener.h"
+#include "log_rate.h"
 #include "loop.h"
 #include "metrics.h"
 #include "nvml.h"
@@ -86,7 +87,7 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
                  opt.log_level.c_str());
     return 1;
   }
-  spdlog::set_default_logger(spdlog::stderr_color_mt("ltd"));
+  spdlog::set_default_logger(RateLimitedStderrLogger("ltd"));
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 

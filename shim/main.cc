@@ -27,6 +27,7 @@
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
+#include "log_rate.h"
 #include "loop.h"
 #include "shim_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -100,7 +101,7 @@ int Run(const Options& opt) {
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  spdlog::set_default_logger(spdlog::stderr_color_mt("lt-shim"));
+  spdlog::set_default_logger(RateLimitedStderrLogger("lt-shim"));
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ lt-shim[%P] %v");
   umask(077);
