@@ -62,10 +62,12 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   }
   // Every local user may submit; who they are comes from SO_PEERCRED.
   if (chmod(path.c_str(), 0666) != 0) return PosixError("chmod", path, errno);
-  // A deep backlog: a burst of one user's connects must not fill it before
-  // the accept thread has taken (and refused) them, or others' connects
-  // fail meanwhile.
-  if (listen(fd.get(), SOMAXCONN) != 0) return PosixError("listen", path, errno);
+  // A short queue: a connect waits behind every one queued before it, and
+  // under one user's connect flood the queue is always full, so its depth
+  // is the others' delay. ltctl and the Python client connect blocking:
+  // while it is full they wait in the kernel for room, in turn with the
+  // flood, instead of failing.
+  if (listen(fd.get(), kListenBacklog) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);

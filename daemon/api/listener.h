@@ -34,6 +34,8 @@ struct PeerCreds {
 
 class Listener {
  public:
+  static constexpr int kListenBacklog = 256;
+
   // Binds `path`, refusing when another ltd answers there; replaces a
   // stale socket file left by an ltd that died. A user (root excepted) may
   // hold at most `max_per_user` connections at once (0: no limit); more are

@@ -12,6 +12,7 @@ import errno as _errno
 import os
 import signal as _signal
 import socket as _socket
+import struct as _struct
 import sys
 import time
 from typing import Iterator, List, Optional
@@ -76,7 +77,10 @@ def _try_connect(path):
     """0 when ltd's socket at ``path`` takes a connection; else the errno."""
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        s.settimeout(5)
+        # A blocking connect waits its turn in the kernel while ltd's listen
+        # queue is full (another user's connect flood), where a non-blocking
+        # one (settimeout's) fails at once; SO_SNDTIMEO bounds the wait.
+        s.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, _struct.pack("ll", 10, 0))
         s.connect(path)
         return 0
     except OSError as e:
@@ -176,6 +180,11 @@ class Client:
                 options=[
                     ("grpc.max_receive_message_length", 64 << 20),
                     ("grpc.enable_retries", 0),
+                    # A connect refused by a full listen queue is tried
+                    # again soon (calls wait for it: wait_for_ready).
+                    ("grpc.initial_reconnect_backoff_ms", 20),
+                    ("grpc.min_reconnect_backoff_ms", 20),
+                    ("grpc.max_reconnect_backoff_ms", 500),
                 ],
             )
             self._stub = ltd_pb2_grpc.LtdStub(self._channel)
@@ -216,7 +225,7 @@ class Client:
     def _error(self, e):
         """A grpc.RpcError as the ltd.Error that says it."""
         code = e.code()
-        if code == grpc.StatusCode.UNAVAILABLE:
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             err = _try_connect(self.socket)
             if err:
                 self._reset()
@@ -227,7 +236,9 @@ class Client:
     def _unary(self, method, request):
         self._check_reachable()
         try:
-            return getattr(self._api(), method)(request, timeout=_RPC_TIMEOUT)
+            # ltd was reachable just now: a connect that gRPC's non-blocking
+            # socket finds refused (a full listen queue) is tried again.
+            return getattr(self._api(), method)(request, timeout=_RPC_TIMEOUT, wait_for_ready=True)
         except grpc.RpcError as e:
             raise self._error(e) from None
 
@@ -344,7 +355,8 @@ class Client:
         self._check_reachable()
         jobs = []
         try:
-            for page in self._api().List(ltd_pb2.ListRequest(all=all), timeout=60):
+            pages = self._api().List(ltd_pb2.ListRequest(all=all), timeout=60, wait_for_ready=True)
+            for page in pages:
                 jobs.extend(JobInfo.from_proto(j) for j in page.jobs)
         except grpc.RpcError as e:
             raise self._error(e) from None

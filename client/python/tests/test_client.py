@@ -160,10 +160,42 @@ class ClientTest(unittest.TestCase):
                 self.assertIn("went away", job.root_cause.message)
                 self.assertEqual(fixture.processes_with_marker(marker), [])
             else:
-                self.assertEqual(job.refresh().state, "RUNNING")
+                # Its ranks run before ltd has heard that they started.
+                self.assertTrue(fixture.wait_for(lambda: job.refresh().state == "RUNNING", 30),
+                                job.state)
                 job.kill()
                 self.assertEqual(job.wait(), 130)
             self.assertTrue(fixture.wait_for(lambda: not fixture.processes_with_marker(marker), 15))
+
+    def test_a_connect_flood_leaves_calls_served(self):
+        # Flooders that keep ltd's listen queue full: a connect that does not
+        # wait its turn fails with EAGAIN.
+        flood = textwrap.dedent("""
+            import socket, sys
+            while True:
+                s = socket.socket(socket.AF_UNIX)
+                try:
+                    s.connect(sys.argv[1])
+                except OSError:
+                    pass
+                s.close()
+        """)
+        floods = [subprocess.Popen([fixture.PYTHON, "-c", flood, self.d.socket]) for _ in range(4)]
+        try:
+            failures = []
+            for _ in range(20):
+                c = ltd.Client(self.d.socket)  # a connect of its own each time
+                try:
+                    c.ps()
+                except ltd.Error as e:
+                    failures.append(str(e))
+                finally:
+                    c.close()
+            self.assertEqual(failures, [])
+        finally:
+            for p in floods:
+                p.kill()
+                p.wait()
 
     @unittest.skipUnless(os.geteuid() == 0, "needs root for a throwaway user")
     def test_another_users_job(self):
