@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "duration.h"
+#include "shim_record.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -12,31 +13,6 @@
 
 namespace ltd {
 namespace {
-
-// `slim`: without the command line, which the watcher has from the first
-// record (a user's argv may be 2 MB, six times that as JSON).
-shim::v1::Event RecordEvent(const Job& job, bool final_record, bool slim = false) {
-  shim::v1::Event event;
-  nlohmann::json j;
-  if (slim) {
-    Job copy = job;
-    copy.spec.argv.clear();
-    j = ToJson(copy);
-    j.erase("argv");
-  } else {
-    j = ToJson(job);
-  }
-  // ltd has the environment from the job's start; it need not travel again
-  // (the largest part of a record, sent each second while the job runs).
-  j.erase("env");
-  std::string record = j.dump();
-  if (final_record) {
-    event.set_ended(std::move(record));
-  } else {
-    event.set_job(std::move(record));
-  }
-  return event;
-}
 
 int64_t UnixNanos(WallTime t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -79,7 +55,8 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
                                                               const shim::v1::WatchRequest* req) {
   auto* stream = new Stream();
   std::shared_ptr<Stream::Handle> handle = stream->handle();
-  const Watching asked{req->beats(), req->beats() && req->slim_records()};
+  const Watching asked{req->beats(),
+                       RecordForm{req->typed_records(), req->beats() && req->slim_records()}};
   loop_.Post([this, handle, asked] {
     if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
     // ltd is here: the job is watched again.
@@ -92,7 +69,7 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
     output_on_ = true;
     // Whatever Beats follow carry every rank that moved since the last
     // record or Beats, which includes all that moved since this record.
-    handle->Push(RecordEvent(runner_->job(), ended_));
+    handle->Push(RecordEventOf(runner_->job(), ended_, RecordForm{asked.form.typed, false}));
     if (ended_) return handle->Finish(grpc::Status::OK);
     watchers_.emplace(handle, asked);
     const bool watching = handle->OnGone(
@@ -158,10 +135,10 @@ void ShimService::SendRecord(const Job& job) {
   beats_sent_.clear();
   for (const Rank& rank : job.ranks) beats_sent_.push_back(BeatOf(rank));
   // Each form made once, and only if some watcher takes it.
-  std::optional<shim::v1::Event> forms[2];  // [0] whole, [1] slim
+  std::optional<shim::v1::Event> forms[4];  // [typed * 2 + slim]
   for (const auto& [handle, watching] : watchers_) {
-    const size_t form = watching.slim ? 1 : 0;
-    if (!forms[form].has_value()) forms[form].emplace(RecordEvent(job, false, watching.slim));
+    const size_t form = (watching.form.typed ? 2 : 0) + (watching.form.slim ? 1 : 0);
+    if (!forms[form].has_value()) forms[form].emplace(RecordEventOf(job, false, watching.form));
     handle->Push(*forms[form]);
   }
 }
@@ -192,7 +169,7 @@ void ShimService::SendProgress() {
       handle->Push(beats);
       continue;
     }
-    if (!record) record = RecordEvent(job, false);
+    if (!record) record = RecordEventOf(job, false, watching.form);
     handle->Push(*record);
   }
 }
@@ -212,8 +189,15 @@ void ShimService::OnEnded(const Job& job) {
   ended_ = true;
   if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
   restore_timer_ = 0;
-  Broadcast(RecordEvent(job, true));
-  for (const auto& [handle, beats] : watchers_) handle->Finish(grpc::Status::OK);
+  // The whole record, in each watcher's form; a typed one says whether it
+  // is saved, so that ltd saves what the disk refused here.
+  std::optional<shim::v1::Event> forms[2];  // [typed]
+  for (const auto& [handle, watching] : watchers_) {
+    auto& form = forms[watching.form.typed ? 1 : 0];
+    if (!form) form = RecordEventOf(job, true, RecordForm{watching.form.typed, false});
+    handle->Push(*form);
+    handle->Finish(grpc::Status::OK);
+  }
   // Done once every watcher has its final record (or is gone).
   MaybeDone();
 }

@@ -17,6 +17,7 @@
 #include "job_runner.h"
 #include "loop.h"
 #include "shim.grpc.pb.h"
+#include "shim_record.h"
 #include "supervision.h"
 #include "write_stream.h"
 
@@ -94,11 +95,11 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   std::function<void()> start_;  // until the first watch
   std::function<void()> done_;
   // Loop thread only:
-  // What a watcher asked for: Beats, and records without the command line
-  // past the first (an ltd of this release).
+  // What a watcher asked for: Beats, and records as Record messages and
+  // without the command line past the first (an ltd of this release).
   struct Watching {
     bool beats = false;
-    bool slim = false;
+    RecordForm form;
   };
   std::map<std::shared_ptr<Stream::Handle>, Watching> watchers_;
   Clock::TimerId restore_timer_ = 0;

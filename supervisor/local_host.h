@@ -1,5 +1,9 @@
 // Supervision in this process: a JobRunner per job on the caller's loop.
 // The job table's tests run jobs this way with a fake launcher and clock.
+// Every record the runner reports reaches the table as an lt-shim's would:
+// encoded into the supervisor API's event (proto/shim_record.h), as bytes,
+// and decoded again, so that the tests check the contract production
+// keeps, whether the record was saved included.
 #pragma once
 
 #include "job_runner.h"

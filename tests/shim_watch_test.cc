@@ -39,7 +39,7 @@ struct Ears final : SupervisionEvents {
   void OnBeats(const std::vector<RankBeat>& b) override { beats.push_back(b); }
   void OnOutput(int, Stream, std::string_view line) override { lines.emplace_back(line); }
   void OnOutputResumed() override { ++resumed; }
-  void OnEnded(const Job&) override {}
+  void OnEnded(const Job& job) override { ended = job; }
   void OnLost(std::string why) override { lost = why; }
   int records = 0;
   Job last;  // the latest record
@@ -47,15 +47,18 @@ struct Ears final : SupervisionEvents {
   int resumed = 0;
   std::vector<std::string> lines;
   std::string lost;
+  std::optional<Job> ended;  // the final record
 };
 
 // The supervisor's service as served: ShimService's, counting SetOutput
 // calls, or (`old_release`) one of a release before SetOutput existed.
 // `old_ltd`: the watch comes as from an ltd of a release before Beats.
+// `old_records`: the supervisor sends records as JSON, as the releases
+// before Record did.
 class Served final : public pb::Supervisor::CallbackService {
  public:
-  Served(ShimService& real, bool old_release, bool old_ltd)
-      : real_(real), old_release_(old_release), old_ltd_(old_ltd) {}
+  Served(ShimService& real, bool old_release, bool old_ltd, bool old_records)
+      : real_(real), old_release_(old_release), old_ltd_(old_ltd), old_records_(old_records) {}
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const pb::HelloRequest* req,
                                   pb::HelloReply* reply) override {
     return real_.Hello(ctx, req, reply);
@@ -63,7 +66,10 @@ class Served final : public pb::Supervisor::CallbackService {
   grpc::ServerWriteReactor<pb::Event>* Watch(grpc::CallbackServerContext* ctx,
                                              const pb::WatchRequest* req) override {
     const pb::WatchRequest before_beats;
-    return real_.Watch(ctx, old_ltd_ ? &before_beats : req);
+    if (old_ltd_) return real_.Watch(ctx, &before_beats);
+    pb::WatchRequest as_asked = *req;
+    if (old_records_) as_asked.clear_typed_records();
+    return real_.Watch(ctx, &as_asked);
   }
   grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
                                       const pb::SetOutputRequest* req,
@@ -81,6 +87,7 @@ class Served final : public pb::Supervisor::CallbackService {
   ShimService& real_;
   const bool old_release_;
   const bool old_ltd_;
+  const bool old_records_;
 };
 
 class ShimWatch : public ::testing::Test {
@@ -111,7 +118,7 @@ class ShimWatch : public ::testing::Test {
     service_ = std::make_unique<ShimService>(loop_, clock_, so);
     runner_ = std::make_unique<JobRunner>(clock_, launcher_, *store_, nullptr, RunnerConfig{}, job,
                                           *service_);
-    served_ = std::make_unique<Served>(*service_, old_release, old_ltd_);
+    served_ = std::make_unique<Served>(*service_, old_release, old_ltd_, old_records_);
     const std::string socket = store_->JobDir(kJobId) + "/shim.sock";
     grpc::ServerBuilder builder;
     builder.RegisterService(served_.get());
@@ -197,6 +204,7 @@ class ShimWatch : public ::testing::Test {
 
   Job job_;
   bool old_ltd_ = false;
+  bool old_records_ = false;
   std::string dir_;
   std::optional<JobStore> store_;
   Loop loop_;
@@ -387,6 +395,49 @@ TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsTheCommandLineInEveryRecord) {
   NextInterval();
   ASSERT_TRUE(Until([&] { return heard_.records == records + 1; }));
   OnLoop([&] { EXPECT_EQ(heard_.last.spec.argv, job_.spec.argv); });
+}
+
+// The final record crosses typed, saying that the disk refused it, so
+// that ltd saves it.
+TEST_F(ShimWatch, TheFinalRecordSaysWhetherItWasSaved) {
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
+  const std::string tmp = store_->JobDir(kJobId) + "/job.json.tmp";
+  ASSERT_TRUE(std::filesystem::create_directory(tmp));  // no record can be written
+  OnLoop([&] {
+    launcher_.Exit(kJobId, 0, 5);
+    clock_.Advance(Millis(0));
+  });
+  ASSERT_TRUE(Until([&] { return heard_.ended.has_value(); }));
+  OnLoop([&] {
+    EXPECT_EQ(heard_.ended->state, JobState::kFailed);
+    EXPECT_EQ(heard_.ended->exit_code, 5);
+    EXPECT_NE(heard_.ended->record_error.find("job.json.tmp"), std::string::npos)
+        << heard_.ended->record_error;
+    EXPECT_EQ(heard_.ended->spec.argv, job_.spec.argv);  // whole, for ltd to save
+  });
+  std::filesystem::remove(tmp);
+}
+
+// A supervisor of the release before Record sends every record as JSON:
+// ltd follows the job and takes its end as before.
+TEST_F(ShimWatch, ASupervisorOfTheReleaseBeforeRecordIsWatchedAsBefore) {
+  old_records_ = true;
+  job_.spec.devices = 2;
+  Start(/*old_release=*/false);
+  ASSERT_TRUE(Until(
+      [&] { return heard_.last.state == JobState::kRunning && heard_.last.ranks.size() == 2; }));
+  OnLoop([&] {
+    launcher_.Exit(kJobId, 0, 0);
+    launcher_.Exit(kJobId, 1, 0);
+    clock_.Advance(Millis(0));
+  });
+  ASSERT_TRUE(Until([&] { return heard_.ended.has_value(); }));
+  OnLoop([&] {
+    EXPECT_EQ(heard_.ended->state, JobState::kSucceeded);
+    EXPECT_EQ(heard_.ended->record_error, "");
+    EXPECT_EQ(heard_.ended->spec.argv, job_.spec.argv);
+  });
 }
 
 }  // namespace

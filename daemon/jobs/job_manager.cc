@@ -449,6 +449,12 @@ LogSnapshot JobManager::TakeLog(const std::string& id) const {
 void JobManager::Shutdown(bool end_jobs, std::function<void()> done) {
   shutting_down_ = true;
   shutdown_done_ = std::move(done);
+  // Final records the disk refused: once more now, for the next retry may
+  // be a minute off, and the next ltd knows only what is on disk.
+  if (!unsaved_.empty()) {
+    if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
+    RetryUnsaved();
+  }
   std::vector<std::string> live;
   for (const auto& [id, job] : jobs_) {
     if (!IsFinal(job->state)) live.push_back(id);

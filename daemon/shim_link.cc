@@ -1,0 +1,271 @@
+#include "shim_link.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <utility>
+
+#include "shim_record.h"
+#include "shim_spawner.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+namespace pb = shim::v1;
+
+constexpr auto kRewatchDelay = std::chrono::milliseconds(200);
+
+std::vector<RankBeat> BeatsOf(const pb::Beats& beats) {
+  std::vector<RankBeat> out;
+  out.reserve(static_cast<size_t>(beats.ranks_size()));
+  for (const pb::RankBeat& b : beats.ranks()) {
+    out.push_back(RankBeat{b.rank(), b.last_step(),
+                           WallTime(std::chrono::duration_cast<WallTime::duration>(
+                               std::chrono::nanoseconds(b.last_heartbeat_at_ns()))),
+                           b.steps_per_second()});
+  }
+  return out;
+}
+
+}  // namespace
+
+class ShimLink::Supervised final : public Supervision {
+ public:
+  explicit Supervised(std::shared_ptr<ShimLink> link) : link_(std::move(link)) {}
+  ~Supervised() override {
+    // The job table lets go (the job ended, or ltd stops and leaves the
+    // job to its supervisor): stop watching; the process is still reaped.
+    link_->events_ = nullptr;
+    if (link_->watcher_) link_->watcher_->Cancel();
+  }
+  void Kill(KillOrder order, Done done) override { link_->Kill(std::move(order), std::move(done)); }
+  void SetOutput(bool on) override { link_->WantOutput(on); }
+
+ private:
+  std::shared_ptr<ShimLink> link_;
+};
+
+ShimLink::ShimLink(const Context& context, std::string job_id, pid_t pid, Fd pidfd,
+                   std::shared_ptr<grpc::Channel> channel, SupervisionEvents& events)
+    : context_(context),
+      job_id_(std::move(job_id)),
+      pid_(pid),
+      pidfd_(std::move(pidfd)),
+      channel_(std::move(channel)),
+      stub_(pb::Supervisor::NewStub(channel_)),
+      events_(&events),
+      output_(job_id_) {}
+
+ShimLink::~ShimLink() {
+  if (watcher_) watcher_->Cancel();
+}
+
+std::shared_ptr<ShimLink> ShimLink::Watch(const Context& context, std::string job_id, pid_t pid,
+                                          Fd pidfd, std::shared_ptr<grpc::Channel> channel,
+                                          SupervisionEvents& events) {
+  std::shared_ptr<ShimLink> link(
+      new ShimLink(context, std::move(job_id), pid, std::move(pidfd), std::move(channel), events));
+  link->exit_poll_ = UvInit<uv_poll_t>(
+      [&](uv_poll_t* p) { return uv_poll_init(context.loop.get(), p, link->pidfd_.get()); });
+  if (link->exit_poll_) {
+    link->exit_poll_->data = link.get();
+    uv_poll_start(link->exit_poll_.get(), UV_READABLE,
+                  [](uv_poll_t* p, int, int) { static_cast<ShimLink*>(p->data)->OnExit(); });
+  }
+  link->BeginWatch();
+  return link;
+}
+
+std::unique_ptr<Supervision> ShimLink::SupervisionOf(std::shared_ptr<ShimLink> link) {
+  return std::make_unique<Supervised>(std::move(link));
+}
+
+void ShimLink::Detach() {
+  events_ = nullptr;
+  exit_poll_.reset();
+  rewatch_timer_.reset();
+  if (watcher_) watcher_->Cancel();
+}
+
+void ShimLink::BeginWatch() {
+  output_.NewWatch();
+  std::weak_ptr<ShimLink> weak = weak_from_this();
+  Loop* l = &context_.loop;
+  watcher_ = ShimWatcher::Start(
+      *stub_,
+      [l, weak](pb::Event event, std::function<void()> taken) {
+        l->Post([weak, event = std::move(event), taken = std::move(taken)] {
+          if (auto link = weak.lock()) link->OnEvent(event);
+          taken();
+        });
+      },
+      [l, weak](grpc::Status status) {
+        l->Post([weak, status] {
+          if (auto link = weak.lock()) link->OnStreamEnd(status);
+        });
+      });
+}
+
+void ShimLink::OnEvent(const pb::Event& event) {
+  if (!Reporting()) return;
+  switch (event.event_case()) {
+    case pb::Event::kJob:
+    case pb::Event::kEnded:
+    case pb::Event::kRecord: {
+      std::optional<ReceivedRecord> got = RecordOf(event);
+      if (!got || got->job.id != job_id_) return;
+      if (got->final_record) {
+        if (IsFinal(got->job.state)) End(got->job);
+        return;
+      }
+      // The first record of a watch, and then about once a second: the
+      // moment to tell the supervisor (again, after a failure) what ltd
+      // wants of its output.
+      Carry(output_.OnRecord());
+      events_->OnChanged(got->job, Change::kCourse);
+      return;
+    }
+    case pb::Event::kBeats:
+      events_->OnBeats(BeatsOf(event.beats()));
+      return;
+    case pb::Event::kOutput:
+      events_->OnOutput(event.output().rank(),
+                        event.output().stderr() ? Stream::kStderr : Stream::kStdout,
+                        event.output().data());
+      return;
+    case pb::Event::EVENT_NOT_SET:
+      return;
+  }
+}
+
+void ShimLink::End(const Job& job) {
+  ended_ = true;
+  SupervisionEvents* e = std::exchange(events_, nullptr);
+  if (e != nullptr) e->OnEnded(job);
+}
+
+void ShimLink::OnStreamEnd(const grpc::Status& status) {
+  watcher_.reset();
+  if (exited_) return FinishExit();
+  if (!Reporting() || !exit_poll_) return;
+  // The supervisor lives (its exit would have been seen) but the stream
+  // broke: watch again, over its socket.
+  spdlog::warn("job={} supervisor stream ended ({}); watching again", job_id_,
+               status.error_message());
+  if (!rewatch_timer_) {
+    rewatch_timer_ =
+        UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(context_.loop.get(), t); });
+    if (!rewatch_timer_) return;
+    rewatch_timer_->data = this;
+  }
+  uv_timer_start(
+      rewatch_timer_.get(), [](uv_timer_t* t) { static_cast<ShimLink*>(t->data)->Rewatch(); },
+      static_cast<uint64_t>(kRewatchDelay.count()), 0);
+}
+
+void ShimLink::Rewatch() {
+  if (!Reporting() || !exit_poll_) return;
+  channel_ = ShimSocketChannel(context_.store.JobDir(job_id_) + "/shim.sock");
+  stub_ = pb::Supervisor::NewStub(channel_);
+  BeginWatch();
+}
+
+// The supervisor process is gone. What it sent before may still be on its
+// way through the stream (its last output, its final record): the
+// stream's end finishes the job, unless there is no stream.
+void ShimLink::OnExit() {
+  exit_poll_.reset();
+  siginfo_t info{};
+  // Ours to reap when this ltd started it; an adopted one is init's.
+  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
+             WEXITED | WNOHANG) == 0 &&
+      info.si_pid != 0) {
+    exit_text_ = ExitText(info);
+  }
+  exited_ = true;
+  if (!watcher_) FinishExit();
+}
+
+void ShimLink::FinishExit() {
+  auto self = shared_from_this();  // `gone` may drop the last other reference
+  if (Reporting()) {
+    // It may have ended the job and written its final record before ltd
+    // read the stream to the end.
+    auto record = context_.store.Load(job_id_);
+    if (record.ok() && IsFinal(record->state)) {
+      End(*record);
+    } else {
+      const int killed = KillInstance(context_.plan, SupervisorInstance(job_id_));
+      spdlog::error("job={} supervisor pid {} {}; killed {} process(es) it left", job_id_, pid_,
+                    exit_text_, killed);
+      SupervisionEvents* e = std::exchange(events_, nullptr);
+      e->OnLost(Cat("its supervisor (pid ", pid_, ") ", exit_text_, "; ", killed,
+                    " process(es) of the job were killed"));
+    }
+  }
+  if (watcher_) watcher_->Cancel();
+  context_.gone(this);
+}
+
+void ShimLink::WantOutput(bool on) { Carry(output_.Want(on)); }
+
+void ShimLink::Carry(const OutputSwitch::Actions& actions, bool now) {
+  if (!Reporting()) return;  // nobody listens any more
+  if (actions.ask) SendOutputWish(*actions.ask);
+  if (!actions.resumed) return;
+  if (now) {
+    if (Reporting()) events_->OnOutputResumed();
+    return;
+  }
+  // On a later turn: the job table is in the middle of its own work now.
+  context_.loop.Post([weak = weak_from_this()] {
+    if (auto link = weak.lock(); link && link->Reporting()) link->events_->OnOutputResumed();
+  });
+}
+
+void ShimLink::SendOutputWish(bool on) {
+  auto call = std::make_shared<UnaryCall<pb::SetOutputRequest, pb::SetOutputReply>>();
+  call->request.set_on(on);
+  std::weak_ptr<ShimLink> weak = weak_from_this();
+  Loop* l = &context_.loop;
+  stub_->async()->SetOutput(
+      &call->ctx, &call->request, &call->reply,
+      [l, weak, call, on, generation = output_.generation()](grpc::Status s) {
+        l->Post([weak, s, on, generation] {
+          auto link = weak.lock();
+          if (!link) return;
+          const OutputSwitch::Answer answer = s.ok() ? OutputSwitch::Answer::kOk
+                                              : s.error_code() == grpc::UNIMPLEMENTED
+                                                  ? OutputSwitch::Answer::kUnimplemented
+                                                  : OutputSwitch::Answer::kFailed;
+          link->Carry(link->output_.Answered(answer, on, generation, s.error_message()),
+                      /*now=*/true);
+        });
+      });
+}
+
+void ShimLink::Kill(KillOrder order, Supervision::Done done) {
+  auto call = std::make_shared<UnaryCall<pb::KillRequest, pb::KillReply>>();
+  call->request.set_signal(order.signal);
+  call->request.set_all_processes(order.all_processes);
+  call->request.set_why(std::move(order.why));
+  call->request.set_by(std::move(order.by));
+  Loop* l = &context_.loop;
+  const std::string id = job_id_;
+  stub_->async()->Kill(
+      &call->ctx, &call->request, &call->reply,
+      [l, call, id, done = std::move(done)](grpc::Status s) {
+        l->Post([s, id, done] {
+          if (s.ok()) return done(absl::OkStatus());
+          if (s.error_code() == grpc::FAILED_PRECONDITION) {
+            return done(absl::FailedPreconditionError(s.error_message()));
+          }
+          done(absl::UnavailableError(Cat("job ", id, "'s supervisor did not answer (",
+                                          s.error_message(), "); try again")));
+        });
+      });
+}
+
+}  // namespace ltd

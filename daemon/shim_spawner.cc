@@ -1,0 +1,106 @@
+#include "shim_spawner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "pidfd.h"
+#include "posix_error.h"
+#include "spawn_attr.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+// A job id is a uint64 in decimal.
+constexpr size_t kMaxJobIdDigits = 20;
+
+}  // namespace
+
+std::string ExitText(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return Cat("exited with code ", info.si_status);
+  const char* name = sigabbrev_np(info.si_status);
+  return Cat("died of signal ", info.si_status, name != nullptr ? Cat(" (SIG", name, ")") : "");
+}
+
+absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
+                                      const std::string& job_id, Fd* assign) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
+    return PosixError("socketpair", "a supervisor's connection", errno);
+  }
+  Fd ours(pair[0]), theirs(pair[1]);
+  // A spare's pipe: close-on-exec here, so that only ltd holds the end
+  // that writes, and the spare reads EOF (and exits) once ltd is gone.
+  Fd spare_reads;
+  if (assign != nullptr) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "a spare supervisor's pipe", errno);
+    spare_reads.reset(p[0]);
+    assign->reset(p[1]);
+  }
+  for (Fd* fd : {&theirs, &spare_reads}) {
+    if (fd->valid()) {
+      if (absl::Status s = AboveSpawnFds(*fd); !s.ok()) return s;
+    }
+  }
+  // A spare's --job holds room for the id it is given, which it writes
+  // over this, so that ps shows whose supervisor it has become.
+  const std::string job_arg = assign != nullptr ? std::string(kMaxJobIdDigits, '_') : job_id;
+  std::vector<std::string> args = {config.shim_binary,
+                                   "--state-dir",
+                                   state_dir,
+                                   "--job",
+                                   job_arg,
+                                   "--exec",
+                                   config.exec_binary,
+                                   "--containment",
+                                   config.containment,
+                                   "--restore-window-ms",
+                                   std::to_string(config.restore_window.count()),
+                                   "--stack-budget-ms",
+                                   std::to_string(config.stack_budget.count()),
+                                   "--restart-backoff-ms",
+                                   std::to_string(config.restart_backoff.count()),
+                                   "--job-max-log-bytes",
+                                   std::to_string(config.job_max_log_bytes),
+                                   "--log-level",
+                                   config.log_level,
+                                   "--auto-heartbeat-dir",
+                                   config.auto_heartbeat_dir,
+                                   "--auto-heartbeat-timeout-ms",
+                                   std::to_string(config.auto_heartbeat_timeout.count()),
+                                   "--ltd-fd"};
+  if (assign != nullptr) args.push_back("--spare");
+  std::vector<char*> argv = CStrings(args);
+  char* envp[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);  // clears close-on-exec
+  if (spare_reads.valid()) posix_spawn_file_actions_adddup2(&actions, spare_reads.get(), 4);
+  // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
+  const CleanSpawnAttr attr(/*new_session=*/true);
+  pid_t pid = 0;
+  const int rc =
+      posix_spawn(&pid, config.shim_binary.c_str(), &actions, attr.get(), argv.data(), envp);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return PosixError("posix_spawn", config.shim_binary, rc);
+  // Not reaped until ltd says so: the pid cannot be anyone else's yet.
+  Fd pidfd(PidfdOpen(pid));
+  if (!pidfd.valid()) {
+    const int err = errno;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return PosixError("pidfd_open", "a supervisor", err);
+  }
+  return SpawnedShim{pid, std::move(pidfd), std::move(ours)};
+}
+
+}  // namespace ltd

@@ -1,0 +1,46 @@
+// Starting lt-shim, a job's supervisor: its command line, its connection
+// to ltd (fd 3), and for a spare the pipe its job id comes down (fd 4).
+#pragma once
+
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "fd.h"
+
+namespace ltd {
+
+struct ShimConfig {
+  std::string shim_binary;  // lt-shim
+  std::string exec_binary;  // lt-exec
+  std::string containment;  // the mode every supervisor uses
+  std::string log_level = "info";
+  std::chrono::milliseconds restore_window{10 * 60 * 1000};
+  std::chrono::milliseconds stack_budget{5000};
+  std::chrono::milliseconds restart_backoff{1000};
+  uint64_t job_max_log_bytes = 1ull << 30;
+  std::string auto_heartbeat_dir;  // empty: no automatic heartbeats
+  std::chrono::milliseconds auto_heartbeat_timeout{5 * 60 * 1000};
+};
+
+// An lt-shim this ltd started: fd 3 of it is the other end of `channel`.
+// Not reaped until ltd says so (through `pidfd`).
+struct SpawnedShim {
+  pid_t pid = 0;
+  Fd pidfd;
+  Fd channel;
+};
+
+// Starts lt-shim for `job_id` on `state_dir`, or a spare (empty id) that
+// reads its job id from the other end of `*assign`. In its own session.
+absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
+                                      const std::string& job_id, Fd* assign);
+
+// How a reaped supervisor ended, for the log: "exited with code 1".
+std::string ExitText(const siginfo_t& info);
+
+}  // namespace ltd
