@@ -312,8 +312,9 @@ int main(int argc, char** argv) {
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
-  submit->add_option("-t,--time", sa.time_limit,
-                     "torn down after running this long (exit code 124); default: ltd's --max-time");
+  submit->add_option(
+      "-t,--time", sa.time_limit,
+      "torn down after running this long (exit code 124); default: ltd's --max-time");
   submit->add_option("--hold-on-hang", sa.hold_on_hang,
                      "after a hang report, leave the ranks as they are this long for py-spy or "
                      "gdb, then tear down (ltctl kill ends it early)");

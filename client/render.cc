@@ -250,7 +250,8 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
     std::string state = StateText(j);
     if (!j.pending_reason().empty()) state += " (" + Line(j.pending_reason()) + ")";
     t.Add({Line(j.id()), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),
-           NodeOf(j), Progress(j), Elapsed(j) + TimeLeft(j), Opt(j.has_exit_code(), j.exit_code()), cmd});
+           NodeOf(j), Progress(j), Elapsed(j) + TimeLeft(j), Opt(j.has_exit_code(), j.exit_code()),
+           cmd});
   }
   t.Print(out);
 }

@@ -153,11 +153,11 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
     const char* flag;
     Millis value, max;
   };
-  for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
-                         Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
-                         Range{"--grace", spec.grace, kMaxGrace},
-                         Range{"--time", spec.time_limit, kMaxTime},
-                         Range{"--hold-on-hang", spec.hold_on_hang, kMaxTimeout}}) {
+  for (const Range& r :
+       {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
+        Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
+        Range{"--grace", spec.grace, kMaxGrace}, Range{"--time", spec.time_limit, kMaxTime},
+        Range{"--hold-on-hang", spec.hold_on_hang, kMaxTimeout}}) {
     if (r.value.count() < 0)
       return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
     if (r.value > r.max) {
@@ -167,9 +167,9 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
   }
   if (limits.max_time.count() > 0 && spec.time_limit > limits.max_time) {
     // Refused as Slurm's MaxTime refuses, not cut: a job never ends earlier than it asked.
-    return absl::InvalidArgumentError(Cat("--time ", FormatDuration(spec.time_limit),
-                                          " is more than this ltd's --max-time ",
-                                          FormatDuration(limits.max_time), "; ask for at most that"));
+    return absl::InvalidArgumentError(
+        Cat("--time ", FormatDuration(spec.time_limit), " is more than this ltd's --max-time ",
+            FormatDuration(limits.max_time), "; ask for at most that"));
   }
   if (spec.max_restarts < 0 || spec.max_restarts > limits.max_restarts) {
     return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts, " is outside 0..",

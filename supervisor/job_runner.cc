@@ -79,8 +79,8 @@ void JobRunner::OnTimeLimit() {
   RootCause cause;
   cause.reason = CauseReason::kTimeLimit;
   cause.at = clock_.Now();
-  cause.message = Cat("the job ran for its time limit of ", FormatDuration(job_.spec.time_limit),
-                      " (--time)");
+  cause.message =
+      Cat("the job ran for its time limit of ", FormatDuration(job_.spec.time_limit), " (--time)");
   spdlog::warn("job={} {}", job_.id, cause.message);
   Output(-1, Stream::kStderr, Cat("ltd: tearing down job ", job_.id, ": ", cause.message));
   const Phase phase = attempt_ != nullptr ? At().phase : Phase::kBackoff;

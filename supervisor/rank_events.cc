@@ -202,8 +202,7 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
     // next progress report.
     events_.OnChanged(job, Change::kDetail);
   } else if (rt.phase != Phase::kRunning || rt.cause) {
-    SetRankState(rec,
-                 rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
+    SetRankState(rec, rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
   } else {
     SetRankState(rec, RankState::kFailed);
     RootCause cause;

@@ -209,12 +209,11 @@ void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Milli
                             ? rt.ranks[static_cast<size_t>(stalled.front())].timeout.value_or(
                                   job.spec.heartbeat_timeout)
                             : job.spec.startup_timeout;
-  inv.what =
-      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
-          FormatDuration(waited));
+  inv.what = Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
+                 FormatDuration(waited));
   if (rt.auto_verdict) {
     inv.what = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
-                       " (automatic heartbeats)");
+                   " (automatic heartbeats)");
     cause.message = inv.what;
   } else if (cause.rank >= 0) {
     cause.message = Cat(inv.what, " from rank(s) ", Join(stalled, ","));
@@ -419,10 +418,10 @@ void JobRunner::Hold() {
     if (any == 0) any = job.ranks[r].pid;
   }
   spdlog::warn("job={} held for {} after its hang (--hold-on-hang)", job.id, FormatDuration(hold));
-  const std::string line =
-      Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
-          " before its teardown; ranks (rank:pid) ", Join(pids, " "), "; look with `py-spy dump --pid ",
-          any, "` or `gdb -p ", any, "`; `ltctl kill ", job.id, "` ends the hold");
+  const std::string line = Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
+                               " before its teardown; ranks (rank:pid) ", Join(pids, " "),
+                               "; look with `py-spy dump --pid ", any, "` or `gdb -p ", any,
+                               "`; `ltctl kill ", job.id, "` ends the hold");
   if (rt.log) rt.log->Append(Cat(line, "\n"));
   Output(-1, Stream::kStderr, line);
   Persist();

@@ -316,9 +316,8 @@ TEST_F(Heartbeats, TheDemosHangBlamesRankOneOrNoRankNeverAnother) {
 // left alive for a look, ps says HUNG (held ... left), and a kill ends the
 // hold with the hang as the cause.
 TEST_F(Heartbeats, AHungJobIsHeldForALookUntilKilled) {
-  const std::string id =
-      SubmitDetached({"--devices", "2", "--heartbeat-timeout", "300ms", "--hold-on-hang", "1h",
-                      "--", kChild, "beat:3:20,hang"});
+  const std::string id = SubmitDetached({"--devices", "2", "--heartbeat-timeout", "300ms",
+                                         "--hold-on-hang", "1h", "--", kChild, "beat:3:20,hang"});
   ASSERT_TRUE(WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "HUNG (held "); }, 60s))
       << d_.Ctl({"ps"}).out;
   nlohmann::json job = d_.Show(id);
