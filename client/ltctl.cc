@@ -62,6 +62,7 @@ struct SubmitArgs {
   bool detach = false;
   bool no_auto_heartbeat = false;
   std::string heartbeat_timeout, startup_timeout, grace = "10s";
+  std::string time_limit, hold_on_hang;
   std::vector<std::string> env;
   int max_restarts = 0;
   // A multi-node run (torchrun's flags); see SubmitRequest.
@@ -95,6 +96,9 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   if (!a.startup_timeout.empty())
     req.set_startup_timeout_ms(DurationFlag("--startup-timeout", a.startup_timeout).count());
   req.set_grace_ms(DurationFlag("--grace", a.grace).count());
+  if (!a.time_limit.empty()) req.set_time_limit_ms(DurationFlag("--time", a.time_limit).count());
+  if (!a.hold_on_hang.empty())
+    req.set_hold_on_hang_ms(DurationFlag("--hold-on-hang", a.hold_on_hang).count());
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
   req.set_nnodes(a.nnodes);
@@ -308,6 +312,12 @@ int main(int argc, char** argv) {
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
+  submit->add_option(
+      "-t,--time", sa.time_limit,
+      "torn down after running this long (exit code 124); default: ltd's --max-time");
+  submit->add_option("--hold-on-hang", sa.hold_on_hang,
+                     "after a hang report, leave the ranks as they are this long for py-spy or "
+                     "gdb, then tear down (ltctl kill ends it early)");
   // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
   submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);

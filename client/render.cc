@@ -50,6 +50,24 @@ std::string Elapsed(const v1::Job& job) {
   return Human(std::max<int64_t>(0, stop - job.started_at().seconds()));
 }
 
+// What is left of a running job's --time, " (1h05m left)"; "" when none.
+std::string TimeLeft(const v1::Job& job) {
+  if (job.state() != v1::Job::RUNNING || job.time_limit_ms() <= 0 || !job.has_started_at())
+    return "";
+  const int64_t end = job.started_at().seconds() + job.time_limit_ms() / 1000;
+  return " (" + Human(std::max<int64_t>(0, end - std::time(nullptr))) + " left)";
+}
+
+// The state as ps and show print it: a hung job held for a look is
+// "HUNG (held 14m00s left)".
+std::string StateText(const v1::Job& job) {
+  if (job.state() == v1::Job::RUNNING && job.has_held_until()) {
+    const int64_t left = std::max<int64_t>(0, job.held_until().seconds() - std::time(nullptr));
+    return "HUNG (held " + Human(left) + " left)";
+  }
+  return v1::Job::State_Name(job.state());
+}
+
 std::string Progress(const v1::Job& job) {
   int64_t step = -1;
   double rate = 0;
@@ -187,6 +205,9 @@ std::string DescribeCause(const v1::RootCause& c) {
     case v1::RootCause::dependency_failed:
       what = "never ran";
       break;
+    case v1::RootCause::time_limit:
+      what = "time limit";
+      break;
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";
       break;
@@ -226,10 +247,11 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
     size_t consumed = 0;
     std::string shown = DisplayEscapePrefix(cmd, 37, &consumed);
     if (consumed < cmd.size()) cmd = shown + "...";
-    std::string state = v1::Job::State_Name(j.state());
+    std::string state = StateText(j);
     if (!j.pending_reason().empty()) state += " (" + Line(j.pending_reason()) + ")";
     t.Add({Line(j.id()), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),
-           NodeOf(j), Progress(j), Elapsed(j), Opt(j.has_exit_code(), j.exit_code()), cmd});
+           NodeOf(j), Progress(j), Elapsed(j) + TimeLeft(j), Opt(j.has_exit_code(), j.exit_code()),
+           cmd});
   }
   t.Print(out);
 }
@@ -277,7 +299,18 @@ void PrintJob(const v1::Job& j, FILE* out) {
   };
   field("Job:", Line(j.id()) + (j.name().empty() ? "" : " (" + Line(j.name()) + ")"));
   field("User:", Line(j.user()));
-  field("State:", v1::Job::State_Name(j.state()));
+  field("State:", StateText(j));
+  if (j.has_held_until()) {
+    std::string pids;
+    for (const auto& r : j.ranks()) {
+      if (r.state() != v1::Rank::RUNNING) continue;
+      pids += (pids.empty() ? "" : ", ") + std::to_string(r.pid());
+    }
+    field("Held:", "pids " + pids + "; look with `py-spy dump --pid PID` or `gdb -p PID`; " +
+                       "`ltctl kill " + Line(j.id()) + "` ends the hold");
+  }
+  if (j.time_limit_ms() > 0)
+    field("Time limit:", FormatDuration(Millis(j.time_limit_ms())) + TimeLeft(j));
   if (!j.pending_reason().empty()) field("Waiting:", Line(j.pending_reason()));
   if (j.after_size() > 0) {
     std::string after;

@@ -106,7 +106,9 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   auto restore_window = duration("--restore-window", opt.restore_window);
   auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
   auto gpu_sample = duration("--gpu-sample-interval", opt.gpu_sample_interval);
-  if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample) return 1;
+  auto max_time = duration("--max-time", opt.max_time);
+  if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample || !max_time)
+    return 1;
   if (*gpu_sample < Millis(100)) {
     std::fprintf(stderr, "ltd: --gpu-sample-interval must be at least 100ms\n");
     return 1;
@@ -126,6 +128,7 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   }
   config.keep_finished = opt.keep_jobs;
   config.max_restarts_limit = opt.max_restarts_limit;
+  config.max_time = *max_time;
   std::string auto_heartbeat_dir;
   if (opt.auto_heartbeat) {
     const std::string dir =

@@ -58,6 +58,7 @@ struct Options {
   int devices = 1;
   std::string name;
   std::string heartbeat_timeout = "0", startup_timeout = "0", grace = "10s";
+  std::string time_limit = "0", hold_on_hang = "0";
   std::string stack_budget = "5s";
   int max_restarts = 0;
   std::vector<std::string> env;
@@ -209,6 +210,8 @@ int Run(const Options& opt) {
   spec.heartbeat_timeout = DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout);
   spec.startup_timeout = DurationFlag("--startup-timeout", opt.startup_timeout);
   spec.grace = DurationFlag("--grace", opt.grace);
+  spec.time_limit = DurationFlag("--time", opt.time_limit);
+  spec.hold_on_hang = DurationFlag("--hold-on-hang", opt.hold_on_hang);
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
   spec.nodes = NodesFor(opt);
@@ -384,6 +387,13 @@ int main(int argc, char** argv) {
                  "a rank's first heartbeat must come within this; 0: off")
       ->capture_default_str();
   app.add_option("--grace", opt.grace, "SIGTERM to SIGKILL at teardown")->capture_default_str();
+  app.add_option("-t,--time", opt.time_limit,
+                 "torn down after running this long (exit code 124); 0: no limit")
+      ->capture_default_str();
+  app.add_option("--hold-on-hang", opt.hold_on_hang,
+                 "after a hang report, leave the ranks as they are this long for py-spy or gdb, "
+                 "then tear down (Ctrl-C ends it early); 0: tear down at once")
+      ->capture_default_str();
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown")
       ->capture_default_str();

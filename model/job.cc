@@ -30,7 +30,7 @@ constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
     {RankState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<CauseReason, std::string_view>, 10> kReasons = {{
+constexpr std::array<std::pair<CauseReason, std::string_view>, 11> kReasons = {{
     {CauseReason::kExited, "exited"},
     {CauseReason::kSignaled, "signaled"},
     {CauseReason::kHang, "hang"},
@@ -41,6 +41,7 @@ constexpr std::array<std::pair<CauseReason, std::string_view>, 10> kReasons = {{
     {CauseReason::kSupervisorLost, "supervisor_lost"},
     {CauseReason::kRemoteFailure, "remote_failure"},
     {CauseReason::kDependencyFailed, "dependency_failed"},
+    {CauseReason::kTimeLimit, "time_limit"},
 }};
 
 template <typename E, size_t N>
@@ -200,6 +201,7 @@ int ExitCodeFor(const RootCause& cause) {
       return 128 + cause.signal;
     case CauseReason::kHang:
     case CauseReason::kStartupTimeout:
+    case CauseReason::kTimeLimit:
       return 124;
     case CauseReason::kCancelled:
       return 130;
@@ -347,6 +349,7 @@ nlohmann::json ToJson(const Job& job) {
       {"started_at", OptTime(job.started_at)},
       {"ended_at", OptTime(job.ended_at)},
       {"teardown_at", OptTime(job.teardown_at)},
+      {"held_until", OptTime(job.held_until)},
       {"root_cause", job.root_cause ? ToJson(*job.root_cause) : nlohmann::json(nullptr)},
       {"hang_report", hang},
       {"ranks", ranks},
@@ -356,6 +359,8 @@ nlohmann::json ToJson(const Job& job) {
       {"heartbeat_timeout_ms", s.heartbeat_timeout.count()},
       {"startup_timeout_ms", s.startup_timeout.count()},
       {"grace_ms", s.grace.count()},
+      {"time_limit_ms", s.time_limit.count()},
+      {"hold_on_hang_ms", s.hold_on_hang.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
@@ -408,6 +413,8 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.startup_timeout =
       std::chrono::milliseconds(Field<int64_t>(j, "startup_timeout_ms").value_or(0));
   s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
+  s.time_limit = std::chrono::milliseconds(Field<int64_t>(j, "time_limit_ms").value_or(0));
+  s.hold_on_hang = std::chrono::milliseconds(Field<int64_t>(j, "hold_on_hang_ms").value_or(0));
   s.auto_heartbeat = Field<bool>(j, "auto_heartbeat").value_or(true);
   NodeSpec& n = s.nodes;
   n.nnodes = Field<int>(j, "nnodes").value_or(1);
@@ -454,6 +461,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   job.started_at = TimeField(j, "started_at");
   job.ended_at = TimeField(j, "ended_at");
   job.teardown_at = TimeField(j, "teardown_at");
+  job.held_until = TimeField(j, "held_until");
   if (auto it = j.find("root_cause"); it != j.end()) job.root_cause = CauseFromJson(*it);
   if (auto it = j.find("ranks"); it != j.end() && it->is_array()) {
     for (const auto& rj : *it) {

@@ -39,6 +39,7 @@ enum class CauseReason {
   kSupervisorLost,    // the job's supervisor died
   kRemoteFailure,     // another node of the run failed; this one was torn down for it
   kDependencyFailed,  // a job it was to run --after did not succeed
+  kTimeLimit,         // it ran for its --time
 };
 
 std::string_view ToString(JobState s);
@@ -80,7 +81,7 @@ struct RootCause {
 };
 
 // docs/protocol.md's exit codes: the root cause's code, 128+N for signal N, 124 for a
-// hang, 130 for a cancellation, 127/126 for a program that cannot run (as a
+// hang or a time limit, 130 for a cancellation, 127/126 for a program that cannot run (as a
 // shell says), 1 for ltd's own failure.
 int ExitCodeFor(const RootCause& cause);
 
@@ -197,6 +198,12 @@ struct JobSpec {
   std::chrono::milliseconds heartbeat_timeout{0};  // 0: off
   std::chrono::milliseconds startup_timeout{0};    // 0: off
   std::chrono::milliseconds grace{10000};
+  // --time: the job is torn down when it has run this long, from its first
+  // start, restarts included. 0: no limit.
+  std::chrono::milliseconds time_limit{0};
+  // --hold-on-hang: after a hang report, the ranks are left as they are
+  // this long for a look (py-spy, gdb) before the teardown. 0: none.
+  std::chrono::milliseconds hold_on_hang{0};
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
   NodeSpec nodes;
@@ -212,6 +219,7 @@ struct JobSpec {
 struct SpecLimits {
   int slots = 1;
   int max_restarts = 100;
+  std::chrono::milliseconds max_time{0};  // the longest --time; 0: any
 };
 // OK, or one line saying what is wrong with the job asked for and what to do.
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);
@@ -239,6 +247,8 @@ struct Job {
   std::optional<WallTime> started_at;
   std::optional<WallTime> ended_at;
   std::optional<WallTime> teardown_at;  // when the last teardown began
+  // While a hung job is held for a look (--hold-on-hang): when the hold ends.
+  std::optional<WallTime> held_until;
   std::optional<RootCause> root_cause;
   std::optional<HangReport> hang_report;
   HeartbeatMode heartbeat_mode = HeartbeatMode::kNone;

@@ -14,6 +14,7 @@ namespace {
 using Millis = std::chrono::milliseconds;
 constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
 constexpr Millis kMaxGrace = std::chrono::hours(24);
+constexpr Millis kMaxTime = std::chrono::hours(24 * 365);
 // execve takes about this much argv and environment together.
 constexpr size_t kMaxArgvAndEnv = 2u << 20;
 // And at most this many strings of them: each costs ltd a string (32 bytes
@@ -152,15 +153,23 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
     const char* flag;
     Millis value, max;
   };
-  for (const Range& r : {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
-                         Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
-                         Range{"--grace", spec.grace, kMaxGrace}}) {
+  for (const Range& r :
+       {Range{"--heartbeat-timeout", spec.heartbeat_timeout, kMaxTimeout},
+        Range{"--startup-timeout", spec.startup_timeout, kMaxTimeout},
+        Range{"--grace", spec.grace, kMaxGrace}, Range{"--time", spec.time_limit, kMaxTime},
+        Range{"--hold-on-hang", spec.hold_on_hang, kMaxTimeout}}) {
     if (r.value.count() < 0)
       return absl::InvalidArgumentError(Cat(r.flag, " must not be negative"));
     if (r.value > r.max) {
       return absl::InvalidArgumentError(Cat(r.flag, " ", r.value.count(), "ms is more than ",
                                             FormatDuration(r.max), "; use a shorter one"));
     }
+  }
+  if (limits.max_time.count() > 0 && spec.time_limit > limits.max_time) {
+    // Refused as Slurm's MaxTime refuses, not cut: a job never ends earlier than it asked.
+    return absl::InvalidArgumentError(
+        Cat("--time ", FormatDuration(spec.time_limit), " is more than this ltd's --max-time ",
+            FormatDuration(limits.max_time), "; ask for at most that"));
   }
   if (spec.max_restarts < 0 || spec.max_restarts > limits.max_restarts) {
     return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts, " is outside 0..",

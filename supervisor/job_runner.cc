@@ -6,6 +6,7 @@
 
 #include "auto_instrument.h"
 #include "bytes.h"
+#include "duration.h"
 #include "launch_env.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -24,24 +25,76 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
   launcher_.ExpectUser(job_.spec.uid, job_.spec.gid);
 }
 
+std::string_view ToString(Phase p) {
+  switch (p) {
+    case Phase::kRunning:
+      return "running";
+    case Phase::kInvestigating:
+      return "investigating";
+    case Phase::kHeld:
+      return "held";
+    case Phase::kTearingDown:
+      return "tearing down";
+    case Phase::kEmptying:
+      return "emptying";
+    case Phase::kBackoff:
+      return "backoff";
+    case Phase::kAwaitingRun:
+      return "awaiting the run";
+    case Phase::kEnded:
+      return "ended";
+  }
+  return "?";
+}
+
 JobRunner::~JobRunner() {
   if (fence_ != nullptr) fence_->SetEvents(nullptr);
-  if (rt_ == nullptr) return;
-  for (Clock::TimerId t :
-       {rt_->grace_timer, rt_->restart_timer, rt_->watchdog_timer, rt_->investigation_timer}) {
-    if (t != 0) clock_.CancelTimer(t);
-  }
+  if (time_limit_timer_ != 0) clock_.CancelTimer(time_limit_timer_);
+  // The attempt cancels its own timers as it goes.
+}
+
+void JobRunner::Enter(Phase phase) {
+  LiveAttempt& a = At();
+  if (a.phase == phase) return;
+  spdlog::debug("job={} attempt={} {} -> {}", job_.id, job_.restart_count, ToString(a.phase),
+                ToString(phase));
+  a.phase = phase;
 }
 
 void JobRunner::Start() {
   job_.containment = std::string(launcher_.containment());
-  BeginAttempt(job_);
+  BeginAttempt();
+  if (ended() || job_.spec.time_limit.count() <= 0) return;
+  // From the first start, restarts and their backoffs included, as a
+  // batch system's wall time counts.
+  time_limit_timer_ = clock_.StartTimer(job_.spec.time_limit, [this] {
+    time_limit_timer_ = 0;
+    OnTimeLimit();
+  });
 }
 
-void JobRunner::BeginAttempt(Job& job) {
-  rt_ = std::make_unique<JobRuntime>();
-  JobRuntime& rt = *rt_;
-  rt.ranks = std::vector<RankRuntime>(static_cast<size_t>(job.spec.devices));
+void JobRunner::OnTimeLimit() {
+  if (ended()) return;
+  time_up_ = true;  // whatever ends the attempt now, nothing restarts
+  RootCause cause;
+  cause.reason = CauseReason::kTimeLimit;
+  cause.at = clock_.Now();
+  cause.message =
+      Cat("the job ran for its time limit of ", FormatDuration(job_.spec.time_limit), " (--time)");
+  spdlog::warn("job={} {}", job_.id, cause.message);
+  Output(-1, Stream::kStderr, Cat("ltd: tearing down job ", job_.id, ": ", cause.message));
+  const Phase phase = attempt_ != nullptr ? At().phase : Phase::kBackoff;
+  if (phase == Phase::kBackoff || phase == Phase::kAwaitingRun) return Finish(std::move(cause));
+  // A cause already found (a crash being torn down, a hang held for a
+  // look) stays the root cause; the time only ends the attempt.
+  Fail(std::move(cause));
+}
+
+void JobRunner::BeginAttempt() {
+  Job& job = job_;
+  // A fresh attempt: the last one's timers and late answers go with it.
+  attempt_ = std::make_shared<LiveAttempt>(clock_, static_cast<size_t>(job.spec.devices));
+  LiveAttempt& rt = At();
   const WallTime now = clock_.Now();
   if (auto s = launcher_.BeginJob(job.id); !s.ok()) {
     RootCause cause;
@@ -50,7 +103,7 @@ void JobRunner::BeginAttempt(Job& job) {
     cause.exit_code = 1;
     cause.message = std::string(s.message());
     spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
-    return Finish(job, std::move(cause));
+    return Finish(std::move(cause));
   }
   // The log goes on across attempts: Open continues where the last one was.
   if (auto log = JobLogWriter::Open(store_.JobDir(job.id), config_.job_max_log_bytes); log.ok()) {
@@ -61,46 +114,49 @@ void JobRunner::BeginAttempt(Job& job) {
   }
   if (!job.started_at) job.started_at = now;
   job.root_cause.reset();  // a new attempt: the last one's cause is in attempts
-  Attempt attempt;
-  attempt.restart_count = job.restart_count;
-  attempt.master_port = job.master_port;
-  attempt.started_at = now;
-  job.attempts.push_back(attempt);
+  job.held_until.reset();
+  ltd::Attempt record;
+  record.restart_count = job.restart_count;
+  record.master_port = job.master_port;
+  record.started_at = now;
+  job.attempts.push_back(record);
   job.ranks.assign(static_cast<size_t>(job.spec.devices), Rank{});
   for (int r = 0; r < job.spec.devices; ++r) job.ranks[static_cast<size_t>(r)].rank = r;
-  SetState(job, JobState::kRunning);
+  SetState(JobState::kRunning);
   if (fence_ != nullptr) fence_->SetState(JobState::kRunning, std::nullopt);
-  SpawnRanks(job, rt);
-  if (!ended()) Persist(job);
+  SpawnRanks();
+  if (!ended()) Persist();
 }
 
-void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
-  const std::string id = job.id;
+void JobRunner::SpawnRanks() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  const std::weak_ptr<LiveAttempt> self = attempt_;
   const Millis now = clock_.Monotonic();
   for (int r = 0; r < job.spec.devices; ++r) {
     SpawnRequest req;
-    req.job_id = id;
+    req.job_id = job.id;
     req.rank = r;
     req.argv = job.spec.argv;
     req.env = RankEnvironment(job, r, store_.JobDir(job.id), config_.extra_rank_env);
     RequestAutoHeartbeat(req.env, job.spec.auto_heartbeat ? config_.auto_heartbeat_dir : "",
-                         AutoTimeout(job));
+                         AutoTimeout());
     req.cwd = job.spec.cwd;
     req.uid = job.spec.uid;
     req.gid = job.spec.gid;
     for (const ResourceLimit& l : job.spec.rlimits)
       req.rlimits.emplace_back(l.resource, l.soft, l.hard);
-    // Ranks are found again by id on every event: a callback that outlives
-    // its job (it cannot, but cheaply proven) finds nothing and returns.
+    // A rank's events belong to its attempt: once that ended, they find
+    // nothing and return.
     RankCallbacks cb;
-    cb.on_output = [this, id, r](Stream s, std::string_view data) {
-      if (Job* j = FindMutable(id)) OnOutput(*j, r, s, data);
+    cb.on_output = [this, self, r](Stream s, std::string_view data) {
+      if (Current(self)) OnOutput(r, s, data);
     };
-    cb.on_control = [this, id, r](std::string_view data) {
-      if (Job* j = FindMutable(id)) OnControl(*j, r, data);
+    cb.on_control = [this, self, r](std::string_view data) {
+      if (Current(self)) OnControl(r, data);
     };
-    cb.on_exit = [this, id, r](ExitStatus status) {
-      if (Job* j = FindMutable(id)) OnExit(*j, r, status);
+    cb.on_exit = [this, self, r](ExitStatus status) {
+      if (Current(self)) OnExit(r, status);
     };
     auto pid = launcher_.Spawn(req, std::move(cb));
     Rank& rank = job.ranks[static_cast<size_t>(r)];
@@ -111,15 +167,13 @@ void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
       cause.at = clock_.Now();
       cause.exit_code = 127;
       cause.message = std::string(pid.status().message());
-      spdlog::error("job={} rank={} spawn failed: {}", id, r, ForLog(cause.message));
-      SetRankState(job, rank, RankState::kFailed);
+      spdlog::error("job={} rank={} spawn failed: {}", job.id, r, ForLog(cause.message));
+      SetRankState(rank, RankState::kFailed);
       // Ranks not started yet never will be; the started ones are torn down.
       for (int rest = r + 1; rest < job.spec.devices; ++rest) {
-        SetRankState(job, job.ranks[static_cast<size_t>(rest)], RankState::kKilled);
+        SetRankState(job.ranks[static_cast<size_t>(rest)], RankState::kKilled);
       }
-      Fail(job, rt, std::move(cause));
-      if (rt.live == 0) OnRanksGone(job, rt);
-      return;
+      return Fail(std::move(cause));
     }
     rank.pid = *pid;
     rank.started_at = clock_.Now();
@@ -127,9 +181,9 @@ void JobRunner::SpawnRanks(Job& job, JobRuntime& rt) {
     rr.alive = true;
     rr.started = now;
     ++rt.live;
-    SetRankState(job, rank, RankState::kRunning);
+    SetRankState(rank, RankState::kRunning);
   }
-  ArmWatchdog(job, rt);
+  ArmWatchdog();
 }
 
 absl::Status JobRunner::Kill(KillOrder order) {
@@ -144,22 +198,22 @@ absl::Status JobRunner::Kill(KillOrder order) {
   cause.at = clock_.Now();
   cause.message = std::move(order.why);
   cause.cancelled_by = std::move(order.by);
-  if (rt_ == nullptr) {  // not started yet
+  if (attempt_ == nullptr) {  // not started yet
     if (signal != 0) {
       return absl::FailedPreconditionError(
           Cat("job ", job.id, " has not started; nothing to signal"));
     }
-    Finish(job, std::move(cause));
+    Finish(std::move(cause));
     return absl::OkStatus();
   }
-  JobRuntime& rt = *rt_;
-  if (rt.restart_timer != 0 || rt.awaiting_run) {
+  LiveAttempt& rt = At();
+  if (rt.phase == Phase::kBackoff || rt.phase == Phase::kAwaitingRun) {
     // Between attempts: nothing runs, nothing to signal or tear down.
     if (signal != 0) {
       return absl::FailedPreconditionError(
           Cat("job ", job.id, " is waiting to restart; nothing runs to signal"));
     }
-    Finish(job, std::move(cause));
+    Finish(std::move(cause));
     return absl::OkStatus();
   }
   if (signal != 0) {
@@ -173,7 +227,13 @@ absl::Status JobRunner::Kill(KillOrder order) {
     }
     return absl::OkStatus();
   }
-  Fail(job, rt, std::move(cause));
+  if (rt.phase == Phase::kHeld) {
+    // The hang stays the root cause; the kill only ends the look.
+    const std::string by = cause.cancelled_by.empty() ? "" : Cat(" by ", cause.cancelled_by);
+    spdlog::info("job={} hold ended{}", job.id, by);
+    Output(-1, Stream::kStderr, Cat("ltd: the hold of job ", job.id, " ended", by));
+  }
+  Fail(std::move(cause));
   return absl::OkStatus();
 }
 
@@ -184,31 +244,32 @@ void JobRunner::Abandon(CauseReason reason, std::string why) {
   cause.at = clock_.Now();
   cause.message = std::move(why);
   spdlog::warn("job={} abandoned: {}", job_.id, cause.message);
-  if (rt_ == nullptr || rt_->restart_timer != 0 || rt_->awaiting_run) {
-    return Finish(job_, std::move(cause));
+  if (attempt_ == nullptr || At().phase == Phase::kBackoff || At().phase == Phase::kAwaitingRun) {
+    return Finish(std::move(cause));
   }
   // A verdict already made (a hang being investigated) stays the cause;
   // the job still ends LOST, as nobody watches it any more.
-  rt_->lost = std::move(cause);
-  if (!rt_->cause) rt_->cause = rt_->lost;
-  Teardown(job_, *rt_);
-  if (rt_->live == 0 && !rt_->investigating) OnRanksGone(job_, *rt_);
+  LiveAttempt& rt = At();
+  rt.lost = std::move(cause);
+  if (!rt.cause) rt.cause = rt.lost;
+  Teardown();
 }
 
-void JobRunner::SetState(Job& job, JobState state) {
-  if (job.state == state) return;
-  spdlog::info("job={} {} -> {}", job.id, ToString(job.state), ToString(state));
-  job.state = state;
+void JobRunner::SetState(JobState state) {
+  if (job_.state == state) return;
+  spdlog::info("job={} {} -> {}", job_.id, ToString(job_.state), ToString(state));
+  job_.state = state;
 }
 
-void JobRunner::SetRankState(Job& job, Rank& rank, RankState state) {
+void JobRunner::SetRankState(Rank& rank, RankState state) {
   if (rank.state == state) return;
-  spdlog::debug("job={} rank={} pid={} {} -> {}", job.id, rank.rank, rank.pid, ToString(rank.state),
-                ToString(state));
+  spdlog::debug("job={} rank={} pid={} {} -> {}", job_.id, rank.rank, rank.pid,
+                ToString(rank.state), ToString(state));
   rank.state = state;
 }
 
-void JobRunner::Persist(Job& job) {
+void JobRunner::Persist() {
+  Job& job = job_;
   absl::Status s = store_.Save(job);
   if (s.ok()) {
     if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);

@@ -80,53 +80,69 @@ class JobRunner final : public RunFenceEvents {
   bool ended() const { return IsFinal(job_.state); }
 
  private:
-  // The methods take the job and its runtime as the job manager's did; a
-  // callback that outlives its attempt finds nothing and returns.
-  Job* FindMutable(const std::string& id) { return id == job_.id ? &job_ : nullptr; }
-  JobRuntime* Runtime(const std::string& id) { return id == job_.id ? rt_.get() : nullptr; }
+  // Every method works on job_ and the current attempt_. A callback holds
+  // its attempt weakly and runs only while that attempt is the current
+  // one: `Current(a)`.
+  bool Current(const std::weak_ptr<LiveAttempt>& a) const {
+    return attempt_ != nullptr && a.lock() == attempt_;
+  }
+  LiveAttempt& At() { return *attempt_; }
+  // The one way the attempt's phase changes; logged.
+  void Enter(Phase phase);
 
-  void BeginAttempt(Job& job);
-  void SpawnRanks(Job& job, JobRuntime& rt);
-  void OnOutput(Job& job, int rank, Stream stream, std::string_view data);
-  void OnControl(Job& job, int rank, std::string_view data);
-  void OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
-  void OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
-  Millis AutoTimeout(const Job& job) const;
-  void OnExit(Job& job, int rank, ExitStatus status);
-  void ArmWatchdog(Job& job, JobRuntime& rt);
-  void OnWatchdog(const std::string& id);
+  void BeginAttempt();
+  void SpawnRanks();
+  void OnOutput(int rank, Stream stream, std::string_view data);
+  void OnControl(int rank, std::string_view data);
+  void OnHeartbeat(int rank, const HeartbeatMessage& msg);
+  void OnAutoHeartbeat(int rank, const HeartbeatMessage& msg);
+  Millis AutoTimeout() const;
+  void OnExit(int rank, ExitStatus status);
+  void ArmWatchdog();
+  void OnWatchdog();
   // `deadline`: the (monotonic) heartbeat deadline that passed.
   // `stops`: when each stalled rank stopped beating (none for the
   // job-level automatic verdict), to single out one that clearly stopped first.
-  void ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
-                  std::vector<std::pair<Millis, int>> stops, CauseReason reason, Millis deadline,
-                  Millis noise = kBeatNoise);
+  void ReportHang(std::vector<int> stalled, std::vector<std::pair<Millis, int>> stops,
+                  CauseReason reason, Millis deadline, Millis noise = kBeatNoise);
   // How long the automatic verdict waits for ranks not watched yet.
   static constexpr Millis kAutoStartupLimit{5 * 60 * 1000};
-  Millis AutoStartupLimit(const Job& job) const;
+  Millis AutoStartupLimit() const;
   // Beats of ranks that stopped within this of `rank`'s single out neither.
-  Millis BeatNoise(const Job& job, const JobRuntime& rt, int rank) const;
-  void FinishInvestigation(const std::string& id);
-  void CaptureStack(JobRuntime& rt, int rank, std::string_view line);
-  void StackCaptured(const std::string& id, JobRuntime& rt, int rank);
-  void Fail(Job& job, JobRuntime& rt, RootCause cause);
-  void Teardown(Job& job, JobRuntime& rt);
-  void OnGraceExpired(const std::string& id);
-  void OnRanksGone(Job& job, JobRuntime& rt);
-  void OnJobEmpty(const std::string& id);
-  void Restart(const std::string& id);
+  Millis BeatNoise(int rank) const;
+  // The report complete (or the budget gone): the teardown, or a hold when
+  // `may_hold` and the job asked for one.
+  void FinishInvestigation(bool may_hold = true);
+  // --hold-on-hang: the hung ranks are left as they are for a look.
+  void Hold();
+  void CaptureStack(int rank, std::string_view line);
+  void StackCaptured(int rank);
+  // One answer the investigation waited for came (or will never come).
+  void StackAnswered();
+  void Fail(RootCause cause);
+  // SIGTERM to every rank, SIGKILL after the grace; an investigation ends
+  // first with what it has.
+  void Teardown();
+  // The teardown itself, from kRunning, kInvestigating or kHeld.
+  void SignalTeardown();
+  void OnGraceExpired();
+  void OnRanksGone();
+  void OnJobEmpty();
+  void Restart();
+  // --time ran out.
+  void OnTimeLimit();
   // This node's own root cause of the attempt, to the other nodes.
-  void Announce(const Job& job, const RootCause& cause);
+  void Announce(const RootCause& cause);
   // This node's end, in its own list of nodes and to the other nodes.
-  void NodeEnded(Job& job);
-  void Finish(Job& job, std::optional<RootCause> cause);
-  void SetState(Job& job, JobState state);
-  void SetRankState(Job& job, Rank& rank, RankState state);
+  void NodeEnded();
+  void Finish(std::optional<RootCause> cause);
+  void SetState(JobState state);
+  void SetRankState(Rank& rank, RankState state);
   void Output(int rank, Stream stream, std::string_view line) {
     events_.OnOutput(rank, stream, line);
   }
   // Saves the record and tells the events.
-  void Persist(Job& job);
+  void Persist();
 
   Clock& clock_;
   ProcessLauncher& launcher_;
@@ -135,8 +151,11 @@ class JobRunner final : public RunFenceEvents {
   RunnerConfig config_;
   SupervisionEvents& events_;
   Job job_;
-  std::unique_ptr<JobRuntime> rt_;  // of the current attempt
+  std::shared_ptr<LiveAttempt> attempt_;  // the current one; null before the first
   RunFence* fence_ = nullptr;
+  Clock::TimerId time_limit_timer_ = 0;
+  // --time ran out: whatever ends the attempt now, nothing restarts.
+  bool time_up_ = false;
 };
 
 }  // namespace ltd

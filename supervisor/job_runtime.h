@@ -1,12 +1,17 @@
-// What the runner tracks of a live job and its ranks beyond their
-// records: output buffers, heartbeat parsers, log files, the watchdog's
-// clock, timers and a hang being investigated. Loop thread only.
+// One attempt of a job while it lives: what the runner tracks of it and its
+// ranks beyond their records (output buffers, heartbeat parsers, the log,
+// the watchdog's clock, a hang being investigated), its phase, and its
+// timers, which it cancels when it goes. The runner holds the current
+// attempt; every callback holds its attempt weakly, so an answer that comes
+// after its attempt ended (a stack sample, a timer) finds nothing and is
+// dropped. Loop thread only.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "clock.h"
@@ -17,6 +22,20 @@
 #include "line_splitter.h"
 
 namespace ltd {
+
+// Where an attempt is, from its start to its end. Every change goes
+// through JobRunner::Enter, which logs it.
+enum class Phase {
+  kRunning,        // ranks run; the watchdog watches them
+  kInvestigating,  // a hang found: stacks are taken before anything is signalled
+  kHeld,           // the hang report is taken; the ranks are left as they are (--hold-on-hang)
+  kTearingDown,    // SIGTERM sent, SIGKILL after the grace; ranks still to be reaped
+  kEmptying,       // every rank reaped; what they left behind still to go
+  kBackoff,        // ended; the next attempt waits its backoff
+  kAwaitingRun,    // ended; the next attempt waits for every node of the run
+  kEnded,          // the job's last attempt: the job ended
+};
+std::string_view ToString(Phase p);
 
 struct RankRuntime {
   static constexpr size_t kMaxOutputLine = 64 * 1024;
@@ -84,21 +103,49 @@ struct RankRuntime {
   }
 };
 
-struct JobRuntime {
+// A hang found and the stacks being taken before the teardown.
+struct Investigation {
+  // What the watchdog saw, for the final message: "no heartbeat for 3s".
+  std::string what;
+  // The verdict names a stopped rank: no stack can overrule that.
+  bool settled = false;
+  // Answers still to come: each Python rank's traceback, and the sampler's
+  // (one for every native rank).
+  int pending = 0;
+};
+
+class LiveAttempt {
+ public:
+  LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
+  ~LiveAttempt() {
+    for (Clock::TimerId* t :
+         {&grace_timer, &restart_timer, &watchdog_timer, &investigation_timer, &hold_timer})
+      Cancel(*t);
+  }
+  LiveAttempt(const LiveAttempt&) = delete;
+  LiveAttempt& operator=(const LiveAttempt&) = delete;
+
+  // Stops `timer` if it is set, and clears it.
+  void Cancel(Clock::TimerId& timer) {
+    if (timer != 0) clock_.CancelTimer(timer);
+    timer = 0;
+  }
+
+  Phase phase = Phase::kRunning;
   std::vector<RankRuntime> ranks;
   std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
-  std::optional<RootCause> cause;   // of the current attempt
+  std::optional<RootCause> cause;   // of this attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;
+  // The run's cause was a cancel on another node: no node restarts. A fact
+  // of the cause, not a phase.
+  bool run_cancelled = false;
   int live = 0;  // ranks not yet reaped
-  bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
-  // A multi-node restart waits for every node of the run (RunFence).
-  bool awaiting_run = false;
-  // The run's cause was a cancel on another node: no node restarts.
-  bool run_cancelled = false;
   Clock::TimerId watchdog_timer = 0;
+  Clock::TimerId investigation_timer = 0;
+  Clock::TimerId hold_timer = 0;  // a hung job held for a look ends
   std::optional<Millis> watchdog_at;
   // The verdict on the deadline `verdict_held_for` waits until
   // `verdict_hold_until` for ranks that may have stopped with it.
@@ -134,15 +181,11 @@ struct JobRuntime {
     return starting_until ? std::max(d, *starting_until) : d;
   }
 
-  // A hang found, stacks being taken before the teardown.
-  bool investigating = false;
-  // The verdict names a stopped rank: no stack can overrule that.
-  bool cause_settled = false;
-  // What the watchdog saw, for the final message: "no heartbeat for 3s".
-  std::string hang_what;
-  int pending_python_stacks = 0;
-  bool pending_native_stacks = false;
-  Clock::TimerId investigation_timer = 0;
+  // From the hang verdict on (kInvestigating and after).
+  std::optional<Investigation> investigation;
+
+ private:
+  Clock& clock_;
 };
 
 }  // namespace ltd

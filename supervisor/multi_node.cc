@@ -26,17 +26,19 @@ void JobRunner::FailToJoin(std::string why) {
   cause.at = clock_.Now();
   cause.message = std::move(why);
   spdlog::error("job={} cannot join its run: {}", job_.id, cause.message);
-  Finish(job_, std::move(cause));
+  Finish(std::move(cause));
 }
 
-void JobRunner::Announce(const Job& job, const RootCause& cause) {
+void JobRunner::Announce(const RootCause& cause) {
+  const Job& job = job_;
   if (fence_ == nullptr || cause.reason == CauseReason::kRemoteFailure) return;
   RootCause mine = cause;
   mine.node = NodeRankOf(job.spec.nodes);
   fence_->Publish(job.restart_count, mine);
 }
 
-void JobRunner::NodeEnded(Job& job) {
+void JobRunner::NodeEnded() {
+  Job& job = job_;
   const int me = NodeRankOf(job.spec.nodes);
   for (NodeStatus& n : job.nodes) {
     if (n.node_rank != me) continue;
@@ -48,9 +50,9 @@ void JobRunner::NodeEnded(Job& job) {
 
 void JobRunner::OnRunCause(int attempt, RootCause remote) {
   Job& job = job_;
-  if (ended() || rt_ == nullptr || attempt != job.restart_count) return;
+  if (ended() || attempt_ == nullptr || attempt != job.restart_count) return;
   if (remote.node < 0 || remote.node == NodeRankOf(job.spec.nodes)) return;  // ours
-  JobRuntime& rt = *rt_;
+  LiveAttempt& rt = At();
   RootCause cause;
   cause.node = remote.node;
   cause.rank = remote.rank;
@@ -62,30 +64,30 @@ void JobRunner::OnRunCause(int attempt, RootCause remote) {
   cause.message = Cat("node ", remote.node, global, ": ", remote.message);
   rt.run_cancelled = remote.reason == CauseReason::kCancelled;
   spdlog::warn("job={} the run's root cause is on another node: {}", job.id, cause.message);
-  if (rt.restart_timer != 0 || rt.awaiting_run) {
+  if (rt.phase == Phase::kBackoff || rt.phase == Phase::kAwaitingRun) {
     // This attempt already ended here, for what was a consequence.
     job.attempts.back().root_cause = cause;
-    return Persist(job);
+    return Persist();
   }
-  if (rt.cause && !rt.investigating) {
+  if (rt.cause && rt.phase != Phase::kInvestigating && rt.phase != Phase::kHeld) {
     // This node failed too, as a consequence (gloo noticing its peer gone):
     // the run's first cause is the root cause of every node.
     rt.cause = cause;
     job.root_cause = cause;
-    Persist(job);
+    Persist();
     return;
   }
   if (rt.cause) return;  // a hang investigation here goes on; its verdict stays
   Output(-1, Stream::kStderr, Cat("ltd: tearing down: ", cause.message));
   // Ranks that all ended already are on their way out (OnRanksGone ran):
   // the cause is all this changes.
-  Fail(job, rt, std::move(cause));
+  Fail(std::move(cause));
 }
 
 void JobRunner::OnNodes(std::vector<NodeStatus> nodes) {
   if (ended()) return;
   job_.nodes = std::move(nodes);
-  Persist(job_);
+  Persist();
 }
 
 void JobRunner::OnFenceNotice(std::string line) {

@@ -5,10 +5,8 @@
 #include "str_util.h"
 
 namespace ltd {
-void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view data) {
-  JobRuntime* found = Runtime(job.id);
-  if (found == nullptr) return;
-  JobRuntime& rt = *found;
+void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
+  LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
   const std::string prefix = Cat("[", rank, "] ");
@@ -19,7 +17,7 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
       // not into the rank's output, where its "Fatal Python error: Aborted"
       // would read like the program's own crash (a line in the output says
       // where it went).
-      return CaptureStack(rt, rank, line);
+      return CaptureStack(rank, line);
     }
     stored.append(prefix).append(line).push_back('\n');
   };
@@ -41,24 +39,24 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   }
 }
 
-void JobRunner::OnControl(Job& job, int rank, std::string_view data) {
-  JobRuntime* found = Runtime(job.id);
-  if (found == nullptr) return;
-  JobRuntime& rt = *found;
+void JobRunner::OnControl(int rank, std::string_view data) {
+  LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   rr.heartbeats.Feed(
-      data, [&](const HeartbeatMessage& msg) { OnHeartbeat(job, rt, rank, msg); },
+      data, [&](const HeartbeatMessage& msg) { OnHeartbeat(rank, msg); },
       [&](std::string_view bad) {
         if (rr.malformed_logged) return;
         rr.malformed_logged = true;  // once per rank: a noisy rank must not flood the journal
         spdlog::warn(
             "job={} rank={} sent a malformed heartbeat line ({} bytes), ignored; "
             "further ones are ignored silently",
-            job.id, rank, bad.size());
+            job_.id, rank, bad.size());
       });
 }
 
-void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg) {
+void JobRunner::OnHeartbeat(int rank, const HeartbeatMessage& msg) {
+  Job& job = job_;
+  LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   const Millis now = clock_.Monotonic();
@@ -70,7 +68,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
       rr.explicit_beats) {
     HeartbeatMessage beat;
     beat.kind = HeartbeatMessage::Kind::kBeat;
-    return OnHeartbeat(job, rt, rank, beat);
+    return OnHeartbeat(rank, beat);
   }
   if (msg.kind == HeartbeatMessage::Kind::kError && rec.error_message == msg.text) return;
   if (msg.kind == HeartbeatMessage::Kind::kExecFailed && rr.exec_error == msg.text) return;
@@ -97,7 +95,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
         rec.last_step = *msg.step;
         rr.MeasureRate(*msg.step, now, rec.steps_per_second);
       }
-      if (first) ArmWatchdog(job, rt);
+      if (first) ArmWatchdog();
       events_.OnChanged(job, Change::kBeats);
       return;
     }
@@ -105,7 +103,7 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
       rr.timeout = msg.timeout;
       rr.last_beat = now;
       rec.last_heartbeat_at = clock_.Now();
-      ArmWatchdog(job, rt);
+      ArmWatchdog();
       return;
     case HeartbeatMessage::Kind::kError:
       rec.error_message = msg.text;
@@ -119,16 +117,18 @@ void JobRunner::OnHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatM
     case HeartbeatMessage::Kind::kAutoLive:
     case HeartbeatMessage::Kind::kAutoLate:
     case HeartbeatMessage::Kind::kAutoStack:
-      return OnAutoHeartbeat(job, rt, rank, msg);
+      return OnAutoHeartbeat(rank, msg);
   }
 }
 
-Millis JobRunner::AutoTimeout(const Job& job) const {
-  return job.spec.heartbeat_timeout.count() > 0 ? job.spec.heartbeat_timeout
-                                                : config_.auto_heartbeat_timeout;
+Millis JobRunner::AutoTimeout() const {
+  return job_.spec.heartbeat_timeout.count() > 0 ? job_.spec.heartbeat_timeout
+                                                 : config_.auto_heartbeat_timeout;
 }
 
-void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg) {
+void JobRunner::OnAutoHeartbeat(int rank, const HeartbeatMessage& msg) {
+  Job& job = job_;
+  LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   // A rank's own heartbeats take precedence; a rank that never said `auto
@@ -140,7 +140,7 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
     // Past its start-up: the automatic deadline may judge the job by it now.
     rr.auto_reported = true;
     rt.auto_progress = now;
-    ArmWatchdog(job, rt);
+    ArmWatchdog();
   }
   switch (msg.kind) {
     case HeartbeatMessage::Kind::kAutoOn:
@@ -148,12 +148,12 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
       rr.auto_on = true;
       if (job.heartbeat_mode != HeartbeatMode::kExplicit) {
         job.heartbeat_mode = HeartbeatMode::kAutomatic;
-        job.hang_timeout = AutoTimeout(job);
+        job.hang_timeout = AutoTimeout();
       }
-      rt.auto_timeout = AutoTimeout(job);
+      rt.auto_timeout = AutoTimeout();
       rt.auto_progress = now;
       spdlog::info("job={} rank={} automatic heartbeats on", job.id, rank);
-      ArmWatchdog(job, rt);
+      ArmWatchdog();
       return events_.OnChanged(job, Change::kCourse);
     case HeartbeatMessage::Kind::kAutoStep:
       rec.last_step = *msg.step;
@@ -179,10 +179,9 @@ void JobRunner::OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const Heartb
   }
 }
 
-void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
-  JobRuntime* found = Runtime(job.id);
-  if (found == nullptr) return;
-  JobRuntime& rt = *found;
+void JobRunner::OnExit(int rank, ExitStatus status) {
+  Job& job = job_;
+  LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   Rank& rec = job.ranks[static_cast<size_t>(rank)];
   if (!rr.alive) return;
@@ -198,15 +197,14 @@ void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
               job.id, rank, rec.pid, status.term_signal ? "died of signal" : "exited with",
               status.term_signal ? status.term_signal : status.exit_code);
   if (!failed) {
-    SetRankState(job, rec, RankState::kExited);
+    SetRankState(rec, RankState::kExited);
     // Not a change of the job's course; whoever watches learns it with the
     // next progress report.
     events_.OnChanged(job, Change::kDetail);
-  } else if (rt.tearing_down || rt.cause) {
-    SetRankState(job, rec,
-                 rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
+  } else if (rt.phase != Phase::kRunning || rt.cause) {
+    SetRankState(rec, rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
   } else {
-    SetRankState(job, rec, RankState::kFailed);
+    SetRankState(rec, RankState::kFailed);
     RootCause cause;
     cause.rank = rank;
     cause.at = clock_.Now();
@@ -226,14 +224,14 @@ void JobRunner::OnExit(Job& job, int rank, ExitStatus status) {
       cause.message = Cat("rank ", rank, " exited with code ", status.exit_code);
     }
     if (!rec.error_message.empty()) cause.message = rec.error_message;
-    Fail(job, rt, std::move(cause));
+    Fail(std::move(cause));
   }
   if (rr.capturing_stack) {
     // Its output is drained, so its traceback is complete; the end of the
     // investigation takes the job from here.
-    return StackCaptured(job.id, rt, rank);
+    return StackCaptured(rank);
   }
-  if (rt.live == 0 && !rt.investigating) OnRanksGone(job, rt);
+  if (rt.live == 0 && rt.phase != Phase::kInvestigating) OnRanksGone();
 }
 
 }  // namespace ltd

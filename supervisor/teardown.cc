@@ -37,26 +37,42 @@ std::optional<std::string> ErrorFileMessage(const std::string& text) {
 
 }  // namespace
 
-void JobRunner::Fail(Job& job, JobRuntime& rt, RootCause cause) {
+void JobRunner::Fail(RootCause cause) {
+  LiveAttempt& rt = At();
   if (!rt.cause) {
-    spdlog::warn("job={} root cause: rank={} reason={} {}", job.id, cause.rank,
+    spdlog::warn("job={} root cause: rank={} reason={} {}", job_.id, cause.rank,
                  ToString(cause.reason), ForLog(cause.message));
     rt.cause = std::move(cause);
-    job.root_cause = rt.cause;  // visible while the teardown runs
-    Persist(job);
-    Announce(job, *rt.cause);
+    job_.root_cause = rt.cause;  // visible while the teardown runs
+    Persist();
+    Announce(*rt.cause);
   }
-  Teardown(job, rt);
+  Teardown();
 }
 
-void JobRunner::Teardown(Job& job, JobRuntime& rt) {
-  if (rt.tearing_down) return;
-  rt.tearing_down = true;
-  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
-  rt.watchdog_timer = 0;
+void JobRunner::Teardown() {
+  switch (At().phase) {
+    case Phase::kInvestigating:
+      // The report ends with what it has; no hold.
+      return FinishInvestigation(/*may_hold=*/false);
+    case Phase::kRunning:
+    case Phase::kHeld:
+      return SignalTeardown();
+    default:
+      return;  // under way, or over
+  }
+}
+
+void JobRunner::SignalTeardown() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  Enter(Phase::kTearingDown);
+  rt.Cancel(rt.watchdog_timer);
+  rt.Cancel(rt.hold_timer);
   rt.watchdog_at.reset();
+  job.held_until.reset();
   job.teardown_at = clock_.Now();
-  if (rt.live == 0) return;
+  if (rt.live == 0) return OnRanksGone();
   spdlog::info("job={} teardown: SIGTERM to {} rank(s), SIGKILL after {}", job.id, rt.live,
                FormatDuration(job.spec.grace));
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
@@ -66,33 +82,46 @@ void JobRunner::Teardown(Job& job, JobRuntime& rt) {
     launcher_.SignalRank(job.id, static_cast<int>(r), SIGTERM);
     launcher_.SignalRank(job.id, static_cast<int>(r), SIGCONT);
   }
-  rt.grace_timer = clock_.StartTimer(job.spec.grace, [this, id = job.id] { OnGraceExpired(id); });
+  rt.grace_timer = clock_.StartTimer(job.spec.grace, [this, self = std::weak_ptr(attempt_)] {
+    if (!Current(self)) return;
+    At().grace_timer = 0;
+    OnGraceExpired();
+  });
 }
 
-void JobRunner::OnGraceExpired(const std::string& id) {
-  JobRuntime* rt = Runtime(id);
-  if (rt == nullptr) return;
-  rt->grace_timer = 0;
-  spdlog::warn("job={} grace period over: SIGKILL to whatever is left", id);
-  launcher_.KillJob(id);
+void JobRunner::OnGraceExpired() {
+  spdlog::warn("job={} grace period over: SIGKILL to whatever is left", job_.id);
+  launcher_.KillJob(job_.id);
 }
 
-void JobRunner::OnRanksGone(Job& job, JobRuntime& rt) {
-  if (rt.grace_timer != 0) clock_.CancelTimer(rt.grace_timer);
-  rt.grace_timer = 0;
-  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
-  rt.watchdog_timer = 0;
+void JobRunner::OnRanksGone() {
+  LiveAttempt& rt = At();
+  switch (rt.phase) {
+    case Phase::kRunning:
+    case Phase::kTearingDown:
+    case Phase::kHeld:
+      break;
+    default:
+      return;  // emptying already, or over
+  }
+  Enter(Phase::kEmptying);
+  rt.Cancel(rt.grace_timer);
+  rt.Cancel(rt.watchdog_timer);
+  rt.Cancel(rt.hold_timer);
   rt.watchdog_at.reset();
+  job_.held_until.reset();
   // Every rank is reaped; whatever they left behind goes now.
-  launcher_.KillJob(job.id);
-  launcher_.EndJob(job.id, [this, id = job.id] { OnJobEmpty(id); });
+  launcher_.KillJob(job_.id);
+  launcher_.EndJob(job_.id, [this, self = std::weak_ptr(attempt_)] {
+    if (Current(self)) OnJobEmpty();
+  });
 }
 
-void JobRunner::OnJobEmpty(const std::string& id) {
-  Job* job = FindMutable(id);
-  JobRuntime* found = Runtime(id);
-  if (job == nullptr || found == nullptr) return;
-  JobRuntime& rt = *found;
+void JobRunner::OnJobEmpty() {
+  Job* job = &job_;
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kEmptying) return;
+  const std::string& id = job->id;
   std::optional<RootCause> cause = rt.cause;
   // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.
   if (cause && cause->rank >= 0 && cause->reason != CauseReason::kRemoteFailure) {
@@ -103,12 +132,12 @@ void JobRunner::OnJobEmpty(const std::string& id) {
       spdlog::warn("job={} error file: {}", id, std::string(text.status().message()));
     }
   }
-  Attempt& attempt = job->attempts.back();
+  ltd::Attempt& attempt = job->attempts.back();
   attempt.ended_at = clock_.Now();
   attempt.root_cause = cause;
-  if (rt.lost) return Finish(*job, rt.lost);
+  if (rt.lost) return Finish(rt.lost);
   const bool restartable = cause && cause->reason != CauseReason::kCancelled && !rt.run_cancelled &&
-                           job->restart_count < job->spec.max_restarts;
+                           !time_up_ && job->restart_count < job->spec.max_restarts;
   if (restartable) {
     ++job->restart_count;
     // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that
@@ -123,34 +152,33 @@ void JobRunner::OnJobEmpty(const std::string& id) {
     Output(-1, Stream::kStderr,
            Cat("ltd: restarting job ", id, " (", job->restart_count, " of ", job->spec.max_restarts,
                ") in ", FormatDuration(delay), " after: ", cause->message));
-    rt.restart_timer = clock_.StartTimer(delay, [this, id] { Restart(id); });
+    Enter(Phase::kBackoff);
+    rt.restart_timer = clock_.StartTimer(delay, [this, self = std::weak_ptr(attempt_)] {
+      if (!Current(self)) return;
+      At().restart_timer = 0;
+      Restart();
+    });
     launcher_.ExpectUser(job->spec.uid, job->spec.gid);  // looked up again during the backoff
-    Persist(*job);
+    Persist();
     return;
   }
-  Finish(*job, std::move(cause));
+  Finish(std::move(cause));
 }
 
-void JobRunner::Restart(const std::string& id) {
-  Job* job = FindMutable(id);
-  JobRuntime* rt = Runtime(id);
-  if (job == nullptr || rt == nullptr) return;
-  rt->restart_timer = 0;
-  if (fence_ == nullptr) return BeginAttempt(*job);  // a fresh runtime; same devices and port
+void JobRunner::Restart() {
+  if (fence_ == nullptr) return BeginAttempt();  // a fresh attempt; same devices and port
   // Every node of the run starts the attempt together.
-  rt->awaiting_run = true;
-  fence_->BeginAttempt(job->restart_count, [this, id](absl::Status s) {
-    Job* job = FindMutable(id);
-    JobRuntime* rt = Runtime(id);
-    if (job == nullptr || rt == nullptr || !rt->awaiting_run || ended()) return;
-    rt->awaiting_run = false;
-    if (s.ok()) return BeginAttempt(*job);
-    Output(-1, Stream::kStderr, Cat("ltd: job ", id, " does not restart: ", s.message()));
-    Finish(*job, job->attempts.back().root_cause);
+  Enter(Phase::kAwaitingRun);
+  fence_->BeginAttempt(job_.restart_count, [this, self = std::weak_ptr(attempt_)](absl::Status s) {
+    if (!Current(self) || At().phase != Phase::kAwaitingRun || ended()) return;
+    if (s.ok()) return BeginAttempt();
+    Output(-1, Stream::kStderr, Cat("ltd: job ", job_.id, " does not restart: ", s.message()));
+    Finish(job_.attempts.back().root_cause);
   });
 }
 
-void JobRunner::Finish(Job& job, std::optional<RootCause> cause) {
+void JobRunner::Finish(std::optional<RootCause> cause) {
+  Job& job = job_;
   const WallTime now = clock_.Now();
   if (cause) {
     job.root_cause = cause;
@@ -159,23 +187,28 @@ void JobRunner::Finish(Job& job, std::optional<RootCause> cause) {
     if (cause->reason == CauseReason::kCancelled) state = JobState::kCancelled;
     if (cause->reason == CauseReason::kDaemonLost || cause->reason == CauseReason::kSupervisorLost)
       state = JobState::kLost;
-    SetState(job, state);
+    SetState(state);
   } else {
     job.exit_code = 0;
-    SetState(job, JobState::kSucceeded);
+    SetState(JobState::kSucceeded);
   }
   job.ended_at = now;
   if (!job.started_at) job.started_at = now;
-  if (rt_ != nullptr && rt_->restart_timer != 0) clock_.CancelTimer(rt_->restart_timer);
-  if (rt_ != nullptr) rt_->restart_timer = 0;
-  if (fence_ != nullptr) NodeEnded(job);
+  if (attempt_ != nullptr) {
+    Enter(Phase::kEnded);
+    At().Cancel(At().restart_timer);
+  }
+  if (time_limit_timer_ != 0) clock_.CancelTimer(time_limit_timer_);
+  time_limit_timer_ = 0;
+  job.held_until.reset();
+  if (fence_ != nullptr) NodeEnded();
   // Its error file is read: the user's ranks are gone, and so is the
   // user's say in the job's dir (a user once left 2,000 files there, and
   // wrote more after the end).
   if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
     spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
   }
-  Persist(job);
+  Persist();
   events_.OnEnded(job);  // last: the owner may destroy this runner
 }
 

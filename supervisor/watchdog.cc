@@ -44,8 +44,10 @@ void ApplySampledStack(SampledStack s, HangReportRank& hr) {
 
 }  // namespace
 
-void JobRunner::ArmWatchdog(Job& job, JobRuntime& rt) {
-  if (rt.tearing_down || rt.investigating) return;
+void JobRunner::ArmWatchdog() {
+  const Job& job = job_;
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kRunning) return;
   // One timer per job at the earliest deadline: a beat never touches it,
   // so 1,000 ranks beating often cost no timer work at all.
   std::optional<Millis> earliest;
@@ -53,31 +55,31 @@ void JobRunner::ArmWatchdog(Job& job, JobRuntime& rt) {
     auto d = rr.Deadline(job.spec.heartbeat_timeout, job.spec.startup_timeout);
     if (d && (!earliest || *d < *earliest)) earliest = d;
   }
-  if (auto d = rt.AutoDeadline(AutoStartupLimit(job)); d && (!earliest || *d < *earliest))
+  if (auto d = rt.AutoDeadline(AutoStartupLimit()); d && (!earliest || *d < *earliest))
     earliest = d;
   // A verdict waiting out the noise of the first deadline (OnWatchdog).
   if (earliest && rt.verdict_held_for && *earliest <= *rt.verdict_held_for)
     earliest = std::max(*earliest, rt.verdict_hold_until);
   if (rt.watchdog_at && earliest && *rt.watchdog_at <= *earliest) return;  // fires soon enough
-  if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
-  rt.watchdog_timer = 0;
+  rt.Cancel(rt.watchdog_timer);
   rt.watchdog_at.reset();
   if (!earliest) return;
   // Monotonic time is in whole milliseconds (floored): a deadline counts as
   // passed one tick after it, so no rank is ever called hung early.
   const Millis delay = std::max(Millis(0), *earliest - clock_.Monotonic()) + Millis(1);
   rt.watchdog_at = earliest;
-  rt.watchdog_timer = clock_.StartTimer(delay, [this, id = job.id] { OnWatchdog(id); });
+  rt.watchdog_timer = clock_.StartTimer(delay, [this, self = std::weak_ptr(attempt_)] {
+    if (!Current(self)) return;
+    At().watchdog_timer = 0;
+    OnWatchdog();
+  });
 }
 
-void JobRunner::OnWatchdog(const std::string& id) {
-  Job* job = FindMutable(id);
-  JobRuntime* found = Runtime(id);
-  if (job == nullptr || found == nullptr) return;
-  JobRuntime& rt = *found;
-  rt.watchdog_timer = 0;
+void JobRunner::OnWatchdog() {
+  const Job* job = &job_;
+  LiveAttempt& rt = At();
   rt.watchdog_at.reset();
-  if (rt.tearing_down || rt.investigating) return;
+  if (rt.phase != Phase::kRunning) return;
   // Beats may wait in their sockets for the next batch read: they count
   // first, so that no rank is called hung for a beat not read yet. (They
   // may arm the watchdog again; if this one finds a hang, that timer
@@ -86,7 +88,7 @@ void JobRunner::OnWatchdog(const std::string& id) {
   const Millis now = clock_.Monotonic();
   // Automatic heartbeats: no rank made progress for the hang timeout. Every
   // rank watched so is stalled; the stacks tell which one the others wait for.
-  if (auto d = rt.AutoDeadline(AutoStartupLimit(*job)); d && *d < now) {
+  if (auto d = rt.AutoDeadline(AutoStartupLimit()); d && *d < now) {
     std::vector<int> stalled;
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
       if (rt.ranks[r].Automatic()) stalled.push_back(static_cast<int>(r));
@@ -96,7 +98,7 @@ void JobRunner::OnWatchdog(const std::string& id) {
     // unless only one rank is watched so.
     std::vector<std::pair<Millis, int>> stops;
     if (stalled.size() == 1) stops.emplace_back(*d, stalled.front());
-    return ReportHang(*job, rt, std::move(stalled), std::move(stops), CauseReason::kHang, *d);
+    return ReportHang(std::move(stalled), std::move(stops), CauseReason::kHang, *d);
   }
   // Stalled: every rank past its deadline, earliest deadline first.
   std::vector<std::pair<Millis, int>> expired;
@@ -108,13 +110,13 @@ void JobRunner::OnWatchdog(const std::string& id) {
       if (rt.ranks[r].last_beat) startup = false;
     }
   }
-  if (expired.empty()) return ArmWatchdog(*job, rt);  // a deadline moved: sleep again
+  if (expired.empty()) return ArmWatchdog();  // a deadline moved: sleep again
   std::sort(expired.begin(), expired.end());
   // A rank whose deadline comes within the noise of the first one's may
   // have stopped with it, microseconds later: the verdict waits out the
   // noise (once per first deadline), so that the ranks that stopped
   // together are judged together, and one that beats meanwhile is not.
-  const Millis noise = BeatNoise(*job, rt, expired.front().second);
+  const Millis noise = BeatNoise(expired.front().second);
   const Millis window_end = expired.front().first + noise;
   if (!rt.verdict_held_for || *rt.verdict_held_for != expired.front().first) {
     for (size_t r = 0; r < rt.ranks.size(); ++r) {
@@ -122,10 +124,10 @@ void JobRunner::OnWatchdog(const std::string& id) {
       if (!d || *d < now || *d > window_end) continue;
       rt.verdict_held_for = expired.front().first;
       rt.verdict_hold_until = window_end;
-      return ArmWatchdog(*job, rt);
+      return ArmWatchdog();
     }
   } else if (now <= rt.verdict_hold_until) {
-    return ArmWatchdog(*job, rt);
+    return ArmWatchdog();
   }
   std::vector<int> stalled;
   // When each stalled rank stopped: its last beat, or (before its first)
@@ -135,19 +137,22 @@ void JobRunner::OnWatchdog(const std::string& id) {
     stalled.push_back(rank);
     stops.emplace_back(rt.ranks[static_cast<size_t>(rank)].last_beat.value_or(deadline), rank);
   }
-  ReportHang(*job, rt, std::move(stalled), std::move(stops),
+  ReportHang(std::move(stalled), std::move(stops),
              startup ? CauseReason::kStartupTimeout : CauseReason::kHang, expired.front().first,
              noise);
 }
 
-Millis JobRunner::AutoStartupLimit(const Job& job) const {
+Millis JobRunner::AutoStartupLimit() const {
+  const Job& job = job_;
   // With --startup-timeout, a rank that never got watched misses its own
   // start-up deadline (a startup_timeout verdict) just before this.
   if (job.spec.startup_timeout.count() > 0) return job.spec.startup_timeout + Millis(1);
-  return std::max(kAutoStartupLimit, AutoTimeout(job));
+  return std::max(kAutoStartupLimit, AutoTimeout());
 }
 
-Millis JobRunner::BeatNoise(const Job& job, const JobRuntime& rt, int rank) const {
+Millis JobRunner::BeatNoise(int rank) const {
+  const Job& job = job_;
+  const LiveAttempt& rt = *attempt_;
   // Half the rank's timeout where that is shorter (a test's 100ms), so a
   // verdict never waits as long as the timeout itself.
   const RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
@@ -156,9 +161,14 @@ Millis JobRunner::BeatNoise(const Job& job, const JobRuntime& rt, int rank) cons
   return std::min(kBeatNoise, timeout / 2);
 }
 
-void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
-                           std::vector<std::pair<Millis, int>> stops, CauseReason reason,
-                           Millis deadline, Millis noise) {
+void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Millis, int>> stops,
+                           CauseReason reason, Millis deadline, Millis noise) {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  Enter(Phase::kInvestigating);
+  rt.Cancel(rt.watchdog_timer);
+  rt.watchdog_at.reset();
+  Investigation& inv = rt.investigation.emplace();
   const WallTime now = clock_.Now();
   const Millis late = std::max(Millis(0), clock_.Monotonic() - deadline);
   HangReport report;
@@ -199,21 +209,20 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
                             ? rt.ranks[static_cast<size_t>(stalled.front())].timeout.value_or(
                                   job.spec.heartbeat_timeout)
                             : job.spec.startup_timeout;
-  rt.hang_what =
-      Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
-          FormatDuration(waited));
+  inv.what = Cat(reason == CauseReason::kHang ? "no heartbeat for " : "no first heartbeat within ",
+                 FormatDuration(waited));
   if (rt.auto_verdict) {
-    rt.hang_what = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
-                       " (automatic heartbeats)");
-    cause.message = rt.hang_what;
+    inv.what = Cat("no rank made progress for ", FormatDuration(rt.auto_timeout),
+                   " (automatic heartbeats)");
+    cause.message = inv.what;
   } else if (cause.rank >= 0) {
-    cause.message = Cat(rt.hang_what, " from rank(s) ", Join(stalled, ","));
+    cause.message = Cat(inv.what, " from rank(s) ", Join(stalled, ","));
   } else {
     cause.message =
         Cat(reason == CauseReason::kHang
                 ? DescribeTie(stops, noise)
                 : Cat(RankSet(stalled), " sent no first heartbeat within ", FormatDuration(waited)),
-            reason == CauseReason::kHang ? Cat(" (", rt.hang_what, ")") : "");
+            reason == CauseReason::kHang ? Cat(" (", inv.what, ")") : "");
   }
   if (stopped_rank >= 0) {
     cause.rank = stopped_rank;
@@ -221,17 +230,16 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
                         report.ranks[static_cast<size_t>(stopped_rank)].process_state);
     report.stalled_ranks = {stopped_rank};
     for (HangReportRank& hr : report.ranks) hr.stalled = hr.rank == stopped_rank;
-    rt.cause_settled = true;
+    inv.settled = true;
   }
   spdlog::error("job={} hang: {}", job.id, ForLog(cause.message));
   // The report and the verdict are on disk before anything is signalled.
   job.hang_report = std::move(report);
   job.root_cause = cause;
   rt.cause = std::move(cause);
-  Persist(job);
-  Announce(job, *rt.cause);
+  Persist();
+  Announce(*rt.cause);
 
-  rt.investigating = true;
   std::vector<pid_t> native(rt.ranks.size(), 0);
   bool any_native = false;
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
@@ -272,12 +280,17 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
         skip("stopped: faulthandler cannot run in it");
         continue;
       }
+      // Its traceback ends the rank, which a hold keeps for a look.
+      if (job.spec.hold_on_hang.count() > 0) {
+        skip("held for a look (--hold-on-hang): faulthandler would end it; try py-spy dump");
+        continue;
+      }
       // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
       // rank dies of the signal; its stderr until then is its stack.
       hr.stack_note = "faulthandler gave no traceback within the budget";
       rr.capturing_stack = true;
       rr.faulthandler_asked = true;
-      ++rt.pending_python_stacks;
+      ++inv.pending;
       // Said in the rank's own output, where faulthandler's "Fatal Python
       // error: Aborted" would have read like the program's own crash.
       const std::string note =
@@ -293,35 +306,42 @@ void JobRunner::ReportHang(Job& job, JobRuntime& rt, std::vector<int> stalled,
     }
   }
   if (any_native) {
-    rt.pending_native_stacks = true;
-    sampler_->Sample(native, job.spec.uid, job.spec.gid, config_.stack_budget,
-                     [this, id = job.id, native](std::vector<SampledStack> stacks) {
-                       Job* j = FindMutable(id);
-                       JobRuntime* found = Runtime(id);
-                       if (j == nullptr || found == nullptr || !found->investigating) return;
-                       found->pending_native_stacks = false;
-                       for (size_t i = 0; i < stacks.size() && i < j->hang_report->ranks.size();
-                            ++i) {
-                         if (i >= native.size() || native[i] == 0) continue;  // not asked for
-                         ApplySampledStack(std::move(stacks[i]), j->hang_report->ranks[i]);
-                       }
-                       if (found->pending_python_stacks == 0) FinishInvestigation(id);
-                     });
+    ++inv.pending;
+    // The answer is this attempt's: one that comes after it ended (the
+    // budget ran out, the job restarted) is dropped.
+    sampler_->Sample(
+        native, job.spec.uid, job.spec.gid, config_.stack_budget,
+        [this, self = std::weak_ptr(attempt_), native](std::vector<SampledStack> stacks) {
+          if (!Current(self) || At().phase != Phase::kInvestigating) return;
+          for (size_t i = 0; i < stacks.size() && i < job_.hang_report->ranks.size(); ++i) {
+            if (i >= native.size() || native[i] == 0) continue;  // not asked for
+            ApplySampledStack(std::move(stacks[i]), job_.hang_report->ranks[i]);
+          }
+          StackAnswered();
+        });
   }
-  if (!rt.pending_native_stacks && rt.pending_python_stacks == 0)
-    return FinishInvestigation(job.id);
+  if (inv.pending == 0) return FinishInvestigation();
   rt.investigation_timer = clock_.StartTimer(config_.stack_budget + kInvestigationSlack,
-                                             [this, id = job.id] { FinishInvestigation(id); });
+                                             [this, self = std::weak_ptr(attempt_)] {
+                                               if (!Current(self)) return;
+                                               At().investigation_timer = 0;
+                                               FinishInvestigation();
+                                             });
 }
 
-void JobRunner::FinishInvestigation(const std::string& id) {
-  Job* job = FindMutable(id);
-  JobRuntime* found = Runtime(id);
-  if (job == nullptr || found == nullptr || !found->investigating) return;
-  JobRuntime& rt = *found;
-  rt.investigating = false;
-  if (rt.investigation_timer != 0) clock_.CancelTimer(rt.investigation_timer);
-  rt.investigation_timer = 0;
+void JobRunner::StackAnswered() {
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kInvestigating) return;
+  if (--rt.investigation->pending <= 0) FinishInvestigation();
+}
+
+void JobRunner::FinishInvestigation(bool may_hold) {
+  Job* job = &job_;
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kInvestigating) return;
+  const std::string& id = job->id;
+  Investigation& inv = *rt.investigation;
+  rt.Cancel(rt.investigation_timer);
   HangReport& report = *job->hang_report;
   for (size_t r = 0; r < rt.ranks.size(); ++r) {
     RankRuntime& rr = rt.ranks[r];
@@ -338,26 +358,26 @@ void JobRunner::FinishInvestigation(const std::string& id) {
     rr.capturing_stack = false;
     rr.faulthandler_asked = false;
   }
-  const int culprit = rt.cause_settled ? -1 : AttributeHang(report);
+  const int culprit = inv.settled ? -1 : AttributeHang(report);
   const std::string missing = MissingStacks(report, config_.stack_budget);
   std::string& m = rt.cause->message;
-  if (rt.cause_settled) {
+  if (inv.settled) {
     for (HangReportRank& r : report.ranks) r.in_collective = WaitsInCollective(r.stack);
   } else if (culprit >= 0) {
     if (culprit != rt.cause->rank) {
       // Ranks that already died of the stack dump were judged by the old verdict.
       if (rt.cause->rank >= 0) {
         Rank& was = job->ranks[static_cast<size_t>(rt.cause->rank)];
-        if (was.state == RankState::kFailed) SetRankState(*job, was, RankState::kKilled);
+        if (was.state == RankState::kFailed) SetRankState(was, RankState::kKilled);
       }
       Rank& now = job->ranks[static_cast<size_t>(culprit)];
-      if (now.state == RankState::kKilled) SetRankState(*job, now, RankState::kFailed);
+      if (now.state == RankState::kKilled) SetRankState(now, RankState::kFailed);
       rt.cause->rank = culprit;
       spdlog::warn("job={} hang attributed to rank {} from the stacks", id, culprit);
     }
     // "no heartbeat for 3s from rank(s) 3" named the first deadline; the
     // stacks name the rank the others wait for.
-    m = Cat(rt.hang_what, "; the stacks show rank(s) ", Join(report.stalled_ranks, ","),
+    m = Cat(inv.what, "; the stacks show rank(s) ", Join(report.stalled_ranks, ","),
             " stalled outside a collective while the others wait in one");
     if (!missing.empty()) m += Cat(" (", missing, ")");
   } else if (rt.cause->rank < 0) {
@@ -379,23 +399,53 @@ void JobRunner::FinishInvestigation(const std::string& id) {
     }
   }
   job->root_cause = rt.cause;
-  Persist(*job);
-  Teardown(*job, rt);
-  if (rt.live == 0) OnRanksGone(*job, rt);
+  Persist();
+  if (may_hold && job->spec.hold_on_hang.count() > 0 && rt.live > 0) return Hold();
+  SignalTeardown();
 }
 
-void JobRunner::CaptureStack(JobRuntime& rt, int rank, std::string_view line) {
-  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+void JobRunner::Hold() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  Enter(Phase::kHeld);
+  const Millis hold = job.spec.hold_on_hang;
+  job.held_until = clock_.Now() + hold;
+  std::vector<std::string> pids;
+  pid_t any = 0;
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    if (!rt.ranks[r].alive) continue;
+    pids.push_back(Cat(r, ":", job.ranks[r].pid));
+    if (any == 0) any = job.ranks[r].pid;
+  }
+  spdlog::warn("job={} held for {} after its hang (--hold-on-hang)", job.id, FormatDuration(hold));
+  const std::string line = Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
+                               " before its teardown; ranks (rank:pid) ", Join(pids, " "),
+                               "; look with `py-spy dump --pid ", any, "` or `gdb -p ", any,
+                               "`; `ltctl kill ", job.id, "` ends the hold");
+  if (rt.log) rt.log->Append(Cat(line, "\n"));
+  Output(-1, Stream::kStderr, line);
+  Persist();
+  rt.hold_timer = clock_.StartTimer(hold, [this, self = std::weak_ptr(attempt_)] {
+    if (!Current(self)) return;
+    At().hold_timer = 0;
+    spdlog::info("job={} hold over: tearing down", job_.id);
+    Output(-1, Stream::kStderr, Cat("ltd: the hold of job ", job_.id, " is over; tearing down"));
+    SignalTeardown();
+  });
+}
+
+void JobRunner::CaptureStack(int rank, std::string_view line) {
+  RankRuntime& rr = At().ranks[static_cast<size_t>(rank)];
   if (rr.stack.size() + line.size() + 1 > kMaxStack) return;
   rr.stack.append(line);
   rr.stack.push_back('\n');
 }
 
-void JobRunner::StackCaptured(const std::string& id, JobRuntime& rt, int rank) {
-  RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
+void JobRunner::StackCaptured(int rank) {
+  RankRuntime& rr = At().ranks[static_cast<size_t>(rank)];
   if (!rr.capturing_stack) return;
   rr.capturing_stack = false;
-  if (--rt.pending_python_stacks == 0 && !rt.pending_native_stacks) FinishInvestigation(id);
+  StackAnswered();
 }
 
 }  // namespace ltd

@@ -499,5 +499,38 @@ TEST_F(E2E, SigtermToLtdWithNoRestoreWindowTearsJobsDownAndRecordsThem) {
   EXPECT_EQ(job["root_cause"]["message"], "ltd shut down");
 }
 
+// --time: torn down once it ran that long, as timeout(1) exits; ps shows
+// what is left of a running job's time.
+TEST_F(E2E, TheTimeLimitEndsTheJobWith124AndPsShowsTheTimeLeft) {
+  const std::string id = SubmitDetached({"--devices", "1", "--time", "1h", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id)["state"] == "RUNNING"; }, 10s));
+  CmdResult ps = d_.Ctl({"ps"});
+  EXPECT_TRUE(Has(ps.out, "m left)")) << ps.out;
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  d_.WaitEnded(id, 10s);
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--time", "300ms", "--", kChild, "hang"}, 30s);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_TRUE(Has(r.err, "time limit of 300ms")) << r.err;
+  nlohmann::json job = d_.Show("2");
+  EXPECT_EQ(job["root_cause"]["reason"], "time_limit");
+  EXPECT_EQ(job["exit_code"], 124);
+}
+
+class E2EMaxTime : public E2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--max-time", "1h"}; }
+};
+
+// As Slurm's MaxTime: a longer --time is refused in one line; no --time
+// gets the cap.
+TEST_F(E2EMaxTime, ALongerTimeIsRefusedAndNoneGetsTheCap) {
+  ExpectOneLineError(d_.Ctl({"submit", "--devices", "1", "--time", "2h", "--", kChild, "hang"}),
+                     "--time 2h is more than this ltd's --max-time 1h; ask for at most that");
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  EXPECT_EQ(d_.Show(id)["time_limit_ms"], 3600000);
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  d_.WaitEnded(id, 10s);
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -312,5 +312,27 @@ TEST_F(Heartbeats, TheDemosHangBlamesRankOneOrNoRankNeverAnother) {
 }
 #endif
 
+// --hold-on-hang: the report is taken at the verdict, the hung ranks are
+// left alive for a look, ps says HUNG (held ... left), and a kill ends the
+// hold with the hang as the cause.
+TEST_F(Heartbeats, AHungJobIsHeldForALookUntilKilled) {
+  const std::string id = SubmitDetached({"--devices", "2", "--heartbeat-timeout", "300ms",
+                                         "--hold-on-hang", "1h", "--", kChild, "beat:3:20,hang"});
+  ASSERT_TRUE(WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "HUNG (held "); }, 60s))
+      << d_.Ctl({"ps"}).out;
+  nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job["state"], "RUNNING");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang");
+  EXPECT_TRUE(job["hang_report"].is_object());
+  for (const auto& rank : job["ranks"]) EXPECT_TRUE(ProcessAlive(rank["pid"].get<pid_t>()));
+  CmdResult show = d_.Ctl({"show", id});
+  EXPECT_TRUE(Has(show.out, "py-spy dump --pid")) << show.out;
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  job = d_.WaitEnded(id, 20s);
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["root_cause"]["reason"], "hang");
+  EXPECT_EQ(job["exit_code"], 124);
+}
+
 }  // namespace
 }  // namespace ltd::test

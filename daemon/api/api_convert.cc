@@ -99,6 +99,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
       return v1::RootCause::remote_failure;
     case CauseReason::kDependencyFailed:
       return v1::RootCause::dependency_failed;
+    case CauseReason::kTimeLimit:
+      return v1::RootCause::time_limit;
   }
   return v1::RootCause::REASON_UNSPECIFIED;
 }
@@ -206,6 +208,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });
   SetTime(job.teardown_at, [&] { return out->mutable_teardown_at(); });
+  SetTime(job.held_until, [&] { return out->mutable_held_until(); });
   if (job.root_cause) ToProto(*job.root_cause, limits.text, out->mutable_root_cause());
   if (job.hang_report) {
     const HangReport& h = *job.hang_report;
@@ -258,6 +261,8 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_heartbeat_timeout_ms(s.heartbeat_timeout.count());
   out->set_startup_timeout_ms(s.startup_timeout.count());
   out->set_grace_ms(s.grace.count());
+  out->set_time_limit_ms(s.time_limit.count());
+  out->set_hold_on_hang_ms(s.hold_on_hang.count());
   switch (job.heartbeat_mode) {
     case HeartbeatMode::kNone:
       out->set_heartbeat_mode(v1::Job::NONE);
@@ -400,6 +405,8 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.startup_timeout = Millis(req.startup_timeout_ms());
   spec.auto_heartbeat = !req.no_auto_heartbeat();
   spec.grace = Millis(req.grace_ms());
+  spec.time_limit = Millis(req.time_limit_ms());
+  spec.hold_on_hang = Millis(req.hold_on_hang_ms());
   spec.max_restarts = req.max_restarts();
   // Ranges and forms are ValidateSpec's; only what would not fit is here.
   NodeSpec& n = spec.nodes;

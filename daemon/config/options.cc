@@ -103,6 +103,10 @@ void AddOptions(CLI::App& app, Options& opt) {
                  "the largest --max-restarts a job may ask for")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--max-time", opt.max_time,
+                 "the longest --time a job may ask for (longer is refused); a job without "
+                 "--time gets this; 0: any")
+      ->capture_default_str();
   app.add_option("--restart-backoff", opt.restart_backoff,
                  "wait before a job's first restart, doubling for each next one up to 5m")
       ->capture_default_str();

@@ -32,6 +32,7 @@ struct Options {
   std::string idle_timeout = "10m";
   std::string job_max_log_bytes = "1G";
   int max_restarts_limit = 100;
+  std::string max_time = "0";  // the longest --time a job may ask for; 0: any
   std::string restart_backoff = "1s";
   std::string restore_window = "10m";
   // Automatic heartbeats for Python ranks (docs/user-guide.md).

@@ -133,6 +133,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   SpecLimits limits;
   limits.slots = config_.placement.slots;
   limits.max_restarts = config_.max_restarts_limit;
+  limits.max_time = config_.max_time;
+  // A job that asks for no --time runs for at most ltd's --max-time.
+  if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;

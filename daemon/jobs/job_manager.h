@@ -70,6 +70,8 @@ struct ManagerConfig {
   size_t keep_finished = 10000;
   // --max-restarts above this is refused.
   int max_restarts_limit = 100;
+  // The longest --time a job may ask for; a job without one gets this. 0: any.
+  std::chrono::milliseconds max_time{0};
   // With a restore window, ltd's stop leaves running jobs to their
   // supervisors; without, every job ends with ltd.
   bool jobs_outlive_ltd = false;

@@ -274,6 +274,8 @@ class Client:
         heartbeat_timeout=None,
         startup_timeout=None,
         grace="10s",
+        time_limit=None,
+        hold_on_hang=None,
         max_restarts=0,
         auto_heartbeat=True,
         nnodes=1,
@@ -294,7 +296,7 @@ class Client:
         ``cwd`` defaults to the current directory; durations are seconds, a
         ``timedelta`` or a text such as ``"10s"``. ``auto_heartbeat=False``
         is ``--no-auto-heartbeat``; ``after`` is ``--after`` (job ids or
-        names). Without ``detach`` the job's output stream is held open by
+        names); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``. Without ``detach`` the job's output stream is held open by
         the returned Job (``job.attach()``, ``job.events()``, ``job.wait()``
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
@@ -320,6 +322,8 @@ class Client:
                 heartbeat_timeout_ms=to_ms(heartbeat_timeout, "heartbeat_timeout"),
                 startup_timeout_ms=to_ms(startup_timeout, "startup_timeout"),
                 grace_ms=to_ms(grace, "grace"),
+                time_limit_ms=to_ms(time_limit, "time_limit"),
+                hold_on_hang_ms=to_ms(hold_on_hang, "hold_on_hang"),
                 max_restarts=max_restarts,
                 detach=detach,
                 no_auto_heartbeat=not auto_heartbeat,

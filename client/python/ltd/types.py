@@ -105,6 +105,7 @@ def describe_cause(c):
         "cancelled": "cancelled",
         "daemon_lost": "lost while ltd was away",
         "dependency_failed": "never ran",
+        "time_limit": "time limit",
         "supervisor_lost": "lost when its supervisor died",
         "remote_failure": "torn down: node %s of the run failed" % ("?" if c.node is None else c.node),
     }.get(c.reason, c.reason)
@@ -227,6 +228,8 @@ class JobInfo:
     pending_reason: str
     heartbeat_mode: str
     hang_timeout_ms: int
+    time_limit_ms: int = 0  # --time; 0: none
+    held_until: Optional[datetime.datetime] = None  # while a hung job is held (--hold-on-hang)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -267,6 +270,8 @@ class JobInfo:
             pending_reason=j.pending_reason,
             heartbeat_mode=ltd_pb2.Job.HeartbeatMode.Name(j.heartbeat_mode),
             hang_timeout_ms=j.hang_timeout_ms,
+            time_limit_ms=j.time_limit_ms,
+            held_until=_ts(j.held_until),
             proto=j,
         )
 
