@@ -177,10 +177,16 @@ void CutToSummary(Job& job, size_t max_argv) {
     argv[i].resize(std::min(part, argv[i].size()));
     argv.resize(part > 0 ? i + 1 : i);
     argv.shrink_to_fit();
-    job.argv_cut += cut;
+    job.table.argv_cut += cut;
     break;
   }
   std::vector<std::string>().swap(job.spec.env);
+}
+
+void ApplyRecord(Job& job, Job sent) {
+  if (sent.spec.argv.empty()) sent.spec.argv = std::move(job.spec.argv);
+  sent.table = std::move(job.table);
+  job = std::move(sent);
 }
 
 void ApplyBeats(Job& job, const std::vector<RankBeat>& beats) {

@@ -232,6 +232,21 @@ struct NodeStatus {
   std::optional<RootCause> root_cause;
 };
 
+// What only the job table (ltd) keeps of a job: never saved, never sent.
+struct TableFields {
+  // Why a PENDING job waits, in words ("needs 4 devices, 2 free"); set by
+  // the job table whenever it places jobs.
+  std::string pending_reason;
+  // While it runs, each of its GPUs' last sample.
+  std::vector<GpuSample> gpu_usage;
+  // Bytes of the command line a finished job's summary in memory left out
+  // (the record on disk has them).
+  uint64_t argv_cut = 0;
+  // A pending job's environment waits in its record on disk, not here (up
+  // to 2 MB each, times every pending job of every user).
+  bool env_on_disk = false;
+};
+
 struct Job {
   std::string id;
   JobSpec spec;
@@ -259,26 +274,24 @@ struct Job {
   // single-node job and a static launch, which knows only itself).
   std::vector<NodeStatus> nodes;
   // Why the record on disk is behind this one (a full disk, say); empty
-  // once it is saved. Not part of the record itself.
+  // once it is saved. Not part of the record: its supervisor says it beside
+  // the record (shim.proto's not_saved), and ltd saves what it could not.
   std::string record_error;
-  // Why a PENDING job waits, in words ("needs 4 devices, 2 free"); set by
-  // the job table whenever it places jobs. Not part of the record.
-  std::string pending_reason;
-  // While it runs, each of its GPUs' last sample. Not part of the record.
-  std::vector<GpuSample> gpu_usage;
-  // Bytes of the command line a finished job's summary in memory left out
-  // (the record on disk has them). Not part of the record.
-  uint64_t argv_cut = 0;
-  // A pending job's environment waits in its record on disk, not here (up
-  // to 2 MB each, times every pending job of every user). Not part of the
-  // record.
-  bool env_on_disk = false;
+  // What ltd keeps beside the record. A record from the job's supervisor
+  // replaces everything above and leaves this (ApplyRecord).
+  TableFields table;
 };
 
 // What a finished job, its record saved, keeps in memory: the command line
 // cut to `max_argv` bytes (at least its program's first bytes), and no
 // environment. 150 finished jobs of ~1.9 MB command lines held 350 MB.
 void CutToSummary(Job& job, size_t max_argv);
+
+// `sent`, a record from the job's supervisor, becomes `job`'s record; what
+// ltd keeps beside it (`table`) stays, and so does the command line, which
+// a record past the first of a watch leaves out (a job's argv is never
+// empty).
+void ApplyRecord(Job& job, Job sent);
 
 // Sets each beat's fields in `job`'s rank of that number; a beat of a rank
 // the job does not have is ignored.

@@ -175,7 +175,7 @@ TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {
 
   const std::string second = Submit(2);
   EXPECT_EQ(Get(second).state, JobState::kPending);
-  EXPECT_EQ(Get(second).pending_reason, "needs 2 devices, 1 free; GPU 1 quarantined: pid " +
+  EXPECT_EQ(Get(second).table.pending_reason, "needs 2 devices, 1 free; GPU 1 quarantined: pid " +
                                             std::to_string(getpid()) + " (" +
                                             ProcessUser(getpid()) + ") holds 2.0 GiB");
   const std::string small = Submit(1);  // would fit, but waits behind `second`
@@ -192,9 +192,9 @@ TEST_F(GpuManagerTest, RunningJobsGetTheirGpusUsage) {
   pool_.Start();
   const std::string id = Submit(1);
   clock_.Advance(Millis(10000));
-  ASSERT_EQ(Get(id).gpu_usage.size(), 1u);
-  EXPECT_EQ(Get(id).gpu_usage[0].gpu, "0");
-  EXPECT_EQ(Get(id).gpu_usage[0].total_mib, 16384u);
+  ASSERT_EQ(Get(id).table.gpu_usage.size(), 1u);
+  EXPECT_EQ(Get(id).table.gpu_usage[0].gpu, "0");
+  EXPECT_EQ(Get(id).table.gpu_usage[0].total_mib, 16384u);
 }
 
 }  // namespace

@@ -261,7 +261,7 @@ TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
   const std::string b = Submit(spec);
   EXPECT_EQ(Get(b).state, JobState::kPending);
   EXPECT_TRUE(Get(b).spec.env.empty());
-  EXPECT_TRUE(Get(b).env_on_disk);
+  EXPECT_TRUE(Get(b).table.env_on_disk);
   for (int r = 0; r < 8; ++r) launcher_.Exit(a, r, 0);
   clock_.Advance(Millis(0));
   ASSERT_EQ(Get(b).state, JobState::kRunning);

@@ -185,20 +185,20 @@ TEST(JobSummary, CutsTheCommandLineAndDropsTheEnvironment) {
   for (const auto& a : job.spec.argv) kept += a.size();
   EXPECT_LE(kept, 4096u);
   EXPECT_EQ(job.spec.argv[0], "python3");
-  EXPECT_EQ(kept + job.argv_cut, 7u + 8u + 19000u * 99u);
+  EXPECT_EQ(kept + job.table.argv_cut, 7u + 8u + 19000u * 99u);
   EXPECT_TRUE(job.spec.env.empty());
   // A small one stays whole; a huge program name keeps its first bytes.
   Job small;
   small.spec.argv = {"/bin/true"};
   CutToSummary(small, 4096);
   EXPECT_EQ(small.spec.argv, std::vector<std::string>{"/bin/true"});
-  EXPECT_EQ(small.argv_cut, 0u);
+  EXPECT_EQ(small.table.argv_cut, 0u);
   Job huge;
   huge.spec.argv = {std::string(100000, 'p'), "arg"};
   CutToSummary(huge, 4096);
   ASSERT_EQ(huge.spec.argv.size(), 1u);
   EXPECT_EQ(huge.spec.argv[0].size(), 4096u);
-  EXPECT_EQ(huge.argv_cut, 100000u - 4096u + 3u);
+  EXPECT_EQ(huge.table.argv_cut, 100000u - 4096u + 3u);
 }
 
 TEST(RankBeats, ApplySetsTheBeatenRanksAndIgnoresRanksTheJobLacks) {
@@ -215,6 +215,35 @@ TEST(RankBeats, ApplySetsTheBeatenRanksAndIgnoresRanksTheJobLacks) {
   EXPECT_EQ(job.ranks[1].error_message, "kept");
   EXPECT_EQ(BeatOf(job.ranks[0]), RankBeat{});
   EXPECT_EQ(BeatOf(job.ranks[2]), (RankBeat{2, -1, std::nullopt, 0}));
+}
+
+}  // namespace
+}  // namespace ltd
+
+namespace ltd {
+namespace {
+
+TEST(ApplyRecord, ASupervisorsRecordLeavesWhatLtdKeepsBesideIt) {
+  Job held;
+  held.id = "3";
+  held.spec.argv = {"/bin/sleep", "60"};
+  held.table.pending_reason = "needs 2 devices, 1 free";
+  held.table.gpu_usage = {GpuSample{"0", 10, 100, 5, WallTime{}}};
+  held.table.argv_cut = 7;
+  Job sent;
+  sent.id = "3";
+  sent.state = JobState::kRunning;
+  sent.record_error = "no space";
+  ApplyRecord(held, sent);  // a record past the first: no command line
+  EXPECT_EQ(held.state, JobState::kRunning);
+  EXPECT_EQ(held.record_error, "no space");
+  EXPECT_EQ(held.spec.argv, (std::vector<std::string>{"/bin/sleep", "60"}));
+  EXPECT_EQ(held.table.pending_reason, "needs 2 devices, 1 free");
+  EXPECT_EQ(held.table.gpu_usage.size(), 1u);
+  EXPECT_EQ(held.table.argv_cut, 7u);
+  sent.spec.argv = {"/bin/true"};
+  ApplyRecord(held, sent);
+  EXPECT_EQ(held.spec.argv, std::vector<std::string>{"/bin/true"});
 }
 
 }  // namespace

@@ -256,7 +256,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     SetTime(a.ended_at, [&] { return pa->mutable_ended_at(); });
     if (a.root_cause) ToProto(*a.root_cause, limits.text, pa->mutable_root_cause());
   }
-  SetArgv(s.argv, job.argv_cut, limits.argv_text, out);
+  SetArgv(s.argv, job.table.argv_cut, limits.argv_text, out);
   out->set_cwd(DisplayEscapeElided(s.cwd, limits.text));
   out->set_heartbeat_timeout_ms(s.heartbeat_timeout.count());
   out->set_startup_timeout_ms(s.startup_timeout.count());
@@ -293,10 +293,10 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
   if (job.state == JobState::kPending) {
-    out->set_pending_reason(DisplayEscapeElided(job.pending_reason, limits.text));
+    out->set_pending_reason(DisplayEscapeElided(job.table.pending_reason, limits.text));
   }
   if (job.state == JobState::kRunning) {
-    for (const GpuSample& g : job.gpu_usage) ToProto(g, out->add_gpus());
+    for (const GpuSample& g : job.table.gpu_usage) ToProto(g, out->add_gpus());
   }
 }
 

@@ -219,10 +219,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
         UnobserveWhenGone(*out, *id, *oid, cancel);
         // A job that waits says so at once, as srun does: a silent ltctl looks hung.
         if (auto job = manager_.Resolve(*id);
-            job.ok() && (*job)->state == JobState::kPending && !(*job)->pending_reason.empty()) {
+            job.ok() && (*job)->state == JobState::kPending &&
+            !(*job)->table.pending_reason.empty()) {
           v1::JobEvent pending;
           pending.mutable_pending()->set_job_id(*id);
-          pending.mutable_pending()->set_reason(DisplayEscape((*job)->pending_reason));
+          pending.mutable_pending()->set_reason(DisplayEscape((*job)->table.pending_reason));
           out->Push(std::move(pending));
         }
       });
@@ -274,7 +275,7 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
     // libuv's pool (a record may be megabytes); the summary should that
     // fail, or while kMaxShowReads are being read (what they hold is
     // memory too).
-    if ((*job)->argv_cut == 0 || show_reads_ >= kMaxShowReads) {
+    if ((*job)->table.argv_cut == 0 || show_reads_ >= kMaxShowReads) {
       ToProto(**job, kShowLimits, reply);
       return reactor->Finish(grpc::Status::OK);
     }

@@ -107,14 +107,14 @@ void JobManager::UpdatePendingReasons() {
     if (job->state != JobState::kPending) continue;
     if (deps_.Waiting(id)) {
       const std::vector<std::string> unmet = deps_.Unmet(id);
-      job->pending_reason =
+      job->table.pending_reason =
           Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
     } else {
-      job->pending_reason = scheduler_.WhyPending(id);
+      job->table.pending_reason = scheduler_.WhyPending(id);
       // Short of devices while a GPU sits in quarantine: say which holds it.
       const auto q = gpus_ != nullptr ? gpus_->AnyQuarantined() : std::nullopt;
-      if (q && job->pending_reason.starts_with("needs ")) {
-        job->pending_reason += "; " + gpus_->Describe(*q);
+      if (q && job->table.pending_reason.starts_with("needs ")) {
+        job->table.pending_reason += "; " + gpus_->Describe(*q);
       }
     }
   }

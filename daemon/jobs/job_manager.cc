@@ -186,17 +186,17 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
 }
 
 void JobManager::SpillEnv(Job& job) {
-  if (job.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
+  if (job.table.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
   std::vector<std::string>().swap(job.spec.env);
-  job.env_on_disk = true;
+  job.table.env_on_disk = true;
 }
 
 absl::Status JobManager::ReloadEnv(Job& job) {
-  if (!job.env_on_disk) return absl::OkStatus();
+  if (!job.table.env_on_disk) return absl::OkStatus();
   auto record = store_.Load(job.id);
   if (!record.ok()) return record.status();
   job.spec.env = std::move(record->spec.env);
-  job.env_on_disk = false;
+  job.table.env_on_disk = false;
   return absl::OkStatus();
 }
 
@@ -254,7 +254,7 @@ void JobManager::Schedule() {
     }
     job->device_slots = std::move(p.slots);
     job->cuda_visible_devices = std::move(p.cuda_visible_devices);
-    job->pending_reason.clear();
+    job->table.pending_reason.clear();
     Start(*job);
   }
   UpdatePendingReasons();
@@ -310,14 +310,7 @@ void JobManager::OnChanged(const std::string& id, const Job& now) {
   if (job == nullptr || IsFinal(job->state) || IsFinal(now.state)) return;
   const JobState from = job->state;
   Emit([&](JobEvents& e) { e.OnRecord(*job, now); });
-  std::vector<GpuSample> gpu_usage = std::move(job->gpu_usage);  // ltd's, not the record's
-  // A record past the first of a watch leaves out the command line, which
-  // ltd has (a job's argv never is empty).
-  std::vector<std::string> argv;
-  if (now.spec.argv.empty()) argv = std::move(job->spec.argv);
-  *job = now;
-  job->gpu_usage = std::move(gpu_usage);
-  if (!argv.empty()) job->spec.argv = std::move(argv);
+  ApplyRecord(*job, now);
   if (job->state != from) StateChanged(*job, from);
 }
 
@@ -379,7 +372,7 @@ void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job)
   if (job == nullptr || IsFinal(job->state)) return;
   const JobState from = job->state;
   Emit([&](JobEvents& e) { e.OnRecord(*job, final_job); });
-  *job = final_job;
+  ApplyRecord(*job, final_job);
   StateChanged(*job, from);
   // The supervision saved the record unless it says otherwise; then ltd
   // does, now that nobody else writes it.
@@ -517,7 +510,7 @@ void JobManager::Ended(Job& job) {
   if (gpus_ != nullptr) {
     for (int slot : gpus_->CheckReleased(job.device_slots)) scheduler_.SetUnavailable(slot, true);
   }
-  job.gpu_usage.clear();
+  job.table.gpu_usage.clear();
   if (job.master_port != 0 && LtdPicksPort(job.spec)) ports_in_use_.erase(job.master_port);
   if (auto it = supervised_.find(job.id); it != supervised_.end()) {
     // Not destroyed here: this may be its own call.
@@ -558,9 +551,9 @@ void JobManager::RefreshGpuUsage() {
   for (const auto& [id, entry] : supervised_) {
     Job* job = FindMutable(id);
     if (job == nullptr || job->state != JobState::kRunning) continue;
-    job->gpu_usage.clear();
+    job->table.gpu_usage.clear();
     for (int slot : job->device_slots) {
-      if (auto u = gpus_->usage(slot)) job->gpu_usage.push_back(*u);
+      if (auto u = gpus_->usage(slot)) job->table.gpu_usage.push_back(*u);
     }
   }
 }
