@@ -14,7 +14,7 @@ static_assert(pb::RANK_PENDING == static_cast<int>(RankState::kPending) &&
               pb::RANK_LOST == static_cast<int>(RankState::kLost));
 static_assert(pb::CAUSE_EXITED == static_cast<int>(CauseReason::kExited) &&
               pb::CAUSE_SUPERVISOR_LOST == static_cast<int>(CauseReason::kSupervisorLost) &&
-              pb::CAUSE_DEPENDENCY_FAILED == static_cast<int>(CauseReason::kDependencyFailed));
+              pb::CAUSE_TIME_LIMIT == static_cast<int>(CauseReason::kTimeLimit));
 static_assert(pb::HEARTBEAT_NONE == static_cast<int>(HeartbeatMode::kNone) &&
               pb::HEARTBEAT_AUTOMATIC == static_cast<int>(HeartbeatMode::kAutomatic));
 static_assert(pb::STACK_UNKNOWN == static_cast<int>(StackStatus::kUnknown) &&
@@ -50,7 +50,7 @@ RootCause CauseOf(const pb::Record::Cause& c) {
   RootCause out;
   out.rank = c.rank();
   out.node = c.node();
-  out.reason = EnumOf(c.reason(), CauseReason::kDependencyFailed, CauseReason::kDaemonLost);
+  out.reason = EnumOf(c.reason(), CauseReason::kTimeLimit, CauseReason::kDaemonLost);
   out.exit_code = c.exit_code();
   out.signal = c.signal();
   out.at = TimeOf(c.at_ns());
@@ -161,6 +161,9 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     o->set_soft(l.soft);
     o->set_hard(l.hard);
   }
+  out->set_time_limit_ms(s.time_limit.count());
+  out->set_hold_on_hang_ms(s.hold_on_hang.count());
+  if (job.held_until) out->set_held_until_ns(Nanos(*job.held_until));
 }
 
 // job.json's form, as the releases before Record sent it.
@@ -289,6 +292,9 @@ std::optional<Job> FromProto(const pb::Record& r) {
       s.rlimits.push_back(ResourceLimit{*resource, o.soft(), o.hard()});
     }
   }
+  s.time_limit = std::chrono::milliseconds(r.time_limit_ms());
+  s.hold_on_hang = std::chrono::milliseconds(r.hold_on_hang_ms());
+  if (r.has_held_until_ns()) job.held_until = TimeOf(r.held_until_ns());
   return job;
 }
 
