@@ -70,9 +70,6 @@ struct ManagerConfig {
   size_t keep_finished = 10000;
   // --max-restarts above this is refused.
   int max_restarts_limit = 100;
-  // With a restore window, ltd's stop leaves running jobs to their
-  // supervisors; without, every job ends with ltd.
-  bool jobs_outlive_ltd = false;
 };
 
 class JobManager {
