@@ -28,6 +28,7 @@
 #include "control_reader.h"
 #include "duration.h"
 #include "fd_limit.h"
+#include "flag_values.h"
 #include "helpers.h"
 #include "job_runner.h"
 #include "job_store.h"
@@ -83,10 +84,11 @@ struct Options {
   std::exit(kErrorExit);
 }
 
-Millis DurationFlag(const char* flag, const std::string& text) {
-  auto d = ParseDuration(text);
-  if (!d) Die(Cat(flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m or 2h"));
-  return *d;
+// A flag's value (flag_values.h), or ltrun ends with why.
+template <typename T>
+T OrDie(absl::StatusOr<T> value) {
+  if (!value.ok()) Die(std::string(value.status().message()));
+  return *std::move(value);
 }
 
 // The run's nodes: Slurm's job step (inside one), then the flags given,
@@ -199,27 +201,25 @@ int Run(const Options& opt) {
   spec.cwd = cwd;
   for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
   for (const std::string& kv : opt.env) {
-    if (kv.find('=') == std::string::npos || kv.front() == '=') {
-      Die("--env takes KEY=VALUE; got '" + kv + "'");
-    }
+    if (absl::Status s = EnvFlag(kv); !s.ok()) Die(std::string(s.message()));
     spec.env.push_back(kv);
   }
   spec.uid = getuid();
   spec.gid = getgid();
-  spec.heartbeat_timeout = DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout);
-  spec.startup_timeout = DurationFlag("--startup-timeout", opt.startup_timeout);
-  spec.grace = DurationFlag("--grace", opt.grace);
+  spec.heartbeat_timeout = OrDie(DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout));
+  spec.startup_timeout = OrDie(DurationFlag("--startup-timeout", opt.startup_timeout));
+  spec.grace = OrDie(DurationFlag("--grace", opt.grace));
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
-  spec.nodes.rdzv_timeout = DurationFlag("--rdzv-timeout", opt.rdzv_timeout);
+  spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
-  const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
+  const Millis stack_budget = OrDie(DurationFlag("--stack-budget", opt.stack_budget));
   if (absl::Status s = RaiseFdLimit(FdsForRanks(static_cast<uint64_t>(spec.devices))); !s.ok())
     Die(Cat("--devices ", spec.devices, ": ", s.message()));
 

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "bytes.h"
 #include "duration.h"
+#include "flag_values.h"
 #include "hang_report.h"
 #include "resource_limits.h"
 #include "str_util.h"
@@ -315,11 +316,8 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
                                           "environment ltctl is run with"));
   }
   for (const std::string& kv : req.extra_env()) {
+    if (absl::Status s = EnvFlag(kv); !s.ok()) return s;
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          Cat("--env takes KEY=VALUE, got '", DisplayEscapeElided(kv, 64, Controls::kEscape), "'"));
-    }
     if (auto s = CheckPosixString(
             kv, Cat("--env ", DisplayEscapeElided(kv.substr(0, eq), 64, Controls::kEscape)),
             "environment strings");

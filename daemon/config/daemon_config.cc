@@ -4,24 +4,10 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "byte_size.h"
-#include "duration.h"
+#include "flag_values.h"
 #include "spdlog/spdlog.h"
 
 namespace ltd {
-namespace {
-
-absl::Status Duration(const char* flag, const std::string& text, std::chrono::milliseconds* out) {
-  auto d = ParseDuration(text);
-  if (!d) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m or 2h"));
-  }
-  *out = *d;
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
   DaemonConfig c;
@@ -44,7 +30,9 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
                       &c.auto_heartbeat_timeout},
            std::tuple{"--gpu-sample-interval", &opt.gpu_sample_interval, &c.gpu_sample_interval},
        }) {
-    if (absl::Status s = Duration(flag, *text, out); !s.ok()) return s;
+    auto d = DurationFlag(flag, *text);
+    if (!d.ok()) return d.status();
+    *out = *d;
   }
   if (c.gpu_sample_interval < std::chrono::milliseconds(100)) {
     return absl::InvalidArgumentError("--gpu-sample-interval must be at least 100ms");
@@ -53,11 +41,8 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
     return absl::InvalidArgumentError(
         "--auto-heartbeat-timeout must be positive; use --auto-heartbeat=false to turn it off");
   }
-  auto log_bytes = ParseByteSize(opt.job_max_log_bytes);
-  if (!log_bytes || *log_bytes < (1u << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("--job-max-log-bytes '", opt.job_max_log_bytes,
-                                                   "' is not a size of at least 1M; use e.g. 1G"));
-  }
+  auto log_bytes = ByteSizeFlag("--job-max-log-bytes", opt.job_max_log_bytes, 1u << 20, "1M");
+  if (!log_bytes.ok()) return log_bytes.status();
   c.job_max_log_bytes = *log_bytes;
 
   if (!opt.gpus.empty()) {
