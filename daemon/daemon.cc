@@ -40,13 +40,6 @@ int CountGpus() {
   return n;
 }
 
-// The automatic heartbeat module: python/autoload beside ltd in a build
-// tree, the installed one otherwise.
-std::string FindAutoHeartbeatDir() {
-  return FindDirOf("sitecustomize.py", "python/autoload", LTD_PYTHON_FROM_BIN "/autoload",
-                   LTD_PYTHONDIR "/autoload");
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config,
@@ -142,9 +135,7 @@ absl::Status Daemon::FindHelpers() {
   shim_config_.shim_binary = FindHelper("lt-shim", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (shim_config_.exec_binary.empty() || shim_config_.shim_binary.empty()) {
     return absl::NotFoundError(
-        absl::StrCat("cannot find ", shim_config_.exec_binary.empty() ? "lt-exec" : "lt-shim",
-                     " beside ltd, in ", LTD_LIBEXEC_FROM_BIN, " from it or in ", LTD_LIBEXECDIR,
-                     "; reinstall ltd"));
+        HelperMissing(shim_config_.exec_binary.empty() ? "lt-exec" : "lt-shim", "ltd"));
   }
   return absl::OkStatus();
 }

@@ -224,9 +224,7 @@ int Run(const Options& opt) {
     Die(Cat("--devices ", spec.devices, ": ", s.message()));
 
   const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
-  if (exec.empty())
-    Die(Cat("cannot find lt-exec beside ltrun, in ", LTD_LIBEXEC_FROM_BIN, " from it or in ",
-            LTD_LIBEXECDIR, "; reinstall ltd"));
+  if (exec.empty()) Die(HelperMissing("lt-exec", "ltrun"));
 
   // The job's record and log: a directory of the user's, removed at the
   // end unless they asked for it (--state-dir).
@@ -304,8 +302,7 @@ int Run(const Options& opt) {
     config.extra_rank_env.push_back(plan.rank_marker);
     if (opt.auto_heartbeat) {
       // ltd's module for Python ranks, where this ltrun finds it.
-      const std::string dir = FindDirOf("sitecustomize.py", "python/autoload",
-                                        LTD_PYTHON_FROM_BIN "/autoload", LTD_PYTHONDIR "/autoload");
+      const std::string dir = FindAutoHeartbeatDir();
       if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
         config.auto_heartbeat_dir = dir;
       } else {

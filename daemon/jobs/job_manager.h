@@ -23,17 +23,11 @@
 #include "job_events.h"
 #include "job_log.h"
 #include "job_store.h"
+#include "ports.h"
 #include "scheduler.h"
 #include "supervision.h"
 
 namespace ltd {
-
-// Picks a MASTER_PORT that is free on the host and not in `in_use`.
-class PortAllocator {
- public:
-  virtual ~PortAllocator() = default;
-  virtual absl::StatusOr<int> Pick(const std::set<int>& in_use) = 0;
-};
 
 // Receives a job's live output and its end. Called on the loop thread.
 class JobObserver {
