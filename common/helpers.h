@@ -73,8 +73,8 @@ inline std::string FindAutoHeartbeatDir() {
 // Why helper `name` was not found for `program` (ltd, ltrun), as one line
 // saying where it was looked for and what to do.
 inline std::string HelperMissing(const std::string& name, const std::string& program) {
-  return "cannot find " + name + " beside " + program + ", in " LTD_LIBEXEC_FROM_BIN
-         " from it or in " LTD_LIBEXECDIR "; reinstall ltd";
+  return "cannot find " + name + " beside " + program +
+         ", in " LTD_LIBEXEC_FROM_BIN " from it or in " LTD_LIBEXECDIR "; reinstall ltd";
 }
 
 }  // namespace ltd
