@@ -18,6 +18,7 @@
 #include "bytes.h"
 #include "connection.h"
 #include "duration.h"
+#include "flag_values.h"
 #include "follow.h"
 #include "job_json.h"
 #include "ltd.grpc.pb.h"
@@ -33,11 +34,11 @@ void PrintJson(const nlohmann::json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-Millis DurationFlag(const std::string& flag, const std::string& value) {
-  auto d = ParseDuration(value);
-  if (!d)
-    Die(flag + " '" + value + "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds");
-  return *d;
+// A flag's value (flag_values.h), or ltctl ends with why.
+template <typename T>
+T OrDie(absl::StatusOr<T> value) {
+  if (!value.ok()) Die(std::string(value.status().message()));
+  return *std::move(value);
 }
 
 int ParseSignal(const std::string& text) {
@@ -86,19 +87,19 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   req.set_cwd(cwd);
   for (char** e = environ; *e != nullptr; ++e) req.add_env(*e);
   for (const auto& kv : a.env) {
-    if (kv.find('=') == std::string::npos || kv.front() == '=')
-      Die("--env takes KEY=VALUE, got '" + kv + "'");
+    if (absl::Status s = EnvFlag(kv); !s.ok()) Die(std::string(s.message()));
     req.add_extra_env(kv);
   }
   if (!a.heartbeat_timeout.empty())
-    req.set_heartbeat_timeout_ms(DurationFlag("--heartbeat-timeout", a.heartbeat_timeout).count());
+    req.set_heartbeat_timeout_ms(
+        OrDie(DurationFlag("--heartbeat-timeout", a.heartbeat_timeout)).count());
   req.set_no_auto_heartbeat(a.no_auto_heartbeat);
   if (!a.startup_timeout.empty())
-    req.set_startup_timeout_ms(DurationFlag("--startup-timeout", a.startup_timeout).count());
-  req.set_grace_ms(DurationFlag("--grace", a.grace).count());
-  if (!a.time_limit.empty()) req.set_time_limit_ms(DurationFlag("--time", a.time_limit).count());
+    req.set_startup_timeout_ms(OrDie(DurationFlag("--startup-timeout", a.startup_timeout)).count());
+  req.set_grace_ms(OrDie(DurationFlag("--grace", a.grace)).count());
+  if (!a.time_limit.empty()) req.set_time_limit_ms(OrDie(DurationFlag("--time", a.time_limit)).count());
   if (!a.hold_on_hang.empty())
-    req.set_hold_on_hang_ms(DurationFlag("--hold-on-hang", a.hold_on_hang).count());
+    req.set_hold_on_hang_ms(OrDie(DurationFlag("--hold-on-hang", a.hold_on_hang)).count());
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
   req.set_nnodes(a.nnodes);
@@ -108,7 +109,7 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   req.set_run_id(a.run_id);
   req.set_rdzv(a.rdzv);
   if (!a.rdzv_timeout.empty()) {
-    req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
+    req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
   }
   for (const auto& job : a.after) req.add_after(job);
   // This process's resource limits: the ranks get them (ltd lowers them to

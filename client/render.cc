@@ -94,23 +94,11 @@ std::string Command(const v1::Job& job) {
 // What became of a rank's stack, for `show`: "taken (eu-stack)", "timed
 // out (gdb was still running ...)"; "" in records that did not say.
 std::string StackStatusLine(const v1::HangReport::Rank& r) {
-  std::string word;
-  switch (r.stack_status()) {
-    case v1::HangReport::Rank::taken:
-      word = "taken";
-      break;
-    case v1::HangReport::Rank::skipped:
-      word = "skipped";
-      break;
-    case v1::HangReport::Rank::timed_out:
-      word = "timed out";
-      break;
-    case v1::HangReport::Rank::failed:
-      word = "failed";
-      break;
-    default:
-      return "";
-  }
+  // The status's own name ("timed_out"), as words; none for UNSPECIFIED.
+  if (r.stack_status() == v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED) return "";
+  std::string word = v1::HangReport::Rank::StackStatus_Name(r.stack_status());
+  if (word.empty()) return "";
+  std::replace(word.begin(), word.end(), '_', ' ');
   if (r.stack_note().empty()) return word;
   // The note is escaped by the daemon already (DisplayEscapeElided).
   return word + " (" + r.stack_note() + ")";

@@ -62,4 +62,19 @@ inline std::string FindDirOf(const std::string& file, const std::string& beside,
   return configured;
 }
 
+// The directory of ltd's automatic heartbeat module for Python ranks
+// (sitecustomize.py): python/autoload beside the binary in a build tree,
+// else where an install put it (the caller checks it holds the module).
+inline std::string FindAutoHeartbeatDir() {
+  return FindDirOf("sitecustomize.py", "python/autoload", LTD_PYTHON_FROM_BIN "/autoload",
+                   LTD_PYTHONDIR "/autoload");
+}
+
+// Why helper `name` was not found for `program` (ltd, ltrun), as one line
+// saying where it was looked for and what to do.
+inline std::string HelperMissing(const std::string& name, const std::string& program) {
+  return "cannot find " + name + " beside " + program +
+         ", in " LTD_LIBEXEC_FROM_BIN " from it or in " LTD_LIBEXECDIR "; reinstall ltd";
+}
+
 }  // namespace ltd

@@ -28,6 +28,7 @@
 #include "control_reader.h"
 #include "duration.h"
 #include "fd_limit.h"
+#include "flag_values.h"
 #include "helpers.h"
 #include "job_runner.h"
 #include "job_store.h"
@@ -84,10 +85,11 @@ struct Options {
   std::exit(kErrorExit);
 }
 
-Millis DurationFlag(const char* flag, const std::string& text) {
-  auto d = ParseDuration(text);
-  if (!d) Die(Cat(flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m or 2h"));
-  return *d;
+// A flag's value (flag_values.h), or ltrun ends with why.
+template <typename T>
+T OrDie(absl::StatusOr<T> value) {
+  if (!value.ok()) Die(std::string(value.status().message()));
+  return *std::move(value);
 }
 
 // The run's nodes: Slurm's job step (inside one), then the flags given,
@@ -200,36 +202,32 @@ int Run(const Options& opt) {
   spec.cwd = cwd;
   for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
   for (const std::string& kv : opt.env) {
-    if (kv.find('=') == std::string::npos || kv.front() == '=') {
-      Die("--env takes KEY=VALUE; got '" + kv + "'");
-    }
+    if (absl::Status s = EnvFlag(kv); !s.ok()) Die(std::string(s.message()));
     spec.env.push_back(kv);
   }
   spec.uid = getuid();
   spec.gid = getgid();
-  spec.heartbeat_timeout = DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout);
-  spec.startup_timeout = DurationFlag("--startup-timeout", opt.startup_timeout);
-  spec.grace = DurationFlag("--grace", opt.grace);
-  spec.time_limit = DurationFlag("--time", opt.time_limit);
-  spec.hold_on_hang = DurationFlag("--hold-on-hang", opt.hold_on_hang);
+  spec.heartbeat_timeout = OrDie(DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout));
+  spec.startup_timeout = OrDie(DurationFlag("--startup-timeout", opt.startup_timeout));
+  spec.grace = OrDie(DurationFlag("--grace", opt.grace));
+  spec.time_limit = OrDie(DurationFlag("--time", opt.time_limit));
+  spec.hold_on_hang = OrDie(DurationFlag("--hold-on-hang", opt.hold_on_hang));
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
-  spec.nodes.rdzv_timeout = DurationFlag("--rdzv-timeout", opt.rdzv_timeout);
+  spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
-  const Millis stack_budget = DurationFlag("--stack-budget", opt.stack_budget);
+  const Millis stack_budget = OrDie(DurationFlag("--stack-budget", opt.stack_budget));
   if (absl::Status s = RaiseFdLimit(FdsForRanks(static_cast<uint64_t>(spec.devices))); !s.ok())
     Die(Cat("--devices ", spec.devices, ": ", s.message()));
 
   const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
-  if (exec.empty())
-    Die(Cat("cannot find lt-exec beside ltrun, in ", LTD_LIBEXEC_FROM_BIN, " from it or in ",
-            LTD_LIBEXECDIR, "; reinstall ltd"));
+  if (exec.empty()) Die(HelperMissing("lt-exec", "ltrun"));
 
   // The job's record and log: a directory of the user's, removed at the
   // end unless they asked for it (--state-dir).
@@ -307,8 +305,7 @@ int Run(const Options& opt) {
     config.extra_rank_env.push_back(plan.rank_marker);
     if (opt.auto_heartbeat) {
       // ltd's module for Python ranks, where this ltrun finds it.
-      const std::string dir = FindDirOf("sitecustomize.py", "python/autoload",
-                                        LTD_PYTHON_FROM_BIN "/autoload", LTD_PYTHONDIR "/autoload");
+      const std::string dir = FindAutoHeartbeatDir();
       if (std::string problem = AutoHeartbeatDirProblem(dir); problem.empty()) {
         config.auto_heartbeat_dir = dir;
       } else {

@@ -1,6 +1,7 @@
-// The process layer as the job manager sees it. Only implementations of
-// this interface create, signal and reap processes; the job manager decides
-// when. Tests inject a fake launcher with made-up pids.
+// The process layer as a job's supervisor (supervisor/job_runner) sees it.
+// Only implementations of this interface create, signal and reap
+// processes; the supervisor decides when. Tests inject a fake launcher
+// with made-up pids.
 #pragma once
 
 #include <sys/types.h>

@@ -1,6 +1,6 @@
 // Where a hung rank is: its stack, taken before teardown. Python ranks
 // (PYTHONFAULTHANDLER=1) print every thread's traceback to stderr on
-// SIGABRT, which the job manager collects from the rank's output; native
+// SIGABRT, which the job's supervisor collects from the rank's output; native
 // ranks are read with elfutils' `eu-stack -p PID` (a fraction of gdb's
 // cost: it reads no DWARF), gdb in batch mode where eu-stack is missing
 // or gave nothing, every rank at once, each tool run as the ranks' user

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <optional>
+
 #include "bytes.h"
 
 namespace ltd {
@@ -166,6 +169,39 @@ TEST(JobToProto, EndedCarriesTheTypedStateAndCause) {
   EXPECT_EQ(ended.state(), v1::Job::CANCELLED);
   EXPECT_EQ(ended.exit_code(), 130);
   EXPECT_EQ(ended.root_cause().message(), "error caf\\xE9");
+}
+
+// The proto's values are found by the model's names (model/job.cc): a
+// value either side renames or adds without the other would be
+// UNSPECIFIED here.
+template <typename E, typename P>
+void ExpectEveryValueNamedAlike(int count, P (*to_proto)(E), const std::string& (*name)(P),
+                                std::optional<E> unnamed = std::nullopt) {
+  for (int i = 0; i < count; ++i) {
+    const E e = static_cast<E>(i);
+    const P p = to_proto(e);
+    if (e == unnamed) {
+      EXPECT_EQ(static_cast<int>(p), 0);
+      continue;
+    }
+    EXPECT_NE(static_cast<int>(p), 0) << ToString(e);
+    std::string model(ToString(e)), proto = name(p);
+    for (char& c : model) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (char& c : proto) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(proto, model);
+  }
+  EXPECT_EQ(ToString(static_cast<E>(count)), "UNKNOWN") << "a value this test does not know";
+}
+
+TEST(EnumsToProto, EveryModelValueIsTheProtoValueOfItsName) {
+  ExpectEveryValueNamedAlike<JobState, v1::Job::State>(6, &ToProto, &v1::Job::State_Name);
+  ExpectEveryValueNamedAlike<RankState, v1::Rank::State>(6, &ToProto, &v1::Rank::State_Name);
+  ExpectEveryValueNamedAlike<CauseReason, v1::RootCause::Reason>(10, &ToProto,
+                                                                 &v1::RootCause::Reason_Name);
+  ExpectEveryValueNamedAlike<StackStatus, v1::HangReport::Rank::StackStatus>(
+      5, &ToProto, &v1::HangReport::Rank::StackStatus_Name, StackStatus::kUnknown);
+  ExpectEveryValueNamedAlike<HeartbeatMode, v1::Job::HeartbeatMode>(3, &ToProto,
+                                                                    &v1::Job::HeartbeatMode_Name);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "heartbeat.h"
 #include "job_manager.h"
 #include "local_host.h"
+#include "manager_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -118,28 +119,19 @@ TEST(AutoHeartbeatStacks, ReadLikeFaulthandlerAndTellMismatchFromDeadlock) {
   EXPECT_EQ(DescribeCollectiveWaits(report), "");
 }
 
-class AutoHeartbeatManager : public ::testing::Test {
+class AutoHeartbeatManager : public ManagerFixture {
  protected:
-  AutoHeartbeatManager() {
-    char tmpl[] = "/tmp/ltd-auto.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
+  AutoHeartbeatManager() : ManagerFixture("auto") {
     ManagerConfig config;
     config.placement.slots = 8;
     RunnerConfig runner;
     runner.stack_budget = Millis(3000);
     runner.auto_heartbeat_dir = "/usr/share/ltd/python/autoload";
     runner.auto_heartbeat_timeout = Millis(60'000);
-    host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, &sampler_, runner);
-    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
+    Make(config, runner, &sampler_);
   }
-  // The manager first, then the store, whose remover thread may still be
-  // deleting a pruned job's dir under dir_.
-  ~AutoHeartbeatManager() override {
-    manager_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  // The manager goes before the sampler it was given.
+  ~AutoHeartbeatManager() override { manager_.reset(); }
 
   std::string Submit(int devices, Millis timeout, bool auto_heartbeat = true) {
     JobSpec s;
@@ -154,16 +146,8 @@ class AutoHeartbeatManager : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status();
     return id.ok() ? *id : "";
   }
-  const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
 
-  std::string dir_;
-  FakeClock clock_;
-  FakeLauncher launcher_{clock_};
-  FakePorts ports_;
   FakeSampler sampler_;
-  std::unique_ptr<JobStore> store_;
-  std::unique_ptr<LocalSupervisorHost> host_;
-  std::unique_ptr<JobManager> manager_;
 };
 
 TEST_F(AutoHeartbeatManager, RanksAreAskedForItUnlessTheJobOptsOut) {

@@ -11,6 +11,7 @@
 #include "fakes.h"
 #include "job_manager.h"
 #include "local_host.h"
+#include "manager_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -47,21 +48,9 @@ TEST(Dependencies, RemovedWaiterIsNeverReady) {
   EXPECT_TRUE(d.Ended("4", true).ready.empty());
 }
 
-class AfterTest : public ::testing::Test {
+class AfterTest : public ManagerFixture {
  protected:
-  AfterTest() {
-    char tmpl[] = "/tmp/ltd-after.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
-    Reset(4);
-  }
-  // The manager first, then the store, whose remover thread may still be
-  // deleting a pruned job's dir under dir_.
-  ~AfterTest() override {
-    manager_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  AfterTest() : ManagerFixture("after") { Reset(4); }
 
   void Reset(int slots, int user_max_running = 0, int user_max_pending = 1000) {
     ManagerConfig config;
@@ -70,9 +59,7 @@ class AfterTest : public ::testing::Test {
     config.placement.user_max_pending_jobs = user_max_pending;
     RunnerConfig runner;
     runner.restart_backoff = Millis(0);
-    manager_.reset();
-    host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, nullptr, runner);
-    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
+    Make(config, runner);
   }
   absl::Status Kill(const std::string& id) {
     std::optional<absl::Status> answer;
@@ -90,12 +77,6 @@ class AfterTest : public ::testing::Test {
     s.after = std::move(after);
     return s;
   }
-  std::string Submit(JobSpec spec, std::string user = "alice") {
-    auto id = manager_->Submit(std::move(spec), std::move(user));
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : "";
-  }
-  const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
   void Succeed(const std::string& id) {
     for (int r = 0; r < Get(id).spec.devices; ++r) launcher_.Exit(id, r, 0);
     clock_.Advance(Millis(0));
@@ -105,14 +86,6 @@ class AfterTest : public ::testing::Test {
     launcher_.ExitSignalled(id);
     clock_.Advance(Millis(0));
   }
-
-  std::string dir_;
-  FakeClock clock_;
-  FakeLauncher launcher_{clock_};
-  FakePorts ports_;
-  std::unique_ptr<JobStore> store_;
-  std::unique_ptr<LocalSupervisorHost> host_;
-  std::unique_ptr<JobManager> manager_;
 };
 
 TEST_F(AfterTest, StartsOnceItsDependencySucceeded) {

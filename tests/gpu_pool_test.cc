@@ -11,6 +11,7 @@
 #include "fakes.h"
 #include "job_manager.h"
 #include "local_host.h"
+#include "manager_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -107,29 +108,19 @@ TEST(FormatMib, MiBThenGiB) {
   EXPECT_EQ(FormatMib(3174), "3.1 GiB");
 }
 
-class GpuManagerTest : public ::testing::Test {
+class GpuManagerTest : public ManagerFixture {
  protected:
-  GpuManagerTest() {
-    char tmpl[] = "/tmp/ltd-gpu.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
+  GpuManagerTest() : ManagerFixture("gpu") {
     ManagerConfig config;
     config.placement.slots = 2;
     config.placement.gpu_ids = {"0", "1"};
-    host_ =
-        std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, nullptr, RunnerConfig{});
-    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
+    Make(config, RunnerConfig{});
     pool_.SetCallbacks([this](int slot) { manager_->GpuClean(slot); },
                        [this] { manager_->RefreshGpuUsage(); });
     manager_->SetGpuPool(&pool_);
   }
-  // The manager first, then the store, whose remover thread may still be
-  // deleting a pruned job's dir under dir_.
-  ~GpuManagerTest() override {
-    manager_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  // The manager goes before the pool it was given.
+  ~GpuManagerTest() override { manager_.reset(); }
   std::string Submit(int devices) {
     JobSpec s;
     s.devices = devices;
@@ -141,17 +132,9 @@ class GpuManagerTest : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status();
     return id.ok() ? *id : "";
   }
-  const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
 
-  std::string dir_;
-  FakeClock clock_;
-  FakeLauncher launcher_{clock_};
-  FakePorts ports_;
   FakeGpus gpus_;
   GpuPool pool_{clock_, &gpus_, {"0", "1"}, GpuPool::Config{.recheck = Millis(2000)}};
-  std::unique_ptr<JobStore> store_;
-  std::unique_ptr<LocalSupervisorHost> host_;
-  std::unique_ptr<JobManager> manager_;
 };
 
 TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {

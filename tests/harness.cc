@@ -1,6 +1,5 @@
 #include "harness.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -26,6 +25,7 @@
 #include <thread>
 
 #include "cgroup_fs.h"
+#include "process_scan.h"
 #include "state_tag.h"
 #include "str_util.h"
 
@@ -290,59 +290,29 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
   }
 }
 
-static char ProcState(pid_t pid, pid_t* ppid) {
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return 0;
-  char state = stat[close_paren + 2];
-  if (ppid != nullptr) *ppid = static_cast<pid_t>(std::atoi(stat.c_str() + close_paren + 4));
-  return state;
-}
-
+// /proc as the start-up sweep reads it (containment/process_scan.h).
 std::vector<pid_t> ProcessesWithMarker(const std::string& marker) {
-  std::vector<pid_t> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || pid == getpid()) continue;
-    const std::string env = ReadFile("/proc/" + std::to_string(pid) + "/environ");
-    size_t start = 0;
-    bool match = false;
-    while (start < env.size()) {
-      size_t end = env.find('\0', start);
-      if (end == std::string::npos) end = env.size();
-      if (env.compare(start, end - start, marker) == 0) match = true;
-      start = end + 1;
-    }
-    if (match && ProcState(pid, nullptr) != 'Z') found.push_back(pid);
-  }
-  closedir(proc);
-  return found;
+  return FindProcesses([&](const ProcEnviron& env) { return env.Has(marker); });
 }
 
 std::vector<pid_t> ZombieChildrenOf(pid_t parent) {
   std::vector<pid_t> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    pid_t ppid = 0;
-    if (ProcState(pid, &ppid) == 'Z' && ppid == parent) found.push_back(pid);
+  for (const ProcEntry& e : ListProcesses()) {
+    if (e.state == 'Z' && e.ppid == parent) found.push_back(e.pid);
   }
-  closedir(proc);
   return found;
+}
+
+bool ProcessAlive(pid_t pid) {
+  auto e = ReadProcEntry(pid);
+  return e && e->state != 'Z' && e->state != 'X';
 }
 
 std::vector<pid_t> ProcessesOfUser(uid_t uid) {
   std::vector<pid_t> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  for (const ProcEntry& e : ListProcesses()) {
+    if (e.state == 'Z' || e.state == 'X') continue;
+    std::istringstream status(ReadFile("/proc/" + std::to_string(e.pid) + "/status"));
     bool mine = false;
     for (std::string line; std::getline(status, line);) {
       if (!line.starts_with("Uid:")) continue;
@@ -351,16 +321,9 @@ std::vector<pid_t> ProcessesOfUser(uid_t uid) {
       ids >> real >> effective;
       mine = real == static_cast<long>(uid) || effective == static_cast<long>(uid);
     }
-    const char s = ProcState(pid, nullptr);
-    if (mine && s != 0 && s != 'Z' && s != 'X') found.push_back(pid);
+    if (mine) found.push_back(e.pid);
   }
-  closedir(proc);
   return found;
-}
-
-bool ProcessAlive(pid_t pid) {
-  const char s = ProcState(pid, nullptr);
-  return s != 0 && s != 'Z' && s != 'X';
 }
 
 namespace {
@@ -369,11 +332,9 @@ namespace {
 std::vector<pid_t> ShimsOf(const std::string& state_dir,
                            const std::function<bool(const std::string&)>& job_is) {
   std::vector<pid_t> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || ReadFile("/proc/" + std::to_string(pid) + "/comm") != "lt-shim\n") continue;
+  for (const ProcEntry& e : ListProcesses()) {
+    const pid_t pid = e.pid;
+    if (ReadFile("/proc/" + std::to_string(pid) + "/comm") != "lt-shim\n") continue;
     const std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
     std::vector<std::string> args;
     for (size_t start = 0; start < cmdline.size();) {
@@ -393,7 +354,6 @@ std::vector<pid_t> ShimsOf(const std::string& state_dir,
       found.push_back(pid);
     }
   }
-  closedir(proc);
   return found;
 }
 

@@ -12,6 +12,7 @@
 #include "fakes.h"
 #include "hang_report.h"
 #include "local_host.h"
+#include "manager_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -60,21 +61,9 @@ class WishHost final : public SupervisorHost {
   SupervisorHost& inner_;
 };
 
-class JobManagerTest : public ::testing::Test {
+class JobManagerTest : public ManagerFixture {
  protected:
-  JobManagerTest() {
-    char tmpl[] = "/tmp/ltd-jm.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
-    Reset();
-  }
-  // The manager first, then the store, whose remover thread may still be
-  // deleting a pruned job's dir under dir_.
-  ~JobManagerTest() override {
-    manager_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  JobManagerTest() : ManagerFixture("jm") { Reset(); }
 
   void Reset(int slots = 8, StackSampler* sampler = nullptr, size_t keep = 10000) {
     ManagerConfig config;
@@ -84,12 +73,6 @@ class JobManagerTest : public ::testing::Test {
     runner.restart_backoff = Millis(0);
     runner.stack_budget = Millis(3000);
     Make(config, runner, sampler);
-  }
-
-  void Make(ManagerConfig config, RunnerConfig runner, StackSampler* sampler = nullptr) {
-    manager_.reset();
-    host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, sampler, runner);
-    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
   }
 
   JobSpec Spec(int devices, std::vector<std::string> argv = {"/bin/true"}) {
@@ -104,14 +87,6 @@ class JobManagerTest : public ::testing::Test {
     return s;
   }
 
-  std::string Submit(JobSpec spec) {
-    auto id = manager_->Submit(std::move(spec), "alice");
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : "";
-  }
-
-  const Job& Get(const std::string& id) { return **manager_->Resolve(id); }
-
   // In-process supervision answers at once.
   absl::Status Kill(const std::string& id, int signal) {
     std::optional<absl::Status> answer;
@@ -120,14 +95,6 @@ class JobManagerTest : public ::testing::Test {
     EXPECT_TRUE(answer.has_value());
     return answer.value_or(absl::InternalError("no answer"));
   }
-
-  std::string dir_;
-  FakeClock clock_;
-  FakeLauncher launcher_{clock_};
-  FakePorts ports_;
-  std::unique_ptr<JobStore> store_;
-  std::unique_ptr<LocalSupervisorHost> host_;
-  std::unique_ptr<JobManager> manager_;
 };
 
 TEST_F(JobManagerTest, CleanJobSucceeds) {

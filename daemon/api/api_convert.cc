@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <climits>
 
+#include "absl/strings/ascii.h"
 #include "bytes.h"
 #include "duration.h"
+#include "flag_values.h"
 #include "hang_report.h"
 #include "resource_limits.h"
 #include "str_util.h"
@@ -43,67 +45,37 @@ void SetTime(const std::optional<WallTime>& t, Setter mutable_field) {
   if (t) SetTime(*t, mutable_field());
 }
 
-v1::Rank::State ToProto(RankState s) {
-  switch (s) {
-    case RankState::kPending:
-      return v1::Rank::PENDING;
-    case RankState::kRunning:
-      return v1::Rank::RUNNING;
-    case RankState::kExited:
-      return v1::Rank::EXITED;
-    case RankState::kFailed:
-      return v1::Rank::FAILED;
-    case RankState::kKilled:
-      return v1::Rank::KILLED;
-    case RankState::kLost:
-      return v1::Rank::LOST;
-  }
-  return v1::Rank::STATE_UNSPECIFIED;
+// The proto's enum values are named as the model's names its values
+// (model/job.cc), in capitals or not: that table is the only one, and
+// each proto value is found by name once. A name the proto lacks is its
+// 0, *_UNSPECIFIED (api_convert_test checks there is none).
+template <typename P, typename E>
+P ByName(E value, bool (*parse)(const std::string&, P*)) {
+  static const std::vector<P> table = [parse] {
+    std::vector<P> t;
+    // The model's values are 0..N-1; past them, its table says UNKNOWN.
+    for (int i = 0; i < 64 && ToString(static_cast<E>(i)) != "UNKNOWN"; ++i) {
+      const std::string name(ToString(static_cast<E>(i)));
+      P p{};
+      if (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p)) p = P{};
+      t.push_back(p);
+    }
+    return t;
+  }();
+  const auto i = static_cast<size_t>(value);
+  return i < table.size() ? table[i] : P{};
 }
 
+}  // namespace
+
+v1::Rank::State ToProto(RankState s) { return ByName(s, &v1::Rank::State_Parse); }
 v1::HangReport::Rank::StackStatus ToProto(StackStatus s) {
-  switch (s) {
-    case StackStatus::kUnknown:
-      return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
-    case StackStatus::kTaken:
-      return v1::HangReport::Rank::taken;
-    case StackStatus::kSkipped:
-      return v1::HangReport::Rank::skipped;
-    case StackStatus::kTimedOut:
-      return v1::HangReport::Rank::timed_out;
-    case StackStatus::kFailed:
-      return v1::HangReport::Rank::failed;
-  }
-  return v1::HangReport::Rank::STACK_STATUS_UNSPECIFIED;
+  return ByName(s, &v1::HangReport::Rank::StackStatus_Parse);
 }
+v1::RootCause::Reason ToProto(CauseReason r) { return ByName(r, &v1::RootCause::Reason_Parse); }
+v1::Job::HeartbeatMode ToProto(HeartbeatMode m) { return ByName(m, &v1::Job::HeartbeatMode_Parse); }
 
-v1::RootCause::Reason ToProto(CauseReason r) {
-  switch (r) {
-    case CauseReason::kExited:
-      return v1::RootCause::exited;
-    case CauseReason::kSignaled:
-      return v1::RootCause::signaled;
-    case CauseReason::kHang:
-      return v1::RootCause::hang;
-    case CauseReason::kStartupTimeout:
-      return v1::RootCause::startup_timeout;
-    case CauseReason::kCancelled:
-      return v1::RootCause::cancelled;
-    case CauseReason::kDaemonLost:
-      return v1::RootCause::daemon_lost;
-    case CauseReason::kSpawnFailed:
-      return v1::RootCause::spawn_failed;
-    case CauseReason::kSupervisorLost:
-      return v1::RootCause::supervisor_lost;
-    case CauseReason::kRemoteFailure:
-      return v1::RootCause::remote_failure;
-    case CauseReason::kDependencyFailed:
-      return v1::RootCause::dependency_failed;
-    case CauseReason::kTimeLimit:
-      return v1::RootCause::time_limit;
-  }
-  return v1::RootCause::REASON_UNSPECIFIED;
-}
+namespace {
 
 // The command as display text within `limit` bytes; a cut one ends in the
 // mark as an element of its own, so that no argument reads as if it said so.
@@ -147,23 +119,7 @@ absl::Status CheckPosixString(std::string_view value, const std::string& what, c
 
 }  // namespace
 
-v1::Job::State ToProto(JobState s) {
-  switch (s) {
-    case JobState::kPending:
-      return v1::Job::PENDING;
-    case JobState::kRunning:
-      return v1::Job::RUNNING;
-    case JobState::kSucceeded:
-      return v1::Job::SUCCEEDED;
-    case JobState::kFailed:
-      return v1::Job::FAILED;
-    case JobState::kCancelled:
-      return v1::Job::CANCELLED;
-    case JobState::kLost:
-      return v1::Job::LOST;
-  }
-  return v1::Job::STATE_UNSPECIFIED;
-}
+v1::Job::State ToProto(JobState s) { return ByName(s, &v1::Job::State_Parse); }
 
 void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   if (c.rank >= 0) out->set_rank(c.rank);
@@ -263,17 +219,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_grace_ms(s.grace.count());
   out->set_time_limit_ms(s.time_limit.count());
   out->set_hold_on_hang_ms(s.hold_on_hang.count());
-  switch (job.heartbeat_mode) {
-    case HeartbeatMode::kNone:
-      out->set_heartbeat_mode(v1::Job::NONE);
-      break;
-    case HeartbeatMode::kExplicit:
-      out->set_heartbeat_mode(v1::Job::EXPLICIT);
-      break;
-    case HeartbeatMode::kAutomatic:
-      out->set_heartbeat_mode(v1::Job::AUTOMATIC);
-      break;
-  }
+  out->set_heartbeat_mode(ToProto(job.heartbeat_mode));
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
   const NodeSpec& n = s.nodes;
@@ -373,11 +319,8 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
                                           "environment ltctl is run with"));
   }
   for (const std::string& kv : req.extra_env()) {
+    if (absl::Status s = EnvFlag(kv); !s.ok()) return s;
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          Cat("--env takes KEY=VALUE, got '", DisplayEscapeElided(kv, 64, Controls::kEscape), "'"));
-    }
     if (auto s = CheckPosixString(
             kv, Cat("--env ", DisplayEscapeElided(kv.substr(0, eq), 64, Controls::kEscape)),
             "environment strings");

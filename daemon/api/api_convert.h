@@ -29,7 +29,12 @@ inline constexpr ViewLimits kShowLimits{64 * 1024, 64 * 1024};
 
 // The job for the API, with live progress marks (stragglers, rates).
 void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out);
+// Each of the model's enum values as the proto's value of its name.
 v1::Job::State ToProto(JobState state);
+v1::Rank::State ToProto(RankState state);
+v1::RootCause::Reason ToProto(CauseReason reason);
+v1::HangReport::Rank::StackStatus ToProto(StackStatus status);
+v1::Job::HeartbeatMode ToProto(HeartbeatMode mode);
 void ToProto(const RootCause& cause, size_t text_limit, v1::RootCause* out);
 // The `ended` event of a finished job.
 void FillEnded(const Job& job, v1::Ended* out);

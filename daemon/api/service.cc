@@ -140,13 +140,26 @@ class StreamObserver final : public JobObserver {
 
 }  // namespace
 
-template <class Stream>
-std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* ctx,
-                                                  Stream* stream) {
+absl::StatusOr<PeerCreds> LtdService::Caller(grpc::CallbackServerContext* ctx) const {
   auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    stream->handle()->Finish(
-        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
+  if (!who) return absl::PermissionDeniedError("cannot tell who is calling");
+  return *who;
+}
+
+absl::StatusOr<PeerCreds> LtdService::JobCaller(grpc::CallbackServerContext* ctx,
+                                                const std::string& ref) const {
+  auto who = Caller(ctx);
+  if (!who.ok()) return who;
+  if (auto s = CheckJobRef(ref); !s.ok()) return s;
+  return who;
+}
+
+template <class Stream>
+std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* ctx, Stream* stream,
+                                                  const std::string* ref) {
+  auto who = Caller(ctx);
+  if (!who.ok()) {
+    stream->handle()->Finish(ToGrpc(who.status()));
     return std::nullopt;
   }
   auto ticket = quota_.Take(who->uid);
@@ -155,7 +168,21 @@ std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* c
     return std::nullopt;
   }
   stream->Keep(std::move(*ticket));
-  return who;
+  if (ref != nullptr) {
+    if (auto s = CheckJobRef(*ref); !s.ok()) {
+      stream->handle()->Finish(ToGrpc(s));
+      return std::nullopt;
+    }
+  }
+  return *who;
+}
+
+absl::StatusOr<const Job*> LtdService::JobFor(const std::string& ref, const PeerCreds& who,
+                                              bool control) const {
+  auto job = manager_.Resolve(ref, who.uid);
+  if (!job.ok() || !control) return job;
+  if (auto s = MayControl(who, **job); !s.ok()) return s;
+  return job;
 }
 
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
@@ -266,10 +293,11 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
     reactor->Finish(ToGrpc(s));
     return reactor;
   }
-  auto who = listener_.Lookup(ctx->peer());
-  const uid_t caller = who ? who->uid : JobManager::kAnyone;
+  // Anyone may read a job, as `ps` shows anyone's processes.
+  auto who = Caller(ctx);
+  const PeerCreds caller = who.ok() ? *who : PeerCreds{.uid = JobManager::kAnyone};
   loop_.Post([this, ref = req->job(), caller, reply, reactor] {
-    auto job = manager_.Resolve(ref, caller);
+    auto job = JobFor(ref, caller, /*control=*/false);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     // A finished job's summary: its whole record is on disk, read on
     // libuv's pool (a record may be megabytes); the summary should that
@@ -327,14 +355,9 @@ grpc::ServerUnaryReactor* LtdService::Gpus(grpc::CallbackServerContext* ctx, con
 grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
                                            const v1::KillRequest* req, v1::KillReply* reply) {
   auto* reactor = ctx->DefaultReactor();
-  auto who = listener_.Lookup(ctx->peer());
-  if (!who) {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "cannot tell who is calling"));
-    return reactor;
-  }
-  if (auto s = CheckJobRef(req->job()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  auto who = JobCaller(ctx, req->job());
+  if (!who.ok()) {
+    reactor->Finish(ToGrpc(who.status()));
     return reactor;
   }
   if (req->signal() < 0 || req->signal() >= NSIG) {
@@ -347,9 +370,8 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
   order.by = UserName(who->uid);
   loop_.Post(
       [this, ref = req->job(), order = std::move(order), who = *who, reply, reactor]() mutable {
-        auto job = manager_.Resolve(ref, who.uid);
+        auto job = JobFor(ref, who, /*control=*/true);
         if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-        if (auto s = MayControl(who, **job); !s.ok()) return reactor->Finish(ToGrpc(s));
         // The state before the kill took effect; the answer may come later.
         reply->set_job_id((*job)->id);
         reply->set_state(ToProto((*job)->state));
@@ -394,18 +416,12 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
                                                            bool cancel_on_disconnect) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = StreamCaller(ctx, stream);
+  auto who = StreamCaller(ctx, stream, &ref);
   if (!who) return stream;
-  if (auto s = CheckJobRef(ref); !s.ok()) {
-    out->Finish(ToGrpc(s));
-    return stream;
-  }
   loop_.Post([this, ref, output, cancel_on_disconnect, out, who = *who] {
-    auto job = manager_.Resolve(ref, who.uid);
+    // A wait is anyone's; an attach (output) is the owner's or root's.
+    auto job = JobFor(ref, who, /*control=*/output);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
-    if (output) {
-      if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
-    }
     const std::string id = (*job)->id;
     auto observer = std::make_shared<StreamObserver>(out, output, -1);
     auto oid = manager_.Observe(id, observer);
@@ -422,7 +438,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
     } else {
       observer->LogWhenFlowing(std::move(opened));
     }
-    // MayControl above holds for an attach: only the owner or root gets here.
+    // JobFor above checked an attach: only the owner or root gets here.
     UnobserveWhenGone(*out, id, *oid, output && cancel_on_disconnect);
   });
   return stream;
@@ -432,21 +448,16 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                                          const v1::LogsRequest* req) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = StreamCaller(ctx, stream);
+  auto who = StreamCaller(ctx, stream, &req->job());
   if (!who) return stream;
-  if (auto s = CheckJobRef(req->job()); !s.ok()) {
-    out->Finish(ToGrpc(s));
-    return stream;
-  }
   if (req->tail() < 0) {
     out->Finish(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "--tail must be >= 0 (0: everything)"));
     return stream;
   }
   loop_.Post([this, r = *req, out, who = *who] {
-    auto job = manager_.Resolve(r.job(), who.uid);
+    auto job = JobFor(r.job(), who, /*control=*/true);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
-    if (auto s = MayControl(who, **job); !s.ok()) return out->Finish(ToGrpc(s));
     const Job& j = **job;
     if (r.rank() >= j.spec.devices || r.rank() < -1) {
       return out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -56,10 +56,22 @@ class LtdService final : public v1::Ltd::CallbackService {
   // down if it has not ended and ltd is not stopping. Loop thread.
   void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                          JobManager::ObserverId oid, bool cancel = false);
+  // Who calls; refused when the listener cannot tell.
+  absl::StatusOr<PeerCreds> Caller(grpc::CallbackServerContext* ctx) const;
+  // The opening checks of a call about one job, on gRPC's thread: who
+  // calls, and whether `ref` could name a job at all.
+  absl::StatusOr<PeerCreds> JobCaller(grpc::CallbackServerContext* ctx,
+                                      const std::string& ref) const;
   // The caller of a stream, holding one of its user's streams until the
-  // stream ends; nullopt (and `stream` finished with why) if refused.
+  // stream ends, with `ref` checked as JobCaller does when given; nullopt
+  // (and `stream` finished with why) if refused.
   template <class Stream>
-  std::optional<PeerCreds> StreamCaller(grpc::CallbackServerContext* ctx, Stream* stream);
+  std::optional<PeerCreds> StreamCaller(grpc::CallbackServerContext* ctx, Stream* stream,
+                                        const std::string* ref = nullptr);
+  // On the loop: the job `ref` names for `who`; with `control`, refused
+  // unless `who` owns it or is root.
+  absl::StatusOr<const Job*> JobFor(const std::string& ref, const PeerCreds& who,
+                                    bool control) const;
   grpc::ServerWriteReactor<v1::JobEvent>* Follow(grpc::CallbackServerContext* ctx,
                                                  const std::string& ref, bool output,
                                                  bool cancel_on_disconnect = false);

@@ -23,17 +23,11 @@
 #include "job_events.h"
 #include "job_log.h"
 #include "job_store.h"
+#include "ports.h"
 #include "scheduler.h"
 #include "supervision.h"
 
 namespace ltd {
-
-// Picks a MASTER_PORT that is free on the host and not in `in_use`.
-class PortAllocator {
- public:
-  virtual ~PortAllocator() = default;
-  virtual absl::StatusOr<int> Pick(const std::set<int>& in_use) = 0;
-};
 
 // Receives a job's live output and its end. Called on the loop thread.
 class JobObserver {
@@ -72,9 +66,6 @@ struct ManagerConfig {
   int max_restarts_limit = 100;
   // The longest --time a job may ask for; a job without one gets this. 0: any.
   std::chrono::milliseconds max_time{0};
-  // With a restore window, ltd's stop leaves running jobs to their
-  // supervisors; without, every job ends with ltd.
-  bool jobs_outlive_ltd = false;
 };
 
 class JobManager {

@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "fd.h"
-#include "job_store.h"
+#include "posix_error.h"
 
 namespace ltd {
 

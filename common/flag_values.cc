@@ -1,0 +1,37 @@
+#include "flag_values.h"
+
+#include "absl/strings/str_cat.h"
+#include "byte_size.h"
+#include "bytes.h"
+
+namespace ltd {
+
+absl::StatusOr<Millis> DurationFlag(const std::string& flag, const std::string& text) {
+  auto d = ParseDuration(text);
+  if (!d) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"));
+  }
+  return *d;
+}
+
+absl::StatusOr<uint64_t> ByteSizeFlag(const std::string& flag, const std::string& text,
+                                      uint64_t at_least, const std::string& at_least_text) {
+  auto size = ParseByteSize(text);
+  if (!size || *size < at_least) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", text, "' is not a size of at least ",
+                                                   at_least_text, "; use e.g. 1G"));
+  }
+  return *size;
+}
+
+absl::Status EnvFlag(std::string_view kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--env takes KEY=VALUE, got '", DisplayEscapeElided(kv, 64, Controls::kEscape), "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ltd

@@ -1,0 +1,41 @@
+// The flag values ltd, ltctl and ltrun share: what each accepts, and the
+// one line each says for what it refuses.
+#include "flag_values.h"
+
+#include <gtest/gtest.h>
+
+namespace ltd {
+namespace {
+
+TEST(FlagValues, DurationsAsDurationHasThem) {
+  EXPECT_EQ(*DurationFlag("--grace", "500ms"), Millis(500));
+  EXPECT_EQ(*DurationFlag("--grace", "1.5"), Millis(1500));
+  for (const char* bad : {"", "5x", "-1s", "1d"}) {
+    auto d = DurationFlag("--grace", bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().message(), std::string("--grace '") + bad +
+                                        "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or "
+                                        "plain seconds");
+  }
+}
+
+TEST(FlagValues, SizesWithTheirLeast) {
+  EXPECT_EQ(*ByteSizeFlag("--job-max-log-bytes", "1M", 1 << 20, "1M"), 1u << 20);
+  for (const char* bad : {"512K", "lots", ""}) {
+    auto s = ByteSizeFlag("--job-max-log-bytes", bad, 1 << 20, "1M");
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().message(), std::string("--job-max-log-bytes '") + bad +
+                                        "' is not a size of at least 1M; use e.g. 1G");
+  }
+}
+
+TEST(FlagValues, EnvNeedsAKeyAndAnEqualsSign) {
+  EXPECT_TRUE(EnvFlag("A=").ok());
+  EXPECT_TRUE(EnvFlag("A=b=c").ok());
+  EXPECT_EQ(EnvFlag("NOEQUALS").message(), "--env takes KEY=VALUE, got 'NOEQUALS'");
+  EXPECT_EQ(EnvFlag("=v").message(), "--env takes KEY=VALUE, got '=v'");
+  EXPECT_EQ(EnvFlag("\xFF\n").message(), "--env takes KEY=VALUE, got '\\xFF\\n'");
+}
+
+}  // namespace
+}  // namespace ltd
