@@ -167,12 +167,30 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get());
 }
 
-std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
+// `ps`'s filters, as squeue's: --me, --user U, --state S[,S]; --no-trunc.
+struct PsArgs {
+  bool all = false, me = false, no_trunc = false;
+  std::vector<std::string> users, states;
+};
+
+std::vector<v1::Job> ListJobs(const Globals& g, const PsArgs& a) {
+  v1::ListRequest req;
+  req.set_all(a.all);
+  req.set_me(a.me);
+  req.set_no_trunc(a.no_trunc);
+  for (const auto& u : a.users) req.add_users(u);
+  for (const auto& s : a.states) {
+    std::string name = s;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    v1::Job::State state{};
+    if (!v1::Job::State_Parse(name, &state) || state == v1::Job::STATE_UNSPECIFIED)
+      Die("--state '" + s +
+          "' is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST");
+    req.add_states(state);
+  }
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::ListRequest req;
-  req.set_all(all);
   auto reader = api->List(&ctx, req);
   std::vector<v1::Job> jobs;
   v1::ListReply page;
@@ -184,14 +202,14 @@ std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
   return jobs;
 }
 
-int Ps(const Globals& g, bool all) {
-  auto jobs = ListJobs(g, all);
+int Ps(const Globals& g, const PsArgs& a) {
+  auto jobs = ListJobs(g, a);
   if (g.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& j : jobs) list.push_back(ToJsonValue(j));
     PrintJson(list);
   } else {
-    PrintJobTable(jobs, stdout);
+    PrintJobTable(jobs, stdout, /*truncate=*/!a.no_trunc);
   }
   return 0;
 }
@@ -337,9 +355,19 @@ int main(int argc, char** argv) {
                    "optional)")
       ->required();
 
-  bool all = false;
+  PsArgs pa;
   auto* ps = app.add_subcommand("ps", "running and pending jobs");
-  ps->add_flag("-a,--all", all, "include finished jobs");
+  ps->add_flag("-a,--all", pa.all, "include finished jobs");
+  ps->add_flag("--me", pa.me, "only my jobs");
+  ps->add_option("-u,--user", pa.users, "only this user's jobs: a name or uid (repeatable, or U,U)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  ps->add_option("-t,--state", pa.states,
+                 "only jobs in these states, finished ones too: S[,S] (PENDING, RUNNING, "
+                 "SUCCEEDED, FAILED, CANCELLED, LOST)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  ps->add_flag("--no-trunc", pa.no_trunc, "show whole commands, not cut to fit the table");
 
   std::string job;
   auto* gpus = app.add_subcommand(
@@ -386,7 +414,7 @@ int main(int argc, char** argv) {
       if (sa.devices < 1) Die("--devices must be at least 1");
       return Submit(g, sa);
     }
-    if (ps->parsed()) return Ps(g, all);
+    if (ps->parsed()) return Ps(g, pa);
     if (show->parsed()) return Show(g, job);
     if (gpus->parsed()) return Gpus(g);
     if (logs->parsed()) return Logs(g, job, rank, follow, tail);

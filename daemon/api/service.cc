@@ -12,6 +12,7 @@
 #include "event_stream.h"
 #include "job_store.h"
 #include "log_replay.h"
+#include "list_filter.h"
 #include "page_stream.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -233,17 +234,26 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
                                                           const v1::ListRequest* req) {
   auto* stream = new PageStream();
   // Its pages are every job's summary: bounded per user like any stream.
-  if (!StreamCaller(ctx, stream)) return stream;
-  loop_.Post([this, all = req->all(), out = stream->handle()] {
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
+  auto filter = FilterFromRequest(*req, who->uid);
+  if (!filter.ok()) {
+    stream->handle()->Finish(ToGrpc(filter.status()));
+    return stream;
+  }
+  // --no-trunc: each command up to what a finished job's summary keeps and more.
+  const ViewLimits limits = req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text} : kListLimits;
+  loop_.Post([this, filter = std::move(*filter), limits, out = stream->handle()] {
     // Pages of a bounded size whatever the number and size of the records
     // (gRPC refuses a message over 4 MB); each job's text is cut short.
     constexpr int kPageJobs = 500;
     constexpr size_t kPageBytes = 1 << 20;
     std::deque<v1::ListReply> pages;
     size_t page_bytes = 0;
-    for (const Job* job : manager_.List(all)) {
+    for (const Job* job : manager_.List(/*all=*/true)) {
+      if (!filter.Matches(*job)) continue;
       v1::Job view;
-      ToProto(*job, kListLimits, &view);
+      ToProto(*job, limits, &view);
       const size_t size = view.ByteSizeLong();
       if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
           (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {

@@ -339,12 +339,37 @@ class Client:
             stream = None
         return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect)
 
-    def ps(self, all=False) -> List[JobInfo]:
-        """Running and pending jobs (``all``: finished ones too), oldest first."""
+    def ps(self, all=False, *, me=False, user=None, state=None, no_trunc=False) -> List[JobInfo]:
+        """Running and pending jobs (``all``: finished ones too), oldest first.
+
+        As ``ltctl ps``: ``me`` lists only your jobs; ``user`` (a name, a
+        uid or a list of them) only those users'; ``state`` (``"FAILED"``,
+        ``"PENDING,RUNNING"`` or a list) only jobs in those states, finished
+        ones too; ``no_trunc`` keeps each command whole (up to 16 KiB).
+        """
+        users = [user] if isinstance(user, (str, bytes, int)) else list(user or ())
+        if isinstance(state, str):
+            state = [s for s in state.split(",") if s]
+        states = []
+        for s in state or ():
+            name = str(s).upper()
+            if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
+                raise errors.InvalidArgument(
+                    "state %r is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
+                    "CANCELLED or LOST" % (s,)
+                )
+            states.append(ltd_pb2.Job.State.Value(name))
+        req = ltd_pb2.ListRequest(
+            all=all,
+            me=me,
+            users=[_bytes(str(u) if isinstance(u, int) else u, "user") for u in users],
+            states=states,
+            no_trunc=no_trunc,
+        )
         self._check_reachable()
         jobs = []
         try:
-            for page in self._api().List(ltd_pb2.ListRequest(all=all), timeout=60):
+            for page in self._api().List(req, timeout=60):
                 jobs.extend(JobInfo.from_proto(j) for j in page.jobs)
         except grpc.RpcError as e:
             raise self._error(e) from None

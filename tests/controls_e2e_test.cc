@@ -1,0 +1,147 @@
+// What users and admins see and steer (issue 23), end to end against a
+// real ltd through the real ltctl: ps filters, drain and resume, log
+// timestamps, --output files, the state dir's bound. Two throwaway users
+// where whose job it is matters; needs root (skipped otherwise).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace ltd::test {
+namespace {
+
+size_t Lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+void ExpectOneLineError(const CmdResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(Has(r.err, needle)) << "wanted '" << needle << "' in: " << r.err;
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+}
+
+// The ids in a `ps --json` output.
+std::vector<std::string> Ids(const CmdResult& ps) {
+  std::vector<std::string> ids;
+  const auto list = nlohmann::json::parse(ps.out, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return {"<not a JSON list: " + ps.out + ps.err + ">"};
+  for (const auto& j : list) ids.push_back(j.value("id", ""));
+  return ids;
+}
+
+class Controls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: it creates local users and runs ltd as root";
+    if (access("/usr/sbin/useradd", X_OK) != 0) GTEST_SKIP() << "useradd is not installed";
+    const std::string base = "ltc" + std::to_string(getpid());
+    a_ = std::make_unique<TestUser>(base + "a");
+    ASSERT_TRUE(a_->ok()) << a_->error();
+    b_ = std::make_unique<TestUser>(base + "b");
+    ASSERT_TRUE(b_->ok()) << b_->error();
+    ltctl_ = bin_.Copy(LtctlPath());
+    child_ = bin_.Copy(TestChildPath());
+    d_.LetUsersConnect();
+  }
+
+  void TearDown() override {
+    if (d_.pid() > 0) {
+      EXPECT_EQ(d_.Stop(), 0) << "ltd did not exit 0 when stopped";
+    }
+    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s))
+        << "processes left behind: " << ProcessesWithMarker(d_.marker()).size();
+    for (pid_t pid : ProcessesWithMarker(d_.marker())) kill(pid, SIGKILL);
+    for (auto* u : {a_.get(), b_.get()}) {
+      if (u == nullptr || !u->ok()) continue;
+      EXPECT_TRUE(WaitFor([&] { return ProcessesOfUser(u->uid()).empty(); }, 10s))
+          << "processes of " << u->name() << " left behind";
+      EXPECT_TRUE(u->Remove()) << u->error();
+    }
+    EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
+    if (HasFailure() && d_.pid() != -1) {
+      const std::string log = d_.log();
+      std::fprintf(stderr, "---- ltd log (tail) ----\n%s\n",
+                   log.substr(log.size() > 20000 ? log.size() - 20000 : 0).c_str());
+    }
+  }
+
+  CmdResult CtlAs(const TestUser& u, std::vector<std::string> args,
+                  std::chrono::milliseconds timeout = 30s) const {
+    std::vector<std::string> argv = {ltctl_, "--socket", d_.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommandAs(u.As(), argv, {d_.marker(), "HOME=" + u.home(), "USER=" + u.name()},
+                        timeout);
+  }
+
+  std::string SubmitAs(const TestUser& u, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"submit", "-d"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CmdResult r = CtlAs(u, argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? TrimEnd(r.out) : "";
+  }
+
+  bool WaitState(const std::string& id, const std::string& state,
+                 std::chrono::milliseconds timeout = 20s) const {
+    return WaitFor([&] { return d_.Show(id).value("state", "") == state; }, timeout);
+  }
+
+  Daemon d_;
+  PublicDir bin_;
+  std::unique_ptr<TestUser> a_, b_;
+  std::string ltctl_, child_;
+};
+
+using Ids_ = std::vector<std::string>;
+
+// ps --me, --user, --state, --no-trunc, as squeue's --me -u -t.
+TEST_F(Controls, PsFiltersByOwnerAndState) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string failed = SubmitAs(*a_, {"--devices", "1", "--", child_, "exit:3"});
+  ASSERT_EQ(d_.WaitEnded(failed).value("state", ""), "FAILED");
+  const std::string a_run = SubmitAs(*a_, {"--devices", "1", "--", child_, "hang"});
+  const std::string b_run =
+      SubmitAs(*b_, {"--devices", "1", "--", child_, std::string(200, 'x'), "hang"});
+  ASSERT_TRUE(WaitState(a_run, "RUNNING"));
+  ASSERT_TRUE(WaitState(b_run, "RUNNING"));
+
+  EXPECT_EQ(Ids(CtlAs(*a_, {"--json", "ps", "--me"})), (Ids_{a_run}));
+  EXPECT_EQ(Ids(CtlAs(*a_, {"--json", "ps", "--me", "-a"})), (Ids_{failed, a_run}));
+  EXPECT_EQ(Ids(CtlAs(*b_, {"--json", "ps", "--me"})), (Ids_{b_run}));
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "--me"})), Ids_{}) << "root has no jobs of its own";
+  EXPECT_EQ(Ids(CtlAs(*a_, {"--json", "ps", "--user", b_->name()})), (Ids_{b_run}));
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "-u", std::to_string(a_->uid()) + "," + b_->name()})),
+            (Ids_{a_run, b_run}));
+  // A named state lists finished jobs without -a.
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "--state", "failed"})), (Ids_{failed}));
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "-t", "FAILED,RUNNING", "--user", a_->name()})),
+            (Ids_{failed, a_run}));
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "--state", "SUCCEEDED"})), Ids_{});
+
+  // --no-trunc: the whole command in the table.
+  const std::string cut = CtlAs(*b_, {"ps", "--me"}).out;
+  EXPECT_FALSE(Has(cut, std::string(200, 'x'))) << cut;
+  const std::string whole = CtlAs(*b_, {"ps", "--me", "--no-trunc"}).out;
+  EXPECT_TRUE(Has(whole, std::string(200, 'x') + " hang")) << whole;
+
+  ExpectOneLineError(d_.Ctl({"ps", "--state", "RUNNNING"}), "--state 'RUNNNING' is not a job state");
+  ExpectOneLineError(d_.Ctl({"ps", "--user", "no-such-user-ltd"}),
+                     "--user 'no-such-user-ltd': no such user");
+  ASSERT_EQ(d_.Ctl({"kill", a_run}).exit_code, 0);
+  ASSERT_EQ(d_.Ctl({"kill", b_run}).exit_code, 0);
+  d_.WaitEnded(a_run);
+  d_.WaitEnded(b_run);
+}
+
+}  // namespace
+}  // namespace ltd::test
