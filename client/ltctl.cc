@@ -323,6 +323,32 @@ int main(int argc, char** argv) {
                      "hung after this long without a heartbeat");
   submit->add_flag("--no-auto-heartbeat", sa.no_auto_heartbeat,
                    "no automatic heartbeats for Python ranks (ltd watches only the ranks' own)");
+// `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
+int Drain(const Globals& g, const std::optional<std::string>& reason) {
+  auto api = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::DrainReply reply;
+  grpc::Status s;
+  if (reason) {
+    v1::DrainRequest req;
+    req.set_reason(*reason);
+    s = api->Drain(&ctx, req, &reply);
+  } else {
+    s = api->Resume(&ctx, v1::ResumeRequest(), &reply);
+  }
+  if (!s.ok()) DieRpc(g, s);
+  if (reply.draining()) {
+    std::printf("ltd is draining%s%s: no job starts; %d running go on, %d pending wait\n",
+                reply.reason().empty() ? "" : ": ",
+                DisplayEscape(reply.reason(), Controls::kEscape).c_str(), reply.running(),
+                reply.pending());
+  } else {
+    std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
+  }
+  return 0;
+}
+
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
@@ -432,3 +458,10 @@ int main(int argc, char** argv) {
   std::fflush(stderr);
   _exit(code);
 }
+  std::string drain_reason;
+  auto* drain = app.add_subcommand(
+      "drain", "root or admin group: start no job until `resume`; running ones go on");
+  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
+  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
+    if (drain->parsed()) return Drain(g, drain_reason);
+    if (resume->parsed()) return Drain(g, std::nullopt);

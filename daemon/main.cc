@@ -318,6 +318,10 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     // wait in its own transport, costing ltd nothing.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opt.connection_max_streams);
     // A connection with no call in progress is closed after a while: an
+    if (auto s = service.SetAdminGroup(opt.admin_group); !s.ok()) {
+      std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
     // idle client holds an fd of ltd's and a slot of its user's limit.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(std::min<int64_t>(idle->count(), INT32_MAX)));

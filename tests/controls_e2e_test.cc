@@ -143,5 +143,45 @@ TEST_F(Controls, PsFiltersByOwnerAndState) {
   d_.WaitEnded(b_run);
 }
 
+// drain / resume: only root or the admin group; while drained no job
+// starts, running ones go on, pending ones say why; a restart stays
+// drained; resume starts what waits.
+TEST_F(Controls, DrainHoldsNewJobsUntilResumeThroughARestart) {
+  // A's own group is the admin group; B is nobody.
+  const std::vector<std::string> args = {"--admin-group", a_->name(), "--restore-window", "1m"};
+  ASSERT_TRUE(d_.Start(args)) << d_.log();
+  const std::string running = SubmitAs(*b_, {"--devices", "1", "--", child_, "hang"});
+  ASSERT_TRUE(WaitState(running, "RUNNING"));
+
+  ExpectOneLineError(CtlAs(*b_, {"drain", "--reason", "mine now"}),
+                     "only root or the group " + a_->name() + " may drain ltd");
+  CmdResult drained = CtlAs(*a_, {"drain", "--reason", "swap GPU 3"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_TRUE(Has(drained.out, "ltd is draining: swap GPU 3")) << drained.out;
+  EXPECT_TRUE(Has(drained.out, "1 running go on")) << drained.out;
+
+  const std::string waiting = SubmitAs(*b_, {"--devices", "1", "--", child_, "exit:0"});
+  ASSERT_TRUE(WaitFor(
+      [&] { return Has(CtlAs(*b_, {"ps"}).out, "PENDING (ltd is draining: swap GPU 3)"); }, 10s))
+      << CtlAs(*b_, {"ps"}).out;
+  EXPECT_EQ(d_.Show(running).value("state", ""), "RUNNING") << "a running job was stopped";
+
+  // ltd stops and comes back: still drained.
+  ASSERT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(d_.Start(args)) << d_.log();
+  ASSERT_TRUE(WaitState(running, "RUNNING")) << "the running job was not re-attached";
+  ASSERT_TRUE(WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "(ltd is draining: swap GPU 3)"); }, 10s))
+      << d_.Ctl({"ps"}).out;
+  EXPECT_EQ(d_.Show(waiting).value("state", ""), "PENDING");
+
+  ExpectOneLineError(CtlAs(*b_, {"resume"}), "may resume ltd");
+  CmdResult resumed = d_.Ctl({"resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(Has(resumed.out, "ltd takes jobs again")) << resumed.out;
+  EXPECT_EQ(d_.WaitEnded(waiting).value("state", ""), "SUCCEEDED");
+  ASSERT_EQ(d_.Ctl({"kill", running}).exit_code, 0);
+  d_.WaitEnded(running);
+}
+
 }  // namespace
 }  // namespace ltd::test

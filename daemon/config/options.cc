@@ -86,6 +86,8 @@ void AddOptions(CLI::App& app, Options& opt) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--user-max-streams", opt.user_max_streams,
+  app.add_option("--admin-group", opt.admin_group,
+                 "members of this group may drain and resume ltd, as root may (default: none)");
                  "streams (attach, logs, wait, list, attached submit) one user may hold open")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

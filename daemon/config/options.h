@@ -23,6 +23,7 @@ struct Options {
   std::string stack_budget = "5s";
   size_t keep_jobs = 10000;
   // Per-user bounds, so that no user can take the server from the others.
+  std::string admin_group;  // may drain and resume ltd, as root may
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;
   int user_max_connections = 64;

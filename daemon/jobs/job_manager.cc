@@ -74,6 +74,7 @@ JobManager::~JobManager() {
 }
 
 void JobManager::Recover(const Adopter& adopt) {
+  RecoverDrain();
   std::vector<std::pair<uint64_t, Job*>> pending, running;
   for (Job& loaded : store_.LoadAll()) {
     uint64_t numeric = 0;
@@ -245,6 +246,7 @@ void JobManager::Schedule() {
   if (shutting_down_) return;
   for (Scheduler::Placement& p : scheduler_.Place()) {
     Job* job = FindMutable(p.id);
+  if (drain_) return UpdatePendingReasons();
     if (job == nullptr || job->state != JobState::kPending) {
       scheduler_.Release(p.id);  // cannot happen: pending jobs are dequeued when they end
       continue;

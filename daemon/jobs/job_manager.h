@@ -133,6 +133,14 @@ class JobManager {
   // Then calls `done`.
   void Shutdown(bool end_jobs, std::function<void()> done);
 
+  // Maintenance (`ltctl drain`, job_drain.cc): while drained no job starts,
+  // running ones go on, pending ones wait and say why. Kept in the state
+  // dir, so that it outlives ltd; an error when it cannot be kept there.
+  absl::Status Drain(std::string reason);
+  absl::Status Resume();
+  // The drain's reason ("" for none), or nullopt when not drained.
+  const std::optional<std::string>& drain() const { return drain_; }
+
   size_t running() const { return supervised_.size(); }
 
   // Every device slot: free, busy (whose job) or quarantined.
@@ -208,6 +216,8 @@ class JobManager {
   PortAllocator& ports_;
   ManagerConfig config_;
 
+  // The drain an earlier ltd left in the state dir.
+  void RecoverDrain();
   std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
   std::map<std::string, std::unique_ptr<Supervised>, std::less<>> supervised_;  // placed ones
   std::map<std::string, std::map<ObserverId, std::shared_ptr<JobObserver>>, std::less<>> observers_;
@@ -234,3 +244,4 @@ class JobManager {
 };
 
 }  // namespace ltd
+  std::optional<std::string> drain_;

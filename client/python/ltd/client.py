@@ -398,6 +398,28 @@ class Client:
                 "gpu": s.gpu,
                 "state": ltd_pb2.Slot.State.Name(s.state),
                 "job_id": s.job_id,
+    def drain(self, reason=""):
+        """Root or ltd's admin group: no job starts until :meth:`resume`; running ones go on.
+
+        Pending jobs say ``ltd is draining: REASON``; the drain outlives an
+        ltd restart. Returns a dict: draining, reason, running, pending.
+        """
+        reply = self._unary("Drain", ltd_pb2.DrainRequest(reason=_bytes(reason, "reason")))
+        return self._drain_dict(reply)
+
+    def resume(self):
+        """Ends a drain (root or ltd's admin group); returns as :meth:`drain`."""
+        return self._drain_dict(self._unary("Resume", ltd_pb2.ResumeRequest()))
+
+    @staticmethod
+    def _drain_dict(reply):
+        return {
+            "draining": reply.draining,
+            "reason": reply.reason,
+            "running": reply.running,
+            "pending": reply.pending,
+        }
+
                 "user": s.user,
             }
             for s in reply.slots
