@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -54,6 +56,49 @@ int ParseSignal(const std::string& text) {
     }
   }
   Die("--signal '" + text + "' is not a signal; use a name such as TERM, INT, USR1 or a number");
+}
+
+// `logs --timestamps --since DUR|TIME` as a request's filters.
+v1::LogsRequest LogFilters(bool timestamps, const std::string& since) {
+  v1::LogsRequest req;
+  req.set_timestamps(timestamps);
+  if (since.empty()) return req;
+  int64_t us = 0;
+  if (auto d = ParseDuration(since)) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    us = std::chrono::duration_cast<std::chrono::microseconds>(now - *d).count();
+  } else {
+    // RFC 3339 in UTC ("Z") or with an offset, fractions allowed.
+    std::tm tm{};
+    const char* rest = strptime(since.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (rest == nullptr) {
+      Die("--since '" + since +
+          "' is neither a duration nor a time; use e.g. 10m, 2h or 2026-12-01T17:00:00Z");
+    }
+    int64_t frac_us = 0;
+    if (*rest == '.') {
+      int digits = 0;
+      for (++rest; std::isdigit(static_cast<unsigned char>(*rest)); ++rest, ++digits) {
+        if (digits < 6) frac_us = frac_us * 10 + (*rest - '0');
+      }
+      for (; digits < 6; ++digits) frac_us *= 10;
+    }
+    int64_t offset_s = 0;
+    if ((*rest == '+' || *rest == '-') && std::strlen(rest) == 6 && rest[3] == ':') {
+      offset_s = (std::atoi(rest + 1) * 3600 + std::atoi(rest + 4) * 60) * (*rest == '-' ? -1 : 1);
+      rest += 6;
+    } else if (*rest == 'Z') {
+      ++rest;
+    }
+    if (*rest != '\0') {
+      Die("--since '" + since + "': a time needs its zone, e.g. 2026-12-01T17:00:00Z or +01:00");
+    }
+    us = (static_cast<int64_t>(timegm(&tm)) - offset_s) * 1000000 + frac_us;
+  }
+  us = std::max<int64_t>(us, 0);
+  req.mutable_since()->set_seconds(us / 1000000);
+  req.mutable_since()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  return req;
 }
 
 struct SubmitArgs {
@@ -278,6 +323,32 @@ int Shutdown(const Globals& g) {
 std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
   const bool have_verb = !app.get_subcommands().empty();
   for (const std::string& extra : app.remaining(/*recurse=*/true)) {
+// `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
+int Drain(const Globals& g, const std::optional<std::string>& reason) {
+  auto api = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::DrainReply reply;
+  grpc::Status s;
+  if (reason) {
+    v1::DrainRequest req;
+    req.set_reason(*reason);
+    s = api->Drain(&ctx, req, &reply);
+  } else {
+    s = api->Resume(&ctx, v1::ResumeRequest(), &reply);
+  }
+  if (!s.ok()) DieRpc(g, s);
+  if (reply.draining()) {
+    std::printf("ltd is draining%s%s: no job starts; %d running go on, %d pending wait\n",
+                reply.reason().empty() ? "" : ": ",
+                DisplayEscape(reply.reason(), Controls::kEscape).c_str(), reply.running(),
+                reply.pending());
+  } else {
+    std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
+  }
+  return 0;
+}
+
     if (extra == "--") continue;
     if (extra.starts_with("-")) return "unknown option " + extra;
     if (!have_verb) return "unknown verb '" + extra + "'";
@@ -323,32 +394,6 @@ int main(int argc, char** argv) {
                      "hung after this long without a heartbeat");
   submit->add_flag("--no-auto-heartbeat", sa.no_auto_heartbeat,
                    "no automatic heartbeats for Python ranks (ltd watches only the ranks' own)");
-// `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
-int Drain(const Globals& g, const std::optional<std::string>& reason) {
-  auto api = Connect(g);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::DrainReply reply;
-  grpc::Status s;
-  if (reason) {
-    v1::DrainRequest req;
-    req.set_reason(*reason);
-    s = api->Drain(&ctx, req, &reply);
-  } else {
-    s = api->Resume(&ctx, v1::ResumeRequest(), &reply);
-  }
-  if (!s.ok()) DieRpc(g, s);
-  if (reply.draining()) {
-    std::printf("ltd is draining%s%s: no job starts; %d running go on, %d pending wait\n",
-                reply.reason().empty() ? "" : ": ",
-                DisplayEscape(reply.reason(), Controls::kEscape).c_str(), reply.running(),
-                reply.pending());
-  } else {
-    std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
-  }
-  return 0;
-}
-
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
@@ -416,6 +461,11 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
   wait->add_option("JOB", job, "job id or name")->required();
 
   std::string signal;
+  bool timestamps = false;
+  std::string since;
+  logs->add_flag("-t,--timestamps", timestamps, "each line after the time it reached ltd (UTC)");
+  logs->add_option("--since", since,
+                   "only lines since DUR ago (10m, 2h) or since TIME (2026-12-01T17:00:00Z)");
   bool all_processes = false;
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
   kill->add_option("JOB", job, "job id or name")->required();
@@ -433,6 +483,11 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n",
                  DisplayEscape(ParseErrorText(app, e), Controls::kEscape).c_str());
+  std::string drain_reason;
+  auto* drain = app.add_subcommand(
+      "drain", "root or admin group: start no job until `resume`; running ones go on");
+  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
+  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
     return kErrorExit;
   }
   auto run = [&] {
@@ -443,7 +498,7 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
     if (ps->parsed()) return Ps(g, pa);
     if (show->parsed()) return Show(g, job);
     if (gpus->parsed()) return Gpus(g);
-    if (logs->parsed()) return Logs(g, job, rank, follow, tail);
+    if (logs->parsed()) return Logs(g, job, rank, follow, tail, LogFilters(timestamps, since));
     if (attach->parsed()) return Follow(g, job, true);
     if (wait->parsed()) return Follow(g, job, false);
     if (kill->parsed()) return Kill(g, job, signal, all_processes);
@@ -455,13 +510,8 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
   // channel, joining its threads), which took a few ms of every command.
   FlushConsole();
   std::fflush(stdout);
+    if (drain->parsed()) return Drain(g, drain_reason);
+    if (resume->parsed()) return Drain(g, std::nullopt);
   std::fflush(stderr);
   _exit(code);
 }
-  std::string drain_reason;
-  auto* drain = app.add_subcommand(
-      "drain", "root or admin group: start no job until `resume`; running ones go on");
-  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
-  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
-    if (drain->parsed()) return Drain(g, drain_reason);
-    if (resume->parsed()) return Drain(g, std::nullopt);

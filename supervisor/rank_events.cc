@@ -11,7 +11,8 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   JobRuntime& rt = *found;
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
-  const std::string prefix = Cat("[", rank, "] ");
+  // The chunk's lines arrived now: one stamp for them all.
+  const std::string prefix = LogStamp(clock_.Now()) + Cat("[", rank, "] ");
   std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
     if (rr.capturing_stack && stream == Stream::kStderr) {

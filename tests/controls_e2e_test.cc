@@ -183,5 +183,46 @@ TEST_F(Controls, DrainHoldsNewJobsUntilResumeThroughARestart) {
   d_.WaitEnded(running);
 }
 
+// logs --timestamps and --since: ltd keeps when each line came.
+TEST_F(Controls, LogsShowWhenEachLineCameAndSinceFilters) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string go = bin_.path() + "/go";
+  const std::string id = SubmitAs(
+      *a_, {"--devices", "1", "--", child_, "print:2,waitfile:" + go + ",stderr:after,hang"});
+  ASSERT_TRUE(WaitFor([&] { return Has(CtlAs(*a_, {"logs", id}).out, "line 1 of 2"); }, 20s));
+  // A time between the two bursts, as the server's clock has it.
+  char now[64];
+  const auto t = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()) %
+                  std::chrono::seconds(1);
+  std::snprintf(now, sizeof now, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(us.count()));
+  std::ofstream(go) << "go";
+  ASSERT_TRUE(WaitFor([&] { return Has(CtlAs(*a_, {"logs", id}).out, "after"); }, 20s));
+
+  const CmdResult plain = CtlAs(*a_, {"logs", id});
+  EXPECT_EQ(plain.out, "[0] line 0 of 2\n[0] line 1 of 2\n[0] after\n");
+  const CmdResult stamped = CtlAs(*a_, {"logs", id, "--timestamps"});
+  const std::regex line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \[0\] (line [01] of 2|after)\n)");
+  std::string rest = stamped.out;
+  int matched = 0;
+  for (std::smatch m; std::regex_search(rest, m, line) && m.position(0) == 0; rest = m.suffix())
+    ++matched;
+  EXPECT_EQ(matched, 3) << stamped.out;
+  EXPECT_EQ(CtlAs(*a_, {"logs", id, "--rank", "0", "--since", now}).out, "after\n");
+  EXPECT_EQ(CtlAs(*a_, {"logs", id, "--since", "1h"}).out, plain.out);
+  EXPECT_TRUE(Has(CtlAs(*a_, {"logs", id, "--since", "1h", "-t"}).out, "Z [0] after\n"));
+  ExpectOneLineError(CtlAs(*a_, {"logs", id, "--since", "yesterday"}),
+                     "--since 'yesterday' is neither a duration nor a time");
+  // Another user's log stays closed, times or not.
+  EXPECT_EQ(CtlAs(*b_, {"logs", id, "--timestamps"}).exit_code, 1);
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  d_.WaitEnded(id);
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -463,7 +463,17 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                       Cat("--rank ", r.rank(), " is out of range: job ", j.id,
                                           " has ranks 0..", j.spec.devices - 1)));
     }
-    LogReplay::Start(loop_, manager_, j, LogQuery{r.rank(), r.tail()}, r.follow(), out);
+    LogQuery query;
+    query.rank = r.rank();
+    query.tail = r.tail();
+    query.timestamps = r.timestamps();
+    if (r.has_since()) {
+      const auto since = WallTime(std::chrono::seconds(r.since().seconds())) +
+                         std::chrono::microseconds(r.since().nanos() / 1000);
+      query.since = LogStamp(since);
+      query.since.pop_back();  // its space
+    }
+    LogReplay::Start(loop_, manager_, j, std::move(query), r.follow(), out);
   });
   return stream;
 }

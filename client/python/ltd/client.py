@@ -8,6 +8,7 @@ is opened again once ltd is back; exit codes are ltctl's.
 """
 
 import dataclasses
+import datetime
 import errno as _errno
 import os
 import signal as _signal
@@ -17,6 +18,7 @@ import time
 from typing import Iterator, List, Optional
 
 import grpc
+from google.protobuf import timestamp_pb2
 
 from ltd import errors
 from ltd._durations import to_ms
@@ -396,8 +398,6 @@ class Client:
             {
                 "slot": s.slot,
                 "gpu": s.gpu,
-                "state": ltd_pb2.Slot.State.Name(s.state),
-                "job_id": s.job_id,
     def drain(self, reason=""):
         """Root or ltd's admin group: no job starts until :meth:`resume`; running ones go on.
 
@@ -420,6 +420,8 @@ class Client:
             "pending": reply.pending,
         }
 
+                "state": ltd_pb2.Slot.State.Name(s.state),
+                "job_id": s.job_id,
                 "user": s.user,
             }
             for s in reply.slots
@@ -571,12 +573,17 @@ class Job:
         self.client.kill(self.id, signal)
         self._info = None
 
-    def logs(self, rank=None, follow=False, tail=None, raw=False) -> Iterator[object]:
+    def logs(
+        self, rank=None, follow=False, tail=None, raw=False, timestamps=False, since=None
+    ) -> Iterator[object]:
         """The job's output lines: every rank's as ``[RANK] line``, or one rank's as written.
 
         ``tail``: only the last N lines; ``follow``: go on until the job ends
         (through restarts of ltd). Lines are ``str`` (bytes that are no UTF-8
-        as ``\\xNN``), or ``bytes`` with ``raw``.
+        as ``\\xNN``), or ``bytes`` with ``raw``. ``timestamps``: each line
+        after the time it reached ltd (``2026-12-01T17:02:03.123456Z``);
+        ``since``: only lines since then (a ``datetime``) or since that long
+        ago (seconds, a ``timedelta`` or ``"10m"``), as ``ltctl logs``.
         """
         if tail is not None and (not isinstance(tail, int) or tail < 0):
             raise errors.InvalidArgument("tail must be an integer >= 0 (0: everything)")
@@ -587,8 +594,25 @@ class Job:
         pending = b""  # a line not complete yet, across reconnects too
         again = False
         while True:
+        since_ts = None
+        if since is not None:
+            if isinstance(since, datetime.datetime):
+                if since.tzinfo is None:
+                    raise errors.InvalidArgument("since needs a time zone, e.g. datetime.timezone.utc")
+                at = since.timestamp()
+            else:
+                try:
+                    at = time.time() - to_ms(since, "since") / 1000.0
+                except ValueError as e:
+                    raise errors.InvalidArgument(str(e)) from None
+            since_ts = timestamp_pb2.Timestamp()
+            since_ts.FromMicroseconds(max(0, int(at * 1e6)))
             self.client._check_reachable()
-            req = ltd_pb2.LogsRequest(job=self.id.encode(), rank=r, follow=follow, tail=tail or 0)
+            req = ltd_pb2.LogsRequest(
+                job=self.id.encode(), rank=r, follow=follow, tail=tail or 0, timestamps=timestamps
+            )
+            if since_ts is not None:
+                req.since.CopyFrom(since_ts)
             stream = self.client._api().Logs(req)
             skip_bytes, skip_lines = given_bytes, given_lines
             try:
