@@ -115,6 +115,7 @@ struct SubmitArgs {
   std::string master_addr, run_id, rdzv, rdzv_timeout;
   int master_port = 0;
   std::vector<std::string> after;
+  std::string output, error;  // --output, --error patterns
   std::vector<std::string> command;
 };
 
@@ -152,6 +153,8 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  req.set_output(a.output);
+  req.set_error(a.error);
   // This process's resource limits: the ranks get them (ltd lowers them to
   // its own), as a login's limits.conf meant for this user.
   static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
@@ -320,9 +323,6 @@ int Shutdown(const Globals& g) {
   return 0;
 }
 
-std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
-  const bool have_verb = !app.get_subcommands().empty();
-  for (const std::string& extra : app.remaining(/*recurse=*/true)) {
 // `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
 int Drain(const Globals& g, const std::optional<std::string>& reason) {
   auto api = Connect(g);
@@ -349,6 +349,9 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
   return 0;
 }
 
+std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
+  const bool have_verb = !app.get_subcommands().empty();
+  for (const std::string& extra : app.remaining(/*recurse=*/true)) {
     if (extra == "--") continue;
     if (extra.starts_with("-")) return "unknown option " + extra;
     if (!have_verb) return "unknown verb '" + extra + "'";
@@ -420,6 +423,10 @@ int main(int argc, char** argv) {
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
+  submit->add_option("-o,--output", sa.output,
+                     "also write every rank's output to this file, opened as you: %j job id, "
+                     "%r rank, %n name (sbatch's -o)");
+  submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
   submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "
@@ -454,6 +461,11 @@ int main(int argc, char** argv) {
   logs->add_option("--rank", rank, "only this rank's output");
   logs->add_flag("-f,--follow", follow, "follow until the job ends");
   logs->add_option("--tail", tail, "only the last N lines");
+  bool timestamps = false;
+  std::string since;
+  logs->add_flag("-t,--timestamps", timestamps, "each line after the time it reached ltd (UTC)");
+  logs->add_option("--since", since,
+                   "only lines since DUR ago (10m, 2h) or since TIME (2026-12-01T17:00:00Z)");
 
   auto* attach = app.add_subcommand("attach", "stream the job's output; exit with its exit code");
   attach->add_option("JOB", job, "job id or name")->required();
@@ -461,11 +473,6 @@ int main(int argc, char** argv) {
   wait->add_option("JOB", job, "job id or name")->required();
 
   std::string signal;
-  bool timestamps = false;
-  std::string since;
-  logs->add_flag("-t,--timestamps", timestamps, "each line after the time it reached ltd (UTC)");
-  logs->add_option("--since", since,
-                   "only lines since DUR ago (10m, 2h) or since TIME (2026-12-01T17:00:00Z)");
   bool all_processes = false;
   auto* kill = app.add_subcommand("kill", "tear the job down, or send a signal to every rank");
   kill->add_option("JOB", job, "job id or name")->required();
@@ -476,6 +483,11 @@ int main(int argc, char** argv) {
                  "with --signal: to every process of each rank (its DataLoader workers too)");
   auto* shutdown =
       app.add_subcommand("shutdown", "root: tear every job down, then stop ltd (maintenance)");
+  std::string drain_reason;
+  auto* drain = app.add_subcommand(
+      "drain", "root or admin group: start no job until `resume`; running ones go on");
+  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
+  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
 
   try {
     app.parse(argc, argv);
@@ -483,11 +495,6 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::fprintf(stderr, "ltctl: %s; see `ltctl --help`\n",
                  DisplayEscape(ParseErrorText(app, e), Controls::kEscape).c_str());
-  std::string drain_reason;
-  auto* drain = app.add_subcommand(
-      "drain", "root or admin group: start no job until `resume`; running ones go on");
-  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
-  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
     return kErrorExit;
   }
   auto run = [&] {
@@ -503,6 +510,8 @@ int main(int argc, char** argv) {
     if (wait->parsed()) return Follow(g, job, false);
     if (kill->parsed()) return Kill(g, job, signal, all_processes);
     if (shutdown->parsed()) return Shutdown(g);
+    if (drain->parsed()) return Drain(g, drain_reason);
+    if (resume->parsed()) return Drain(g, std::nullopt);
     return kErrorExit;
   };
   const int code = run();
@@ -510,8 +519,6 @@ int main(int argc, char** argv) {
   // channel, joining its threads), which took a few ms of every command.
   FlushConsole();
   std::fflush(stdout);
-    if (drain->parsed()) return Drain(g, drain_reason);
-    if (resume->parsed()) return Drain(g, std::nullopt);
   std::fflush(stderr);
   _exit(code);
 }

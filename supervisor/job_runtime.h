@@ -15,6 +15,7 @@
 #include "job.h"
 #include "job_log.h"
 #include "line_splitter.h"
+#include "output_files.h"
 
 namespace ltd {
 
@@ -87,6 +88,7 @@ struct RankRuntime {
 struct JobRuntime {
   std::vector<RankRuntime> ranks;
   std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
+  std::optional<OutputFiles> outputs;  // --output, --error
   std::optional<RootCause> cause;   // of the current attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;

@@ -34,6 +34,7 @@ void JobRunner::OnOutput(Job& job, int rank, Stream stream, std::string_view dat
   // re-reads the log, and must find it there (it waited for the next line
   // otherwise, maybe until the job's end).
   if (rt.log) rt.log->Append(stored);
+  if (rt.outputs) rt.outputs->Write(rank, stream, stored, prefix.size());
   for (size_t at = 0; at < stored.size();) {
     const size_t end = stored.find('\n', at);
     Output(rank, stream,

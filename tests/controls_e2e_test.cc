@@ -24,6 +24,13 @@ size_t Lines(const std::string& s) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 void ExpectOneLineError(const CmdResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(Has(r.err, needle)) << "wanted '" << needle << "' in: " << r.err;
@@ -222,6 +229,63 @@ TEST_F(Controls, LogsShowWhenEachLineCameAndSinceFilters) {
   EXPECT_EQ(CtlAs(*b_, {"logs", id, "--timestamps"}).exit_code, 1);
   ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
   d_.WaitEnded(id);
+}
+
+// --output / --error: the files are opened as the job's user, with %j %r
+// %n; what the user may not write, a link, a FIFO, are refused at submit
+// in one line (or, where the directory is known only once the job has an
+// id, the job fails to start, saying why). Nothing is opened as root.
+TEST_F(Controls, OutputFilesAreTheUsersOwn) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string home = a_->home();
+  const std::string id = SubmitAs(*a_, {"--devices", "2", "--name", "tr.ain", "--output",
+                                        "out-%j-%r-%n.log", "--error", home + "/err-%j.log",
+                                        "--", child_, "print:2,stderr:oops"});
+  ASSERT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
+  const std::string out1 = home + "/out-" + id + "-1-tr.ain.log";
+  EXPECT_EQ(ReadAll(out1), "line 0 of 2\nline 1 of 2\n");
+  struct stat st {};
+  ASSERT_EQ(stat(out1.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, a_->uid()) << "the output file is not its user's";
+  const std::string err = ReadAll(home + "/err-" + id + ".log");
+  EXPECT_TRUE(Has(err, "[0] oops\n") && Has(err, "[1] oops\n")) << err;
+  EXPECT_EQ(d_.Show(id).value("output", ""), home + "/out-%j-%r-%n.log");
+
+  // Hostile paths, each refused at submit with one line, nothing written.
+  const std::string victim = b_->home() + "/victim";
+  std::ofstream(victim) << "B's";
+  ASSERT_EQ(chown(victim.c_str(), b_->uid(), b_->gid()), 0);
+  chmod(victim.c_str(), 0666);  // even a file anyone may write: B's home is 0700
+  const std::string link = home + "/link";
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), a_->uid(), a_->gid()), 0);
+  const std::string fifo = home + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(chown(fifo.c_str(), a_->uid(), a_->gid()), 0);
+  const std::string rootfile = bin_.path() + "/rootfile";
+  std::ofstream(rootfile) << "root's";
+  chmod(rootfile.c_str(), 0644);
+  struct Case {
+    std::string path, says;
+  };
+  for (const Case& c : {Case{victim, "Permission denied"}, Case{link, "is a symbolic link"},
+                        Case{fifo, "is a FIFO"}, Case{rootfile, "Permission denied"},
+                        Case{"/etc/ltd-%j.log", "Permission denied"},
+                        Case{home + "/x-%q.log", "'%q' is no pattern"}}) {
+    ExpectOneLineError(CtlAs(*a_, {"submit", "-d", "--devices", "1", "--output", c.path, "--",
+                                   child_, "print:1"}),
+                       c.says);
+  }
+  EXPECT_EQ(ReadAll(victim), "B's");
+  EXPECT_EQ(ReadAll(rootfile), "root's");
+
+  // A directory known only with the id: the job fails to start, saying why.
+  const std::string late =
+      SubmitAs(*a_, {"--devices", "1", "--output", b_->home() + "/%j/out", "--", child_, "print:1"});
+  const nlohmann::json ended = d_.WaitEnded(late);
+  EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
+  EXPECT_TRUE(Has(ended["root_cause"].value("message", ""), "--output: open(")) << ended.dump();
+  EXPECT_TRUE(Has(ended["root_cause"].value("message", ""), "Permission denied")) << ended.dump();
 }
 
 }  // namespace

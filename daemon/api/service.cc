@@ -14,6 +14,7 @@
 #include "job_store.h"
 #include "list_filter.h"
 #include "log_replay.h"
+#include "output_files.h"
 #include "page_stream.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -199,6 +200,10 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
+  if (auto s = OutputFiles::Check(spec); !s.ok()) {
+    out->Finish(ToGrpc(s));
+    return stream;
+  }
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
   loop_.Post(
@@ -478,7 +483,6 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
   return stream;
 }
 
-}  // namespace ltd
 absl::Status LtdService::SetAdminGroup(const std::string& group) {
   admin_group_ = group;
   admin_gid_.reset();
@@ -559,3 +563,4 @@ grpc::ServerUnaryReactor* LtdService::Resume(grpc::CallbackServerContext* ctx,
   return SetDrain(ctx, std::nullopt, reply);
 }
 
+}  // namespace ltd

@@ -277,6 +277,8 @@ class Client:
         after=(),
         detach=False,
         cancel_on_disconnect=False,
+        output=None,
+        error=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -289,7 +291,10 @@ class Client:
         the returned Job (``job.attach()``, ``job.events()``, ``job.wait()``
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
-        (this process exits or crashes, the Job is dropped).
+        (this process exits or crashes, the Job is dropped). ``output`` and
+        ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
+        job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
+        (stderr) is also written to, opened as you.
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -322,6 +327,8 @@ class Client:
                 rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
                 after=[_bytes(a, "after") for a in after],
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
+                output=_bytes(output or "", "output"),
+                error=_bytes(error or "", "error"),
             )
         except ValueError as e:
             raise errors.InvalidArgument(str(e)) from None
@@ -391,13 +398,6 @@ class Client:
         req = ltd_pb2.KillRequest(job=_job_ref(job), signal=parse_signal(signal))
         return self._unary("Kill", req).job_id
 
-    def gpus(self):
-        """Every device slot, as dicts: slot, gpu, state (FREE/BUSY/QUARANTINED), job_id, user."""
-        reply = self._unary("Gpus", ltd_pb2.GpusRequest())
-        return [
-            {
-                "slot": s.slot,
-                "gpu": s.gpu,
     def drain(self, reason=""):
         """Root or ltd's admin group: no job starts until :meth:`resume`; running ones go on.
 
@@ -420,6 +420,13 @@ class Client:
             "pending": reply.pending,
         }
 
+    def gpus(self):
+        """Every device slot, as dicts: slot, gpu, state (FREE/BUSY/QUARANTINED), job_id, user."""
+        reply = self._unary("Gpus", ltd_pb2.GpusRequest())
+        return [
+            {
+                "slot": s.slot,
+                "gpu": s.gpu,
                 "state": ltd_pb2.Slot.State.Name(s.state),
                 "job_id": s.job_id,
                 "user": s.user,
@@ -587,13 +594,6 @@ class Job:
         """
         if tail is not None and (not isinstance(tail, int) or tail < 0):
             raise errors.InvalidArgument("tail must be an integer >= 0 (0: everything)")
-        r = -1 if rank is None else rank
-        show = (lambda b: b) if raw else (lambda b: b.decode("utf-8", "backslashreplace"))
-        # A reconnect replays the log: skip what was given already.
-        given_bytes = given_lines = 0
-        pending = b""  # a line not complete yet, across reconnects too
-        again = False
-        while True:
         since_ts = None
         if since is not None:
             if isinstance(since, datetime.datetime):
@@ -607,6 +607,13 @@ class Job:
                     raise errors.InvalidArgument(str(e)) from None
             since_ts = timestamp_pb2.Timestamp()
             since_ts.FromMicroseconds(max(0, int(at * 1e6)))
+        r = -1 if rank is None else rank
+        show = (lambda b: b) if raw else (lambda b: b.decode("utf-8", "backslashreplace"))
+        # A reconnect replays the log: skip what was given already.
+        given_bytes = given_lines = 0
+        pending = b""  # a line not complete yet, across reconnects too
+        again = False
+        while True:
             self.client._check_reachable()
             req = ltd_pb2.LogsRequest(
                 job=self.id.encode(), rank=r, follow=follow, tail=tail or 0, timestamps=timestamps
