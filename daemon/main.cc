@@ -124,6 +124,12 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     return 1;
   }
   config.keep_finished = opt.keep_jobs;
+  if (auto bound = StateBound(opt.max_state_bytes, opt.state_dir); bound.ok()) {
+    config.max_state_bytes = *bound;
+  } else {
+    std::fprintf(stderr, "ltd: %s\n", std::string(bound.status().message()).c_str());
+    return 1;
+  }
   config.max_restarts_limit = opt.max_restarts_limit;
   std::string auto_heartbeat_dir;
   if (opt.auto_heartbeat) {
@@ -312,16 +318,16 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     // connection handed over by fd. ltd exits right after, so it keeps one
     // reference of its own (grpc_init above) and never shuts it down.
     LtdService service(loop, manager, **listener, static_cast<size_t>(opt.user_max_streams));
+    if (auto s = service.SetAdminGroup(opt.admin_group); !s.ok()) {
+      std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
     grpc::ServerBuilder builder;
     builder.RegisterService(&service);
     // Calls one connection may have in progress; a client's further calls
     // wait in its own transport, costing ltd nothing.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opt.connection_max_streams);
     // A connection with no call in progress is closed after a while: an
-    if (auto s = service.SetAdminGroup(opt.admin_group); !s.ok()) {
-      std::fprintf(stderr, "ltd: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
     // idle client holds an fd of ltd's and a slot of its user's limit.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(std::min<int64_t>(idle->count(), INT32_MAX)));

@@ -288,5 +288,40 @@ TEST_F(Controls, OutputFilesAreTheUsersOwn) {
   EXPECT_TRUE(Has(ended["root_cause"].value("message", ""), "Permission denied")) << ended.dump();
 }
 
+// --max-state-bytes: past the bound the oldest finished jobs go first;
+// when the live jobs' logs alone fill it, a submit is refused in one line.
+TEST_F(Controls, StateDirBoundPrunesTheOldestThenRefuses) {
+  ASSERT_TRUE(d_.Start({"--max-state-bytes", "2M", "--job-max-log-bytes", "1M"})) << d_.log();
+  // About 500K of log each (a stamp and "[0] " before each line).
+  std::vector<std::string> done;
+  for (int i = 0; i < 5; ++i) {
+    done.push_back(SubmitAs(*a_, {"--devices", "1", "--", child_, "print:10000"}));
+    ASSERT_EQ(d_.WaitEnded(done.back()).value("state", ""), "SUCCEEDED");
+  }
+  Ids_ kept = Ids(d_.Ctl({"--json", "ps", "-a"}));
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), done.front()), 0) << "the oldest was kept";
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), done.back()), 1) << "the newest was pruned";
+  EXPECT_LT(kept.size(), done.size());
+
+  // Live jobs of about 1M of log each, until one is refused.
+  std::vector<std::string> live;
+  CmdResult refused;
+  for (int i = 0; i < 6 && refused.exit_code != 1; ++i) {
+    refused = CtlAs(*a_, {"submit", "-d", "--devices", "1", "--", child_, "print:40000,hang"});
+    if (refused.exit_code != 0) break;
+    live.push_back(TrimEnd(refused.out));
+    ASSERT_TRUE(WaitFor(
+        [&] { return Has(CtlAs(*a_, {"logs", live.back(), "--tail", "1"}).out, "line 39999"); },
+        30s));
+  }
+  EXPECT_GE(live.size(), 2u);
+  ExpectOneLineError(refused, "the state dir is full");
+  EXPECT_TRUE(Has(refused.err, "--max-state-bytes 2048K")) << refused.err;
+  EXPECT_EQ(Ids(d_.Ctl({"--json", "ps", "--state", "SUCCEEDED"})), Ids_{})
+      << "finished jobs were kept while live ones needed the room";
+  for (const std::string& id : live) ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  for (const std::string& id : live) d_.WaitEnded(id);
+}
+
 }  // namespace
 }  // namespace ltd::test
