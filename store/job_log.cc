@@ -246,14 +246,16 @@ LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_
 }
 
 uint64_t LogCursor::position() const {
+  // A held line (whole_lines) is not read yet.
+  const uint64_t held = query_.whole_lines ? carry_.size() : 0;
   if (seg_ >= segs_.size()) {
     for (size_t i = segs_.size(); i-- > 0;) {
-      if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size;
+      if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size - held;
     }
     return 0;
   }
   const Segment& seg = segs_[seg_];
-  return seg.fd < 0 ? seg.logical : seg.logical + off_;
+  return seg.fd < 0 ? seg.logical : seg.logical + off_ - held;
 }
 
 bool LogCursor::Read(size_t seg, uint64_t off, size_t len, std::string& out) const {
@@ -352,7 +354,7 @@ bool LogCursor::Next(std::string* chunk) {
     carry_.erase(0, start);
     if (!chunk->empty()) return true;
   }
-  if (!carry_.empty()) {
+  if (!carry_.empty() && !query_.whole_lines) {
     Show(carry_, chunk);
     carry_.clear();
     return !chunk->empty();

@@ -75,6 +75,9 @@ struct LogQuery {
   // Only lines stamped at or after this LogStamp (without its space); "":
   // all. A line without a stamp (an older log) counts as the one before it.
   std::string since;
+  // A last line without its newline (still being written) is held back,
+  // and position() stops before it, for the next cursor to read whole.
+  bool whole_lines = false;
 };
 
 // The files of a log as they were at one moment, open: the writer may go

@@ -157,5 +157,26 @@ TEST_F(JobLogTest, StampsAreShownOnAskAndSinceFiltersByThem) {
   EXPECT_EQ(Read(Q(1, 2, true)), s0 + "early one\nlate unstamped\n");
 }
 
+// A follower's snapshot that ends inside a line still being written (the
+// supervisor is another process) holds that line back, whole, for the next
+// cursor: never half a stamp shown as text.
+TEST_F(JobLogTest, AFollowerNeverShowsATornLine) {
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  const std::string stamp = LogStamp(WallTime(std::chrono::seconds(1764608523)));
+  w->Append(stamp + "[0] one\n" + stamp.substr(0, 10));  // torn inside the stamp
+  LogQuery q = Q(-1);
+  q.whole_lines = true;
+  LogCursor first(LogSnapshot::Take(dir_), q);
+  std::string got, chunk;
+  while (first.Next(&chunk)) got += chunk;
+  EXPECT_EQ(got, "[0] one\n");
+  w->Append(stamp.substr(10) + "[0] two\n");
+  LogCursor next(LogSnapshot::Take(dir_), q, first.position());
+  got.clear();
+  while (next.Next(&chunk)) got += chunk;
+  EXPECT_EQ(got, "[0] two\n");
+}
+
 }  // namespace
 }  // namespace ltd::test
