@@ -156,12 +156,13 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
   }
 }
 
-int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail) {
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail,
+         const v1::LogsRequest& filters) {
   if (tail < 0) Die("--tail must be >= 0");
   if (!follow || tail > 0) {
     auto api = Connect(g);
     grpc::ClientContext ctx;
-    v1::LogsRequest req;
+    v1::LogsRequest req = filters;
     req.set_job(job);
     req.set_rank(rank);
     req.set_follow(follow);
@@ -179,7 +180,7 @@ int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_
   for (bool again = false;; again = true) {
     auto api = Connect(g);
     grpc::ClientContext ctx;
-    v1::LogsRequest req;
+    v1::LogsRequest req = filters;
     req.set_job(id);
     req.set_rank(rank);
     req.set_follow(true);

@@ -22,7 +22,9 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
 
 // `ltctl logs`: the stored log, or (`follow`) the log and then the live
 // lines until the job ends, through restarts of ltd.
-int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail);
+// `filters`: LogsRequest's timestamps and since, copied into every request.
+int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail,
+         const v1::LogsRequest& filters);
 
 // Writes out whatever the console holds (before a message of ltctl's own,
 // or an exit that skips stdio's).

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -57,6 +59,49 @@ int ParseSignal(const std::string& text) {
   Die("--signal '" + text + "' is not a signal; use a name such as TERM, INT, USR1 or a number");
 }
 
+// `logs --timestamps --since DUR|TIME` as a request's filters.
+v1::LogsRequest LogFilters(bool timestamps, const std::string& since) {
+  v1::LogsRequest req;
+  req.set_timestamps(timestamps);
+  if (since.empty()) return req;
+  int64_t us = 0;
+  if (auto d = ParseDuration(since)) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    us = std::chrono::duration_cast<std::chrono::microseconds>(now - *d).count();
+  } else {
+    // RFC 3339 in UTC ("Z") or with an offset, fractions allowed.
+    std::tm tm{};
+    const char* rest = strptime(since.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (rest == nullptr) {
+      Die("--since '" + since +
+          "' is neither a duration nor a time; use e.g. 10m, 2h or 2026-12-01T17:00:00Z");
+    }
+    int64_t frac_us = 0;
+    if (*rest == '.') {
+      int digits = 0;
+      for (++rest; std::isdigit(static_cast<unsigned char>(*rest)); ++rest, ++digits) {
+        if (digits < 6) frac_us = frac_us * 10 + (*rest - '0');
+      }
+      for (; digits < 6; ++digits) frac_us *= 10;
+    }
+    int64_t offset_s = 0;
+    if ((*rest == '+' || *rest == '-') && std::strlen(rest) == 6 && rest[3] == ':') {
+      offset_s = (std::atoi(rest + 1) * 3600 + std::atoi(rest + 4) * 60) * (*rest == '-' ? -1 : 1);
+      rest += 6;
+    } else if (*rest == 'Z') {
+      ++rest;
+    }
+    if (*rest != '\0') {
+      Die("--since '" + since + "': a time needs its zone, e.g. 2026-12-01T17:00:00Z or +01:00");
+    }
+    us = (static_cast<int64_t>(timegm(&tm)) - offset_s) * 1000000 + frac_us;
+  }
+  us = std::max<int64_t>(us, 0);
+  req.mutable_since()->set_seconds(us / 1000000);
+  req.mutable_since()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  return req;
+}
+
 struct SubmitArgs {
   int devices = 0;
   std::string name;
@@ -72,6 +117,7 @@ struct SubmitArgs {
   std::string master_addr, run_id, rdzv, rdzv_timeout;
   int master_port = 0;
   std::vector<std::string> after;
+  std::string output, error;  // --output, --error patterns
   std::vector<std::string> command;
 };
 
@@ -112,6 +158,8 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  req.set_output(a.output);
+  req.set_error(a.error);
   // This process's resource limits: the ranks get them (ltd lowers them to
   // its own), as a login's limits.conf meant for this user.
   static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
@@ -172,12 +220,30 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get());
 }
 
-std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
+// `ps`'s filters, as squeue's: --me, --user U, --state S[,S]; --no-trunc.
+struct PsArgs {
+  bool all = false, me = false, no_trunc = false;
+  std::vector<std::string> users, states;
+};
+
+std::vector<v1::Job> ListJobs(const Globals& g, const PsArgs& a) {
+  v1::ListRequest req;
+  req.set_all(a.all);
+  req.set_me(a.me);
+  req.set_no_trunc(a.no_trunc);
+  for (const auto& u : a.users) req.add_users(u);
+  for (const auto& s : a.states) {
+    std::string name = s;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    v1::Job::State state{};
+    if (!v1::Job::State_Parse(name, &state) || state == v1::Job::STATE_UNSPECIFIED)
+      Die("--state '" + s +
+          "' is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST");
+    req.add_states(state);
+  }
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::ListRequest req;
-  req.set_all(all);
   auto reader = api->List(&ctx, req);
   std::vector<v1::Job> jobs;
   v1::ListReply page;
@@ -189,14 +255,14 @@ std::vector<v1::Job> ListJobs(const Globals& g, bool all) {
   return jobs;
 }
 
-int Ps(const Globals& g, bool all) {
-  auto jobs = ListJobs(g, all);
+int Ps(const Globals& g, const PsArgs& a) {
+  auto jobs = ListJobs(g, a);
   if (g.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& j : jobs) list.push_back(ToJsonValue(j));
     PrintJson(list);
   } else {
-    PrintJobTable(jobs, stdout);
+    PrintJobTable(jobs, stdout, /*truncate=*/!a.no_trunc);
   }
   return 0;
 }
@@ -259,6 +325,32 @@ int Shutdown(const Globals& g) {
   grpc::Status s = api->Shutdown(&ctx, req, &reply);
   if (!s.ok()) DieRpc(g, s);
   std::fprintf(stderr, "ltctl: every job has ended; ltd is stopping\n");
+  return 0;
+}
+
+// `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
+int Drain(const Globals& g, const std::optional<std::string>& reason) {
+  auto api = Connect(g);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::DrainReply reply;
+  grpc::Status s;
+  if (reason) {
+    v1::DrainRequest req;
+    req.set_reason(*reason);
+    s = api->Drain(&ctx, req, &reply);
+  } else {
+    s = api->Resume(&ctx, v1::ResumeRequest(), &reply);
+  }
+  if (!s.ok()) DieRpc(g, s);
+  if (reply.draining()) {
+    std::printf("ltd is draining%s%s: no job starts; %d running go on, %d pending wait\n",
+                reply.reason().empty() ? "" : ": ",
+                DisplayEscape(reply.reason(), Controls::kEscape).c_str(), reply.running(),
+                reply.pending());
+  } else {
+    std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
+  }
   return 0;
 }
 
@@ -342,15 +434,29 @@ int main(int argc, char** argv) {
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
+  submit->add_option("-o,--output", sa.output,
+                     "also write every rank's output to this file, opened as you: %j job id, "
+                     "%r rank, %n name (sbatch's -o)");
+  submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
   submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "
                    "optional)")
       ->required();
 
-  bool all = false;
+  PsArgs pa;
   auto* ps = app.add_subcommand("ps", "running and pending jobs");
-  ps->add_flag("-a,--all", all, "include finished jobs");
+  ps->add_flag("-a,--all", pa.all, "include finished jobs");
+  ps->add_flag("--me", pa.me, "only my jobs");
+  ps->add_option("-u,--user", pa.users, "only this user's jobs: a name or uid (repeatable, or U,U)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  ps->add_option("-t,--state", pa.states,
+                 "only jobs in these states, finished ones too: S[,S] (PENDING, RUNNING, "
+                 "SUCCEEDED, FAILED, CANCELLED, LOST)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  ps->add_flag("--no-trunc", pa.no_trunc, "show whole commands, not cut to fit the table");
 
   std::string job;
   auto* gpus = app.add_subcommand(
@@ -366,6 +472,11 @@ int main(int argc, char** argv) {
   logs->add_option("--rank", rank, "only this rank's output");
   logs->add_flag("-f,--follow", follow, "follow until the job ends");
   logs->add_option("--tail", tail, "only the last N lines");
+  bool timestamps = false;
+  std::string since;
+  logs->add_flag("-t,--timestamps", timestamps, "each line after the time it reached ltd (UTC)");
+  logs->add_option("--since", since,
+                   "only lines since DUR ago (10m, 2h) or since TIME (2026-12-01T17:00:00Z)");
 
   auto* attach = app.add_subcommand("attach", "stream the job's output; exit with its exit code");
   attach->add_option("JOB", job, "job id or name")->required();
@@ -383,6 +494,11 @@ int main(int argc, char** argv) {
                  "with --signal: to every process of each rank (its DataLoader workers too)");
   auto* shutdown =
       app.add_subcommand("shutdown", "root: tear every job down, then stop ltd (maintenance)");
+  std::string drain_reason;
+  auto* drain = app.add_subcommand(
+      "drain", "root or admin group: start no job until `resume`; running ones go on");
+  drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
+  auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
 
   try {
     app.parse(argc, argv);
@@ -397,14 +513,16 @@ int main(int argc, char** argv) {
       if (sa.devices < 1) Die("--devices must be at least 1");
       return Submit(g, sa);
     }
-    if (ps->parsed()) return Ps(g, all);
+    if (ps->parsed()) return Ps(g, pa);
     if (show->parsed()) return Show(g, job);
     if (gpus->parsed()) return Gpus(g);
-    if (logs->parsed()) return Logs(g, job, rank, follow, tail);
+    if (logs->parsed()) return Logs(g, job, rank, follow, tail, LogFilters(timestamps, since));
     if (attach->parsed()) return Follow(g, job, true);
     if (wait->parsed()) return Follow(g, job, false);
     if (kill->parsed()) return Kill(g, job, signal, all_processes);
     if (shutdown->parsed()) return Shutdown(g);
+    if (drain->parsed()) return Drain(g, drain_reason);
+    if (resume->parsed()) return Drain(g, std::nullopt);
     return kErrorExit;
   };
   const int code = run();

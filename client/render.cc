@@ -228,13 +228,13 @@ std::string HeartbeatMode(const v1::Job& j) {
   }
 }
 
-void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out) {
+void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate) {
   Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "NODE", "STEP", "ELAPSED", "EXIT", "COMMAND"});
   for (const auto& j : jobs) {
     std::string cmd = Command(j);
     size_t consumed = 0;
     std::string shown = DisplayEscapePrefix(cmd, 37, &consumed);
-    if (consumed < cmd.size()) cmd = shown + "...";
+    if (truncate && consumed < cmd.size()) cmd = shown + "...";
     std::string state = StateText(j);
     if (!j.pending_reason().empty()) state += " (" + Line(j.pending_reason()) + ")";
     t.Add({Line(j.id()), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),

@@ -11,7 +11,8 @@
 
 namespace ltd {
 
-void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out);
+// `truncate`: each command cut to fit the table (`ps --no-trunc`: whole).
+void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate = true);
 void PrintJob(const v1::Job& job, FILE* out);
 // `ltctl gpus`: every device slot, free, busy or quarantined.
 void PrintSlots(const v1::GpusReply& reply, FILE* out);

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config,
   d->manager_config_.keep_finished = c.keep_jobs;
   d->manager_config_.max_restarts_limit = c.max_restarts_limit;
   d->manager_config_.max_time = c.max_time;
+  d->manager_config_.max_state_bytes = c.max_state_bytes;
   d->manager_config_.placement.user_max_running_jobs = c.user_max_running_jobs;
   d->manager_config_.placement.user_max_pending_jobs = c.user_max_pending_jobs;
   ShimConfig& shim = d->shim_config_;
@@ -248,6 +249,7 @@ absl::Status Daemon::Serve(const ConfigSources& sources) {
   // reference of its own (grpc_init in TakeOverEarlier) and never shuts
   // it down.
   service_.emplace(*loop_, *manager_, *listener_, static_cast<size_t>(config_.user_max_streams));
+  if (absl::Status s = service_->SetAdminGroup(config_.admin_group); !s.ok()) return s;
   grpc::ServerBuilder builder;
   builder.RegisterService(&*service_);
   // Calls one connection may have in progress; a client's further calls

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include "auto_instrument.h"
 #include "bytes.h"
@@ -30,6 +31,8 @@
 #include "fd_limit.h"
 #include "flag_values.h"
 #include "helpers.h"
+#include "output_files.h"
+#include "output_pattern.h"
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
@@ -63,6 +66,7 @@ struct Options {
   std::string stack_budget = "5s";
   int max_restarts = 0;
   std::vector<std::string> env;
+  std::string output, error;  // --output, --error patterns
   std::string report;
   std::string state_dir;
   std::string containment = "auto";
@@ -214,6 +218,13 @@ int Run(const Options& opt) {
   spec.hold_on_hang = OrDie(DurationFlag("--hold-on-hang", opt.hold_on_hang));
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
+  for (auto [flag, pattern, field] : {std::tuple{"--output", &opt.output, &spec.output},
+                                      std::tuple{"--error", &opt.error, &spec.error}}) {
+    if (pattern->empty()) continue;
+    if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
+    *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
+  }
+  if (auto s = OutputFiles::Check(spec); !s.ok()) Die(std::string(s.message()));
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
@@ -397,6 +408,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-restarts", opt.max_restarts, "restarts after a failure")
       ->capture_default_str();
   app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)");
+  app.add_option("--output,-o", opt.output,
+                 "also write every rank's output to this file: %j job id, %r rank, %n name");
+  app.add_option("--error,-e", opt.error, "stderr to this file instead (as --output)");
   app.add_option("--report", opt.report, "write the job's final record (JSON) to this file");
   app.add_option("--state-dir", opt.state_dir,
                  "keep the job's record and log here (default: a temporary dir, removed)");

@@ -369,6 +369,8 @@ nlohmann::json ToJson(const Job& job) {
       {"hold_on_hang_ms", s.hold_on_hang.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
+      {"output", BytesToJson(s.output)},
+      {"error", BytesToJson(s.error)},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -443,6 +445,8 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     }
   }
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
+  s.output = BytesField(j, "output").value_or("");
+  s.error = BytesField(j, "error").value_or("");
   if (auto it = j.find("rlimits"); it != j.end() && it->is_array()) {
     for (const auto& lj : *it) {
       auto resource = ResourceByName(Field<std::string>(lj, "resource").value_or(""));

@@ -213,6 +213,8 @@ struct JobSpec {
   // The ranks' resource limits (resource_limits.h); empty: the
   // supervisor's own, as a record of an earlier release had it.
   std::vector<ResourceLimit> rlimits;
+  // --output / --error patterns (output_pattern.h), absolute; "": none.
+  std::string output, error;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <deque>
 
 #include "absl/strings/numbers.h"
@@ -68,9 +70,19 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
+// The stamp a stored line starts with (without its space), or "".
+std::string_view StampOf(std::string_view line) {
+  if (line.size() < kLogStampBytes || line[kLogStampBytes - 1] != ' ' ||
+      line[kLogStampBytes - 2] != 'Z' || line[10] != 'T' || line[0] < '0' || line[0] > '9') {
+    return {};
+  }
+  return line.substr(0, kLogStampBytes - 1);
+}
+
 // Whether a stored line belongs to `rank` (marker lines belong to all);
-// `line` is then what to show.
+// `line` is then what to show, without its stamp.
 bool Keep(int rank, std::string_view& line) {
+  if (!StampOf(line).empty()) line.remove_prefix(kLogStampBytes);
   if (rank < 0) return true;
   if (line.starts_with("[ltd]")) return true;
   const std::string prefix = Cat("[", rank, "] ");
@@ -80,6 +92,31 @@ bool Keep(int rank, std::string_view& line) {
 }
 
 }  // namespace
+
+std::string LogStamp(WallTime t) {
+  // One strftime a second: a supervisor stamps every chunk of output.
+  thread_local int64_t cached_secs = -1;
+  thread_local char cached[24];
+  const int64_t us = std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+  const int64_t secs = us / 1000000;
+  if (secs != cached_secs) {
+    const std::time_t tt = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    if (std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm) != 19) return {};
+    cached_secs = secs;
+  }
+  char buf[kLogStampBytes];
+  std::memcpy(buf, cached, 19);
+  buf[19] = '.';
+  for (int i = 25, frac = static_cast<int>(us % 1000000); i >= 20; --i, frac /= 10) {
+    buf[i] = static_cast<char>('0' + frac % 10);
+  }
+  buf[26] = 'Z';
+  buf[27] = ' ';
+  return std::string(buf, kLogStampBytes);
+}
 
 std::string CutMarker(uint64_t cut) {
   return Cat("[ltd] ", cut,
@@ -209,14 +246,16 @@ LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_
 }
 
 uint64_t LogCursor::position() const {
+  // A held line (whole_lines) is not read yet.
+  const uint64_t held = query_.whole_lines ? carry_.size() : 0;
   if (seg_ >= segs_.size()) {
     for (size_t i = segs_.size(); i-- > 0;) {
-      if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size;
+      if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size - held;
     }
     return 0;
   }
   const Segment& seg = segs_[seg_];
-  return seg.fd < 0 ? seg.logical : seg.logical + off_;
+  return seg.fd < 0 ? seg.logical : seg.logical + off_ - held;
 }
 
 bool LogCursor::Read(size_t seg, uint64_t off, size_t len, std::string& out) const {
@@ -242,7 +281,7 @@ void LogCursor::SeekToTail() {
   // end starts: forward reading begins there. Whether a line is kept shows
   // in its first bytes ("[R] ", "[ltd]"), so only those are looked at, and
   // one chunk is held whatever N is.
-  constexpr size_t kPrefix = 32;
+  constexpr size_t kPrefix = 32 + kLogStampBytes;
   const auto want = static_cast<uint64_t>(query_.tail);
   uint64_t found = 0;
   std::string buf;
@@ -302,26 +341,35 @@ bool LogCursor::Next(std::string* chunk) {
       break;
     }
     off_ += len;
-    if (query_.rank < 0 && carry_.empty()) {
+    // Every rank's lines, stamps and all, as stored.
+    if (query_.rank < 0 && query_.timestamps && query_.since.empty() && carry_.empty()) {
       chunk->swap(buf);
       return true;
     }
     carry_.append(buf);
     size_t start = 0;
     for (size_t nl; (nl = carry_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string_view line(carry_.data() + start, nl - start);
-      if (Keep(query_.rank, line)) chunk->append(line).push_back('\n');
+      if (Show(std::string_view(carry_.data() + start, nl - start), chunk)) chunk->push_back('\n');
     }
     carry_.erase(0, start);
     if (!chunk->empty()) return true;
   }
-  if (!carry_.empty()) {
-    std::string_view last(carry_);
-    if (Keep(query_.rank, last)) chunk->assign(last);
+  if (!carry_.empty() && !query_.whole_lines) {
+    Show(carry_, chunk);
     carry_.clear();
     return !chunk->empty();
   }
   return false;
+}
+
+bool LogCursor::Show(std::string_view line, std::string* out) {
+  const std::string_view stamp = StampOf(line);
+  if (!stamp.empty()) last_stamp_.assign(stamp);
+  if (!query_.since.empty() && !last_stamp_.empty() && last_stamp_ < query_.since) return false;
+  if (!Keep(query_.rank, line)) return false;
+  if (query_.timestamps && !stamp.empty()) out->append(stamp).push_back(' ');
+  out->append(line);
+  return true;
 }
 
 void ReadLog(LogSnapshot snapshot, const LogQuery& query,

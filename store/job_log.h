@@ -1,5 +1,7 @@
 // A job's output on disk: every rank's lines, each stored once, as
-// "[R] line\n", bounded per job. Past the bound ltd keeps the head and the
+// "TIME [R] line\n" (TIME: when the line reached its supervisor, see
+// LogStamp; logs of older releases have "[R] line\n", read as well),
+// bounded per job. Past the bound ltd keeps the head and the
 // tail and says how much it cut between them (a rank running `yes` must
 // not fill the disk):
 //
@@ -24,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "fd.h"
+#include "job.h"
 
 namespace ltd {
 
@@ -58,10 +61,23 @@ class JobLogWriter {
   uint64_t written_ = 0;
 };
 
+// When a line reached ltd, as the log keeps it before the line: RFC 3339
+// in UTC with microseconds and a space ("2026-12-01T17:02:03.123456Z "),
+// fixed width, so that comparing two as text compares the times.
+inline constexpr size_t kLogStampBytes = 28;
+std::string LogStamp(WallTime t);
+
 // What `ltctl logs` asks for.
 struct LogQuery {
   int rank = -1;     // -1: every rank, lines kept as "[R] line"
   int64_t tail = 0;  // only the last N lines; 0: all
+  bool timestamps = false;  // each line after its LogStamp, as stored ("TIME [R] line")
+  // Only lines stamped at or after this LogStamp (without its space); "":
+  // all. A line without a stamp (an older log) counts as the one before it.
+  std::string since;
+  // A last line without its newline (still being written) is held back,
+  // and position() stops before it, for the next cursor to read whole.
+  bool whole_lines = false;
 };
 
 // The files of a log as they were at one moment, open: the writer may go
@@ -103,6 +119,8 @@ class LogCursor {
     uint64_t logical = 0;  // where it starts in the log; the marker: where the tail does
   };
   bool Read(size_t seg, uint64_t off, size_t len, std::string& out) const;
+  // Appends what the query shows of a stored line (no newline); false: none.
+  bool Show(std::string_view line, std::string* out);
   void SeekToTail();
 
   LogSnapshot snapshot_;  // owns the fds the segments read
@@ -112,6 +130,7 @@ class LogCursor {
   uint64_t off_ = 0;
   bool positioned_ = false;
   std::string carry_;  // a line split by a chunk
+  std::string last_stamp_;  // of the last line read, for --since
 };
 
 // All of it to `sink` (false: stop). For tests and small logs.

@@ -96,7 +96,18 @@ void JobRunner::BeginAttempt() {
   attempt_ = std::make_shared<LiveAttempt>(clock_, static_cast<size_t>(job.spec.devices));
   LiveAttempt& rt = At();
   const WallTime now = clock_.Now();
-  if (auto s = launcher_.BeginJob(job.id); !s.ok()) {
+  absl::Status s = absl::OkStatus();
+  if (!job.spec.output.empty() || !job.spec.error.empty()) {
+    // As the user, before anything of the job exists; appended to on restarts.
+    auto files = OutputFiles::Open(job, /*truncate=*/job.attempts.empty());
+    if (files.ok()) {
+      rt.outputs.emplace(std::move(*files));
+    } else {
+      s = files.status();
+    }
+  }
+  if (s.ok()) s = launcher_.BeginJob(job.id);
+  if (!s.ok()) {
     RootCause cause;
     cause.reason = CauseReason::kSpawnFailed;
     cause.at = now;

@@ -20,6 +20,7 @@
 #include "job.h"
 #include "job_log.h"
 #include "line_splitter.h"
+#include "output_files.h"
 
 namespace ltd {
 
@@ -134,7 +135,8 @@ class LiveAttempt {
   Phase phase = Phase::kRunning;
   std::vector<RankRuntime> ranks;
   std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
-  std::optional<RootCause> cause;   // of this attempt
+  std::optional<OutputFiles> outputs;  // --output, --error
+  std::optional<RootCause> cause;      // of this attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;
   // The run's cause was a cancel on another node: no node restarts. A fact

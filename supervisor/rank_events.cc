@@ -9,7 +9,8 @@ void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
   LiveAttempt& rt = At();
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
-  const std::string prefix = Cat("[", rank, "] ");
+  // The chunk's lines arrived now: one stamp for them all.
+  const std::string prefix = LogStamp(clock_.Now()) + Cat("[", rank, "] ");
   std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
     if (rr.capturing_stack && stream == Stream::kStderr) {
@@ -31,6 +32,7 @@ void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
   // re-reads the log, and must find it there (it waited for the next line
   // otherwise, maybe until the job's end).
   if (rt.log) rt.log->Append(stored);
+  if (rt.outputs) rt.outputs->Write(rank, stream, stored, prefix.size());
   for (size_t at = 0; at < stored.size();) {
     const size_t end = stored.find('\n', at);
     Output(rank, stream,

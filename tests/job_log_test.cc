@@ -14,6 +14,15 @@
 namespace ltd::test {
 namespace {
 
+LogQuery Q(int rank, int64_t tail = 0, bool timestamps = false, std::string since = "") {
+  LogQuery q;
+  q.rank = rank;
+  q.tail = tail;
+  q.timestamps = timestamps;
+  q.since = std::move(since);
+  return q;
+}
+
 class JobLogTest : public ::testing::Test {
  protected:
   JobLogTest() {
@@ -46,12 +55,12 @@ TEST_F(JobLogTest, LinesReadBackWholePerRankAndByTail) {
   w->Append("[0] a\n[1] b\n");
   w->Append("[0] c\n[10] d\n[1] e\n");
   EXPECT_EQ(Read(), "[0] a\n[1] b\n[0] c\n[10] d\n[1] e\n");
-  EXPECT_EQ(Read({1, 0}), "b\ne\n");
-  EXPECT_EQ(Read({0, 0}), "a\nc\n");
-  EXPECT_EQ(Read({-1, 2}), "[10] d\n[1] e\n");
-  EXPECT_EQ(Read({0, 1}), "c\n");
-  EXPECT_EQ(Read({1, 99}), "b\ne\n");
-  EXPECT_EQ(Read({7, 0}), "");
+  EXPECT_EQ(Read(Q(1, 0)), "b\ne\n");
+  EXPECT_EQ(Read(Q(0, 0)), "a\nc\n");
+  EXPECT_EQ(Read(Q(-1, 2)), "[10] d\n[1] e\n");
+  EXPECT_EQ(Read(Q(0, 1)), "c\n");
+  EXPECT_EQ(Read(Q(1, 99)), "b\ne\n");
+  EXPECT_EQ(Read(Q(7, 0)), "");
   EXPECT_EQ(w->written(), 31u);
 }
 
@@ -90,8 +99,8 @@ TEST_F(JobLogTest, PastTheBoundTheHeadAndTailAreKeptAndTheCutIsSaid) {
   // What is shown and what was cut add up to what was written.
   EXPECT_EQ(all.size() - CutMarker(cut).size() + cut, total);
   // Every line shown is whole, and the marker shows for every rank too.
-  EXPECT_EQ(Read({-1, 1}), Cat("[", (n - 1) % 3, "] line ", n - 1, "\n"));
-  EXPECT_NE(Read({2, 0}).find("bytes of output cut here"), std::string::npos);
+  EXPECT_EQ(Read(Q(-1, 1)), Cat("[", (n - 1) % 3, "] line ", n - 1, "\n"));
+  EXPECT_NE(Read(Q(2, 0)).find("bytes of output cut here"), std::string::npos);
   // A restarted job's next attempt goes on in the same bounded log.
   auto again = JobLogWriter::Open(dir_, bound);
   EXPECT_EQ(again->written(), total);
@@ -116,10 +125,57 @@ TEST_F(JobLogTest, TailOfRandomLinesMatchesAForwardRead) {
     for (size_t i = rank2.size() - std::min(n, rank2.size()); i < rank2.size(); ++i) out += rank2[i];
     return out;
   };
-  EXPECT_EQ(Read({2, 0}), last(rank2.size()));
+  EXPECT_EQ(Read(Q(2, 0)), last(rank2.size()));
   for (int64_t tail : {1, 2, 17, 600, 100000}) {
-    EXPECT_EQ(Read({2, tail}), last(static_cast<size_t>(tail))) << tail;
+    EXPECT_EQ(Read(Q(2, tail)), last(static_cast<size_t>(tail))) << tail;
   }
+}
+
+// Lines stamped with when they came; logs written before stamps existed
+// ("[R] line") read as they always did, and mixed with stamped ones.
+TEST_F(JobLogTest, StampsAreShownOnAskAndSinceFiltersByThem) {
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  const WallTime t0 = WallTime(std::chrono::seconds(1764608523)) + std::chrono::microseconds(42);
+  const std::string s0 = LogStamp(t0), s1 = LogStamp(t0 + std::chrono::seconds(61));
+  EXPECT_EQ(s0, "2025-12-01T17:02:03.000042Z ");
+  ASSERT_EQ(s1.size(), kLogStampBytes);
+  w->Append("[0] old line\n");  // as an older release wrote it
+  w->Append(s0 + "[0] early\n" + s0 + "[1] early one\n");
+  w->Append(s1 + "[0] late\n[1] late unstamped\n");
+  EXPECT_EQ(Read(), "[0] old line\n[0] early\n[1] early one\n[0] late\n[1] late unstamped\n");
+  EXPECT_EQ(Read(Q(1)), "early one\nlate unstamped\n");
+  EXPECT_EQ(Read(Q(-1, 0, true)),
+            "[0] old line\n" + s0 + "[0] early\n" + s0 + "[1] early one\n" + s1 + "[0] late\n" +
+                "[1] late unstamped\n");
+  EXPECT_EQ(Read(Q(0, 0, true)), "old line\n" + s0 + "early\n" + s1 + "late\n");
+  std::string since = LogStamp(t0 + std::chrono::seconds(1));
+  since.pop_back();
+  // A line without a stamp counts as the one before it; before any, shown.
+  EXPECT_EQ(Read(Q(-1, 0, false, since)), "[0] old line\n[0] late\n[1] late unstamped\n");
+  EXPECT_EQ(Read(Q(1, 1, true)), "late unstamped\n");
+  EXPECT_EQ(Read(Q(1, 2, true)), s0 + "early one\nlate unstamped\n");
+}
+
+// A follower's snapshot that ends inside a line still being written (the
+// supervisor is another process) holds that line back, whole, for the next
+// cursor: never half a stamp shown as text.
+TEST_F(JobLogTest, AFollowerNeverShowsATornLine) {
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  const std::string stamp = LogStamp(WallTime(std::chrono::seconds(1764608523)));
+  w->Append(stamp + "[0] one\n" + stamp.substr(0, 10));  // torn inside the stamp
+  LogQuery q = Q(-1);
+  q.whole_lines = true;
+  LogCursor first(LogSnapshot::Take(dir_), q);
+  std::string got, chunk;
+  while (first.Next(&chunk)) got += chunk;
+  EXPECT_EQ(got, "[0] one\n");
+  w->Append(stamp.substr(10) + "[0] two\n");
+  LogCursor next(LogSnapshot::Take(dir_), q, first.position());
+  got.clear();
+  while (next.Next(&chunk)) got += chunk;
+  EXPECT_EQ(got, "[0] two\n");
 }
 
 }  // namespace

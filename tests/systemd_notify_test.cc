@@ -56,6 +56,26 @@ TEST_F(NotifierTest, StatusFollowsChangesAtMostOncePerInterval) {
   EXPECT_EQ(sent.size(), 2u);
 }
 
+// `systemctl status` says a drain (its reason escaped to one line), and its end.
+TEST_F(NotifierTest, StatusSaysDraining) {
+  notifier.OnDrainChanged(std::string("swap GPU 3\n"));
+  counts = {1, 2};
+  notifier.Ready();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].rfind("READY=1\nSTATUS=ready: draining (swap GPU 3\\n): 1 running, 2 pending", 0),
+            0u)
+      << sent[0];
+  clock.Advance(Millis(5000));
+  notifier.OnDrainChanged(std::nullopt);
+  clock.Advance(Millis(1));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1], "STATUS=1 running, 2 pending");
+  notifier.OnDrainChanged(std::string());
+  clock.Advance(Millis(1000));
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[2], "STATUS=draining: 1 running, 2 pending");
+}
+
 TEST_F(NotifierTest, StoppingIsSentAtOnceAndStatusSaysSo) {
   notifier.Ready();
   sent.clear();

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "bytes.h"
 #include "duration.h"
 #include "flag_values.h"
 #include "hang_report.h"
+#include "output_pattern.h"
 #include "resource_limits.h"
 #include "str_util.h"
 #include "straggler.h"
@@ -238,6 +240,8 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  out->set_output(DisplayEscapeElided(s.output, limits.text));
+  out->set_error(DisplayEscapeElided(s.error, limits.text));
   if (job.state == JobState::kPending) {
     out->set_pending_reason(DisplayEscapeElided(job.table.pending_reason, limits.text));
   }
@@ -381,6 +385,12 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     }
   }
   spec.after.assign(req.after().begin(), req.after().end());
+  for (auto [flag, pattern, field] : {std::tuple{"--output", &req.output(), &spec.output},
+                                      std::tuple{"--error", &req.error(), &spec.error}}) {
+    if (pattern->empty()) continue;
+    if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) return s;
+    *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
+  }
   return spec;
 }
 

@@ -30,8 +30,12 @@ void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery 
   // The snapshot is taken and the follower registered in this one loop
   // turn: every line before is in the snapshot, every line after makes the
   // follower take another.
-  r->cursor_.emplace(manager.TakeLog(job.id), query);
-  if (follow && !IsFinal(job.state)) {
+  // A follower's snapshot may end inside a line the supervisor is still
+  // writing: that line waits for the next snapshot, whole.
+  const bool following = follow && !IsFinal(job.state);
+  r->query_.whole_lines = following;
+  r->cursor_.emplace(manager.TakeLog(job.id), r->query_);
+  if (following) {
     r->follower_ = std::make_shared<Follower>(r);
     r->observer_ = manager.Observe(job.id, r->follower_);
     r->following_ = r->observer_.has_value();
@@ -111,6 +115,7 @@ void LogReplay::Snapshot() {
   grew_ = false;
   snapshot_after_end_ = ended_;
   query_.tail = 0;  // past the first snapshot, everything new
+  query_.whole_lines = !ended_;  // the last one has every byte, a torn last line too
   cursor_.emplace(manager_.TakeLog(job_id_), query_, from);
   Step();
 }

@@ -1,6 +1,7 @@
 #include "service.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 #include "bytes.h"
 #include "event_stream.h"
 #include "job_store.h"
+#include "list_filter.h"
 #include "log_replay.h"
+#include "output_files.h"
 #include "page_stream.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -224,6 +227,10 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
+  if (auto s = OutputFiles::Check(spec); !s.ok()) {
+    out->Finish(ToGrpc(s));
+    return stream;
+  }
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
   loop_.Post(
@@ -261,17 +268,26 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
                                                           const v1::ListRequest* req) {
   auto* stream = new PageStream();
   // Its pages are every job's summary: bounded per user like any stream.
-  if (!StreamCaller(ctx, stream)) return stream;
-  loop_.Post([this, all = req->all(), out = stream->handle()] {
+  auto who = StreamCaller(ctx, stream);
+  if (!who) return stream;
+  auto filter = FilterFromRequest(*req, who->uid);
+  if (!filter.ok()) {
+    stream->handle()->Finish(ToGrpc(filter.status()));
+    return stream;
+  }
+  // --no-trunc: each command up to what a finished job's summary keeps and more.
+  const ViewLimits limits = req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text} : kListLimits;
+  loop_.Post([this, filter = std::move(*filter), limits, out = stream->handle()] {
     // Pages of a bounded size whatever the number and size of the records
     // (gRPC refuses a message over 4 MB); each job's text is cut short.
     constexpr int kPageJobs = 500;
     constexpr size_t kPageBytes = 1 << 20;
     std::deque<v1::ListReply> pages;
     size_t page_bytes = 0;
-    for (const Job* job : manager_.List(all)) {
+    for (const Job* job : manager_.List(/*all=*/true)) {
+      if (!filter.Matches(*job)) continue;
       v1::Job view;
-      ToProto(*job, kListLimits, &view);
+      ToProto(*job, limits, &view);
       const size_t size = view.ByteSizeLong();
       if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
           (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
@@ -464,9 +480,99 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
                                       Cat("--rank ", r.rank(), " is out of range: job ", j.id,
                                           " has ranks 0..", j.spec.devices - 1)));
     }
-    LogReplay::Start(loop_, manager_, j, LogQuery{r.rank(), r.tail()}, r.follow(), out);
+    LogQuery query;
+    query.rank = r.rank();
+    query.tail = r.tail();
+    query.timestamps = r.timestamps();
+    if (r.has_since()) {
+      const auto since = WallTime(std::chrono::seconds(r.since().seconds())) +
+                         std::chrono::microseconds(r.since().nanos() / 1000);
+      query.since = LogStamp(since);
+      query.since.pop_back();  // its space
+    }
+    LogReplay::Start(loop_, manager_, j, std::move(query), r.follow(), out);
   });
   return stream;
+}
+
+absl::Status LtdService::SetAdminGroup(const std::string& group) {
+  admin_group_ = group;
+  admin_gid_.reset();
+  if (group.empty()) return absl::OkStatus();
+  struct group gr {};
+  struct group* found = nullptr;
+  std::vector<char> buf(1 << 16);
+  if (getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(
+        Cat("--admin-group '", group, "': no such group on this host; create it or leave it out"));
+  }
+  admin_gid_ = found->gr_gid;
+  return absl::OkStatus();
+}
+
+bool LtdService::IsAdmin(const PeerCreds& who) const {
+  if (who.uid == 0) return true;
+  if (!admin_gid_) return false;
+  if (who.gid == *admin_gid_) return true;
+  // The group database's word, as for a login: the caller's user is a member.
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(who.uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return false;
+  }
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(found->pw_name, found->pw_gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    if (getgrouplist(found->pw_name, found->pw_gid, groups.data(), &n) < 0) return false;
+  }
+  groups.resize(static_cast<size_t>(n));
+  return std::find(groups.begin(), groups.end(), *admin_gid_) != groups.end();
+}
+
+grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
+                                               std::optional<std::string> reason,
+                                               v1::DrainReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  auto who = listener_.Lookup(ctx->peer());
+  if (!who || !IsAdmin(*who)) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        Cat("only root", admin_group_.empty() ? "" : Cat(" or the group ", admin_group_),
+            " may ", reason ? "drain" : "resume", " ltd; ask an administrator")));
+    return reactor;
+  }
+  constexpr size_t kMaxReasonBytes = 1024;
+  if (reason && (reason->size() > kMaxReasonBytes || reason->find('\0') != std::string::npos)) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 Cat("--reason is ", reason->size(), " bytes or has a NUL byte; "
+                                     "give at most ", kMaxReasonBytes, " bytes of text")));
+    return reactor;
+  }
+  loop_.Post([this, reason = std::move(reason), by = UserName(who->uid), reply, reactor] {
+    absl::Status s = reason ? manager_.Drain(*reason) : manager_.Resume();
+    if (!s.ok()) return reactor->Finish(ToGrpc(s));
+    spdlog::info("{} by {}", reason ? "drain" : "resume", by);
+    reply->set_draining(manager_.drain().has_value());
+    if (manager_.drain()) reply->set_reason(DisplayEscape(*manager_.drain()));
+    for (const Job* job : manager_.List(false)) {
+      if (job->state == JobState::kRunning) reply->set_running(reply->running() + 1);
+      if (job->state == JobState::kPending) reply->set_pending(reply->pending() + 1);
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LtdService::Drain(grpc::CallbackServerContext* ctx,
+                                            const v1::DrainRequest* req, v1::DrainReply* reply) {
+  return SetDrain(ctx, req->reason(), reply);
+}
+
+grpc::ServerUnaryReactor* LtdService::Resume(grpc::CallbackServerContext* ctx,
+                                             const v1::ResumeRequest*, v1::DrainReply* reply) {
+  return SetDrain(ctx, std::nullopt, reply);
 }
 
 }  // namespace ltd

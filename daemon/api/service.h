@@ -42,6 +42,14 @@ class LtdService final : public v1::Ltd::CallbackService {
                                      v1::ShutdownReply* reply) override;
   grpc::ServerUnaryReactor* Gpus(grpc::CallbackServerContext* ctx, const v1::GpusRequest* req,
                                  v1::GpusReply* reply) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest* req,
+                                  v1::DrainReply* reply) override;
+  grpc::ServerUnaryReactor* Resume(grpc::CallbackServerContext* ctx, const v1::ResumeRequest* req,
+                                   v1::DrainReply* reply) override;
+
+  // Members of this group (by name; "": none) may do what root may to ltd
+  // itself (drain, resume). An unknown group is an error.
+  absl::Status SetAdminGroup(const std::string& group);
 
   // What `ltctl shutdown` does (loop thread): end every job, then call
   // `finished` and stop.
@@ -76,8 +84,16 @@ class LtdService final : public v1::Ltd::CallbackService {
                                                  const std::string& ref, bool output,
                                                  bool cancel_on_disconnect = false);
 
+  // Root, or a member of the admin group. May ask NSS: not on the loop.
+  bool IsAdmin(const PeerCreds& who) const;
+  // Drain or resume (`reason` nullopt), for an admin.
+  grpc::ServerUnaryReactor* SetDrain(grpc::CallbackServerContext* ctx,
+                                     std::optional<std::string> reason, v1::DrainReply* reply);
+
   Loop& loop_;
   JobManager& manager_;
+  std::optional<gid_t> admin_gid_;
+  std::string admin_group_;
   const Listener& listener_;
   StreamQuota quota_;
   // Whole records of finished jobs being read for Show (loop thread).

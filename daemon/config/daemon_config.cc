@@ -59,6 +59,10 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
   c.devices = opt.devices;
 
   c.keep_jobs = opt.keep_jobs;
+  auto bound = StateBound(opt.max_state_bytes, opt.state_dir);
+  if (!bound.ok()) return bound.status();
+  c.max_state_bytes = *bound;
+  c.admin_group = opt.admin_group;
   c.max_restarts_limit = opt.max_restarts_limit;
   c.user_max_running_jobs = opt.user_max_running_jobs;
   c.user_max_pending_jobs = opt.user_max_pending_jobs;

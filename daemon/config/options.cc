@@ -1,11 +1,13 @@
 #include "options.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "byte_size.h"
 #include "config_file.h"
 
 namespace ltd {
@@ -48,6 +50,25 @@ std::string Toml(const std::string& v) {
 
 }  // namespace
 
+absl::StatusOr<uint64_t> StateBound(const std::string& value, const std::string& state_dir) {
+  if (value != "auto") {
+    auto bytes = ParseByteSize(value);
+    if (!bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-state-bytes '", value, "' is not a size; use e.g. 100G, 0 (no bound) or auto"));
+    }
+    return *bytes;
+  }
+  struct statvfs fs {};
+  std::string dir = state_dir;
+  while (statvfs(dir.c_str(), &fs) != 0) {
+    const size_t slash = dir.find_last_of('/');
+    if (errno != ENOENT || slash == std::string::npos || dir == "/") return uint64_t{0};
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+  }
+  return static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 2;
+}
+
 void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--socket", opt.socket, "Unix socket to listen on")->capture_default_str();
   app.add_option("--state-dir", opt.state_dir, "job records and rank logs")->capture_default_str();
@@ -65,6 +86,8 @@ void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--keep-jobs", opt.keep_jobs, "finished jobs whose records and logs are kept")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--admin-group", opt.admin_group,
+                 "members of this group may drain and resume ltd, as root may (default: none)");
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown; 0: take none")
       ->capture_default_str();
@@ -95,6 +118,10 @@ void AddOptions(CLI::App& app, Options& opt) {
       ->capture_default_str();
   app.add_option("--idle-timeout", opt.idle_timeout,
                  "a connection with no call in progress for this long is closed")
+      ->capture_default_str();
+  app.add_option("--max-state-bytes", opt.max_state_bytes,
+                 "the state dir's bound (SIZE, 0: none, auto: half its file system); past it "
+                 "the oldest finished jobs go first")
       ->capture_default_str();
   app.add_option("--job-max-log-bytes", opt.job_max_log_bytes,
                  "output kept per job; past it the head and the tail are kept")

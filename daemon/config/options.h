@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace ltd {
 
@@ -22,6 +23,7 @@ struct Options {
   std::string containment = "auto";
   std::string stack_budget = "5s";
   size_t keep_jobs = 10000;
+  std::string admin_group;  // may drain and resume ltd, as root may
   // Per-user bounds, so that no user can take the server from the others.
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;
@@ -31,6 +33,7 @@ struct Options {
   int connection_max_streams = 16;
   std::string idle_timeout = "10m";
   std::string job_max_log_bytes = "1G";
+  std::string max_state_bytes = "auto";  // half the state dir's file system
   int max_restarts_limit = 100;
   std::string max_time = "0";  // the longest --time a job may ask for; 0: any
   std::string restart_backoff = "1s";
@@ -44,6 +47,10 @@ struct Options {
   uint64_t gpu_leftover_mib = 0;
   std::string gpu_sample_interval = "10s";
 };
+
+// --max-state-bytes as bytes: a SIZE, 0 (no bound), or "auto": half the
+// file system that holds `state_dir` (or, before it exists, its parent).
+absl::StatusOr<uint64_t> StateBound(const std::string& value, const std::string& state_dir);
 
 // Adds every option of `opt` to `app`; each is also a key of the file.
 void AddOptions(CLI::App& app, Options& opt);

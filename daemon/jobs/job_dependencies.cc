@@ -109,6 +109,9 @@ void JobManager::UpdatePendingReasons() {
       const std::vector<std::string> unmet = deps_.Unmet(id);
       job->table.pending_reason =
           Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
+    } else if (drain_) {
+      job->pending_reason =
+          drain_->empty() ? std::string("ltd is draining") : Cat("ltd is draining: ", *drain_);
     } else {
       job->table.pending_reason = scheduler_.WhyPending(id);
       // Short of devices while a GPU sits in quarantine: say which holds it.

@@ -5,6 +5,9 @@
 // defers anything costly (a timer) to a later loop turn.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "job.h"
 
 namespace ltd {
@@ -30,6 +33,8 @@ class JobEvents {
   // A line of a job's output reached ltd from its supervisor (which sends
   // them only while a client attaches to or follows the job).
   virtual void OnOutputLine() {}
+  // ltd was drained (`reason`, "" for none given) or resumed (nullopt).
+  virtual void OnDrainChanged(const std::optional<std::string>& reason) { (void)reason; }
 };
 
 }  // namespace ltd

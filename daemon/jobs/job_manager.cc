@@ -74,6 +74,7 @@ JobManager::~JobManager() {
 }
 
 void JobManager::Recover(const Adopter& adopt) {
+  RecoverDrain();
   std::vector<std::pair<uint64_t, Job*>> pending, running;
   for (Job& loaded : store_.LoadAll()) {
     uint64_t numeric = 0;
@@ -87,6 +88,7 @@ void JobManager::Recover(const Adopter& adopt) {
     if (IsFinal(job.state)) {
       CutToSummary(job, kSummaryArgvBytes);
       finished_.push_back(job.id);
+      CountFinished(job.id);
     }
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
@@ -138,6 +140,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
   if (auto s = NameFree(spec); !s.ok()) return s;
+  if (auto s = RoomToSubmit(); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
   std::vector<std::string> after_ids;
   auto unmet = ResolveAfter(spec, &after_ids);
@@ -246,6 +249,7 @@ std::vector<SlotView> JobManager::Slots() const {
 
 void JobManager::Schedule() {
   if (shutting_down_) return;
+  if (drain_) return UpdatePendingReasons();
   for (Scheduler::Placement& p : scheduler_.Place()) {
     Job* job = FindMutable(p.id);
     if (job == nullptr || job->state != JobState::kPending) {
@@ -535,6 +539,7 @@ void JobManager::Ended(Job& job) {
   // which cut it already): memory keeps a summary.
   if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
   finished_.push_back(job.id);
+  CountFinished(job.id);
   OnDependencyEnded(job);
   Schedule();
   MaybeFinishShutdown(true);
@@ -559,9 +564,13 @@ void JobManager::RefreshGpuUsage() {
 }
 
 void JobManager::PruneFinished() {
-  while (finished_.size() > config_.keep_finished) {
+  const uint64_t live = config_.max_state_bytes > 0 ? LiveBytes() : 0;
+  while (finished_.size() > config_.keep_finished ||
+         (!finished_.empty() && config_.max_state_bytes > 0 &&
+          finished_total_ + live > config_.max_state_bytes)) {
     const std::string id = std::move(finished_.front());
     finished_.pop_front();
+    UncountFinished(id);
     jobs_.erase(id);
     if (auto s = store_.Remove(id); !s.ok()) {
       spdlog::warn("job={} old record not removed: {}", id, std::string(s.message()));

@@ -66,6 +66,10 @@ struct ManagerConfig {
   int max_restarts_limit = 100;
   // The longest --time a job may ask for; a job without one gets this. 0: any.
   std::chrono::milliseconds max_time{0};
+  // The state dir's bound in bytes (--max-state-bytes; 0: none): past it
+  // the oldest finished jobs go first, and a submit is refused while the
+  // live jobs alone fill it.
+  uint64_t max_state_bytes = 0;
 };
 
 class JobManager {
@@ -122,6 +126,14 @@ class JobManager {
   // What a finished job's summary keeps of its command line.
   static constexpr size_t kSummaryArgvBytes = 4096;
 
+  // Maintenance (`ltctl drain`, job_drain.cc): while drained no job starts,
+  // running ones go on, pending ones wait and say why. Kept in the state
+  // dir, so that it outlives ltd; an error when it cannot be kept there.
+  absl::Status Drain(std::string reason);
+  absl::Status Resume();
+  // The drain's reason ("" for none), or nullopt when not drained.
+  const std::optional<std::string>& drain() const { return drain_; }
+
   // Refuses new jobs; with `end_jobs`, tears every live job down first.
   // Then calls `done`.
   void Shutdown(bool end_jobs, std::function<void()> done);
@@ -176,6 +188,13 @@ class JobManager {
   void RetryUnsaved();
   void MaybeFinishShutdown(bool end_jobs);
   void PruneFinished();
+  // --max-state-bytes (state_budget.cc): what each finished job's dir
+  // takes, counted when it ends; what the live ones take now; whether a
+  // submit fits.
+  void CountFinished(const std::string& id);
+  void UncountFinished(const std::string& id);
+  uint64_t LiveBytes() const;
+  absl::Status RoomToSubmit();
   // Tells every JobEvents that `job` went from `from` to its state now.
   void StateChanged(const Job& job, JobState from);
   // --after (job_dependencies.cc): resolves a submit's refs to the ids of
@@ -190,6 +209,8 @@ class JobManager {
   void FailDependent(const std::string& id, const std::string& dependency);
   // Every PENDING job's pending_reason, in words.
   void UpdatePendingReasons();
+  // The drain an earlier ltd left in the state dir.
+  void RecoverDrain();
   template <typename F>
   void Emit(F&& f) {
     for (JobEvents* e : events_) f(*e);
@@ -209,6 +230,8 @@ class JobManager {
   std::vector<std::unique_ptr<Link>> graveyard_links_;
   Clock::TimerId bury_timer_ = 0;
   std::deque<std::string> finished_;  // final jobs, oldest first
+  std::map<std::string, uint64_t, std::less<>> finished_bytes_;  // with --max-state-bytes
+  uint64_t finished_total_ = 0;
   std::set<std::string> unsaved_;     // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};
@@ -222,6 +245,7 @@ class JobManager {
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;
+  std::optional<std::string> drain_;
   std::function<void()> shutdown_done_;
   std::vector<JobEvents*> events_;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -41,7 +42,7 @@ std::optional<Millis> SystemdNotifier::WatchdogPeriod() {
 void SystemdNotifier::Ready() {
   ready_ = true;
   const Counts c = counts_();
-  last_status_ = Cat("ready: ", c.running, " running, ", c.pending, " pending");
+  last_status_ = Cat("ready: ", DrainPrefix(), c.running, " running, ", c.pending, " pending");
   last_status_at_ = clock_.Monotonic();
   send_(Cat("READY=1\nSTATUS=", last_status_, "\nMAINPID=", getpid()));
 }
@@ -69,11 +70,17 @@ void SystemdNotifier::PokeStatus() {
 void SystemdNotifier::SendStatus() {
   const Counts c = counts_();
   std::string status = stopping_ ? Cat("stopping: ", c.running, " running, ", c.pending, " pending")
-                                 : Cat(c.running, " running, ", c.pending, " pending");
+                                 : Cat(DrainPrefix(), c.running, " running, ", c.pending, " pending");
   if (status == last_status_) return;
   last_status_ = status;
   last_status_at_ = clock_.Monotonic();
   send_("STATUS=" + status);
+}
+
+std::string SystemdNotifier::DrainPrefix() const {
+  if (!drain_) return "";
+  // One line of text: an admin's reason may hold anything.
+  return drain_->empty() ? "draining: " : Cat("draining (", DisplayEscape(*drain_, Controls::kEscape), "): ");
 }
 
 void SystemdNotifier::StartWatchdog(Millis period) {

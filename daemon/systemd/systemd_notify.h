@@ -48,17 +48,25 @@ class SystemdNotifier final : public JobEvents {
 
   void OnSubmitted(const Job&) override { PokeStatus(); }
   void OnStateChanged(const Job&, JobState) override { PokeStatus(); }
+  // `systemctl status` says a drain: "draining (swap GPU 3): 2 running, 1 pending".
+  void OnDrainChanged(const std::optional<std::string>& reason) override {
+    drain_ = reason;
+    PokeStatus();
+  }
 
  private:
   void PokeStatus();
   void SendStatus();
   void Ping();
+  // "draining (REASON): " while drained, else "".
+  std::string DrainPrefix() const;
 
   Clock& clock_;
   std::function<Counts()> counts_;
   Send send_;
   bool ready_ = false;
   bool stopping_ = false;
+  std::optional<std::string> drain_;
   std::string last_status_;
   std::optional<Millis> last_status_at_;
   Clock::TimerId status_timer_ = 0;

@@ -8,6 +8,7 @@ is opened again once ltd is back; exit codes are ltctl's.
 """
 
 import dataclasses
+import datetime
 import errno as _errno
 import os
 import signal as _signal
@@ -18,6 +19,7 @@ import time
 from typing import Iterator, List, Optional
 
 import grpc
+from google.protobuf import timestamp_pb2
 
 from ltd import errors
 from ltd._durations import to_ms
@@ -288,6 +290,8 @@ class Client:
         after=(),
         detach=False,
         cancel_on_disconnect=False,
+        output=None,
+        error=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -300,7 +304,10 @@ class Client:
         the returned Job (``job.attach()``, ``job.events()``, ``job.wait()``
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
-        (this process exits or crashes, the Job is dropped).
+        (this process exits or crashes, the Job is dropped). ``output`` and
+        ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
+        job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
+        (stderr) is also written to, opened as you.
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -335,6 +342,8 @@ class Client:
                 rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
                 after=[_bytes(a, "after") for a in after],
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
+                output=_bytes(output or "", "output"),
+                error=_bytes(error or "", "error"),
             )
         except ValueError as e:
             raise errors.InvalidArgument(str(e)) from None
@@ -354,12 +363,37 @@ class Client:
             stream = None
         return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect)
 
-    def ps(self, all=False) -> List[JobInfo]:
-        """Running and pending jobs (``all``: finished ones too), oldest first."""
+    def ps(self, all=False, *, me=False, user=None, state=None, no_trunc=False) -> List[JobInfo]:
+        """Running and pending jobs (``all``: finished ones too), oldest first.
+
+        As ``ltctl ps``: ``me`` lists only your jobs; ``user`` (a name, a
+        uid or a list of them) only those users'; ``state`` (``"FAILED"``,
+        ``"PENDING,RUNNING"`` or a list) only jobs in those states, finished
+        ones too; ``no_trunc`` keeps each command whole (up to 16 KiB).
+        """
+        users = [user] if isinstance(user, (str, bytes, int)) else list(user or ())
+        if isinstance(state, str):
+            state = [s for s in state.split(",") if s]
+        states = []
+        for s in state or ():
+            name = str(s).upper()
+            if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
+                raise errors.InvalidArgument(
+                    "state %r is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
+                    "CANCELLED or LOST" % (s,)
+                )
+            states.append(ltd_pb2.Job.State.Value(name))
+        req = ltd_pb2.ListRequest(
+            all=all,
+            me=me,
+            users=[_bytes(str(u) if isinstance(u, int) else u, "user") for u in users],
+            states=states,
+            no_trunc=no_trunc,
+        )
         self._check_reachable()
         jobs = []
         try:
-            pages = self._api().List(ltd_pb2.ListRequest(all=all), timeout=60, wait_for_ready=True)
+            pages = self._api().List(req, timeout=60, wait_for_ready=True)
             for page in pages:
                 jobs.extend(JobInfo.from_proto(j) for j in page.jobs)
         except grpc.RpcError as e:
@@ -379,6 +413,28 @@ class Client:
         """Tears the job down (``signal``: only sends it to every rank); returns its id."""
         req = ltd_pb2.KillRequest(job=_job_ref(job), signal=parse_signal(signal))
         return self._unary("Kill", req).job_id
+
+    def drain(self, reason=""):
+        """Root or ltd's admin group: no job starts until :meth:`resume`; running ones go on.
+
+        Pending jobs say ``ltd is draining: REASON``; the drain outlives an
+        ltd restart. Returns a dict: draining, reason, running, pending.
+        """
+        reply = self._unary("Drain", ltd_pb2.DrainRequest(reason=_bytes(reason, "reason")))
+        return self._drain_dict(reply)
+
+    def resume(self):
+        """Ends a drain (root or ltd's admin group); returns as :meth:`drain`."""
+        return self._drain_dict(self._unary("Resume", ltd_pb2.ResumeRequest()))
+
+    @staticmethod
+    def _drain_dict(reply):
+        return {
+            "draining": reply.draining,
+            "reason": reply.reason,
+            "running": reply.running,
+            "pending": reply.pending,
+        }
 
     def gpus(self):
         """Every device slot, as dicts: slot, gpu, state (FREE/BUSY/QUARANTINED), job_id, user."""
@@ -540,15 +596,33 @@ class Job:
         self.client.kill(self.id, signal)
         self._info = None
 
-    def logs(self, rank=None, follow=False, tail=None, raw=False) -> Iterator[object]:
+    def logs(
+        self, rank=None, follow=False, tail=None, raw=False, timestamps=False, since=None
+    ) -> Iterator[object]:
         """The job's output lines: every rank's as ``[RANK] line``, or one rank's as written.
 
         ``tail``: only the last N lines; ``follow``: go on until the job ends
         (through restarts of ltd). Lines are ``str`` (bytes that are no UTF-8
-        as ``\\xNN``), or ``bytes`` with ``raw``.
+        as ``\\xNN``), or ``bytes`` with ``raw``. ``timestamps``: each line
+        after the time it reached ltd (``2026-12-01T17:02:03.123456Z``);
+        ``since``: only lines since then (a ``datetime``) or since that long
+        ago (seconds, a ``timedelta`` or ``"10m"``), as ``ltctl logs``.
         """
         if tail is not None and (not isinstance(tail, int) or tail < 0):
             raise errors.InvalidArgument("tail must be an integer >= 0 (0: everything)")
+        since_ts = None
+        if since is not None:
+            if isinstance(since, datetime.datetime):
+                if since.tzinfo is None:
+                    raise errors.InvalidArgument("since needs a time zone, e.g. datetime.timezone.utc")
+                at = since.timestamp()
+            else:
+                try:
+                    at = time.time() - to_ms(since, "since") / 1000.0
+                except ValueError as e:
+                    raise errors.InvalidArgument(str(e)) from None
+            since_ts = timestamp_pb2.Timestamp()
+            since_ts.FromMicroseconds(max(0, int(at * 1e6)))
         r = -1 if rank is None else rank
         show = (lambda b: b) if raw else (lambda b: b.decode("utf-8", "backslashreplace"))
         # A reconnect replays the log: skip what was given already.
@@ -557,7 +631,11 @@ class Job:
         again = False
         while True:
             self.client._check_reachable()
-            req = ltd_pb2.LogsRequest(job=self.id.encode(), rank=r, follow=follow, tail=tail or 0)
+            req = ltd_pb2.LogsRequest(
+                job=self.id.encode(), rank=r, follow=follow, tail=tail or 0, timestamps=timestamps
+            )
+            if since_ts is not None:
+                req.since.CopyFrom(since_ts)
             stream = self.client._api().Logs(req)
             skip_bytes, skip_lines = given_bytes, given_lines
             try:

@@ -49,6 +49,48 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([s["slot"] for s in slots], list(range(8)))  # ltd --devices 8
         self.assertTrue(all(s["state"] in ("FREE", "BUSY") for s in slots))
 
+    def test_ps_filters_drain_timestamps_and_output_files(self):
+        failed = self.client.submit([SH, "-c", "echo one; exit 3"], 1, detach=True)
+        self.assertEqual(failed.wait(), 3)
+        self.assertIn(failed.id, [j.id for j in self.client.ps(state="FAILED")])
+        self.assertIn(failed.id, [j.id for j in self.client.ps(state=["failed"], user="root")])
+        self.assertNotIn(failed.id, [j.id for j in self.client.ps(state="RUNNING,PENDING", me=True)])
+        self.assertNotIn(failed.id, [j.id for j in self.client.ps(all=True, user=os.getuid() + 1)])
+        with self.assertRaises(ltd.InvalidArgument):
+            self.client.ps(state="RUNNNING")
+        with self.assertRaises(ltd.InvalidArgument):
+            self.client.ps(user="no-such-user-ltd")
+
+        lines = list(failed.logs(timestamps=True))
+        self.assertEqual(len(lines), 1, lines)
+        self.assertRegex(lines[0], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \[0\] one$")
+        self.assertEqual(list(failed.logs(since=3600)), ["[0] one"])
+        self.assertEqual(list(failed.logs(since="0s")), [])
+
+        out_dir = tempfile.mkdtemp()
+        try:
+            job = self.client.submit([SH, "-c", "echo out $RANK; echo err $RANK >&2"], 2,
+                                     output=os.path.join(out_dir, "o-%j-%r.log"),
+                                     error=os.path.join(out_dir, "e-%j.log"), detach=True)
+            self.assertEqual(job.wait(), 0)
+            with open(os.path.join(out_dir, "o-%s-1.log" % job.id)) as f:
+                self.assertEqual(f.read(), "out 1\n")
+            with open(os.path.join(out_dir, "e-%s.log" % job.id)) as f:
+                self.assertEqual(sorted(f.read().splitlines()), ["[0] err 0", "[1] err 1"])
+        finally:
+            shutil.rmtree(out_dir)
+
+        state = self.client.drain("py maintenance")
+        try:
+            self.assertTrue(state["draining"])
+            self.assertEqual(state["reason"], "py maintenance")
+            waiting = self.client.submit([SH, "-c", "true"], 1, detach=True)
+            self.assertEqual(waiting.info.state, "PENDING")
+            self.assertEqual(waiting.info.pending_reason, "ltd is draining: py maintenance")
+        finally:
+            self.assertFalse(self.client.resume()["draining"])
+        self.assertEqual(waiting.wait(), 0)
+
     def test_attached_submit_streams_and_exits_with_the_root_cause(self):
         job = self.client.submit(
             [SH, "-c", 'echo out $RANK; echo err $RANK >&2; [ "$RANK" = 1 ] && exit 3; sleep 30'], 2,

@@ -1,0 +1,47 @@
+// A job's --output and --error files: opened once per job as its user
+// (open_as_user.h), then every line a rank writes is also appended there,
+// as sbatch's -o/-e. Without %r the ranks share a file, each line after
+// "[R] "; with it, each rank's file holds its lines as written.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fd.h"
+#include "job.h"
+#include "process.h"
+
+namespace ltd {
+
+class OutputFiles {
+ public:
+  // Every rank's files of `job` (spec.output, spec.error), each path opened
+  // once; `truncate`: cut them to empty (the job's first attempt). The
+  // error names the flag and the file.
+  static absl::StatusOr<OutputFiles> Open(const Job& job, bool truncate);
+  // Checks spec.output and spec.error as the job's user where the file's
+  // place is known before the job has an id (its directory holds no %):
+  // a path the user may not write is refused at submit, in one line, not
+  // when the job starts. Blocking (NSS, a thread): not on a loop.
+  static absl::Status Check(const JobSpec& spec);
+
+  // `stored`: the chunk's lines as the job's log keeps them, each after a
+  // prefix of `prefix_bytes` (its stamp and "[R] "). One write per call; a
+  // file that refuses it (a full disk) loses the lines, said once.
+  void Write(int rank, Stream stream, std::string_view stored, size_t prefix_bytes);
+
+ private:
+  struct Target {
+    std::shared_ptr<Fd> fd;  // null: no file for this rank and stream
+    std::string path;
+    bool prefixed = false;  // ranks share it: keep "[R] "
+    bool failed = false;    // a write failed: said once
+  };
+  std::vector<Target> out_, err_;  // by rank
+  std::string buf_;
+};
+
+}  // namespace ltd
