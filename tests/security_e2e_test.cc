@@ -85,7 +85,7 @@ TEST_F(Security, LoaderVariablesReachOnlyTheUsersOwnProcesses) {
   EXPECT_EQ(hung.exit_code, 124) << hung.err;
 
   const std::string mine = std::to_string(a_->uid()) + " " + std::to_string(a_->uid());
-  std::istringstream lines(ReadAll(out));
+  std::istringstream lines(ReadWhole(out));
   int loaded = 0;
   for (std::string line; std::getline(lines, line); ++loaded) {
     EXPECT_EQ(line, mine) << "evil.so ran as uid/euid " << line << ", not only as user A (" << mine
@@ -114,7 +114,7 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   const std::string stack = job["hang_report"]["ranks"][0].value("stack", "");
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
   const std::string uid = std::to_string(a_->uid());
-  EXPECT_EQ(TrimEnd(ReadAll(seen)), uid + " " + uid + " " + uid + " " + uid)
+  EXPECT_EQ(TrimEnd(ReadWhole(seen)), uid + " " + uid + " " + uid + " " + uid)
       << "gdb attached with other uids (real, effective, saved, fs) than user A's, or the "
          "watcher never saw it attached; job: "
       << job.dump(1) << "\nltd's log:\n"

@@ -45,13 +45,6 @@ inline nlohmann::json Json(const std::string& text) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
-inline std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 inline void WriteFile(const std::string& path, const std::string& data, mode_t mode) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
   chmod(path.c_str(), mode);
@@ -76,7 +69,7 @@ inline void ExpectNoSilentFailure(const CmdResult& r) {
 
 // ltd's CPU time so far (user + system), in seconds.
 inline double CpuSeconds(pid_t pid) {
-  const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = ReadWhole("/proc/" + std::to_string(pid) + "/stat");
   const auto close_paren = stat.rfind(')');
   if (close_paren == std::string::npos) return -1;
   std::istringstream rest(stat.substr(close_paren + 2));
