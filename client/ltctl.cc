@@ -143,7 +143,8 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   if (!a.startup_timeout.empty())
     req.set_startup_timeout_ms(OrDie(DurationFlag("--startup-timeout", a.startup_timeout)).count());
   req.set_grace_ms(OrDie(DurationFlag("--grace", a.grace)).count());
-  if (!a.time_limit.empty()) req.set_time_limit_ms(OrDie(DurationFlag("--time", a.time_limit)).count());
+  if (!a.time_limit.empty())
+    req.set_time_limit_ms(OrDie(DurationFlag("--time", a.time_limit)).count());
   if (!a.hold_on_hang.empty())
     req.set_hold_on_hang_ms(OrDie(DurationFlag("--hold-on-hang", a.hold_on_hang)).count());
   req.set_max_restarts(a.max_restarts);

@@ -64,9 +64,15 @@ void RateLimitedSink::sink_it_(const spdlog::details::log_msg& msg) {
     return;
   }
   const auto now = now_();
-  if (buckets_.size() >= kMaxKeys) Forget(now);
   const std::string key = KeyOf(std::string_view(msg.payload.data(), msg.payload.size()));
-  if (buckets_.size() >= kMaxKeys && !buckets_.contains(key)) {
+  const bool known = buckets_.contains(key);
+  // A full table is swept for idle jobs at most once a second: a sweep
+  // walks all of it.
+  if (!known && buckets_.size() >= kMaxKeys && now - swept_at_ >= std::chrono::seconds(1)) {
+    swept_at_ = now;
+    Forget(now);
+  }
+  if (!known && buckets_.size() >= kMaxKeys) {
     // Every job busy at once: the lines of a job not counted yet share the
     // count of lines of no job.
     Bucket& shared = Refill("", now);

@@ -58,6 +58,7 @@ class RateLimitedSink final : public spdlog::sinks::base_sink<std::mutex> {
   const LogRate others_;
   Now now_;
   std::map<std::string, Bucket> buckets_;  // "" for lines of no job
+  std::chrono::steady_clock::time_point swept_at_{};
 };
 
 // A logger named `name` writing to stderr (colours on a terminal) through

@@ -29,13 +29,6 @@ std::vector<pid_t> ReadPids(const std::string& path) {
   return pids;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The cgroup v2 directory a process is in, or "" when it is gone.
 std::string CgroupOf(pid_t pid) {
   auto text = ReadWholeFile("/proc/" + std::to_string(pid) + "/cgroup");
@@ -356,8 +349,8 @@ TEST_P(Containment, LtdKilledMidJobLeavesNothingAndTheJobIsLost) {
     EXPECT_FALSE(Exists(JobCgroup(id))) << "the supervisor left it";
   }
   // The supervisor wrote the final record itself.
-  auto record =
-      nlohmann::json::parse(Slurp(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
+  auto record = nlohmann::json::parse(ReadWhole(d_.state_dir() + "/jobs/" + id + "/job.json"),
+                                      nullptr, false);
   EXPECT_EQ(record.is_object() ? record.value("state", "") : "", "LOST") << record.dump();
 
   ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
@@ -475,7 +468,7 @@ exit 7
   const std::string id = Submit({"--devices", "2", "--max-restarts", "2", "--", script, d_.dir()});
   nlohmann::json job = ExpectEndedClean(id, 60s);
   EXPECT_EQ(job["state"], "SUCCEEDED")
-      << job.dump(2) << Slurp(d_.state_dir() + "/jobs/" + id + "/output.log");
+      << job.dump(2) << ReadWhole(d_.state_dir() + "/jobs/" + id + "/output.log");
   EXPECT_EQ(job["exit_code"], 0);
   EXPECT_EQ(job["restart_count"], 2);
   ASSERT_EQ(job["attempts"].size(), 3u) << job.dump(2);
@@ -598,7 +591,7 @@ TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
   int status = 0;
   EXPECT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_FALSE(Slurp(dir + "/cgroup.events").find("frozen 1") != std::string::npos)
+  EXPECT_FALSE(ReadWhole(dir + "/cgroup.events").find("frozen 1") != std::string::npos)
       << "left frozen";
   EXPECT_TRUE(RemoveCgroupTree(dir).ok());
   EXPECT_FALSE(Exists(dir));

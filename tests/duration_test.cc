@@ -1,8 +1,8 @@
 #include "duration.h"
 
-#include "byte_size.h"
-
 #include <gtest/gtest.h>
+
+#include "byte_size.h"
 
 namespace ltd {
 namespace {

@@ -19,13 +19,6 @@ namespace {
 
 const std::string kChild = TestChildPath();
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Writes `path` until the file system refuses more; true once it did.
 bool FillUp(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -68,8 +61,8 @@ class FullDiskE2E : public E2E {
 
   // The job's record as its supervisor (or ltd) last saved it.
   nlohmann::json Record(const std::string& id) const {
-    nlohmann::json j =
-        nlohmann::json::parse(Slurp(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(
+        ReadWhole(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
     return j.is_object() ? j : nlohmann::json::object();
   }
 

@@ -509,4 +509,11 @@ nlohmann::json Daemon::WaitEnded(const std::string& job, std::chrono::millisecon
 
 std::string Daemon::log() const { return ReadFile(dir_ + "/ltd.log"); }
 
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 }  // namespace ltd::test

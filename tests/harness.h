@@ -102,6 +102,9 @@ inline std::string TrimEnd(std::string s) {
   return s;
 }
 
+// The whole of the file at `path`; "" when it cannot be read.
+std::string ReadWhole(const std::string& path);
+
 inline bool Has(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }

@@ -122,7 +122,8 @@ TEST_F(JobLogTest, TailOfRandomLinesMatchesAForwardRead) {
   }
   auto last = [&](size_t n) {
     std::string out;
-    for (size_t i = rank2.size() - std::min(n, rank2.size()); i < rank2.size(); ++i) out += rank2[i];
+    for (size_t i = rank2.size() - std::min(n, rank2.size()); i < rank2.size(); ++i)
+      out += rank2[i];
     return out;
   };
   EXPECT_EQ(Read(Q(2, 0)), last(rank2.size()));

@@ -29,13 +29,6 @@ namespace {
 
 const std::string kChild = TestChildPath();
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void Touch(const std::string& path) { std::ofstream(path) << "go\n"; }
 
 size_t Count(const std::string& text, const std::string& what) {
@@ -156,8 +149,8 @@ class SupervisorE2E : public E2E {
 
   // The job's record as its supervisor last wrote it; readable with ltd down.
   nlohmann::json Record(const std::string& id) const {
-    nlohmann::json j =
-        nlohmann::json::parse(Slurp(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(
+        ReadWhole(d_.state_dir() + "/jobs/" + id + "/job.json"), nullptr, false);
     return j.is_object() ? j : nlohmann::json::object();
   }
 
@@ -207,7 +200,7 @@ class SupervisorE2E : public E2E {
     std::future<int> attach =
         AttachInBackground(id, d_.dir() + "/attach.out", d_.dir() + "/attach.err");
     Touch(go);
-    EXPECT_EQ(attach.get(), 3) << Slurp(d_.dir() + "/attach.err");
+    EXPECT_EQ(attach.get(), 3) << ReadWhole(d_.dir() + "/attach.err");
     job = d_.WaitEnded(id);
     EXPECT_EQ(job["state"], "FAILED") << job.dump(2);
     EXPECT_EQ(job["exit_code"], 3);
@@ -292,14 +285,14 @@ TEST_F(SupervisorE2E, AnAttachedClientFollowsTheJobThroughAnLtdRestart) {
 
   d_.KillHard();
   ASSERT_TRUE(WaitFor(
-      [&] { return Slurp(err).find("waiting for it to come back") != std::string::npos; }, 10s))
-      << Slurp(err);
+      [&] { return ReadWhole(err).find("waiting for it to come back") != std::string::npos; }, 10s))
+      << ReadWhole(err);
   ASSERT_TRUE(Start("10m")) << d_.log();
   // It follows the job again (ltd logs the new stream) before it goes on.
-  ASSERT_TRUE(WaitFor([&] { return Count(d_.log(), opened) == 2; }, 20s)) << Slurp(err);
+  ASSERT_TRUE(WaitFor([&] { return Count(d_.log(), opened) == 2; }, 20s)) << ReadWhole(err);
   Touch(go);
   EXPECT_EQ(attach.get(), 3);
-  const std::string o = Slurp(out), e = Slurp(err);
+  const std::string o = ReadWhole(out), e = ReadWhole(err);
   EXPECT_EQ(Count(e, "ltctl: lost ltd ("), 1u) << e;
   EXPECT_EQ(Count(e, "waiting for it to come back"), 1u) << e;
   EXPECT_EQ(Count(e, "ltctl: ltd is back; following job " + id + " again"), 1u) << e;
@@ -329,16 +322,16 @@ TEST_F(SupervisorE2E, LogsFollowGoesOnThroughAnLtdRestartWithoutRepeatingALine) 
         .exit_code;
   });
   // Both ranks' first lines are out before ltd goes.
-  ASSERT_TRUE(WaitFor([&] { return Count(Slurp(out), "\n") == 6; }, 20s)) << Slurp(out);
+  ASSERT_TRUE(WaitFor([&] { return Count(ReadWhole(out), "\n") == 6; }, 20s)) << ReadWhole(out);
   d_.KillHard();
   ASSERT_TRUE(WaitFor(
-      [&] { return Slurp(err).find("waiting for it to come back") != std::string::npos; }, 10s))
-      << Slurp(err);
+      [&] { return ReadWhole(err).find("waiting for it to come back") != std::string::npos; }, 10s))
+      << ReadWhole(err);
   ASSERT_TRUE(Start("10m")) << d_.log();
   ASSERT_EQ(d_.Ctl({"ps"}).exit_code, 0);
   Touch(go);
-  EXPECT_EQ(logs.get(), 0) << Slurp(err);
-  const std::string o = Slurp(out), e = Slurp(err);
+  EXPECT_EQ(logs.get(), 0) << ReadWhole(err);
+  const std::string o = ReadWhole(out), e = ReadWhole(err);
   EXPECT_EQ(Count(o, "\n"), 10u) << o;
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(Count(o, "[" + std::to_string(rank) + "] line 0 of 3\n"), 1u) << o;
@@ -383,7 +376,7 @@ TEST_F(SupervisorE2E, TheRestoreWindowRunsOutAndTheJobIsLost) {
   const std::string id =
       SubmitDetached({"--devices", "2", "--", kChild, "pidfile:" + pidfile + ",escape,hang"});
   ASSERT_EQ(WaitRunning(id, 2).size(), 2u);
-  ASSERT_TRUE(WaitFor([&] { return Count(Slurp(pidfile), "\n") == 4; }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return Count(ReadWhole(pidfile), "\n") == 4; }, 10s));
   d_.KillHard();
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 30s))
       << ProcessesWithMarker(d_.marker()).size() << " process(es) of the job left";
@@ -490,7 +483,7 @@ TEST_F(SupervisorE2E, AnUpgradedLtdAdoptsASupervisorOfAnotherBuild) {
     std::filesystem::copy_file(build / name, old + "/" + name);
   }
   std::ofstream(old + "/lt-shim", std::ios::app | std::ios::binary) << "another build";
-  ASSERT_NE(Slurp(old + "/lt-shim"), Slurp((build / "lt-shim").string()));
+  ASSERT_NE(ReadWhole(old + "/lt-shim"), ReadWhole((build / "lt-shim").string()));
 
   d_.set_binary(old + "/ltd");
   ASSERT_TRUE(Start("10m")) << d_.log();

@@ -233,34 +233,33 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   }
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
-  loop_.Post(
-      [this, spec = std::move(spec), out, detach, cancel, user = UserName(who->uid)]() mutable {
-        auto id = manager_.Submit(std::move(spec), user);
-        if (!id.ok()) return out->Finish(ToGrpc(id.status()));
-        v1::JobEvent accepted;
-        accepted.set_accepted(*id);
-        out->Push(std::move(accepted));
-        if (detach) return out->Finish(grpc::Status::OK);
-        auto observer = std::make_shared<StreamObserver>(out, true, -1);
-        auto oid = manager_.Observe(*id, observer);
-        if (!oid) {  // ended already (the program could not start)
-          auto job = manager_.Resolve(*id);
-          if (job.ok()) out->Push(EndedEvent(**job));
-          return out->Finish(grpc::Status::OK);
-        }
-        // The client may go away first; its observer must go with it (and
-        // the job too, when it asked for that).
-        UnobserveWhenGone(*out, *id, *oid, cancel);
-        // A job that waits says so at once, as srun does: a silent ltctl looks hung.
-        if (auto job = manager_.Resolve(*id);
-            job.ok() && (*job)->state == JobState::kPending &&
-            !(*job)->table.pending_reason.empty()) {
-          v1::JobEvent pending;
-          pending.mutable_pending()->set_job_id(*id);
-          pending.mutable_pending()->set_reason(DisplayEscape((*job)->table.pending_reason));
-          out->Push(std::move(pending));
-        }
-      });
+  loop_.Post([this, spec = std::move(spec), out, detach, cancel,
+              user = UserName(who->uid)]() mutable {
+    auto id = manager_.Submit(std::move(spec), user);
+    if (!id.ok()) return out->Finish(ToGrpc(id.status()));
+    v1::JobEvent accepted;
+    accepted.set_accepted(*id);
+    out->Push(std::move(accepted));
+    if (detach) return out->Finish(grpc::Status::OK);
+    auto observer = std::make_shared<StreamObserver>(out, true, -1);
+    auto oid = manager_.Observe(*id, observer);
+    if (!oid) {  // ended already (the program could not start)
+      auto job = manager_.Resolve(*id);
+      if (job.ok()) out->Push(EndedEvent(**job));
+      return out->Finish(grpc::Status::OK);
+    }
+    // The client may go away first; its observer must go with it (and
+    // the job too, when it asked for that).
+    UnobserveWhenGone(*out, *id, *oid, cancel);
+    // A job that waits says so at once, as srun does: a silent ltctl looks hung.
+    if (auto job = manager_.Resolve(*id);
+        job.ok() && (*job)->state == JobState::kPending && !(*job)->table.pending_reason.empty()) {
+      v1::JobEvent pending;
+      pending.mutable_pending()->set_job_id(*id);
+      pending.mutable_pending()->set_reason(DisplayEscape((*job)->table.pending_reason));
+      out->Push(std::move(pending));
+    }
+  });
   return stream;
 }
 
