@@ -110,7 +110,7 @@ void JobManager::UpdatePendingReasons() {
       job->table.pending_reason =
           Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
     } else if (drain_) {
-      job->pending_reason =
+      job->table.pending_reason =
           drain_->empty() ? std::string("ltd is draining") : Cat("ltd is draining: ", *drain_);
     } else {
       job->table.pending_reason = scheduler_.WhyPending(id);
