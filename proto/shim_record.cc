@@ -164,6 +164,8 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_time_limit_ms(s.time_limit.count());
   out->set_hold_on_hang_ms(s.hold_on_hang.count());
   if (job.held_until) out->set_held_until_ns(Nanos(*job.held_until));
+  out->set_output(s.output);
+  out->set_error(s.error);
 }
 
 // job.json's form, as the releases before Record sent it.
@@ -295,6 +297,8 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.time_limit = std::chrono::milliseconds(r.time_limit_ms());
   s.hold_on_hang = std::chrono::milliseconds(r.hold_on_hang_ms());
   if (r.has_held_until_ns()) job.held_until = TimeOf(r.held_until_ns());
+  s.output = r.output();
+  s.error = r.error();
   return job;
 }
 
