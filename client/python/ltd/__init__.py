@@ -50,10 +50,10 @@ __all__ = [
 
 _LAZY = {
     "Client": "ltd.client",
-    "Job": "ltd.client",
-    "Output": "ltd.client",
-    "Notice": "ltd.client",
-    "Ended": "ltd.client",
+    "Job": "ltd.job",
+    "Output": "ltd.job",
+    "Notice": "ltd.job",
+    "Ended": "ltd.job",
     "DEFAULT_SOCKET": "ltd.client",
     "launch": "ltd.launcher",
 }

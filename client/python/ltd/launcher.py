@@ -152,7 +152,7 @@ class _Outcome:
 
 
 def _via_ltd(client, argv, devices, opts, env, extra, detach, printer):
-    from ltd.client import Ended, Notice, Output
+    from ltd.job import Ended, Notice, Output
 
     job = client.submit(
         argv,
