@@ -1,20 +1,14 @@
 #include "output_files.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <map>
-#include <optional>
-#include <utility>
+#include <memory>
 #include <tuple>
+#include <utility>
 
-#include "bytes.h"
 #include "job_log.h"
 #include "open_as_user.h"
 #include "output_pattern.h"
-#include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -24,8 +18,9 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate) {
   const int ranks = job.spec.devices;
   files.out_.resize(static_cast<size_t>(ranks));
   files.err_.resize(static_cast<size_t>(ranks));
-  const FileUser user = FileUserOf(job.spec.uid, job.spec.gid);
-  std::map<std::string, std::shared_ptr<Fd>> opened;  // one fd per path
+  // Every path of every rank, each once, with the flag that named it.
+  std::vector<std::pair<std::string, const char*>> paths;
+  std::map<std::string, size_t> index;
   // No --error: stderr goes where stdout goes, as with sbatch.
   const std::string& error = job.spec.error.empty() ? job.spec.output : job.spec.error;
   for (auto [flag, pattern, targets] :
@@ -35,22 +30,47 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate) {
     const bool shared = !PatternPerRank(*pattern) && ranks > 1;
     for (int r = 0; r < ranks; ++r) {
       Target& t = (*targets)[static_cast<size_t>(r)];
-      t.path = ExpandOutputPattern(*pattern, job.id, r, job.spec.name);
+      const std::string path = ExpandOutputPattern(*pattern, job.id, r, job.spec.name);
+      auto [it, fresh] = index.try_emplace(path, paths.size());
+      if (fresh) paths.emplace_back(path, flag);
+      t.file = it->second;
       t.prefixed = shared;
-      auto& fd = opened[t.path];
-      if (fd == nullptr) {
-        auto file = OpenOutputAsUser(t.path, user, truncate);
-        if (!file.ok()) return absl::Status(file.status().code(), Cat(flag, ": ", file.status().message()));
-        fd = std::make_shared<Fd>(std::move(*file));
-      }
-      t.fd = fd;
     }
+  }
+  // All opened on one thread as the user; what it opened is read only
+  // once it has returned (a thread given up on keeps its own copy).
+  struct Opened {
+    std::vector<Fd> fds;
+    std::string failed;  // "FLAG: why"
+  };
+  auto opened = std::make_shared<Opened>();
+  absl::Status s = RunAsFileUser(job.spec.uid, job.spec.gid, [paths, truncate, opened] {
+    for (const auto& [path, flag] : paths) {
+      auto fd = OpenOutputFile(path, truncate);
+      if (!fd.ok()) {
+        opened->failed = Cat(flag, ": ", fd.status().message());
+        return fd.status();
+      }
+      opened->fds.push_back(std::move(*fd));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) {
+    if (s.code() == absl::StatusCode::kDeadlineExceeded || opened->failed.empty()) {
+      return absl::Status(s.code(), Cat("--output ", paths.front().first, ": ", s.message()));
+    }
+    return absl::Status(s.code(), opened->failed);
+  }
+  auto writer = OutputWriter::Create();
+  if (!writer.ok()) return writer.status();
+  files.writer_ = std::move(*writer);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    files.writer_->AddFile(std::move(opened->fds[i]), paths[i].first);
   }
   return files;
 }
 
 absl::Status OutputFiles::Check(const JobSpec& spec) {
-  std::optional<FileUser> user;
   for (auto [flag, pattern] :
        {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
     if (pattern->empty()) continue;
@@ -59,10 +79,15 @@ absl::Status OutputFiles::Check(const JobSpec& spec) {
     const std::string base = pattern->substr(slash + 1);
     const bool dir_only = base.find("%j") != std::string::npos ||
                           (spec.name.empty() && base.find("%n") != std::string::npos);
-    if (!user) user = FileUserOf(spec.uid, spec.gid);
     const std::string path = ExpandOutputPattern(*pattern, "", 0, spec.name);
-    if (auto s = CheckOutputAsUser(path, *user, dir_only); !s.ok()) {
-      return absl::InvalidArgumentError(Cat(flag, ": ", s.message(), "; give a file you may write"));
+    absl::Status s = RunAsFileUser(spec.uid, spec.gid,
+                                   [path, dir_only] { return CheckOutputFile(path, dir_only); });
+    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::InvalidArgumentError(Cat(flag, " ", path, ": ", s.message()));
+    }
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          Cat(flag, ": ", s.message(), "; give a file you may write"));
     }
   }
   return absl::OkStatus();
@@ -71,8 +96,8 @@ absl::Status OutputFiles::Check(const JobSpec& spec) {
 void OutputFiles::Write(int rank, Stream stream, std::string_view stored, size_t prefix_bytes) {
   auto& targets = stream == Stream::kStdout ? out_ : err_;
   if (rank < 0 || static_cast<size_t>(rank) >= targets.size()) return;
-  Target& t = targets[static_cast<size_t>(rank)];
-  if (t.fd == nullptr || t.failed) return;
+  const Target& t = targets[static_cast<size_t>(rank)];
+  if (t.file == kNoFile || writer_ == nullptr) return;
   // The log's stamp off each line; its "[R] " too unless ranks share the file.
   const size_t drop = t.prefixed ? std::min(prefix_bytes, kLogStampBytes) : prefix_bytes;
   buf_.clear();
@@ -83,18 +108,7 @@ void OutputFiles::Write(int rank, Stream stream, std::string_view stored, size_t
     buf_.append(stored.substr(from, end - from)).push_back('\n');
     at = end + 1;
   }
-  std::string_view data(buf_);
-  while (!data.empty()) {
-    const ssize_t n = write(t.fd->get(), data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      t.failed = true;
-      spdlog::warn("rank={} output to {} stopped: write: {}", rank, ForLog(t.path),
-                   n < 0 ? std::strerror(errno) : "wrote nothing");
-      return;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+  writer_->Queue(t.file, buf_);
 }
 
 }  // namespace ltd

@@ -1,7 +1,8 @@
-// A job's --output and --error files: opened once per job as its user
+// A job's --output and --error files: opened once per attempt as its user
 // (open_as_user.h), then every line a rank writes is also appended there,
-// as sbatch's -o/-e. Without %r the ranks share a file, each line after
-// "[R] "; with it, each rank's file holds its lines as written.
+// as sbatch's -o/-e, by a thread of their own (output_writer.h). Without
+// %r the ranks share a file, each line after "[R] "; with it, each rank's
+// file holds its lines as written.
 #pragma once
 
 #include <memory>
@@ -10,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "fd.h"
 #include "job.h"
+#include "output_writer.h"
 #include "process.h"
 
 namespace ltd {
@@ -19,8 +20,9 @@ namespace ltd {
 class OutputFiles {
  public:
   // Every rank's files of `job` (spec.output, spec.error), each path opened
-  // once; `truncate`: cut them to empty (the job's first attempt). The
-  // error names the flag and the file.
+  // once; `truncate`: cut them to empty (the job's first attempt). Waits
+  // at most kFileDeadline for the user's file system. The error names the
+  // flag and the file.
   static absl::StatusOr<OutputFiles> Open(const Job& job, bool truncate);
   // Checks spec.output and spec.error as the job's user where the file's
   // place is known before the job has an id (its directory holds no %):
@@ -29,17 +31,19 @@ class OutputFiles {
   static absl::Status Check(const JobSpec& spec);
 
   // `stored`: the chunk's lines as the job's log keeps them, each after a
-  // prefix of `prefix_bytes` (its stamp and "[R] "). One write per call; a
-  // file that refuses it (a full disk) loses the lines, said once.
+  // prefix of `prefix_bytes` (its stamp and "[R] "). Queued to the writer
+  // thread: never blocks on the file.
   void Write(int rank, Stream stream, std::string_view stored, size_t prefix_bytes);
+  // Bytes the writer dropped, its queue full (the bench).
+  uint64_t dropped() const { return writer_ != nullptr ? writer_->dropped() : 0; }
 
  private:
+  static constexpr size_t kNoFile = ~size_t{0};
   struct Target {
-    std::shared_ptr<Fd> fd;  // null: no file for this rank and stream
-    std::string path;
+    size_t file = kNoFile;  // the writer's; kNoFile: none for this rank and stream
     bool prefixed = false;  // ranks share it: keep "[R] "
-    bool failed = false;    // a write failed: said once
   };
+  std::unique_ptr<OutputWriter> writer_;
   std::vector<Target> out_, err_;  // by rank
   std::string buf_;
 };
