@@ -46,6 +46,26 @@ int FdsTo(pid_t pid, const std::string& part) {
   return n;
 }
 
+// How many threads of `pid` run at niceness `nice`.
+int ThreadsAtNice(pid_t pid, int nice) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::ifstream in(it->path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    // After "pid (comm) ": state is field 3 of stat(5), nice field 19.
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+      if (i == 19 && field == std::to_string(nice)) ++n;
+    }
+  }
+  return n;
+}
+
 // A process of `as` that connects to `socket` and closes, as fast as it
 // can, until destroyed.
 class ConnectFlood {
@@ -224,9 +244,23 @@ TEST_F(Dos, AConnectFloodLeavesOthersServed) {
   ASSERT_EQ(CtlAs(*b_, {"ps"}).exit_code, 0);
   // Flooders enough to keep ltd's listen queue full on 2 cores.
   std::vector<std::unique_ptr<ConnectFlood>> floods;
+  ASSERT_EQ(ThreadsAtNice(d_.pid(), 10), 0);
+  ASSERT_EQ(ThreadsAtNice(d_.pid(), -5), 1) << "ltd's accept thread runs ahead of users";
   for (int i = 0; i < 4; ++i)
     floods.push_back(std::make_unique<ConnectFlood>(d_.socket(), a_->As()));
+  // Refusing the flood, the accept thread drops behind the users' processes.
+  EXPECT_TRUE(WaitFor([&] { return ThreadsAtNice(d_.pid(), 10) == 1; }, 20s))
+      << "ltd's accept thread kept its priority while refusing a flood";
   ExpectOthersServed(20);
+  floods.clear();
+  // The flood over, it goes back ahead at the next connect.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        (void)CtlAs(*b_, {"ps"}, 20s);
+        return ThreadsAtNice(d_.pid(), -5) == 1;
+      },
+      20s))
+      << "ltd's accept thread stayed behind after the flood";
 }
 
 // Heartbeat lines: a rank writing `auto on` in a loop costs one log line
