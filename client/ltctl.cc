@@ -14,12 +14,15 @@
 #include <iostream>
 #include <optional>
 #include <thread>
+#include <tuple>
 
+#include "byte_size.h"
 #include "bytes.h"
 #include "connection.h"
 #include "duration.h"
 #include "follow.h"
 #include "job_json.h"
+#include "job_limits.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
 #include "version.h"
@@ -70,6 +73,7 @@ struct SubmitArgs {
   std::string master_addr, run_id, rdzv, rdzv_timeout;
   int master_port = 0;
   std::vector<std::string> after;
+  std::string mem, mem_per_rank, cpus;
   std::vector<std::string> command;
 };
 
@@ -107,6 +111,19 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_rdzv_timeout_ms(DurationFlag("--rdzv-timeout", a.rdzv_timeout).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  for (const auto& [flag, text, set] :
+       {std::tuple{"--mem", &a.mem, &v1::SubmitRequest::set_mem_bytes},
+        std::tuple{"--mem-per-rank", &a.mem_per_rank, &v1::SubmitRequest::set_mem_per_rank_bytes}}) {
+    if (text->empty()) continue;
+    const std::optional<uint64_t> bytes = ParseByteSize(*text);
+    if (!bytes || *bytes == 0) Die(std::string(flag) + " takes a size such as 512M or 4G, got '" + *text + "'");
+    (req.*set)(*bytes);
+  }
+  if (!a.cpus.empty()) {
+    const std::optional<uint32_t> millis = ParseCpus(a.cpus);
+    if (!millis) Die("--cpus takes a number of CPUs such as 4 or 1.5, got '" + a.cpus + "'");
+    req.set_cpu_millis(*millis);
+  }
   // This process's resource limits: the ranks get them (ltd lowers them to
   // its own), as a login's limits.conf meant for this user.
   static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
@@ -331,6 +348,9 @@ int main(int argc, char** argv) {
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
+  submit->add_option("--mem", sa.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
+  submit->add_option("--mem-per-rank", sa.mem_per_rank, "memory of each rank with its children");
+  submit->add_option("--cpus", sa.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
   submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <ctime>
 
+#include "byte_size.h"
 #include "bytes.h"
 #include "duration.h"
+#include "job_limits.h"
 #include "table.h"
 
 namespace ltd {
@@ -190,6 +192,10 @@ std::string DescribeCause(const v1::RootCause& c) {
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";
       break;
+    case v1::RootCause::oom:  // the message names the limit
+      what = c.message().empty() ? who + " was killed by the OOM killer"
+                                 : DisplayEscape(c.message(), Controls::kEscape);
+      break;
     case v1::RootCause::remote_failure:
       what = "torn down: node " + (c.has_node() ? std::to_string(c.node()) : std::string("?")) +
              " of the run failed";
@@ -294,6 +300,14 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
   field("Containment:", Line(j.containment()));
+  if (j.mem_bytes() != 0 || j.mem_per_rank_bytes() != 0 || j.cpu_millis() != 0) {
+    std::string limits;
+    auto add = [&](const std::string& part) { limits += (limits.empty() ? "" : ", ") + part; };
+    if (j.mem_bytes() != 0) add("memory " + FormatByteSize(j.mem_bytes()));
+    if (j.mem_per_rank_bytes() != 0) add("memory per rank " + FormatByteSize(j.mem_per_rank_bytes()));
+    if (j.cpu_millis() != 0) add(FormatCpus(j.cpu_millis()) + " CPUs");
+    field("Limits:", limits);
+  }
   field("Restarts:", std::to_string(j.restart_count()) + " of " + std::to_string(j.max_restarts()));
   field("Heartbeats:", HeartbeatMode(j));
   field("Submitted:", Time(j.has_submitted_at(), j.submitted_at()));

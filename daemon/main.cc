@@ -261,6 +261,12 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
     return 1;
   }
   shim_config.containment = std::string((*containment)->name());
+  const LimitSupport limit_support = ProbeLimitSupport(plan, shim_config.containment);
+  config.no_memory_limit = limit_support.memory;
+  config.no_cpu_limit = limit_support.cpu;
+  config.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (!limit_support.memory.empty()) spdlog::info("--mem off: {}", limit_support.memory);
+  if (!limit_support.cpu.empty()) spdlog::info("--cpus off: {}", limit_support.cpu);
   {
     UvClock clock(loop.get());
     KernelPortAllocator ports;

@@ -21,8 +21,10 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include "auto_instrument.h"
+#include "byte_size.h"
 #include "bytes.h"
 #include "containment_factory.h"
 #include "control_reader.h"
@@ -60,6 +62,7 @@ struct Options {
   std::string heartbeat_timeout = "0", startup_timeout = "0", grace = "10s";
   std::string stack_budget = "5s";
   int max_restarts = 0;
+  std::string mem, mem_per_rank, cpus;
   std::vector<std::string> env;
   std::string report;
   std::string state_dir;
@@ -216,6 +219,19 @@ int Run(const Options& opt) {
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = DurationFlag("--rdzv-timeout", opt.rdzv_timeout);
+  for (const auto& [flag, text, bytes] :
+       {std::tuple{"--mem", &opt.mem, &spec.limits.memory_bytes},
+        std::tuple{"--mem-per-rank", &opt.mem_per_rank, &spec.limits.memory_per_rank_bytes}}) {
+    if (text->empty()) continue;
+    const std::optional<uint64_t> parsed = ParseByteSize(*text);
+    if (!parsed || *parsed == 0) Die(Cat(flag, " takes a size such as 512M or 4G, got '", *text, "'"));
+    *bytes = *parsed;
+  }
+  if (!opt.cpus.empty()) {
+    const std::optional<uint32_t> millis = ParseCpus(opt.cpus);
+    if (!millis) Die("--cpus takes a number of CPUs such as 4 or 1.5, got '" + opt.cpus + "'");
+    spec.limits.cpu_millis = *millis;
+  }
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
@@ -295,6 +311,16 @@ int Run(const Options& opt) {
     const ContainmentPlan plan = PlanContainment(*store, Cat("ltrun", getpid()));
     auto containment = SetUpContainment(loop.get(), opt.containment, plan);
     if (!containment.ok()) Die(std::string(containment.status().message()));
+    if (job.spec.limits.any()) {
+      // As ltd refuses a submit: never run without the limits asked for.
+      SpecLimits here;
+      here.slots = 1 << 16;
+      const LimitSupport support = ProbeLimitSupport(plan, (*containment)->name());
+      here.no_memory_limit = support.memory;
+      here.no_cpu_limit = support.cpu;
+      here.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+      if (auto s = ValidateSpec(job.spec, here); !s.ok()) Die(std::string(s.message()));
+    }
     auto control = ControlReader::Create(loop.get());
     if (!control.ok()) Die(std::string(control.status().message()));
     UvLauncher launcher(loop.get(), std::move(*containment), exec, std::move(*control));
@@ -389,6 +415,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-restarts", opt.max_restarts, "restarts after a failure")
       ->capture_default_str();
+  app.add_option("--mem", opt.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
+  app.add_option("--mem-per-rank", opt.mem_per_rank, "memory of each rank with its children");
+  app.add_option("--cpus", opt.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
   app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)");
   app.add_option("--report", opt.report, "write the job's final record (JSON) to this file");
   app.add_option("--state-dir", opt.state_dir,

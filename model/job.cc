@@ -30,7 +30,7 @@ constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
     {RankState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<CauseReason, std::string_view>, 10> kReasons = {{
+constexpr std::array<std::pair<CauseReason, std::string_view>, 11> kReasons = {{
     {CauseReason::kExited, "exited"},
     {CauseReason::kSignaled, "signaled"},
     {CauseReason::kHang, "hang"},
@@ -41,6 +41,7 @@ constexpr std::array<std::pair<CauseReason, std::string_view>, 10> kReasons = {{
     {CauseReason::kSupervisorLost, "supervisor_lost"},
     {CauseReason::kRemoteFailure, "remote_failure"},
     {CauseReason::kDependencyFailed, "dependency_failed"},
+    {CauseReason::kOom, "oom"},
 }};
 
 template <typename E, size_t N>
@@ -198,6 +199,8 @@ int ExitCodeFor(const RootCause& cause) {
       return cause.exit_code;
     case CauseReason::kSignaled:
       return 128 + cause.signal;
+    case CauseReason::kOom:  // as the SIGKILL it was
+      return cause.signal != 0 ? 128 + cause.signal : cause.exit_code != 0 ? cause.exit_code : 137;
     case CauseReason::kHang:
     case CauseReason::kStartupTimeout:
       return 124;
@@ -383,6 +386,9 @@ nlohmann::json ToJson(const Job& job) {
     }
     out["rlimits"] = std::move(limits);
   }
+  if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
+  if (s.limits.memory_per_rank_bytes != 0) out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
+  if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
   return out;
 }
 
@@ -440,6 +446,9 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       }
     }
   }
+  s.limits.memory_bytes = Field<uint64_t>(j, "mem_bytes").value_or(0);
+  s.limits.memory_per_rank_bytes = Field<uint64_t>(j, "mem_per_rank_bytes").value_or(0);
+  s.limits.cpu_millis = Field<uint32_t>(j, "cpu_millis").value_or(0);
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));

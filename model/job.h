@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "job_limits.h"
 #include "resource_limits.h"
 
 namespace ltd {
@@ -39,6 +40,7 @@ enum class CauseReason {
   kSupervisorLost,    // the job's supervisor died
   kRemoteFailure,     // another node of the run failed; this one was torn down for it
   kDependencyFailed,  // a job it was to run --after did not succeed
+  kOom,               // the OOM killer killed it (the job's or the host's memory ran out)
 };
 
 std::string_view ToString(JobState s);
@@ -206,12 +208,18 @@ struct JobSpec {
   // The ranks' resource limits (resource_limits.h); empty: the
   // supervisor's own, as a record of an earlier release had it.
   std::vector<ResourceLimit> rlimits;
+  // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
+  JobLimits limits;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
 struct SpecLimits {
   int slots = 1;
   int max_restarts = 100;
+  // Why a job's memory or CPU limit cannot be set here; empty: it can.
+  std::string no_memory_limit;
+  std::string no_cpu_limit;
+  int cpus = 0;  // the host's CPUs, the most --cpus may ask for; 0: unchecked
 };
 // OK, or one line saying what is wrong with the job asked for and what to do.
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);

@@ -110,8 +110,8 @@ void UvLauncher::ExpectUser(uid_t uid, gid_t gid) {
   if (uid != geteuid() || gid != getegid()) groups_.Start(uid, gid);
 }
 
-absl::Status UvLauncher::BeginJob(const std::string& job_id) {
-  return containment_->BeginJob(job_id);
+absl::Status UvLauncher::BeginJob(const std::string& job_id, const JobLimits& limits) {
+  return containment_->BeginJob(job_id, limits);
 }
 
 absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks callbacks) {
@@ -121,14 +121,13 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR] [--user UID:GID --groups LIST] --parent PID,
+  // lt-exec [--cgroup DIR]... [--user UID:GID --groups LIST] --parent PID,
   // with an empty environment and what to run on fd 4: it runs as root,
   // and nothing the user sent may reach it (see exec_shim.cc).
   std::vector<std::string> argv = {exec_shim_};
-  const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
-  if (!cgroup.empty()) {
+  for (std::string& cgroup : containment_->RankCgroups(req.job_id, req.rank)) {
     argv.push_back("--cgroup");
-    argv.push_back(cgroup);
+    argv.push_back(std::move(cgroup));
   }
   if (req.uid != geteuid() || req.gid != getegid()) {
     // Not looked up yet (NSS is slow, or nobody said whom to expect):

@@ -27,7 +27,10 @@ class UvLauncher final : public ProcessLauncher {
 
   std::string_view containment() const override { return containment_->name(); }
   void ExpectUser(uid_t uid, gid_t gid) override;
-  absl::Status BeginJob(const std::string& job_id) override;
+  absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override;
+  std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override {
+    return containment_->OomKills(job_id, rank);
+  }
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
   void SignalRank(const std::string& job_id, int rank, int sig) override;
   void SignalProcess(const std::string& job_id, int rank, int sig) override;

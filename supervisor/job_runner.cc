@@ -43,7 +43,7 @@ void JobRunner::BeginAttempt(Job& job) {
   JobRuntime& rt = *rt_;
   rt.ranks = std::vector<RankRuntime>(static_cast<size_t>(job.spec.devices));
   const WallTime now = clock_.Now();
-  if (auto s = launcher_.BeginJob(job.id); !s.ok()) {
+  if (auto s = launcher_.BeginJob(job.id, job.spec.limits); !s.ok()) {
     RootCause cause;
     cause.reason = CauseReason::kSpawnFailed;
     cause.at = now;

@@ -99,6 +99,8 @@ v1::RootCause::Reason ToProto(CauseReason r) {
       return v1::RootCause::remote_failure;
     case CauseReason::kDependencyFailed:
       return v1::RootCause::dependency_failed;
+    case CauseReason::kOom:
+      return v1::RootCause::oom;
   }
   return v1::RootCause::REASON_UNSPECIFIED;
 }
@@ -202,6 +204,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_restart_count(job.restart_count);
   out->set_max_restarts(s.max_restarts);
   out->set_containment(DisplayEscapeElided(job.containment, limits.text));
+  out->set_mem_bytes(s.limits.memory_bytes);
+  out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
+  out->set_cpu_millis(s.limits.cpu_millis);
   SetTime(job.submitted_at, out->mutable_submitted_at());
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });
@@ -401,6 +406,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.auto_heartbeat = !req.no_auto_heartbeat();
   spec.grace = Millis(req.grace_ms());
   spec.max_restarts = req.max_restarts();
+  spec.limits.memory_bytes = req.mem_bytes();
+  spec.limits.memory_per_rank_bytes = req.mem_per_rank_bytes();
+  spec.limits.cpu_millis = req.cpu_millis();
   // Ranges and forms are ValidateSpec's; only what would not fit is here.
   NodeSpec& n = spec.nodes;
   n.nnodes = req.nnodes() == 0 ? 1 : req.nnodes();

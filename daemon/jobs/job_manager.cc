@@ -133,6 +133,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   SpecLimits limits;
   limits.slots = config_.placement.slots;
   limits.max_restarts = config_.max_restarts_limit;
+  limits.no_memory_limit = config_.no_memory_limit;
+  limits.no_cpu_limit = config_.no_cpu_limit;
+  limits.cpus = config_.cpus;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;

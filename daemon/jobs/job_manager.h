@@ -73,6 +73,11 @@ struct ManagerConfig {
   // With a restore window, ltd's stop leaves running jobs to their
   // supervisors; without, every job ends with ltd.
   bool jobs_outlive_ltd = false;
+  // Why --mem or --cpus cannot be had here (ProbeLimitSupport); empty: they
+  // can. A job that asks for one anyway is refused, never run unlimited.
+  std::string no_memory_limit;
+  std::string no_cpu_limit;
+  int cpus = 0;  // the host's CPUs: the most --cpus may ask for (0: unchecked)
 };
 
 class JobManager {

@@ -105,6 +105,7 @@ def describe_cause(c):
         "cancelled": "cancelled",
         "daemon_lost": "lost while ltd was away",
         "dependency_failed": "never ran",
+        "oom": who + " was killed by the OOM killer",
         "supervisor_lost": "lost when its supervisor died",
         "remote_failure": "torn down: node %s of the run failed" % ("?" if c.node is None else c.node),
     }.get(c.reason, c.reason)
@@ -227,6 +228,9 @@ class JobInfo:
     pending_reason: str
     heartbeat_mode: str
     hang_timeout_ms: int
+    mem_bytes: int = 0  # --mem; 0: none
+    mem_per_rank_bytes: int = 0
+    cpu_millis: int = 0  # --cpus in thousandths of a CPU; 0: none
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -267,6 +271,9 @@ class JobInfo:
             pending_reason=j.pending_reason,
             heartbeat_mode=ltd_pb2.Job.HeartbeatMode.Name(j.heartbeat_mode),
             hang_timeout_ms=j.hang_timeout_ms,
+            mem_bytes=j.mem_bytes,
+            mem_per_rank_bytes=j.mem_per_rank_bytes,
+            cpu_millis=j.cpu_millis,
             proto=j,
         )
 
