@@ -93,6 +93,9 @@ class JobRunner final : public RunFenceEvents {
   void OnAutoHeartbeat(Job& job, JobRuntime& rt, int rank, const HeartbeatMessage& msg);
   Millis AutoTimeout(const Job& job) const;
   void OnExit(Job& job, int rank, ExitStatus status);
+  // The root cause `status` is when the OOM killer is behind it (its
+  // count went up); nullopt otherwise.
+  std::optional<RootCause> OomCause(const Job& job, JobRuntime& rt, int rank, ExitStatus status);
   void ArmWatchdog(Job& job, JobRuntime& rt);
   void OnWatchdog(const std::string& id);
   // `deadline`: the (monotonic) heartbeat deadline that passed.

@@ -91,6 +91,8 @@ struct JobRuntime {
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;
   int live = 0;  // ranks not yet reaped
+  // OOM kills already put down to a rank, by rank (-1: the job's count).
+  std::map<int, uint64_t> oom_kills_seen;
   bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff

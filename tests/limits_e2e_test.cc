@@ -99,6 +99,34 @@ TEST_F(Limits, EveryRankRunsInTheJobsCgroupsWithTheLimitsAndTheyAreRemovedAfter)
   EXPECT_FALSE(std::filesystem::exists(base)) << base << " left behind";
 }
 
+TEST_F(Limits, AnOomKillIsTheRootCauseNamingTheRankAndTheLimit) {
+  if (places_.memory.layout == CgroupLayout::kNone) GTEST_SKIP() << places_.memory.why.message();
+  const std::string report = dir_ + "/report.json";
+  CmdResult r = Ltrun({"--devices", "2", "--mem", "64M", "--report", report, "--",
+                       TestChildPath(), "--rank", "1", "alloc:1024,hang", "hang"});
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  EXPECT_NE(r.err.find("rank 1 was killed by the OOM killer: the job's memory limit is 64M"),
+            std::string::npos)
+      << r.err;
+  const auto j = Report(report);
+  ASSERT_FALSE(j.is_discarded()) << "no report at " << report;
+  EXPECT_EQ(j["state"], "FAILED");
+  EXPECT_EQ(j["root_cause"]["reason"], "oom");
+  EXPECT_EQ(j["root_cause"]["rank"], 1);
+  EXPECT_EQ(j["root_cause"]["signal"], 9);
+  EXPECT_EQ(j["root_cause"]["message"],
+            "rank 1 was killed by the OOM killer: the job's memory limit is 64M");
+}
+
+TEST_F(Limits, ASigkillWithoutAnOomKillIsStillASignal) {
+  if (places_.memory.layout == CgroupLayout::kNone) GTEST_SKIP() << places_.memory.why.message();
+  const std::string report = dir_ + "/report.json";
+  CmdResult r = Ltrun({"--devices", "1", "--mem", "64M", "--report", report, "--",
+                       TestChildPath(), "signal:9"});
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  EXPECT_EQ(Report(report)["root_cause"]["reason"], "signaled");
+}
+
 TEST_F(Limits, WithoutCgroupsALimitIsRefusedInOneLine) {
   CmdResult r = Ltrun({"--devices", "1", "--mem", "64M", "--", TestChildPath(), "exit:0"},
                       "subreaper");
@@ -124,14 +152,21 @@ class LimitsUnderLtd : public E2E {
   }
 };
 
-TEST_F(LimitsUnderLtd, ASubmittedJobGetsItsLimits) {
+TEST_F(LimitsUnderLtd, ASubmittedJobIsLimitedAndItsOomKillIsTheRootCause) {
   const std::string id = SubmitDetached({"--devices", "2", "--mem", "64M", "--cpus", "1.5", "--",
-                                         TestChildPath(), "exit:0"});
+                                         TestChildPath(), "--rank", "1", "alloc:1024,hang", "hang"});
   nlohmann::json j = d_.WaitEnded(id, 30s);
-  EXPECT_EQ(j["state"], "SUCCEEDED") << j.dump();
+  EXPECT_EQ(j["state"], "FAILED") << j.dump();
+  EXPECT_EQ(j["exit_code"], 137);
+  EXPECT_EQ(j["root_cause"]["reason"], "oom");
+  EXPECT_EQ(j["root_cause"]["message"],
+            "rank 1 was killed by the OOM killer: the job's memory limit is 64M");
   EXPECT_EQ(j["cpu_millis"], 1500);
   CmdResult show = d_.Ctl({"show", id});
   EXPECT_NE(show.out.find("memory 64M, 1.5 CPUs"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("rank 1 was killed by the OOM killer: the job's memory limit is 64M"),
+            std::string::npos)
+      << show.out;
   CmdResult bad = d_.Ctl({"submit", "--devices", "1", "--mem", "lots", "--", TestChildPath(), "exit:0"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--mem takes a size such as 512M or 4G, got 'lots'"), std::string::npos)
