@@ -265,8 +265,13 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
                   (h.user().empty() ? std::string("gone") : Line(h.user())) + ") holds " +
                   (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
       }
-      if (detail.empty()) detail = "NVML cannot read it";
-      detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
+      if (detail.empty() && !s.job_id().empty()) {
+        detail = "a rank of job " + Line(s.job_id()) + " that would not die (ltctl show " +
+                 Line(s.job_id()) + ")";
+      } else {
+        if (detail.empty()) detail = "NVML cannot read it";
+        detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
+      }
     }
     t.Add({std::to_string(s.slot()), Line(s.gpu()), v1::Slot::State_Name(s.state()),
            Line(s.job_id()), Line(s.user()), s.has_usage() ? Use(s.usage()) : "-", detail});
@@ -321,6 +326,14 @@ void PrintJob(const v1::Job& j, FILE* out) {
     if (c.has_node()) field("  node:", std::to_string(c.node()));
     field("  rank:", Opt(c.has_rank(), c.rank()));
     field("  at:", Time(c.has_at(), c.at()));
+  }
+  for (const auto& u : j.unkillable()) {
+    std::string line = "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid()) +
+                       " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
+    if (!u.wchan().empty()) line += " (wchan " + Line(u.wchan()) + ")";
+    line += u.has_gone_at() ? ", gone since " + Time(true, u.gone_at())
+                            : "; its devices stay out of use until it is gone";
+    std::fprintf(out, "unkillable: %s\n", line.c_str());
   }
   if (j.nodes_size() > 0) {
     std::fprintf(out, "\n");

@@ -33,6 +33,7 @@
 #include "resource_limits.h"
 #include "service.h"
 #include "shim_host.h"
+#include "unkillable_handler.h"
 #include "socket_activation.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -105,7 +106,15 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   auto restore_window = duration("--restore-window", opt.restore_window);
   auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
   auto gpu_sample = duration("--gpu-sample-interval", opt.gpu_sample_interval);
-  if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample) return 1;
+  auto unkillable_timeout = duration("--unkillable-program-timeout", opt.unkillable_program_timeout);
+  if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample ||
+      !unkillable_timeout) {
+    return 1;
+  }
+  if (!opt.unkillable_program.empty() && opt.unkillable_program.front() != '/') {
+    std::fprintf(stderr, "ltd: --unkillable-program must be an absolute path\n");
+    return 1;
+  }
   if (*gpu_sample < Millis(100)) {
     std::fprintf(stderr, "ltd: --gpu-sample-interval must be at least 100ms\n");
     return 1;
@@ -281,6 +290,8 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
       return c;
     });
     manager.AddEvents(&notifier);
+    UnkillableHandler unkillable(loop.get(), plan, opt.unkillable_program, *unkillable_timeout);
+    manager.AddEvents(&unkillable);
     GpuPool gpu_pool(clock, nvml.get(), config.placement.gpu_ids,
                      GpuPool::Config{.leftover_mib = opt.gpu_leftover_mib, .sample = *gpu_sample});
     gpu_pool.SetCallbacks([&manager](int slot) { manager.GpuClean(slot); },

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bytes.h"
+#include "str_util.h"
 
 namespace ltd {
 namespace {
@@ -218,6 +219,13 @@ int ExitCodeFor(const RootCause& cause) {
   return 1;
 }
 
+std::string Describe(const UnkillableProcess& p) {
+  std::string out = Cat("rank ", p.rank, " pid ", p.pid, " in ", p.state.empty() ? "?" : p.state,
+                        " state");
+  if (!p.wchan.empty()) out += Cat(" (wchan ", p.wchan, ")");
+  return out;
+}
+
 int NodeRankOf(const NodeSpec& nodes) {
   if (nodes.node_rank >= 0) return nodes.node_rank;
   return nodes.rdzv.empty() ? 0 : -1;
@@ -386,6 +394,20 @@ nlohmann::json ToJson(const Job& job) {
     }
     out["rlimits"] = std::move(limits);
   }
+  if (!job.unkillable.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const UnkillableProcess& p : job.unkillable) {
+      list.push_back({{"rank", p.rank},
+                      {"pid", p.pid},
+                      {"start_time", p.start_time},
+                      {"state", BytesToJson(p.state)},
+                      {"wchan", BytesToJson(p.wchan)},
+                      {"stack", BytesToJson(p.stack)},
+                      {"found_at", FormatTime(p.found_at)},
+                      {"gone_at", OptTime(p.gone_at)}});
+    }
+    out["unkillable"] = std::move(list);
+  }
   if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
   if (s.limits.memory_per_rank_bytes != 0) out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
   if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
@@ -444,6 +466,21 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       if (resource && soft && hard && *soft <= *hard) {
         s.rlimits.push_back(ResourceLimit{*resource, *soft, *hard});
       }
+    }
+  }
+  if (auto it = j.find("unkillable"); it != j.end() && it->is_array()) {
+    for (const auto& uj : *it) {
+      if (!uj.is_object()) continue;
+      UnkillableProcess p;
+      p.rank = Field<int>(uj, "rank").value_or(0);
+      p.pid = Field<pid_t>(uj, "pid").value_or(0);
+      p.start_time = Field<uint64_t>(uj, "start_time").value_or(0);
+      p.state = BytesField(uj, "state").value_or("");
+      p.wchan = BytesField(uj, "wchan").value_or("");
+      p.stack = BytesField(uj, "stack").value_or("");
+      p.found_at = TimeField(uj, "found_at").value_or(WallTime{});
+      p.gone_at = TimeField(uj, "gone_at");
+      job.unkillable.push_back(std::move(p));
     }
   }
   s.limits.memory_bytes = Field<uint64_t>(j, "mem_bytes").value_or(0);

@@ -232,6 +232,23 @@ struct NodeStatus {
   std::optional<RootCause> root_cause;
 };
 
+// A rank's process still there `--grace` after its SIGKILL (in the
+// kernel's uninterruptible sleep: a driver, NFS; or frozen): the job ended
+// without it, and its devices are not given to another job until it is
+// gone (ltd watches it, daemon/jobs/unkillable_watch.h).
+struct UnkillableProcess {
+  int rank = 0;
+  pid_t pid = 0;
+  uint64_t start_time = 0;  // with the pid, this process for good (/proc/PID/stat)
+  std::string state;        // /proc/PID/stat's letter: "D", ...
+  std::string wchan;        // where it sleeps in the kernel, when readable
+  std::string stack;        // its kernel stack, when readable (root)
+  WallTime found_at{};
+  std::optional<WallTime> gone_at;  // once ltd saw it go
+};
+// "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"
+std::string Describe(const UnkillableProcess& p);
+
 struct Job {
   std::string id;
   JobSpec spec;
@@ -256,6 +273,8 @@ struct Job {
   // Every node of a multi-node run, from the rendezvous (empty for a
   // single-node job and a static launch, which knows only itself).
   std::vector<NodeStatus> nodes;
+  // Ranks that did not die of SIGKILL; the job ended without them.
+  std::vector<UnkillableProcess> unkillable;
   // Why the record on disk is behind this one (a full disk, say); empty
   // once it is saved. Not part of the record itself.
   std::string record_error;

@@ -340,6 +340,31 @@ UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) con
   return it->second;
 }
 
+std::optional<StuckProcess> UvLauncher::Stuck(const std::string& job_id, int rank) {
+  Child* child = Unreaped(job_id, rank);
+  if (child == nullptr) return std::nullopt;
+  const std::optional<ProcEntry> entry = ReadProcEntry(child->pid);
+  if (!entry) return std::nullopt;
+  StuckProcess p;
+  p.pid = child->pid;
+  p.state = entry->state;
+  p.start_time = entry->start_time;
+  p.wchan = ReadWchan(child->pid);
+  p.kernel_stack = ReadKernelStack(child->pid);
+  return p;
+}
+
+void UvLauncher::Abandon(const std::string& job_id) {
+  auto job = live_.find(job_id);
+  if (job == live_.end()) return;
+  // Reaped when they go, as every child; nobody hears of it.
+  for (auto& [rank, child] : job->second) {
+    child->callbacks.on_output = [](Stream, std::string_view) {};
+    child->callbacks.on_control = [](std::string_view) {};
+    child->callbacks.on_exit = [](ExitStatus) {};
+  }
+}
+
 void UvLauncher::SignalRank(const std::string& job_id, int rank, int sig) {
   // kill() right after the check, on the one thread that reaps: the group
   // number cannot change hands in between.

@@ -36,6 +36,8 @@ class UvLauncher final : public ProcessLauncher {
   void SignalProcess(const std::string& job_id, int rank, int sig) override;
   std::optional<int> StopSignal(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
+  std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) override;
+  void Abandon(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void ReadHeartbeats() override { control_->ReadNow(); }
 

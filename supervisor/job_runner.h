@@ -115,6 +115,11 @@ class JobRunner final : public RunFenceEvents {
   void Fail(Job& job, JobRuntime& rt, RootCause cause);
   void Teardown(Job& job, JobRuntime& rt);
   void OnGraceExpired(const std::string& id);
+  // `grace` after the SIGKILL: ranks still there are recorded as
+  // unkillable and the attempt ends without them (no restart).
+  void OnKillExpired(const std::string& id);
+  // A rank that would not die gets this long after its SIGKILL at least.
+  static constexpr Millis kMinKillWait{1000};
   void OnRanksGone(Job& job, JobRuntime& rt);
   void OnJobEmpty(const std::string& id);
   void Restart(const std::string& id);

@@ -95,6 +95,8 @@ struct JobRuntime {
   std::map<int, uint64_t> oom_kills_seen;
   bool tearing_down = false;
   Clock::TimerId grace_timer = 0;
+  // After the SIGKILL: a rank still there when it fires would not die.
+  Clock::TimerId kill_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   // A multi-node restart waits for every node of the run (RunFence).
   bool awaiting_run = false;

@@ -75,11 +75,54 @@ void JobRunner::OnGraceExpired(const std::string& id) {
   rt->grace_timer = 0;
   spdlog::warn("job={} grace period over: SIGKILL to whatever is left", id);
   launcher_.KillJob(id);
+  rt->kill_timer = clock_.StartTimer(std::max(job_.spec.grace, kMinKillWait),
+                                     [this, id] { OnKillExpired(id); });
+}
+
+void JobRunner::OnKillExpired(const std::string& id) {
+  Job* job = FindMutable(id);
+  JobRuntime* rt = Runtime(id);
+  if (job == nullptr || rt == nullptr) return;
+  rt->kill_timer = 0;
+  if (rt->live == 0) return;
+  // Still there after SIGKILL: in the kernel's uninterruptible sleep (a
+  // driver, NFS) or frozen. Waiting longer would hold the job's record,
+  // and its user, for as long as the kernel does; the job ends without
+  // them, ltd keeps their devices out of use until they are gone.
+  const WallTime now = clock_.Now();
+  for (size_t r = 0; r < rt->ranks.size(); ++r) {
+    RankRuntime& rr = rt->ranks[r];
+    if (!rr.alive) continue;
+    Rank& rec = job->ranks[r];
+    UnkillableProcess u;
+    u.rank = static_cast<int>(r);
+    u.pid = rec.pid;
+    u.found_at = now;
+    if (std::optional<StuckProcess> stuck = launcher_.Stuck(id, u.rank)) {
+      u.pid = stuck->pid;
+      u.start_time = stuck->start_time;
+      u.state = std::string(1, stuck->state);
+      u.wchan = stuck->wchan;
+      u.stack = stuck->kernel_stack;
+    }
+    spdlog::error("job={} {} is still there {} after SIGKILL; the job ends without it", id,
+                  Describe(u), FormatDuration(std::max(job->spec.grace, kMinKillWait)));
+    Output(-1, Stream::kStderr,
+           Cat("ltd: unkillable: ", Describe(u), "; its devices stay out of use until it is gone"));
+    job->unkillable.push_back(std::move(u));
+    rr.alive = false;
+    --rt->live;
+    SetRankState(*job, rec, RankState::kKilled);
+  }
+  launcher_.Abandon(id);
+  OnJobEmpty(id);  // no restart: see there
 }
 
 void JobRunner::OnRanksGone(Job& job, JobRuntime& rt) {
   if (rt.grace_timer != 0) clock_.CancelTimer(rt.grace_timer);
   rt.grace_timer = 0;
+  if (rt.kill_timer != 0) clock_.CancelTimer(rt.kill_timer);
+  rt.kill_timer = 0;
   if (rt.watchdog_timer != 0) clock_.CancelTimer(rt.watchdog_timer);
   rt.watchdog_timer = 0;
   rt.watchdog_at.reset();
@@ -107,8 +150,9 @@ void JobRunner::OnJobEmpty(const std::string& id) {
   attempt.ended_at = clock_.Now();
   attempt.root_cause = cause;
   if (rt.lost) return Finish(*job, rt.lost);
+  // A rank that would not die holds what the next attempt would need.
   const bool restartable = cause && cause->reason != CauseReason::kCancelled && !rt.run_cancelled &&
-                           job->restart_count < job->spec.max_restarts;
+                           job->restart_count < job->spec.max_restarts && job->unkillable.empty();
   if (restartable) {
     ++job->restart_count;
     // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that

@@ -207,6 +207,16 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_mem_bytes(s.limits.memory_bytes);
   out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
   out->set_cpu_millis(s.limits.cpu_millis);
+  for (const UnkillableProcess& p : job.unkillable) {
+    v1::Unkillable* u = out->add_unkillable();
+    u->set_rank(p.rank);
+    u->set_pid(p.pid);
+    u->set_state(DisplayEscapeElided(p.state, limits.text));
+    u->set_wchan(DisplayEscapeElided(p.wchan, limits.text));
+    u->set_stack(DisplayEscapeElided(p.stack, limits.text));
+    SetTime(p.found_at, u->mutable_found_at());
+    SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
+  }
   SetTime(job.submitted_at, out->mutable_submitted_at());
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });

@@ -42,6 +42,8 @@ struct Options {
   std::string nvml_library = "libnvidia-ml.so.1";
   uint64_t gpu_leftover_mib = 0;
   std::string gpu_sample_interval = "10s";
+  std::string unkillable_program;  // empty: none
+  std::string unkillable_program_timeout = "60s";
 };
 
 // Adds every option of `opt` to `app`; each is also a key of the file.

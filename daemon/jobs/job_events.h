@@ -30,6 +30,11 @@ class JobEvents {
   // A line of a job's output reached ltd from its supervisor (which sends
   // them only while a client attaches to or follows the job).
   virtual void OnOutputLine() {}
+  // A job ended with ranks that would not die (Job::unkillable); its
+  // devices stay out of use until they are gone.
+  virtual void OnUnkillable(const Job& job) { (void)job; }
+  // The last of them is gone: its devices are back in use.
+  virtual void OnUnkillableGone(const std::string& job_id) { (void)job_id; }
 };
 
 }  // namespace ltd

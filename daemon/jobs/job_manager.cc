@@ -65,7 +65,11 @@ JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& stor
       store_(store),
       ports_(ports),
       config_(std::move(config)),
-      scheduler_(config_.placement) {}
+      scheduler_(config_.placement),
+      unkillable_(clock_, config_.unkillable_alive,
+                  [this](const std::string& id, const std::vector<int>& slots) {
+                    UnkillableGone(id, slots);
+                  }) {}
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
@@ -87,6 +91,7 @@ void JobManager::Recover(const Adopter& adopt) {
     if (IsFinal(job.state)) {
       CutToSummary(job, kSummaryArgvBytes);
       finished_.push_back(job.id);
+      HoldUnkillable(job, /*announce=*/false);  // an earlier ltd's, still there
     }
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
@@ -225,6 +230,13 @@ std::vector<SlotView> JobManager::Slots() const {
     if (const GpuQuarantine* q = gpus_->quarantine(out[i].slot)) {
       out[i].state = SlotView::State::kQuarantined;
       out[i].quarantine = *q;
+    }
+  }
+  // Held by a rank that would not die (the job it was of).
+  for (SlotView& v : out) {
+    if (std::string holder = unkillable_.Holding(v.slot); !holder.empty()) {
+      v.state = SlotView::State::kQuarantined;
+      v.job_id = std::move(holder);
     }
   }
   // A placed job holds its slots from its placement on, while its
@@ -499,8 +511,51 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
   Ended(job);
 }
 
+void JobManager::HoldUnkillable(const Job& job, bool announce) {
+  if (!unkillable_.Add(job)) return;
+  std::string slots, pids;
+  for (int slot : job.device_slots) {
+    scheduler_.SetUnavailable(slot, true);
+    slots += (slots.empty() ? "" : ",") + std::to_string(slot);
+  }
+  for (const UnkillableProcess& p : job.unkillable) {
+    if (!p.gone_at) pids += (pids.empty() ? "" : ", ") + Describe(p);
+  }
+  spdlog::error("job={} ended with {} that would not die; device slot(s) {} stay out of use "
+                "until it is gone",
+                job.id, pids, slots);
+  if (announce) Emit([&](JobEvents& e) { e.OnUnkillable(job); });
+}
+
+void JobManager::UnkillableGone(const std::string& id, const std::vector<int>& slots) {
+  for (int slot : slots) {
+    // A GPU that a process outside any job holds stays quarantined.
+    if (gpus_ == nullptr || gpus_->quarantine(slot) == nullptr) scheduler_.SetUnavailable(slot, false);
+  }
+  spdlog::info("job={} has no process left that would not die; its device slot(s) are back", id);
+  // Its record on disk says so (memory has a summary: the whole record is
+  // read, marked and written back).
+  const WallTime now = clock_.Now();
+  if (Job* job = FindMutable(id)) {
+    for (UnkillableProcess& p : job->unkillable) {
+      if (!p.gone_at) p.gone_at = now;
+    }
+  }
+  if (auto record = store_.Load(id); record.ok()) {
+    for (UnkillableProcess& p : record->unkillable) {
+      if (!p.gone_at) p.gone_at = now;
+    }
+    if (absl::Status s = store_.Save(*record); !s.ok()) {
+      spdlog::warn("job={} record not updated: {}", id, std::string(s.message()));
+    }
+  }
+  Emit([&](JobEvents& e) { e.OnUnkillableGone(id); });
+  Schedule();
+}
+
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  HoldUnkillable(job, /*announce=*/true);
   // Whoever ended it (a supervisor does the same; a pending job had none,
   // a lost one's may not have), the user writes no more in its dir.
   if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
@@ -543,6 +598,7 @@ void JobManager::Ended(Job& job) {
 }
 
 void JobManager::GpuClean(int slot) {
+  if (!unkillable_.Holding(slot).empty()) return;  // a rank that would not die holds it
   scheduler_.SetUnavailable(slot, false);
   Schedule();
 }

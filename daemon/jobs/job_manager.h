@@ -25,6 +25,7 @@
 #include "job_store.h"
 #include "scheduler.h"
 #include "supervision.h"
+#include "unkillable_watch.h"
 
 namespace ltd {
 
@@ -78,6 +79,8 @@ struct ManagerConfig {
   std::string no_memory_limit;
   std::string no_cpu_limit;
   int cpus = 0;  // the host's CPUs: the most --cpus may ask for (0: unchecked)
+  // Whether a rank that would not die is still there (tests: a fake).
+  UnkillableWatch::Alive unkillable_alive = ProcessStillThere;
 };
 
 class JobManager {
@@ -188,6 +191,12 @@ class JobManager {
   void RetryUnsaved();
   void MaybeFinishShutdown(bool end_jobs);
   void PruneFinished();
+  // A job that ended with ranks that would not die: its slots stay out of
+  // use until they are gone (UnkillableGone).
+  // `announce`: tell the JobEvents (once per job; not again when a later
+  // ltd recovers it).
+  void HoldUnkillable(const Job& job, bool announce);
+  void UnkillableGone(const std::string& id, const std::vector<int>& slots);
   // Tells every JobEvents that `job` went from `from` to its state now.
   void StateChanged(const Job& job, JobState from);
   // --after (job_dependencies.cc): resolves a submit's refs to the ids of
@@ -227,6 +236,7 @@ class JobManager {
   Scheduler scheduler_;
   Dependencies deps_;
   GpuPool* gpus_ = nullptr;
+  UnkillableWatch unkillable_;
   // Jobs whose --after job failed (id, dependency), cancelled on the timer.
   std::vector<std::pair<std::string, std::string>> failed_dependents_;
   Clock::TimerId fail_dependents_timer_ = 0;

@@ -231,6 +231,8 @@ class JobInfo:
     mem_bytes: int = 0  # --mem; 0: none
     mem_per_rank_bytes: int = 0
     cpu_millis: int = 0  # --cpus in thousandths of a CPU; 0: none
+    # Ranks that did not die of SIGKILL: {"rank", "pid", "state", "wchan", "gone"}.
+    unkillable: List[dict] = dataclasses.field(default_factory=list)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -274,6 +276,11 @@ class JobInfo:
             mem_bytes=j.mem_bytes,
             mem_per_rank_bytes=j.mem_per_rank_bytes,
             cpu_millis=j.cpu_millis,
+            unkillable=[
+                {"rank": u.rank, "pid": u.pid, "state": u.state, "wchan": u.wchan,
+                 "gone": u.HasField("gone_at")}
+                for u in j.unkillable
+            ],
             proto=j,
         )
 
