@@ -113,10 +113,12 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   for (const auto& job : a.after) req.add_after(job);
   for (const auto& [flag, text, set] :
        {std::tuple{"--mem", &a.mem, &v1::SubmitRequest::set_mem_bytes},
-        std::tuple{"--mem-per-rank", &a.mem_per_rank, &v1::SubmitRequest::set_mem_per_rank_bytes}}) {
+        std::tuple{"--mem-per-rank", &a.mem_per_rank,
+                   &v1::SubmitRequest::set_mem_per_rank_bytes}}) {
     if (text->empty()) continue;
     const std::optional<uint64_t> bytes = ParseByteSize(*text);
-    if (!bytes || *bytes == 0) Die(std::string(flag) + " takes a size such as 512M or 4G, got '" + *text + "'");
+    if (!bytes || *bytes == 0)
+      Die(std::string(flag) + " takes a size such as 512M or 4G, got '" + *text + "'");
     (req.*set)(*bytes);
   }
   if (!a.cpus.empty()) {

@@ -309,7 +309,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
     std::string limits;
     auto add = [&](const std::string& part) { limits += (limits.empty() ? "" : ", ") + part; };
     if (j.mem_bytes() != 0) add("memory " + FormatByteSize(j.mem_bytes()));
-    if (j.mem_per_rank_bytes() != 0) add("memory per rank " + FormatByteSize(j.mem_per_rank_bytes()));
+    if (j.mem_per_rank_bytes() != 0)
+      add("memory per rank " + FormatByteSize(j.mem_per_rank_bytes()));
     if (j.cpu_millis() != 0) add(FormatCpus(j.cpu_millis()) + " CPUs");
     field("Limits:", limits);
   }

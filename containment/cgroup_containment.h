@@ -63,8 +63,7 @@ class CgroupContainment final : public Containment {
     std::string memory_dir;  // the job's memory cgroup (v2: JobDir)
     std::string cpu_dir;
   };
-  CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir,
-                    LimitPlaces places);
+  CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir, LimitPlaces places);
   void Check(Waiter* w, bool from_timer);
   void Done(Waiter* w);
   // The run cgroup of this instance in `place`'s hierarchy (v2: run_dir_).

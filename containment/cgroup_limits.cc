@@ -167,8 +167,7 @@ absl::Status EnableV2Controller(const std::string& top, const std::string& botto
     if (Names(list, controller)) continue;
     if (absl::Status s = WriteWholeFile(file, Cat("+", controller)); !s.ok()) {
       return absl::FailedPreconditionError(
-          Cat("cannot enable the cgroup ", controller, " controller for ltd's jobs: ",
-              s.message(),
+          Cat("cannot enable the cgroup ", controller, " controller for ltd's jobs: ", s.message(),
               dir == top ? "; ltd's own cgroup holds processes, so it may pass no controller "
                            "down: start ltd in a cgroup of its own (systemd: Delegate=yes)"
                          : ""));

@@ -65,8 +65,8 @@ LimitSupport ProbeLimitSupport(const ContainmentPlan& plan, std::string_view con
   auto why = [&](const ControllerPlace& place, std::string_view controller) -> std::string {
     if (containment != "cgroup") {
       return Cat("limits need cgroup containment, and this ltd runs jobs with ", containment,
-                 " containment (", plan.cgroup_error.ok() ? "--containment" : plan.cgroup_error.message(),
-                 ")");
+                 " containment (",
+                 plan.cgroup_error.ok() ? "--containment" : plan.cgroup_error.message(), ")");
     }
     if (place.layout == CgroupLayout::kNone) return std::string(place.why.message());
     absl::Status s = absl::OkStatus();
@@ -106,7 +106,8 @@ void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>&
     std::set<std::string> kept;
     for (const std::string& k : keep) kept.insert("run-" + k);
     const int swept = SweepCgroupLeftovers(v1, kept, std::chrono::seconds(5));
-    if (swept > 0) spdlog::warn("removed {} cgroup subtree(s) in {} left by an earlier ltd", swept, v1);
+    if (swept > 0)
+      spdlog::warn("removed {} cgroup subtree(s) in {} left by an earlier ltd", swept, v1);
   }
   const std::string tag_prefix = Cat("LT_DAEMON_TAG=", plan.state_tag, ".");
   std::vector<std::string> kept_markers;

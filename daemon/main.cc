@@ -33,12 +33,12 @@
 #include "resource_limits.h"
 #include "service.h"
 #include "shim_host.h"
-#include "unkillable_handler.h"
 #include "socket_activation.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "state_lock.h"
 #include "systemd_notify.h"
+#include "unkillable_handler.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 #include "version.h"
@@ -106,7 +106,8 @@ int Run(const Options& opt, const ConfigSources& config_sources) {
   auto restore_window = duration("--restore-window", opt.restore_window);
   auto auto_timeout = duration("--auto-heartbeat-timeout", opt.auto_heartbeat_timeout);
   auto gpu_sample = duration("--gpu-sample-interval", opt.gpu_sample_interval);
-  auto unkillable_timeout = duration("--unkillable-program-timeout", opt.unkillable_program_timeout);
+  auto unkillable_timeout =
+      duration("--unkillable-program-timeout", opt.unkillable_program_timeout);
   if (!budget || !idle || !backoff || !restore_window || !auto_timeout || !gpu_sample ||
       !unkillable_timeout) {
     return 1;

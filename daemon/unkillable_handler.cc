@@ -29,7 +29,8 @@ void UnkillableHandler::OnUnkillableGone(const std::string& job_id) {
   // Its supervisor could not remove the cgroups that held it; nothing of
   // the job lives in them now.
   const int killed = KillInstance(plan_, SupervisorInstance(job_id));
-  if (killed > 0) spdlog::warn("job={} {} process(es) were left in its cgroups; killed", job_id, killed);
+  if (killed > 0)
+    spdlog::warn("job={} {} process(es) were left in its cgroups; killed", job_id, killed);
 }
 
 }  // namespace ltd

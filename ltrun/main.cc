@@ -224,7 +224,8 @@ int Run(const Options& opt) {
         std::tuple{"--mem-per-rank", &opt.mem_per_rank, &spec.limits.memory_per_rank_bytes}}) {
     if (text->empty()) continue;
     const std::optional<uint64_t> parsed = ParseByteSize(*text);
-    if (!parsed || *parsed == 0) Die(Cat(flag, " takes a size such as 512M or 4G, got '", *text, "'"));
+    if (!parsed || *parsed == 0)
+      Die(Cat(flag, " takes a size such as 512M or 4G, got '", *text, "'"));
     *bytes = *parsed;
   }
   if (!opt.cpus.empty()) {

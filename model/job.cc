@@ -220,8 +220,8 @@ int ExitCodeFor(const RootCause& cause) {
 }
 
 std::string Describe(const UnkillableProcess& p) {
-  std::string out = Cat("rank ", p.rank, " pid ", p.pid, " in ", p.state.empty() ? "?" : p.state,
-                        " state");
+  std::string out =
+      Cat("rank ", p.rank, " pid ", p.pid, " in ", p.state.empty() ? "?" : p.state, " state");
   if (!p.wchan.empty()) out += Cat(" (wchan ", p.wchan, ")");
   return out;
 }
@@ -409,7 +409,8 @@ nlohmann::json ToJson(const Job& job) {
     out["unkillable"] = std::move(list);
   }
   if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
-  if (s.limits.memory_per_rank_bytes != 0) out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
+  if (s.limits.memory_per_rank_bytes != 0)
+    out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
   if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
   return out;
 }

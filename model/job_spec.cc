@@ -106,8 +106,8 @@ absl::Status ValidateNodes(const NodeSpec& n, int devices, int max_restarts) {
 constexpr uint64_t kMinMemory = 8u << 20;
 
 absl::Status ValidateLimits(const JobLimits& l, const SpecLimits& here) {
-  for (const auto& [flag, bytes] : {std::pair{"--mem", l.memory_bytes},
-                                    std::pair{"--mem-per-rank", l.memory_per_rank_bytes}}) {
+  for (const auto& [flag, bytes] :
+       {std::pair{"--mem", l.memory_bytes}, std::pair{"--mem-per-rank", l.memory_per_rank_bytes}}) {
     if (bytes != 0 && bytes < kMinMemory) {
       return absl::InvalidArgumentError(
           Cat(flag, " ", bytes, " bytes is too little to run anything; ask for 8M at least"));
@@ -125,9 +125,9 @@ absl::Status ValidateLimits(const JobLimits& l, const SpecLimits& here) {
       return absl::InvalidArgumentError("--cpus must be at least 0.01");
     }
     if (here.cpus > 0 && l.cpu_millis > static_cast<uint64_t>(here.cpus) * 1000) {
-      return absl::InvalidArgumentError(
-          Cat("--cpus ", FormatCpus(l.cpu_millis), " is more than the ", here.cpus,
-              " CPUs of this host; ask for at most ", here.cpus));
+      return absl::InvalidArgumentError(Cat("--cpus ", FormatCpus(l.cpu_millis),
+                                            " is more than the ", here.cpus,
+                                            " CPUs of this host; ask for at most ", here.cpus));
     }
     if (!here.no_cpu_limit.empty()) {
       return absl::FailedPreconditionError(

@@ -32,7 +32,8 @@ void AdminProgram::Run(const std::vector<std::string>& env, const std::string& w
   auto run = std::make_unique<Instance>();
   run->owner = this;
   run->what = what;
-  std::vector<std::string> strings = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  std::vector<std::string> strings = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   strings.insert(strings.end(), env.begin(), env.end());
   std::vector<char*> envp;
   for (std::string& s : strings) envp.push_back(s.data());

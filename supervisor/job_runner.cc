@@ -27,9 +27,8 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
 JobRunner::~JobRunner() {
   if (fence_ != nullptr) fence_->SetEvents(nullptr);
   if (rt_ == nullptr) return;
-  for (Clock::TimerId t :
-       {rt_->grace_timer, rt_->kill_timer, rt_->restart_timer, rt_->watchdog_timer,
-        rt_->investigation_timer}) {
+  for (Clock::TimerId t : {rt_->grace_timer, rt_->kill_timer, rt_->restart_timer,
+                           rt_->watchdog_timer, rt_->investigation_timer}) {
     if (t != 0) clock_.CancelTimer(t);
   }
 }

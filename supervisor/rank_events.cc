@@ -194,7 +194,8 @@ std::optional<RootCause> JobRunner::OomCause(const Job& job, JobRuntime& rt, int
   if (!kills || *kills <= rt.oom_kills_seen[key]) return std::nullopt;
   rt.oom_kills_seen[key] = *kills;
   std::string limit;
-  if (limits.memory_bytes != 0) limit = "the job's memory limit is " + FormatByteSize(limits.memory_bytes);
+  if (limits.memory_bytes != 0)
+    limit = "the job's memory limit is " + FormatByteSize(limits.memory_bytes);
   if (limits.memory_per_rank_bytes != 0) {
     limit += Cat(limit.empty() ? "" : ", ", "each rank's is ",
                  FormatByteSize(limits.memory_per_rank_bytes));
@@ -210,7 +211,8 @@ std::optional<RootCause> JobRunner::OomCause(const Job& job, JobRuntime& rt, int
   } else {
     cause.message =
         Cat("rank ", rank, " ", status.term_signal != 0 ? "died of signal " : "exited with code ",
-            status.term_signal != 0 ? status.term_signal : status.exit_code, " after the OOM killer killed ",
+            status.term_signal != 0 ? status.term_signal : status.exit_code,
+            " after the OOM killer killed ",
             key >= 0 ? "one of its processes" : "a process of the job", ": ", limit);
   }
   return cause;

@@ -75,8 +75,8 @@ void JobRunner::OnGraceExpired(const std::string& id) {
   rt->grace_timer = 0;
   spdlog::warn("job={} grace period over: SIGKILL to whatever is left", id);
   launcher_.KillJob(id);
-  rt->kill_timer = clock_.StartTimer(std::max(job_.spec.grace, kMinKillWait),
-                                     [this, id] { OnKillExpired(id); });
+  rt->kill_timer =
+      clock_.StartTimer(std::max(job_.spec.grace, kMinKillWait), [this, id] { OnKillExpired(id); });
 }
 
 void JobRunner::OnKillExpired(const std::string& id) {

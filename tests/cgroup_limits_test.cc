@@ -63,7 +63,8 @@ TEST(CgroupLimits, FindsTheV1HierarchyOfEachController) {
 }
 
 TEST_F(FakeTree, AControllerTheV2CgroupOffersIsUsedThere) {
-  const std::string own = Cgroup("/unified/ltd.service", {{"cgroup.controllers", "cpu memory pids\n"}});
+  const std::string own =
+      Cgroup("/unified/ltd.service", {{"cgroup.controllers", "cpu memory pids\n"}});
   const ControllerPlace p = FindController("memory", own, kHybridMountinfo, kHybridCgroup);
   EXPECT_EQ(p.layout, CgroupLayout::kV2);
   EXPECT_EQ(p.own_dir, own);
@@ -81,8 +82,8 @@ TEST_F(FakeTree, OnAHybridHostTheV1HierarchyHoldsIt) {
 
 TEST_F(FakeTree, WithoutEitherTheReasonIsOneLine) {
   const std::string own = Cgroup("/unified", {{"cgroup.controllers", "hugetlb\n"}});
-  const ControllerPlace p = FindController("memory", own, "41 31 0:38 / /x rw - cgroup2 cgroup2 rw\n",
-                                           "0::/\n");
+  const ControllerPlace p =
+      FindController("memory", own, "41 31 0:38 / /x rw - cgroup2 cgroup2 rw\n", "0::/\n");
   EXPECT_EQ(p.layout, CgroupLayout::kNone);
   const std::string why(p.why.message());
   EXPECT_NE(why.find("memory controller is not available"), std::string::npos) << why;
@@ -94,7 +95,9 @@ TEST_F(FakeTree, V2EnablesTheControllerDownToTheJobAndSetsItsFiles) {
   Cgroup("/own/ltd-t", {{"cgroup.subtree_control", "memory"}});
   Cgroup("/own/ltd-t/run-x", {{"cgroup.subtree_control", ""}});
   const std::string job = Cgroup("/own/ltd-t/run-x/job-1",
-                                 {{"memory.max", ""}, {"memory.swap.max", ""}, {"cpu.max", ""},
+                                 {{"memory.max", ""},
+                                  {"memory.swap.max", ""},
+                                  {"cpu.max", ""},
                                   {"memory.events", "low 0\nhigh 0\nmax 4\noom 1\noom_kill 2\n"}});
   ASSERT_TRUE(EnableV2Controller(own, own + "/ltd-t/run-x", "memory").ok());
   EXPECT_EQ(Read(own + "/cgroup.subtree_control"), "+memory");
@@ -111,10 +114,11 @@ TEST_F(FakeTree, V2EnablesTheControllerDownToTheJobAndSetsItsFiles) {
 }
 
 TEST_F(FakeTree, V1SetsTheHierarchysOwnFiles) {
-  const std::string mem = Cgroup("/memory/job-1",
-                                 {{"memory.limit_in_bytes", ""},
-                                  {"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"}});
-  const std::string cpu = Cgroup("/cpu/job-1", {{"cpu.cfs_period_us", ""}, {"cpu.cfs_quota_us", ""}});
+  const std::string mem = Cgroup(
+      "/memory/job-1", {{"memory.limit_in_bytes", ""},
+                        {"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"}});
+  const std::string cpu =
+      Cgroup("/cpu/job-1", {{"cpu.cfs_period_us", ""}, {"cpu.cfs_quota_us", ""}});
   ASSERT_TRUE(SetMemoryLimit(CgroupLayout::kV1, mem, 64u << 20).ok());
   EXPECT_EQ(Read(mem + "/memory.limit_in_bytes"), "67108864");
   ASSERT_TRUE(SetCpuLimit(CgroupLayout::kV1, cpu, 250).ok());

@@ -73,11 +73,13 @@ TEST_F(Limits, EveryRankRunsInTheJobsCgroupsWithTheLimitsAndTheyAreRemovedAfter)
       "cat /proc/self/cgroup; "
       "m=$(grep -E '^[0-9]+:([a-z_,]*,)?memory(,[a-z_,]*)?:' /proc/self/cgroup | cut -d: -f3); "
       "c=$(grep -E '^[0-9]+:([a-z_,]*,)?cpu(,[a-z_,]*)?:' /proc/self/cgroup | cut -d: -f3); "
-      "echo mem=$(cat " + mount("memory") + "$m/memory.limit_in_bytes); "
-      "echo quota=$(cat " + mount("cpu") + "$c/cpu.cfs_quota_us) period=$(cat " + mount("cpu") +
-      "$c/cpu.cfs_period_us)";
-  CmdResult r = Ltrun({"--devices", "2", "--mem", "64M", "--cpus", "0.5", "--", "/bin/sh", "-c",
-                       script});
+      "echo mem=$(cat " +
+      mount("memory") +
+      "$m/memory.limit_in_bytes); "
+      "echo quota=$(cat " +
+      mount("cpu") + "$c/cpu.cfs_quota_us) period=$(cat " + mount("cpu") + "$c/cpu.cfs_period_us)";
+  CmdResult r =
+      Ltrun({"--devices", "2", "--mem", "64M", "--cpus", "0.5", "--", "/bin/sh", "-c", script});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("[0] mem=67108864"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[1] mem=67108864"), std::string::npos) << r.out;
@@ -102,8 +104,8 @@ TEST_F(Limits, EveryRankRunsInTheJobsCgroupsWithTheLimitsAndTheyAreRemovedAfter)
 TEST_F(Limits, AnOomKillIsTheRootCauseNamingTheRankAndTheLimit) {
   if (places_.memory.layout == CgroupLayout::kNone) GTEST_SKIP() << places_.memory.why.message();
   const std::string report = dir_ + "/report.json";
-  CmdResult r = Ltrun({"--devices", "2", "--mem", "64M", "--report", report, "--",
-                       TestChildPath(), "--rank", "1", "alloc:1024,hang", "hang"});
+  CmdResult r = Ltrun({"--devices", "2", "--mem", "64M", "--report", report, "--", TestChildPath(),
+                       "--rank", "1", "alloc:1024,hang", "hang"});
   EXPECT_EQ(r.exit_code, 137) << r.err;
   EXPECT_NE(r.err.find("rank 1 was killed by the OOM killer: the job's memory limit is 64M"),
             std::string::npos)
@@ -121,15 +123,15 @@ TEST_F(Limits, AnOomKillIsTheRootCauseNamingTheRankAndTheLimit) {
 TEST_F(Limits, ASigkillWithoutAnOomKillIsStillASignal) {
   if (places_.memory.layout == CgroupLayout::kNone) GTEST_SKIP() << places_.memory.why.message();
   const std::string report = dir_ + "/report.json";
-  CmdResult r = Ltrun({"--devices", "1", "--mem", "64M", "--report", report, "--",
-                       TestChildPath(), "signal:9"});
+  CmdResult r = Ltrun(
+      {"--devices", "1", "--mem", "64M", "--report", report, "--", TestChildPath(), "signal:9"});
   EXPECT_EQ(r.exit_code, 137) << r.err;
   EXPECT_EQ(Report(report)["root_cause"]["reason"], "signaled");
 }
 
 TEST_F(Limits, WithoutCgroupsALimitIsRefusedInOneLine) {
-  CmdResult r = Ltrun({"--devices", "1", "--mem", "64M", "--", TestChildPath(), "exit:0"},
-                      "subreaper");
+  CmdResult r =
+      Ltrun({"--devices", "1", "--mem", "64M", "--", TestChildPath(), "exit:0"}, "subreaper");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("ltrun: --mem cannot be had on this host: limits need cgroup containment"),
             std::string::npos)
@@ -147,14 +149,16 @@ class LimitsUnderLtd : public E2E {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for cgroup containment";
     auto own = OwnCgroupDir();
     if (!own.ok()) GTEST_SKIP() << "no cgroup v2 here";
-    if (FindLimitPlaces(*own).memory.layout == CgroupLayout::kNone) GTEST_SKIP() << "no memory controller";
+    if (FindLimitPlaces(*own).memory.layout == CgroupLayout::kNone)
+      GTEST_SKIP() << "no memory controller";
     E2E::SetUp();
   }
 };
 
 TEST_F(LimitsUnderLtd, ASubmittedJobIsLimitedAndItsOomKillIsTheRootCause) {
-  const std::string id = SubmitDetached({"--devices", "2", "--mem", "64M", "--cpus", "1.5", "--",
-                                         TestChildPath(), "--rank", "1", "alloc:1024,hang", "hang"});
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--mem", "64M", "--cpus", "1.5", "--", TestChildPath(),
+                      "--rank", "1", "alloc:1024,hang", "hang"});
   nlohmann::json j = d_.WaitEnded(id, 30s);
   EXPECT_EQ(j["state"], "FAILED") << j.dump();
   EXPECT_EQ(j["exit_code"], 137);
@@ -167,7 +171,8 @@ TEST_F(LimitsUnderLtd, ASubmittedJobIsLimitedAndItsOomKillIsTheRootCause) {
   EXPECT_NE(show.out.find("rank 1 was killed by the OOM killer: the job's memory limit is 64M"),
             std::string::npos)
       << show.out;
-  CmdResult bad = d_.Ctl({"submit", "--devices", "1", "--mem", "lots", "--", TestChildPath(), "exit:0"});
+  CmdResult bad =
+      d_.Ctl({"submit", "--devices", "1", "--mem", "lots", "--", TestChildPath(), "exit:0"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--mem takes a size such as 512M or 4G, got 'lots'"), std::string::npos)
       << bad.err;

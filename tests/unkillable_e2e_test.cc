@@ -56,7 +56,6 @@ class Freezer {
   std::string dir_;
 };
 
-
 class Unkillable : public E2E {
  protected:
   std::vector<std::string> DaemonArgs() override {
@@ -89,7 +88,8 @@ TEST_F(Unkillable, AFrozenRankIsListedItsDevicesHeldUntilItIsGoneAndTheProgramRu
   std::string cgroup;
   {
     auto own = OwnCgroupDir();
-    auto rel = ParseUnifiedCgroup(ReadWholeFile("/proc/" + std::to_string(pid) + "/cgroup").value_or(""));
+    auto rel =
+        ParseUnifiedCgroup(ReadWholeFile("/proc/" + std::to_string(pid) + "/cgroup").value_or(""));
     ASSERT_TRUE(own.ok() && rel.ok());
     auto mount = ParseCgroup2Mount(ReadWholeFile("/proc/self/mountinfo").value_or(""));
     ASSERT_TRUE(mount.ok());

@@ -521,16 +521,18 @@ void JobManager::HoldUnkillable(const Job& job, bool announce) {
   for (const UnkillableProcess& p : job.unkillable) {
     if (!p.gone_at) pids += (pids.empty() ? "" : ", ") + Describe(p);
   }
-  spdlog::error("job={} ended with {} that would not die; device slot(s) {} stay out of use "
-                "until it is gone",
-                job.id, pids, slots);
+  spdlog::error(
+      "job={} ended with {} that would not die; device slot(s) {} stay out of use "
+      "until it is gone",
+      job.id, pids, slots);
   if (announce) Emit([&](JobEvents& e) { e.OnUnkillable(job); });
 }
 
 void JobManager::UnkillableGone(const std::string& id, const std::vector<int>& slots) {
   for (int slot : slots) {
     // A GPU that a process outside any job holds stays quarantined.
-    if (gpus_ == nullptr || gpus_->quarantine(slot) == nullptr) scheduler_.SetUnavailable(slot, false);
+    if (gpus_ == nullptr || gpus_->quarantine(slot) == nullptr)
+      scheduler_.SetUnavailable(slot, false);
   }
   spdlog::info("job={} has no process left that would not die; its device slot(s) are back", id);
   // Its record on disk says so (memory has a summary: the whole record is

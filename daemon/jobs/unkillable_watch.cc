@@ -83,7 +83,8 @@ void UnkillableWatch::Check() {
 
 bool ProcessStillThere(const UnkillableProcess& p) {
   const std::optional<ProcEntry> e = ReadProcEntry(p.pid);
-  return e && e->state != 'Z' && e->state != 'X' && (p.start_time == 0 || e->start_time == p.start_time);
+  return e && e->state != 'Z' && e->state != 'X' &&
+         (p.start_time == 0 || e->start_time == p.start_time);
 }
 
 }  // namespace ltd
