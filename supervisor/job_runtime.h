@@ -119,8 +119,8 @@ class LiveAttempt {
  public:
   LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
   ~LiveAttempt() {
-    for (Clock::TimerId* t :
-         {&grace_timer, &restart_timer, &watchdog_timer, &investigation_timer, &hold_timer})
+    for (Clock::TimerId* t : {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer,
+                              &investigation_timer, &hold_timer})
       Cancel(*t);
   }
   LiveAttempt(const LiveAttempt&) = delete;
@@ -134,7 +134,7 @@ class LiveAttempt {
 
   Phase phase = Phase::kRunning;
   std::vector<RankRuntime> ranks;
-  std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
+  std::optional<JobLogWriter> log;     // every rank's lines as "[R] line"
   std::optional<OutputFiles> outputs;  // --output, --error
   std::optional<RootCause> cause;      // of this attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
@@ -143,7 +143,11 @@ class LiveAttempt {
   // of the cause, not a phase.
   bool run_cancelled = false;
   int live = 0;  // ranks not yet reaped
+  // OOM kills already put down to a rank, by rank (-1: the job's count).
+  std::map<int, uint64_t> oom_kills_seen;
   Clock::TimerId grace_timer = 0;
+  // After the SIGKILL: a rank still there when it fires would not die.
+  Clock::TimerId kill_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;
   Clock::TimerId investigation_timer = 0;
