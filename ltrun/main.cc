@@ -86,8 +86,16 @@ struct Options {
   std::vector<std::string> command;
 };
 
+// The state dir ltrun made for the job (no --state-dir), which a refusal
+// after it was made removes as the run's end does; "" until then.
+std::string g_temporary_dir;
+
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "ltrun: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
+  if (!g_temporary_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(g_temporary_dir, ec);
+  }
   std::exit(kErrorExit);
 }
 
@@ -259,6 +267,7 @@ int Run(const Options& opt) {
     std::string tmpl = Cat(base != nullptr && *base != '\0' ? base : "/tmp", "/ltrun.XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) Die(Cat("mkdtemp(", tmpl, "): ", std::strerror(errno)));
     dir = tmpl;
+    g_temporary_dir = dir;
   }
   auto store = JobStore::Open(dir);
   if (!store.ok()) Die(Cat("state dir ", dir, ": ", store.status().message()));
@@ -291,13 +300,7 @@ int Run(const Options& opt) {
   if (!job.spec.nodes.rdzv.empty()) {
     auto joined =
         rdzv::JoinRun(job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
-    if (!joined.ok()) {
-      if (temporary) {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-      }
-      Die(std::string(joined.status().message()));
-    }
+    if (!joined.ok()) Die(std::string(joined.status().message()));
     fence = std::move(*joined);
     spdlog::info("run {}: node {} of {}, master {}:{}", job.spec.nodes.run_id,
                  job.spec.nodes.node_rank, job.spec.nodes.nnodes, job.spec.nodes.master_addr,

@@ -40,7 +40,16 @@ class Limits : public ::testing::Test {
   CmdResult Ltrun(std::vector<std::string> args, const std::string& containment = "cgroup") {
     std::vector<std::string> argv = {LtrunPath(), "--containment", containment};
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, {marker_}, 60s);
+    // ltrun's own state dirs go in the test's, to be seen removed.
+    return RunCommand(argv, {marker_, "TMPDIR=" + dir_}, 60s);
+  }
+  // What ltrun left in the test's dir of its own state dirs.
+  std::vector<std::string> LtrunDirsLeft() {
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      if (e.path().filename().string().starts_with("ltrun.")) left.push_back(e.path());
+    }
+    return left;
   }
   nlohmann::json Report(const std::string& path) {
     std::ifstream in(path);
@@ -142,6 +151,7 @@ TEST_F(Limits, WithoutCgroupsALimitIsRefusedInOneLine) {
   EXPECT_NE(r.err.find("ltrun: --cpus 'lots' is not a number of CPUs; use e.g. 4 or 1.5"),
             std::string::npos)
       << r.err;
+  EXPECT_TRUE(LtrunDirsLeft().empty()) << LtrunDirsLeft().front();
 }
 
 // Under ltd: the job's supervisor (lt-shim) sets them up the same way.
