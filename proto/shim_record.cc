@@ -167,6 +167,8 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_mem_bytes(s.limits.memory_bytes);
   out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
   out->set_cpu_millis(s.limits.cpu_millis);
+  out->set_output(s.output);
+  out->set_error(s.error);
   for (const UnkillableProcess& p : job.unkillable) {
     pb::Record::Unkillable* o = out->add_unkillable();
     o->set_rank(p.rank);
@@ -312,6 +314,8 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.limits.memory_bytes = r.mem_bytes();
   s.limits.memory_per_rank_bytes = r.mem_per_rank_bytes();
   s.limits.cpu_millis = r.cpu_millis();
+  s.output = r.output();
+  s.error = r.error();
   for (const pb::Record::Unkillable& o : r.unkillable()) {
     UnkillableProcess p;
     p.rank = o.rank();

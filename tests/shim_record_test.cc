@@ -147,6 +147,8 @@ Job RichJob() {
   job.spec.rlimits = {ResourceLimit{*ResourceByName("NOFILE"), 1024, 4096}};
   job.spec.time_limit = std::chrono::milliseconds(3'600'000);
   job.spec.hold_on_hang = std::chrono::milliseconds(600'000);
+  job.spec.output = "/home/bob/out-%j-%r.log";
+  job.spec.error = "/home/bob/err\xff-%r.log";
   job.held_until = At("2026-12-01T10:10:08.500000Z");
   job.attempts.front().root_cause->reason = CauseReason::kTimeLimit;
   job.ranks[1].error_message = "CUDA error\xc3";
