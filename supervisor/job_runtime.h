@@ -31,6 +31,7 @@ enum class Phase {
   kInvestigating,  // a hang found: stacks are taken before anything is signalled
   kHeld,           // the hang report is taken; the ranks are left as they are (--hold-on-hang)
   kTearingDown,    // SIGTERM sent, SIGKILL after the grace; ranks still to be reaped
+                   // (one still there as long again after it would not die: left)
   kEmptying,       // every rank reaped; what they left behind still to go
   kBackoff,        // ended; the next attempt waits its backoff
   kAwaitingRun,    // ended; the next attempt waits for every node of the run
