@@ -23,6 +23,7 @@
 #include "flag_values.h"
 #include "follow.h"
 #include "job_json.h"
+#include "job_limits.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
 #include "version.h"
@@ -118,6 +119,7 @@ struct SubmitArgs {
   int master_port = 0;
   std::vector<std::string> after;
   std::string output, error;  // --output, --error patterns
+  std::string mem, mem_per_rank, cpus;
   std::vector<std::string> command;
 };
 
@@ -161,6 +163,13 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   for (const auto& job : a.after) req.add_after(job);
   req.set_output(a.output);
   req.set_error(a.error);
+  if (!a.mem.empty())
+    req.set_mem_bytes(OrDie(ByteSizeFlag("--mem", a.mem, kMinJobMemory, kMinJobMemoryText)));
+  if (!a.mem_per_rank.empty()) {
+    req.set_mem_per_rank_bytes(
+        OrDie(ByteSizeFlag("--mem-per-rank", a.mem_per_rank, kMinJobMemory, kMinJobMemoryText)));
+  }
+  if (!a.cpus.empty()) req.set_cpu_millis(OrDie(CpusFlag("--cpus", a.cpus)));
   // This process's resource limits: the ranks get them (ltd lowers them to
   // its own), as a login's limits.conf meant for this user.
   static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
@@ -439,6 +448,9 @@ int main(int argc, char** argv) {
                      "also write every rank's output to this file, opened as you: %j job id, "
                      "%r rank, %n name (sbatch's -o)");
   submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
+  submit->add_option("--mem", sa.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
+  submit->add_option("--mem-per-rank", sa.mem_per_rank, "memory of each rank with its children");
+  submit->add_option("--cpus", sa.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
   submit
       ->add_option("PROGRAM", sa.command,
                    "the program and its arguments, all passed on as typed (`--` before it is "

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <ctime>
 
+#include "byte_size.h"
 #include "bytes.h"
 #include "duration.h"
+#include "job_limits.h"
 #include "table.h"
 
 namespace ltd {
@@ -199,6 +201,10 @@ std::string DescribeCause(const v1::RootCause& c) {
     case v1::RootCause::supervisor_lost:
       what = "lost when its supervisor died";
       break;
+    case v1::RootCause::oom:  // the message names the limit
+      what = c.message().empty() ? who + " was killed by the OOM killer"
+                                 : DisplayEscape(c.message(), Controls::kEscape);
+      break;
     case v1::RootCause::remote_failure:
       what = "torn down: node " + (c.has_node() ? std::to_string(c.node()) : std::string("?")) +
              " of the run failed";
@@ -269,8 +275,13 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
                   (h.user().empty() ? std::string("gone") : Line(h.user())) + ") holds " +
                   (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
       }
-      if (detail.empty()) detail = "NVML cannot read it";
-      detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
+      if (detail.empty() && !s.job_id().empty()) {
+        detail = "a rank of job " + Line(s.job_id()) + " that would not die (ltctl show " +
+                 Line(s.job_id()) + ")";
+      } else {
+        if (detail.empty()) detail = "NVML cannot read it";
+        detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
+      }
     }
     t.Add({std::to_string(s.slot()), Line(s.gpu()), v1::Slot::State_Name(s.state()),
            Line(s.job_id()), Line(s.user()), s.has_usage() ? Use(s.usage()) : "-", detail});
@@ -315,6 +326,15 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
   field("Containment:", Line(j.containment()));
+  if (j.mem_bytes() != 0 || j.mem_per_rank_bytes() != 0 || j.cpu_millis() != 0) {
+    std::string limits;
+    auto add = [&](const std::string& part) { limits += (limits.empty() ? "" : ", ") + part; };
+    if (j.mem_bytes() != 0) add("memory " + FormatByteSize(j.mem_bytes()));
+    if (j.mem_per_rank_bytes() != 0)
+      add("memory per rank " + FormatByteSize(j.mem_per_rank_bytes()));
+    if (j.cpu_millis() != 0) add(FormatCpus(j.cpu_millis()) + " CPUs");
+    field("Limits:", limits);
+  }
   field("Restarts:", std::to_string(j.restart_count()) + " of " + std::to_string(j.max_restarts()));
   field("Heartbeats:", HeartbeatMode(j));
   field("Submitted:", Time(j.has_submitted_at(), j.submitted_at()));
@@ -328,6 +348,14 @@ void PrintJob(const v1::Job& j, FILE* out) {
     if (c.has_node()) field("  node:", std::to_string(c.node()));
     field("  rank:", Opt(c.has_rank(), c.rank()));
     field("  at:", Time(c.has_at(), c.at()));
+  }
+  for (const auto& u : j.unkillable()) {
+    std::string line = "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid()) +
+                       " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
+    if (!u.wchan().empty()) line += " (wchan " + Line(u.wchan()) + ")";
+    line += u.has_gone_at() ? ", gone since " + Time(true, u.gone_at())
+                            : "; its devices stay out of use until it is gone";
+    std::fprintf(out, "unkillable: %s\n", line.c_str());
   }
   if (j.nodes_size() > 0) {
     std::fprintf(out, "\n");

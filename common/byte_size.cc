@@ -1,6 +1,7 @@
 #include "byte_size.h"
 
 #include <cctype>
+#include <utility>
 
 namespace ltd {
 
@@ -29,6 +30,15 @@ std::optional<uint64_t> ParseByteSize(std::string_view text) {
   }
   if (value > ((1ull << 62) >> shift)) return std::nullopt;
   return value << shift;
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  static constexpr std::pair<int, char> kUnits[] = {{40, 'T'}, {30, 'G'}, {20, 'M'}, {10, 'K'}};
+  for (const auto& [shift, unit] : kUnits) {
+    const uint64_t size = 1ull << shift;
+    if (bytes >= size && bytes % size == 0) return std::to_string(bytes >> shift) + unit;
+  }
+  return std::to_string(bytes);
 }
 
 }  // namespace ltd

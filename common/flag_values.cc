@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "byte_size.h"
 #include "bytes.h"
+#include "job_limits.h"
 
 namespace ltd {
 
@@ -23,6 +24,15 @@ absl::StatusOr<uint64_t> ByteSizeFlag(const std::string& flag, const std::string
                                                    at_least_text, "; use e.g. 1G"));
   }
   return *size;
+}
+
+absl::StatusOr<uint32_t> CpusFlag(const std::string& flag, const std::string& text) {
+  auto millis = ParseCpus(text);
+  if (!millis) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", text, "' is not a number of CPUs; use e.g. 4 or 1.5"));
+  }
+  return *millis;
 }
 
 absl::Status EnvFlag(std::string_view kv) {

@@ -22,6 +22,10 @@ absl::StatusOr<Millis> DurationFlag(const std::string& flag, const std::string& 
 absl::StatusOr<uint64_t> ByteSizeFlag(const std::string& flag, const std::string& text,
                                       uint64_t at_least, const std::string& at_least_text);
 
+// A number of CPUs, more than 0 with at most 3 decimals ("4", "1.5"), in
+// thousandths of a CPU (job_limits.h's ParseCpus).
+absl::StatusOr<uint32_t> CpusFlag(const std::string& flag, const std::string& text);
+
 // One --env KEY=VALUE: a KEY (not empty) and a '=' (the value may be
 // empty). The message quotes what was given, escaped and cut short.
 absl::Status EnvFlag(std::string_view kv);

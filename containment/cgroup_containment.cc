@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -61,6 +62,10 @@ bool WaitEmpty(const std::string& dir, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto populated = CgroupPopulated(dir);
+    // A v1 cgroup has no cgroup.events: its processes are counted.
+    if (!populated.ok() && absl::IsNotFound(populated.status()) && access(dir.c_str(), F_OK) == 0) {
+      populated = CountCgroupProcs(dir) > 0;
+    }
     if (!populated.ok() || !*populated) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -80,7 +85,8 @@ struct CgroupContainment::Waiter {
 };
 
 absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
-    uv_loop_t* loop, const std::string& base, const std::string& run, bool proven) {
+    uv_loop_t* loop, const std::string& base, const std::string& run, bool proven,
+    LimitPlaces places) {
   if (absl::Status s = MakeDir(base); !s.ok()) return s;
   const std::string run_dir = base + "/" + run;
   if (absl::Status s = MakeDir(run_dir); !s.ok()) {
@@ -104,11 +110,17 @@ absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
   if (absl::Status sub = BecomeChildSubreaper(); !sub.ok()) {
     spdlog::warn("{}; orphans of jobs will be reaped by init", std::string(sub.message()));
   }
-  return std::unique_ptr<CgroupContainment>(new CgroupContainment(loop, base, run_dir));
+  return std::unique_ptr<CgroupContainment>(
+      new CgroupContainment(loop, base, run_dir, std::move(places)));
 }
 
-CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir)
-    : loop_(loop), base_dir_(std::move(base_dir)), run_dir_(std::move(run_dir)), reaper_(loop) {
+CgroupContainment::CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir,
+                                     LimitPlaces places)
+    : loop_(loop),
+      base_dir_(std::move(base_dir)),
+      run_dir_(std::move(run_dir)),
+      reaper_(loop),
+      places_(std::move(places)) {
   run_watch_ = UvInit<uv_fs_event_t>([&](uv_fs_event_t* h) { return uv_fs_event_init(loop_, h); });
   if (!run_watch_) return;
   const std::string events = run_dir_ + "/cgroup.events";
@@ -139,30 +151,146 @@ CgroupContainment::~CgroupContainment() {
   if (rmdir(base_dir_.c_str()) != 0 && errno != ENOTEMPTY && errno != EBUSY && errno != ENOENT) {
     spdlog::warn("rmdir({}): {}", base_dir_, std::strerror(errno));
   }
+  // The v1 hierarchies' run cgroups, made by the first job with a limit.
+  for (const ControllerPlace* place : {&places_.memory, &places_.cpu}) {
+    if (place->layout != CgroupLayout::kV1) continue;
+    const std::string run = RunDirIn(*place);
+    if (access(run.c_str(), F_OK) != 0) continue;
+    if (absl::Status s = RemoveCgroupTree(run); !s.ok()) {
+      spdlog::error("{}", std::string(s.message()));
+    }
+    const std::string base = run.substr(0, run.rfind('/'));
+    rmdir(base.c_str());  // only if empty: see above
+  }
+}
+
+std::string CgroupContainment::RunDirIn(const ControllerPlace& place) const {
+  if (place.layout != CgroupLayout::kV1) return run_dir_;
+  const auto name = [](const std::string& dir) { return dir.substr(dir.rfind('/') + 1); };
+  return Cat(place.own_dir, "/", name(base_dir_), "/", name(run_dir_));
+}
+
+absl::Status CgroupContainment::SetUpLimits(const std::string& job_id, const JobLimits& limits) {
+  RemoveLimited(job_id);
+  if (!limits.any()) return absl::OkStatus();
+  Limited& l = limited_[job_id];
+  l.limits = limits;
+  // The job's cgroup in `place`'s hierarchy, the controller enabled down
+  // to it (v2; to its children too when `per_rank`), or made (v1).
+  auto job_cgroup = [&](const ControllerPlace& place, std::string_view controller,
+                        bool per_rank) -> absl::StatusOr<std::string> {
+    if (place.layout == CgroupLayout::kNone) return place.why;
+    if (place.layout == CgroupLayout::kV2) {
+      const std::string& bottom = per_rank ? JobDir(job_id) : run_dir_;
+      if (absl::Status s = EnableV2Controller(place.own_dir, bottom, controller); !s.ok()) {
+        return s;
+      }
+      return JobDir(job_id);
+    }
+    const std::string run = RunDirIn(place);
+    for (const std::string& dir : {run.substr(0, run.rfind('/')), run, Cat(run, "/job-", job_id)}) {
+      if (absl::Status s = MakeCgroupDir(dir); !s.ok()) return s;
+    }
+    return Cat(run, "/job-", job_id);
+  };
+  absl::Status s = absl::OkStatus();
+  if (limits.memory()) {
+    auto dir = job_cgroup(places_.memory, "memory", limits.memory_per_rank_bytes != 0);
+    if (dir.ok()) {
+      l.memory_dir = *dir;
+      if (limits.memory_bytes != 0)
+        s = SetMemoryLimit(places_.memory.layout, l.memory_dir, limits.memory_bytes);
+    } else {
+      s = dir.status();
+    }
+    if (!s.ok()) s = absl::FailedPreconditionError(Cat("--mem cannot be set: ", s.message()));
+  }
+  if (s.ok() && limits.cpu_millis != 0) {
+    auto dir = job_cgroup(places_.cpu, "cpu", false);
+    if (dir.ok()) {
+      l.cpu_dir = *dir;
+      s = SetCpuLimit(places_.cpu.layout, l.cpu_dir, limits.cpu_millis);
+    } else {
+      s = dir.status();
+    }
+    if (!s.ok()) s = absl::FailedPreconditionError(Cat("--cpus cannot be set: ", s.message()));
+  }
+  if (!s.ok()) RemoveLimited(job_id);
+  return s;
+}
+
+void CgroupContainment::RemoveLimited(const std::string& job_id) {
+  auto it = limited_.find(job_id);
+  if (it == limited_.end()) return;
+  const Limited l = std::move(it->second);
+  limited_.erase(it);
+  const std::string v2 = JobDir(job_id);
+  for (const std::string& dir : {l.memory_dir, l.cpu_dir}) {
+    if (dir.empty() || dir == v2) continue;
+    if (absl::Status s = RemoveCgroupTree(dir); !s.ok()) {
+      spdlog::error("job={} cleanup: {}", job_id, std::string(s.message()));
+    }
+  }
+}
+
+std::optional<uint64_t> CgroupContainment::OomKills(const std::string& job_id, int rank) {
+  auto it = limited_.find(job_id);
+  if (it == limited_.end() || !it->second.limits.memory()) return std::nullopt;
+  const Limited& l = it->second;
+  const std::string dir =
+      l.limits.memory_per_rank_bytes != 0 ? Cat(l.memory_dir, "/rank-", rank) : l.memory_dir;
+  return ReadOomKills(places_.memory.layout, dir);
 }
 
 std::string CgroupContainment::JobDir(const std::string& job_id) const {
   return Cat(run_dir_, "/job-", job_id);
 }
 
-absl::Status CgroupContainment::BeginJob(const std::string& job_id) {
+absl::Status CgroupContainment::BeginJob(const std::string& job_id, const JobLimits& limits) {
   const std::string dir = JobDir(job_id);
-  if (mkdir(dir.c_str(), 0755) == 0) return absl::OkStatus();
-  if (errno != EEXIST) return PosixError("mkdir", dir, errno);
-  // Left by an attempt whose cgroup could not be removed: start clean.
-  spdlog::warn("job={} cgroup {} already exists; killing what is in it", job_id, dir);
-  if (absl::Status s = KillCgroup(dir); !s.ok()) return s;
-  return absl::OkStatus();
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    if (errno != EEXIST) return PosixError("mkdir", dir, errno);
+    // Left by an attempt whose cgroup could not be removed: start clean.
+    spdlog::warn("job={} cgroup {} already exists; killing what is in it", job_id, dir);
+    if (absl::Status s = KillCgroup(dir); !s.ok()) return s;
+  }
+  return SetUpLimits(job_id, limits);
 }
 
-std::string CgroupContainment::RankCgroup(const std::string& job_id, int rank) {
+std::vector<std::string> CgroupContainment::RankCgroups(const std::string& job_id, int rank) {
   const std::string dir = Cat(JobDir(job_id), "/rank-", rank);
   // On failure lt-exec cannot join it and the rank fails with that error,
   // so no rank ever runs outside its cgroup.
   if (absl::Status s = MakeDir(dir); !s.ok()) {
     spdlog::error("job={} rank={}: {}", job_id, rank, std::string(s.message()));
   }
-  return dir;
+  std::vector<std::string> dirs = {dir};
+  auto it = limited_.find(job_id);
+  if (it == limited_.end()) return dirs;
+  const Limited& l = it->second;
+  if (l.limits.memory()) {
+    const CgroupLayout layout = places_.memory.layout;
+    std::string memory = l.memory_dir;
+    if (l.limits.memory_per_rank_bytes != 0) {
+      memory = Cat(l.memory_dir, "/rank-", rank);
+      absl::Status s = MakeCgroupDir(memory);
+      if (s.ok()) s = SetMemoryLimit(layout, memory, l.limits.memory_per_rank_bytes);
+      if (!s.ok()) {
+        // The rank must not run without its limit: lt-exec fails to join.
+        spdlog::error("job={} rank={} --mem-per-rank: {}", job_id, rank, std::string(s.message()));
+        if (memory != dir) rmdir(memory.c_str());
+        dirs.push_back(memory + "/limit-not-set");
+        return dirs;
+      }
+    }
+    // v2: the rank's own cgroup is below the job's, whose limit holds it.
+    if (layout == CgroupLayout::kV1) dirs.push_back(memory);
+  }
+  if (!l.cpu_dir.empty() && places_.cpu.layout == CgroupLayout::kV1 &&
+      std::find(dirs.begin(), dirs.end(), l.cpu_dir) == dirs.end()) {
+    dirs.push_back(l.cpu_dir);
+  }
+  return dirs;
 }
 
 void CgroupContainment::KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) {
@@ -246,6 +374,7 @@ void CgroupContainment::Done(Waiter* w) {
   if (absl::Status s = RemoveCgroupTree(w->dir); !s.ok()) {
     spdlog::error("job={} cleanup: {}", w->job_id, std::string(s.message()));
   }
+  RemoveLimited(w->job_id);
   spdlog::debug("job={} cgroup {} empty and removed", w->job_id, w->dir);
   auto on_empty = std::move(w->on_empty);
   const std::string id = w->job_id;

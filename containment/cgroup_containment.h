@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "cgroup_limits.h"
 #include "containment.h"
 #include "subreaper.h"
 #include "uv_handle.h"
@@ -30,18 +31,21 @@ class CgroupContainment final : public Containment {
   // Makes `base`/`run` (base is normally <own cgroup>/ltd-<tag>) and proves
   // a child process can join a cgroup in it, unless `proven` (ltd proved it
   // in the same base for its supervisors). Fails with the call, path and
-  // errno when cgroups cannot be used here.
+  // errno when cgroups cannot be used here. `places`: where memory and
+  // CPU limits go (FindLimitPlaces); none by default.
   static absl::StatusOr<std::unique_ptr<CgroupContainment>> Create(uv_loop_t* loop,
                                                                    const std::string& base,
                                                                    const std::string& run,
-                                                                   bool proven = false);
+                                                                   bool proven = false,
+                                                                   LimitPlaces places = {});
   ~CgroupContainment() override;  // removes the run cgroup, and base if empty
   CgroupContainment(const CgroupContainment&) = delete;
   CgroupContainment& operator=(const CgroupContainment&) = delete;
 
   std::string_view name() const override { return "cgroup"; }
-  absl::Status BeginJob(const std::string& job_id) override;
-  std::string RankCgroup(const std::string& job_id, int rank) override;
+  absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override;
+  std::vector<std::string> RankCgroups(const std::string& job_id, int rank) override;
+  std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
@@ -53,9 +57,20 @@ class CgroupContainment final : public Containment {
 
  private:
   struct Waiter;
-  CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir);
+  // A job's limits in this attempt and the cgroups that hold them.
+  struct Limited {
+    JobLimits limits;
+    std::string memory_dir;  // the job's memory cgroup (v2: JobDir)
+    std::string cpu_dir;
+  };
+  CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir, LimitPlaces places);
   void Check(Waiter* w, bool from_timer);
   void Done(Waiter* w);
+  // The run cgroup of this instance in `place`'s hierarchy (v2: run_dir_).
+  std::string RunDirIn(const ControllerPlace& place) const;
+  absl::Status SetUpLimits(const std::string& job_id, const JobLimits& limits);
+  // Removes the job's v1 cgroups (empty once its v2 one is).
+  void RemoveLimited(const std::string& job_id);
 
   uv_loop_t* loop_;
   std::string base_dir_;
@@ -65,6 +80,8 @@ class CgroupContainment final : public Containment {
   UvPtr<uv_fs_event_t> run_watch_;
   std::map<std::string, std::unique_ptr<Waiter>> waiters_;  // jobs in EndJob, by id
   AdoptedChildReaper reaper_;
+  LimitPlaces places_;
+  std::map<std::string, Limited> limited_;  // jobs with limits, by id
 };
 
 // Bounded wait for a cgroup to empty after a kill; true once it is (or is

@@ -10,11 +10,13 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "job_limits.h"
 
 namespace ltd {
 
@@ -22,10 +24,21 @@ class Containment {
  public:
   virtual ~Containment() = default;
   virtual std::string_view name() const = 0;
-  virtual absl::Status BeginJob(const std::string& job_id) = 0;
-  // What the exec shim needs to put rank `rank` in place (a cgroup dir, or
-  // empty when the rank needs nothing).
-  virtual std::string RankCgroup(const std::string& job_id, int rank) = 0;
+  // Fails, in one line, when `limits` cannot be set: a job never runs
+  // without the limits it asked for.
+  virtual absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) = 0;
+  // The cgroups the exec shim puts rank `rank` in (none when the rank
+  // needs nothing): its own, and the job's in each v1 hierarchy that
+  // holds a limit of it.
+  virtual std::vector<std::string> RankCgroups(const std::string& job_id, int rank) = 0;
+  // How many of the job's processes (of rank `rank`'s, when each rank has
+  // a memory limit of its own) the OOM killer killed in this attempt;
+  // nullopt without a memory limit.
+  virtual std::optional<uint64_t> OomKills(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return std::nullopt;
+  }
   // SIGKILL everything of the job. `rank_pids` are the ranks not yet
   // reaped (checked by the caller just now, on the thread that reaps), so
   // their pids and process groups are still theirs; a reaped rank's number

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -38,12 +39,56 @@ ContainmentPlan PlanContainment(const JobStore& store, std::string instance) {
   plan.state_tag = StateTag(store.state_dir());
   plan.instance = instance.empty() ? InstanceId() : std::move(instance);
   plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
+  std::string own_v2;
   if (auto own = OwnCgroupDir(); own.ok()) {
+    own_v2 = *own;
     plan.cgroup_base = Cat(*own, "/ltd-", plan.state_tag);
   } else {
     plan.cgroup_error = own.status();
   }
+  plan.limits = FindLimitPlaces(own_v2);
   return plan;
+}
+
+std::vector<std::string> ContainmentPlan::v1_bases() const {
+  std::vector<std::string> bases;
+  for (const ControllerPlace* place : {&limits.memory, &limits.cpu}) {
+    if (place->layout != CgroupLayout::kV1) continue;
+    std::string base = Cat(place->own_dir, "/ltd-", state_tag);
+    if (std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
+  }
+  return bases;
+}
+
+LimitSupport ProbeLimitSupport(const ContainmentPlan& plan, std::string_view containment) {
+  LimitSupport support;
+  auto why = [&](const ControllerPlace& place, std::string_view controller) -> std::string {
+    if (containment != "cgroup") {
+      return Cat("limits need cgroup containment, and this ltd runs jobs with ", containment,
+                 " containment (",
+                 plan.cgroup_error.ok() ? "--containment" : plan.cgroup_error.message(), ")");
+    }
+    if (place.layout == CgroupLayout::kNone) return std::string(place.why.message());
+    absl::Status s = absl::OkStatus();
+    if (place.layout == CgroupLayout::kV2) {
+      s = EnableV2Controller(place.own_dir, plan.cgroup_base, controller);
+    } else {
+      // Made and removed: each supervisor makes it for its jobs, and
+      // removes it with its last job once empty.
+      const std::string base = Cat(place.own_dir, "/ltd-", plan.state_tag);
+      const bool existed = access(base.c_str(), F_OK) == 0;
+      s = MakeCgroupDir(base);
+      if (s.ok() && !existed) rmdir(base.c_str());
+      if (!s.ok()) {
+        s = absl::FailedPreconditionError(Cat("cannot make cgroups in the v1 hierarchy of the ",
+                                              controller, " controller: ", s.message()));
+      }
+    }
+    return s.ok() ? "" : std::string(s.message());
+  };
+  support.memory = why(plan.limits.memory, "memory");
+  support.cpu = why(plan.limits.cpu, "cpu");
+  return support;
 }
 
 void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>& keep) {
@@ -55,6 +100,14 @@ void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>&
     for (const std::string& k : keep) kept.insert("run-" + k);
     const int swept = SweepCgroupLeftovers(base, kept, std::chrono::seconds(5));
     if (swept > 0) spdlog::warn("removed {} cgroup subtree(s) left by an earlier ltd", swept);
+  }
+  for (const std::string& v1 : plan.v1_bases()) {
+    if (access(v1.c_str(), F_OK) != 0) continue;
+    std::set<std::string> kept;
+    for (const std::string& k : keep) kept.insert("run-" + k);
+    const int swept = SweepCgroupLeftovers(v1, kept, std::chrono::seconds(5));
+    if (swept > 0)
+      spdlog::warn("removed {} cgroup subtree(s) in {} left by an earlier ltd", swept, v1);
   }
   const std::string tag_prefix = Cat("LT_DAEMON_TAG=", plan.state_tag, ".");
   std::vector<std::string> kept_markers;
@@ -83,6 +136,13 @@ int KillInstance(const ContainmentPlan& plan, const std::string& instance) {
   }
   const std::string marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", instance);
   found += KillProcesses([&](const ProcEnviron& env) { return env.Has(marker); }, 20);
+  // Its jobs' v1 cgroups, empty now that their processes are gone.
+  for (const std::string& v1 : plan.v1_bases()) {
+    const std::string dir = Cat(v1, "/run-", instance);
+    if (access(dir.c_str(), F_OK) == 0 && WaitEmpty(dir, std::chrono::seconds(1))) {
+      (void)RemoveCgroupTree(dir);
+    }
+  }
   return found;
 }
 
@@ -94,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
   if (mode == "cgroup" || mode == "auto") {
     absl::Status why = plan.cgroup_error;
     if (!base.empty()) {
-      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance, proven);
+      auto cg = CgroupContainment::Create(loop, base, "run-" + plan.instance, proven, plan.limits);
       if (cg.ok()) {
         spdlog::info("containment: cgroup, jobs under {}", (*cg)->run_dir());
         return std::unique_ptr<Containment>(std::move(*cg));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cgroup_limits.h"
 #include "containment.h"
 #include "job_store.h"
 
@@ -34,6 +35,11 @@ struct ContainmentPlan {
   std::string cgroup_base;
   absl::Status cgroup_error;
   std::string run_dir() const { return cgroup_base + "/run-" + instance; }
+  // Where jobs' memory and CPU limits go (cgroup_limits.h); with the v1
+  // layout the jobs have cgroups under <own v1 cgroup>/ltd-<state tag> too.
+  LimitPlaces limits;
+  // Those v1 bases, for the sweeps.
+  std::vector<std::string> v1_bases() const;
 };
 
 // `instance` names this process's jobs (default: a random one per ltd).
@@ -63,6 +69,17 @@ absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
                                                               const std::string& mode,
                                                               const ContainmentPlan& plan,
                                                               bool proven = false);
+
+// Why a job's memory (`memory`) or CPU (`cpu`) limit cannot be set by
+// this ltd's supervisors, in one line each; empty when it can. Run after
+// SetUpContainment named the mode (`containment`), which made the base:
+// it enables the controllers from ltd's own cgroup down to it (v2) and
+// makes the v1 bases, as every job with a limit needs.
+struct LimitSupport {
+  std::string memory;
+  std::string cpu;
+};
+LimitSupport ProbeLimitSupport(const ContainmentPlan& plan, std::string_view containment);
 
 // Both steps, without a guardian.
 absl::StatusOr<std::unique_ptr<Containment>> MakeContainment(uv_loop_t* loop,

@@ -42,8 +42,27 @@ std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
   char* next = nullptr;
   e.ppid = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, &next, 10));
   std::strtol(next, &next, 10);  // pgrp
-  e.session = static_cast<pid_t>(std::strtol(next, nullptr, 10));
+  e.session = static_cast<pid_t>(std::strtol(next, &next, 10));
+  // tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+  // cstime priority nice num_threads itrealvalue, then starttime.
+  for (int i = 0; i < 15; ++i) std::strtoll(next, &next, 10);
+  e.start_time = std::strtoull(next, nullptr, 10);
   return e;
+}
+
+std::string ReadWchan(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/wchan", pid);
+  std::string text = ReadWholeFile(path, 256).value_or("");
+  if (text == "0") text.clear();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+std::string ReadKernelStack(pid_t pid, size_t max) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stack", pid);
+  return ReadWholeFile(path, max).value_or("");
 }
 
 std::vector<ProcEntry> ListProcesses() {

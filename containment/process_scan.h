@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,7 +21,16 @@ struct ProcEntry {
   pid_t ppid = 0;
   pid_t session = 0;
   char state = 0;  // R, S, D, T, Z, ... as in /proc/PID/stat
+  // Clock ticks after boot it started at: with the pid, names one process
+  // for good (a pid is reused, never with the same start time).
+  uint64_t start_time = 0;
 };
+
+// Where a process sleeps in the kernel: /proc/PID/wchan ("" when it
+// runs, or cannot be read), and its kernel stack, /proc/PID/stack (root
+// only; "" when it cannot be read), at most `max` bytes.
+std::string ReadWchan(pid_t pid);
+std::string ReadKernelStack(pid_t pid, size_t max = 4096);
 
 // /proc/PID/stat of one process; nullopt once it is gone.
 std::optional<ProcEntry> ReadProcEntry(pid_t pid);

@@ -31,8 +31,13 @@ class SubreaperContainment final : public Containment {
   SubreaperContainment& operator=(const SubreaperContainment&) = delete;
 
   std::string_view name() const override { return "subreaper"; }
-  absl::Status BeginJob(const std::string&) override { return absl::OkStatus(); }
-  std::string RankCgroup(const std::string&, int) override { return ""; }
+  // Limits need cgroups: ltd refuses jobs that ask for one (LimitSupport).
+  absl::Status BeginJob(const std::string&, const JobLimits& limits) override {
+    return limits.any()
+               ? absl::FailedPreconditionError("--mem and --cpus need ltd's cgroup containment")
+               : absl::OkStatus();
+  }
+  std::vector<std::string> RankCgroups(const std::string&, int) override { return {}; }
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {

@@ -193,6 +193,13 @@ absl::Status Daemon::TakeOverEarlier() {
   if (!containment.ok()) return containment.status();
   containment_ = std::move(*containment);
   shim_config_.containment = std::string(containment_->name());
+  // --mem and --cpus: refused at submit where this host cannot set them.
+  const LimitSupport limits = ProbeLimitSupport(*plan_, shim_config_.containment);
+  manager_config_.no_memory_limit = limits.memory;
+  manager_config_.no_cpu_limit = limits.cpu;
+  manager_config_.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (!limits.memory.empty()) spdlog::info("--mem off: {}", limits.memory);
+  if (!limits.cpu.empty()) spdlog::info("--cpus off: {}", limits.cpu);
   return absl::OkStatus();
 }
 
@@ -210,6 +217,9 @@ absl::Status Daemon::Wire() {
     return c;
   });
   manager.AddEvents(&*notifier_);
+  unkillable_.emplace(loop_->get(), *plan_, config_.unkillable_program,
+                      config_.unkillable_program_timeout);
+  manager.AddEvents(&*unkillable_);
   gpu_pool_.emplace(*clock_, nvml_.get(), manager_config_.placement.gpu_ids,
                     GpuPool::Config{.leftover_mib = config_.gpu_leftover_mib,
                                     .sample = config_.gpu_sample_interval});

@@ -32,6 +32,7 @@
 #include "shim_host.h"
 #include "state_lock.h"
 #include "systemd_notify.h"
+#include "unkillable_handler.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 
@@ -87,6 +88,7 @@ class Daemon {
   std::optional<ShimSupervisorHost> supervisors_;
   std::optional<JobManager> manager_;
   std::optional<SystemdNotifier> notifier_;
+  std::optional<UnkillableHandler> unkillable_;
   std::optional<GpuPool> gpu_pool_;
   std::optional<Metrics> metrics_;
   std::optional<LtdService> service_;

@@ -31,12 +31,13 @@
 #include "fd_limit.h"
 #include "flag_values.h"
 #include "helpers.h"
-#include "output_files.h"
-#include "output_pattern.h"
+#include "job_limits.h"
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
 #include "loop.h"
+#include "output_files.h"
+#include "output_pattern.h"
 #include "ports.h"
 #include "rank_console.h"
 #include "resource_limits.h"
@@ -65,6 +66,7 @@ struct Options {
   std::string time_limit = "0", hold_on_hang = "0";
   std::string stack_budget = "5s";
   int max_restarts = 0;
+  std::string mem, mem_per_rank, cpus;
   std::vector<std::string> env;
   std::string output, error;  // --output, --error patterns
   std::string report;
@@ -84,8 +86,16 @@ struct Options {
   std::vector<std::string> command;
 };
 
+// The state dir ltrun made for the job (no --state-dir), which a refusal
+// after it was made removes as the run's end does; "" until then.
+std::string g_temporary_dir;
+
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "ltrun: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
+  if (!g_temporary_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(g_temporary_dir, ec);
+  }
   std::exit(kErrorExit);
 }
 
@@ -230,6 +240,14 @@ int Run(const Options& opt) {
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
+  if (!opt.mem.empty())
+    spec.limits.memory_bytes =
+        OrDie(ByteSizeFlag("--mem", opt.mem, kMinJobMemory, kMinJobMemoryText));
+  if (!opt.mem_per_rank.empty()) {
+    spec.limits.memory_per_rank_bytes =
+        OrDie(ByteSizeFlag("--mem-per-rank", opt.mem_per_rank, kMinJobMemory, kMinJobMemoryText));
+  }
+  if (!opt.cpus.empty()) spec.limits.cpu_millis = OrDie(CpusFlag("--cpus", opt.cpus));
   SpecLimits limits;
   limits.slots = 1 << 16;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) Die(std::string(s.message()));
@@ -249,6 +267,7 @@ int Run(const Options& opt) {
     std::string tmpl = Cat(base != nullptr && *base != '\0' ? base : "/tmp", "/ltrun.XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) Die(Cat("mkdtemp(", tmpl, "): ", std::strerror(errno)));
     dir = tmpl;
+    g_temporary_dir = dir;
   }
   auto store = JobStore::Open(dir);
   if (!store.ok()) Die(Cat("state dir ", dir, ": ", store.status().message()));
@@ -281,13 +300,7 @@ int Run(const Options& opt) {
   if (!job.spec.nodes.rdzv.empty()) {
     auto joined =
         rdzv::JoinRun(job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
-    if (!joined.ok()) {
-      if (temporary) {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-      }
-      Die(std::string(joined.status().message()));
-    }
+    if (!joined.ok()) Die(std::string(joined.status().message()));
     fence = std::move(*joined);
     spdlog::info("run {}: node {} of {}, master {}:{}", job.spec.nodes.run_id,
                  job.spec.nodes.node_rank, job.spec.nodes.nnodes, job.spec.nodes.master_addr,
@@ -307,6 +320,16 @@ int Run(const Options& opt) {
     const ContainmentPlan plan = PlanContainment(*store, Cat("ltrun", getpid()));
     auto containment = SetUpContainment(loop.get(), opt.containment, plan);
     if (!containment.ok()) Die(std::string(containment.status().message()));
+    if (job.spec.limits.any()) {
+      // As ltd refuses a submit: never run without the limits asked for.
+      SpecLimits here;
+      here.slots = 1 << 16;
+      const LimitSupport support = ProbeLimitSupport(plan, (*containment)->name());
+      here.no_memory_limit = support.memory;
+      here.no_cpu_limit = support.cpu;
+      here.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+      if (auto s = ValidateSpec(job.spec, here); !s.ok()) Die(std::string(s.message()));
+    }
     auto control = ControlReader::Create(loop.get());
     if (!control.ok()) Die(std::string(control.status().message()));
     UvLauncher launcher(loop.get(), std::move(*containment), exec, std::move(*control));
@@ -407,6 +430,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-restarts", opt.max_restarts, "restarts after a failure")
       ->capture_default_str();
+  app.add_option("--mem", opt.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
+  app.add_option("--mem-per-rank", opt.mem_per_rank, "memory of each rank with its children");
+  app.add_option("--cpus", opt.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
   app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)");
   app.add_option("--output,-o", opt.output,
                  "also write every rank's output to this file: %j job id, %r rank, %n name");

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bytes.h"
+#include "str_util.h"
 
 namespace ltd {
 namespace {
@@ -30,7 +31,7 @@ constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
     {RankState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<CauseReason, std::string_view>, 11> kReasons = {{
+constexpr std::array<std::pair<CauseReason, std::string_view>, 12> kReasons = {{
     {CauseReason::kExited, "exited"},
     {CauseReason::kSignaled, "signaled"},
     {CauseReason::kHang, "hang"},
@@ -42,6 +43,7 @@ constexpr std::array<std::pair<CauseReason, std::string_view>, 11> kReasons = {{
     {CauseReason::kRemoteFailure, "remote_failure"},
     {CauseReason::kDependencyFailed, "dependency_failed"},
     {CauseReason::kTimeLimit, "time_limit"},
+    {CauseReason::kOom, "oom"},
 }};
 
 template <typename E, size_t N>
@@ -205,6 +207,8 @@ int ExitCodeFor(const RootCause& cause) {
       return cause.exit_code;
     case CauseReason::kSignaled:
       return 128 + cause.signal;
+    case CauseReason::kOom:  // as the SIGKILL it was
+      return cause.signal != 0 ? 128 + cause.signal : cause.exit_code != 0 ? cause.exit_code : 137;
     case CauseReason::kHang:
     case CauseReason::kStartupTimeout:
     case CauseReason::kTimeLimit:
@@ -221,6 +225,13 @@ int ExitCodeFor(const RootCause& cause) {
       return 1;
   }
   return 1;
+}
+
+std::string Describe(const UnkillableProcess& p) {
+  std::string out =
+      Cat("rank ", p.rank, " pid ", p.pid, " in ", p.state.empty() ? "?" : p.state, " state");
+  if (!p.wchan.empty()) out += Cat(" (wchan ", p.wchan, ")");
+  return out;
 }
 
 int NodeRankOf(const NodeSpec& nodes) {
@@ -396,6 +407,24 @@ nlohmann::json ToJson(const Job& job) {
     }
     out["rlimits"] = std::move(limits);
   }
+  if (!job.unkillable.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const UnkillableProcess& p : job.unkillable) {
+      list.push_back({{"rank", p.rank},
+                      {"pid", p.pid},
+                      {"start_time", p.start_time},
+                      {"state", BytesToJson(p.state)},
+                      {"wchan", BytesToJson(p.wchan)},
+                      {"stack", BytesToJson(p.stack)},
+                      {"found_at", FormatTime(p.found_at)},
+                      {"gone_at", OptTime(p.gone_at)}});
+    }
+    out["unkillable"] = std::move(list);
+  }
+  if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
+  if (s.limits.memory_per_rank_bytes != 0)
+    out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
+  if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
   return out;
 }
 
@@ -457,6 +486,24 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       }
     }
   }
+  if (auto it = j.find("unkillable"); it != j.end() && it->is_array()) {
+    for (const auto& uj : *it) {
+      if (!uj.is_object()) continue;
+      UnkillableProcess p;
+      p.rank = Field<int>(uj, "rank").value_or(0);
+      p.pid = Field<pid_t>(uj, "pid").value_or(0);
+      p.start_time = Field<uint64_t>(uj, "start_time").value_or(0);
+      p.state = BytesField(uj, "state").value_or("");
+      p.wchan = BytesField(uj, "wchan").value_or("");
+      p.stack = BytesField(uj, "stack").value_or("");
+      p.found_at = TimeField(uj, "found_at").value_or(WallTime{});
+      p.gone_at = TimeField(uj, "gone_at");
+      job.unkillable.push_back(std::move(p));
+    }
+  }
+  s.limits.memory_bytes = Field<uint64_t>(j, "mem_bytes").value_or(0);
+  s.limits.memory_per_rank_bytes = Field<uint64_t>(j, "mem_per_rank_bytes").value_or(0);
+  s.limits.cpu_millis = Field<uint32_t>(j, "cpu_millis").value_or(0);
   job.heartbeat_mode = ParseHeartbeatMode(Field<std::string>(j, "heartbeat_mode").value_or(""))
                            .value_or(HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(Field<int64_t>(j, "hang_timeout_ms").value_or(0));

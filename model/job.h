@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "job_limits.h"
 #include "resource_limits.h"
 
 namespace ltd {
@@ -40,6 +41,7 @@ enum class CauseReason {
   kRemoteFailure,     // another node of the run failed; this one was torn down for it
   kDependencyFailed,  // a job it was to run --after did not succeed
   kTimeLimit,         // it ran for its --time
+  kOom,               // the OOM killer killed it (the job's or the host's memory ran out)
 };
 
 std::string_view ToString(JobState s);
@@ -215,6 +217,8 @@ struct JobSpec {
   std::vector<ResourceLimit> rlimits;
   // --output / --error patterns (output_pattern.h), absolute; "": none.
   std::string output, error;
+  // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
+  JobLimits limits;
 };
 
 // What a job may ask for here: ltd's slots and restart limit.
@@ -222,6 +226,10 @@ struct SpecLimits {
   int slots = 1;
   int max_restarts = 100;
   std::chrono::milliseconds max_time{0};  // the longest --time; 0: any
+  // Why a job's memory or CPU limit cannot be set here; empty: it can.
+  std::string no_memory_limit;
+  std::string no_cpu_limit;
+  int cpus = 0;  // the host's CPUs, the most --cpus may ask for; 0: unchecked
 };
 // OK, or one line saying what is wrong with the job asked for and what to do.
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);
@@ -248,6 +256,22 @@ struct TableFields {
   // to 2 MB each, times every pending job of every user).
   bool env_on_disk = false;
 };
+// A rank's process still there `--grace` after its SIGKILL (in the
+// kernel's uninterruptible sleep: a driver, NFS; or frozen): the job ended
+// without it, and its devices are not given to another job until it is
+// gone (ltd watches it, daemon/jobs/unkillable_watch.h).
+struct UnkillableProcess {
+  int rank = 0;
+  pid_t pid = 0;
+  uint64_t start_time = 0;  // with the pid, this process for good (/proc/PID/stat)
+  std::string state;        // /proc/PID/stat's letter: "D", ...
+  std::string wchan;        // where it sleeps in the kernel, when readable
+  std::string stack;        // its kernel stack, when readable (root)
+  WallTime found_at{};
+  std::optional<WallTime> gone_at;  // once ltd saw it go
+};
+// "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"
+std::string Describe(const UnkillableProcess& p);
 
 struct Job {
   std::string id;
@@ -275,6 +299,8 @@ struct Job {
   // Every node of a multi-node run, from the rendezvous (empty for a
   // single-node job and a static launch, which knows only itself).
   std::vector<NodeStatus> nodes;
+  // Ranks that did not die of SIGKILL; the job ended without them.
+  std::vector<UnkillableProcess> unkillable;
   // Why the record on disk is behind this one (a full disk, say); empty
   // once it is saved. Not part of the record: its supervisor says it beside
   // the record (shim.proto's not_saved), and ltd saves what it could not.

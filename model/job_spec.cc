@@ -103,6 +103,39 @@ absl::Status ValidateNodes(const NodeSpec& n, int devices, int max_restarts) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLimits(const JobLimits& l, const SpecLimits& here) {
+  for (const auto& [flag, bytes] :
+       {std::pair{"--mem", l.memory_bytes}, std::pair{"--mem-per-rank", l.memory_per_rank_bytes}}) {
+    if (bytes != 0 && bytes < kMinJobMemory) {
+      return absl::InvalidArgumentError(Cat(flag, " ", bytes,
+                                            " bytes is too little to run anything; ask for ",
+                                            kMinJobMemoryText, " at least"));
+    }
+    if (bytes != 0 && !here.no_memory_limit.empty()) {
+      return absl::FailedPreconditionError(
+          Cat(flag, " cannot be had on this host: ", here.no_memory_limit));
+    }
+  }
+  if (l.memory_bytes != 0 && l.memory_per_rank_bytes > l.memory_bytes) {
+    return absl::InvalidArgumentError("--mem-per-rank is more than --mem; ask for at most --mem");
+  }
+  if (l.cpu_millis != 0) {
+    if (l.cpu_millis < 10) {
+      return absl::InvalidArgumentError("--cpus must be at least 0.01");
+    }
+    if (here.cpus > 0 && l.cpu_millis > static_cast<uint64_t>(here.cpus) * 1000) {
+      return absl::InvalidArgumentError(Cat("--cpus ", FormatCpus(l.cpu_millis),
+                                            " is more than the ", here.cpus,
+                                            " CPUs of this host; ask for at most ", here.cpus));
+    }
+    if (!here.no_cpu_limit.empty()) {
+      return absl::FailedPreconditionError(
+          Cat("--cpus cannot be had on this host: ", here.no_cpu_limit));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
@@ -176,6 +209,7 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
                                           limits.max_restarts,
                                           ", the limit of this ltd (--max-restarts-limit)"));
   }
+  if (auto s = ValidateLimits(spec.limits, limits); !s.ok()) return s;
   return ValidateNodes(spec.nodes, spec.devices, spec.max_restarts);
 }
 

@@ -2,7 +2,7 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR] [--user UID:GID [--groups GID,...]...] [--rlimit R:SOFT:HARD]...
+//   lt-exec [--cgroup DIR]... [--user UID:GID [--groups GID,...]...] [--rlimit R:SOFT:HARD]...
 //           [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
@@ -12,7 +12,8 @@
 //
 //   CWD \0 ARGC \0 ARGV[0] \0 ... ENVC \0 ENV[0] \0 ...
 //
-// In order: join the rank's cgroup as root (a user may not move itself out
+// In order: join the rank's cgroups as root (its own, and the job's in
+// each cgroup v1 hierarchy that holds a limit of it) (a user may not move itself out
 // of ltd's cgroup); become the submitting user with that user's groups
 // (as the caller looked them up: NSS here would cost more than the rest of
 // lt-exec together; without --groups, lt-exec looks them up itself);
@@ -261,7 +262,7 @@ void ExecAt(const std::string& path, char* const* argv, const Spec& spec,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* cgroup = nullptr;
+  std::vector<const char*> cgroups;
   long parent = 0;
   bool change_user = false;
   uid_t uid = 0;
@@ -270,7 +271,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, rlimit>> limits;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
-      cgroup = argv[++i];
+      cgroups.push_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
       unsigned long u = 0, g = 0;
       if (std::sscanf(argv[++i], "%lu:%lu", &u, &g) != 2) Fail(126, "--user takes UID:GID");
@@ -295,7 +296,7 @@ int main(int argc, char** argv) {
   }
   const Spec spec = ReadSpec();
 
-  if (cgroup != nullptr) JoinCgroup(cgroup);
+  for (const char* cgroup : cgroups) JoinCgroup(cgroup);
   if (change_user) BecomeUser(uid, gid, groups);
   // The submitter's limits, never above ours (ltd chose the lower of the
   // two): lowering needs no privilege, and the rank cannot raise a hard one.

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "job_limits.h"
 
 namespace ltd {
 
@@ -37,6 +38,16 @@ struct SpawnRequest {
   // RLIMIT_*, soft, hard: set just before the program runs (none: as the
   // launcher's own).
   std::vector<std::tuple<int, uint64_t, uint64_t>> rlimits;
+};
+
+// A rank's process that is still there after SIGKILL (in the kernel's
+// uninterruptible sleep, or frozen), as /proc shows it.
+struct StuckProcess {
+  pid_t pid = 0;
+  char state = 0;            // /proc/PID/stat's: D, or R, S ... of a frozen one
+  uint64_t start_time = 0;   // ProcEntry::start_time: the pid's for good
+  std::string wchan;         // where it sleeps in the kernel, when it can be read
+  std::string kernel_stack;  // /proc/PID/stack, when it can be read (root)
 };
 
 // Callbacks run on the loop thread. `on_exit` comes once, after the
@@ -63,8 +74,16 @@ class ProcessLauncher {
   }
 
   // Prepares what holds a job's processes (its cgroup, say), for each
-  // attempt of the job.
-  virtual absl::Status BeginJob(const std::string& job_id) = 0;
+  // attempt of the job, with `limits` set; fails in one line when they
+  // cannot be.
+  virtual absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) = 0;
+  // How many processes of the job (of rank `rank`, with --mem-per-rank)
+  // the OOM killer killed in this attempt; nullopt without a memory limit.
+  virtual std::optional<uint64_t> OomKills(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return std::nullopt;
+  }
 
   virtual absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) = 0;
 
@@ -83,6 +102,19 @@ class ProcessLauncher {
 
   // SIGKILLs everything of the job still alive, escaped descendants included.
   virtual void KillJob(const std::string& job_id) = 0;
+
+  // The rank's process while it is not reaped, as /proc shows it; nullopt
+  // once it is (or when the launcher cannot tell).
+  virtual std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return std::nullopt;
+  }
+  // The job ended without the ranks that would not die: their callbacks
+  // are dropped (nobody hears of them again) and what holds the job (its
+  // cgroup) is left to whoever cleans up once they are gone. They are
+  // still reaped when they go.
+  virtual void Abandon(const std::string& job_id) { (void)job_id; }
 
   // Calls `on_empty` once no process of the job is left, and releases what
   // BeginJob made. Kills nothing by itself. `on_empty` always runs later

@@ -110,8 +110,8 @@ void UvLauncher::ExpectUser(uid_t uid, gid_t gid) {
   if (uid != geteuid() || gid != getegid()) groups_.Start(uid, gid);
 }
 
-absl::Status UvLauncher::BeginJob(const std::string& job_id) {
-  return containment_->BeginJob(job_id);
+absl::Status UvLauncher::BeginJob(const std::string& job_id, const JobLimits& limits) {
+  return containment_->BeginJob(job_id, limits);
 }
 
 absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks callbacks) {
@@ -121,14 +121,13 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR] [--user UID:GID --groups LIST] --parent PID,
+  // lt-exec [--cgroup DIR]... [--user UID:GID --groups LIST] --parent PID,
   // with an empty environment and what to run on fd 4: it runs as root,
   // and nothing the user sent may reach it (see exec_shim.cc).
   std::vector<std::string> argv = {exec_shim_};
-  const std::string cgroup = containment_->RankCgroup(req.job_id, req.rank);
-  if (!cgroup.empty()) {
+  for (std::string& cgroup : containment_->RankCgroups(req.job_id, req.rank)) {
     argv.push_back("--cgroup");
-    argv.push_back(cgroup);
+    argv.push_back(std::move(cgroup));
   }
   if (req.uid != geteuid() || req.gid != getegid()) {
     // Not looked up yet (NSS is slow, or nobody said whom to expect):
@@ -342,6 +341,31 @@ UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) con
   auto it = job->second.find(rank);
   if (it == job->second.end() || !NotReaped(it->second->pidfd)) return nullptr;
   return it->second;
+}
+
+std::optional<StuckProcess> UvLauncher::Stuck(const std::string& job_id, int rank) {
+  Child* child = Unreaped(job_id, rank);
+  if (child == nullptr) return std::nullopt;
+  const std::optional<ProcEntry> entry = ReadProcEntry(child->pid);
+  if (!entry) return std::nullopt;
+  StuckProcess p;
+  p.pid = child->pid;
+  p.state = entry->state;
+  p.start_time = entry->start_time;
+  p.wchan = ReadWchan(child->pid);
+  p.kernel_stack = ReadKernelStack(child->pid);
+  return p;
+}
+
+void UvLauncher::Abandon(const std::string& job_id) {
+  auto job = live_.find(job_id);
+  if (job == live_.end()) return;
+  // Reaped when they go, as every child; nobody hears of it.
+  for (auto& [rank, child] : job->second) {
+    child->callbacks.on_output = [](Stream, std::string_view) {};
+    child->callbacks.on_control = [](std::string_view) {};
+    child->callbacks.on_exit = [](ExitStatus) {};
+  }
 }
 
 void UvLauncher::SignalRank(const std::string& job_id, int rank, int sig) {

@@ -27,12 +27,17 @@ class UvLauncher final : public ProcessLauncher {
 
   std::string_view containment() const override { return containment_->name(); }
   void ExpectUser(uid_t uid, gid_t gid) override;
-  absl::Status BeginJob(const std::string& job_id) override;
+  absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override;
+  std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override {
+    return containment_->OomKills(job_id, rank);
+  }
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
   void SignalRank(const std::string& job_id, int rank, int sig) override;
   void SignalProcess(const std::string& job_id, int rank, int sig) override;
   std::optional<int> StopSignal(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
+  std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) override;
+  void Abandon(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void ReadHeartbeats() override { control_->ReadNow(); }
 

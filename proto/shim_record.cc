@@ -14,7 +14,7 @@ static_assert(pb::RANK_PENDING == static_cast<int>(RankState::kPending) &&
               pb::RANK_LOST == static_cast<int>(RankState::kLost));
 static_assert(pb::CAUSE_EXITED == static_cast<int>(CauseReason::kExited) &&
               pb::CAUSE_SUPERVISOR_LOST == static_cast<int>(CauseReason::kSupervisorLost) &&
-              pb::CAUSE_TIME_LIMIT == static_cast<int>(CauseReason::kTimeLimit));
+              pb::CAUSE_OOM == static_cast<int>(CauseReason::kOom));
 static_assert(pb::HEARTBEAT_NONE == static_cast<int>(HeartbeatMode::kNone) &&
               pb::HEARTBEAT_AUTOMATIC == static_cast<int>(HeartbeatMode::kAutomatic));
 static_assert(pb::STACK_UNKNOWN == static_cast<int>(StackStatus::kUnknown) &&
@@ -50,7 +50,7 @@ RootCause CauseOf(const pb::Record::Cause& c) {
   RootCause out;
   out.rank = c.rank();
   out.node = c.node();
-  out.reason = EnumOf(c.reason(), CauseReason::kTimeLimit, CauseReason::kDaemonLost);
+  out.reason = EnumOf(c.reason(), CauseReason::kOom, CauseReason::kDaemonLost);
   out.exit_code = c.exit_code();
   out.signal = c.signal();
   out.at = TimeOf(c.at_ns());
@@ -164,8 +164,22 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_time_limit_ms(s.time_limit.count());
   out->set_hold_on_hang_ms(s.hold_on_hang.count());
   if (job.held_until) out->set_held_until_ns(Nanos(*job.held_until));
+  out->set_mem_bytes(s.limits.memory_bytes);
+  out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
+  out->set_cpu_millis(s.limits.cpu_millis);
   out->set_output(s.output);
   out->set_error(s.error);
+  for (const UnkillableProcess& p : job.unkillable) {
+    pb::Record::Unkillable* o = out->add_unkillable();
+    o->set_rank(p.rank);
+    o->set_pid(p.pid);
+    o->set_start_time(p.start_time);
+    o->set_state(p.state);
+    o->set_wchan(p.wchan);
+    o->set_stack(p.stack);
+    o->set_found_at_ns(Nanos(p.found_at));
+    if (p.gone_at) o->set_gone_at_ns(Nanos(*p.gone_at));
+  }
 }
 
 // job.json's form, as the releases before Record sent it.
@@ -297,8 +311,23 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.time_limit = std::chrono::milliseconds(r.time_limit_ms());
   s.hold_on_hang = std::chrono::milliseconds(r.hold_on_hang_ms());
   if (r.has_held_until_ns()) job.held_until = TimeOf(r.held_until_ns());
+  s.limits.memory_bytes = r.mem_bytes();
+  s.limits.memory_per_rank_bytes = r.mem_per_rank_bytes();
+  s.limits.cpu_millis = r.cpu_millis();
   s.output = r.output();
   s.error = r.error();
+  for (const pb::Record::Unkillable& o : r.unkillable()) {
+    UnkillableProcess p;
+    p.rank = o.rank();
+    p.pid = o.pid();
+    p.start_time = o.start_time();
+    p.state = o.state();
+    p.wchan = o.wchan();
+    p.stack = o.stack();
+    p.found_at = TimeOf(o.found_at_ns());
+    if (o.has_gone_at_ns()) p.gone_at = TimeOf(o.gone_at_ns());
+    job.unkillable.push_back(std::move(p));
+  }
   return job;
 }
 

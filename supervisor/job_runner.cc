@@ -106,7 +106,7 @@ void JobRunner::BeginAttempt() {
       s = files.status();
     }
   }
-  if (s.ok()) s = launcher_.BeginJob(job.id);
+  if (s.ok()) s = launcher_.BeginJob(job.id, job.spec.limits);
   if (!s.ok()) {
     RootCause cause;
     cause.reason = CauseReason::kSpawnFailed;

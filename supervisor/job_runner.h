@@ -98,6 +98,9 @@ class JobRunner final : public RunFenceEvents {
   void OnAutoHeartbeat(int rank, const HeartbeatMessage& msg);
   Millis AutoTimeout() const;
   void OnExit(int rank, ExitStatus status);
+  // The root cause `status` is when the OOM killer is behind it (its
+  // count went up); nullopt otherwise.
+  std::optional<RootCause> OomCause(int rank, ExitStatus status);
   void ArmWatchdog();
   void OnWatchdog();
   // `deadline`: the (monotonic) heartbeat deadline that passed.
@@ -126,6 +129,11 @@ class JobRunner final : public RunFenceEvents {
   // The teardown itself, from kRunning, kInvestigating or kHeld.
   void SignalTeardown();
   void OnGraceExpired();
+  // `grace` after the SIGKILL: ranks still there are recorded as
+  // unkillable and the attempt ends without them (no restart).
+  void OnKillExpired();
+  // A rank that would not die gets this long after its SIGKILL at least.
+  static constexpr Millis kMinKillWait{1000};
   void OnRanksGone();
   void OnJobEmpty();
   void Restart();

@@ -31,6 +31,7 @@ enum class Phase {
   kInvestigating,  // a hang found: stacks are taken before anything is signalled
   kHeld,           // the hang report is taken; the ranks are left as they are (--hold-on-hang)
   kTearingDown,    // SIGTERM sent, SIGKILL after the grace; ranks still to be reaped
+                   // (one still there as long again after it would not die: left)
   kEmptying,       // every rank reaped; what they left behind still to go
   kBackoff,        // ended; the next attempt waits its backoff
   kAwaitingRun,    // ended; the next attempt waits for every node of the run
@@ -119,8 +120,8 @@ class LiveAttempt {
  public:
   LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
   ~LiveAttempt() {
-    for (Clock::TimerId* t :
-         {&grace_timer, &restart_timer, &watchdog_timer, &investigation_timer, &hold_timer})
+    for (Clock::TimerId* t : {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer,
+                              &investigation_timer, &hold_timer})
       Cancel(*t);
   }
   LiveAttempt(const LiveAttempt&) = delete;
@@ -134,7 +135,7 @@ class LiveAttempt {
 
   Phase phase = Phase::kRunning;
   std::vector<RankRuntime> ranks;
-  std::optional<JobLogWriter> log;  // every rank's lines as "[R] line"
+  std::optional<JobLogWriter> log;     // every rank's lines as "[R] line"
   std::optional<OutputFiles> outputs;  // --output, --error
   std::optional<RootCause> cause;      // of this attempt
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
@@ -143,7 +144,11 @@ class LiveAttempt {
   // of the cause, not a phase.
   bool run_cancelled = false;
   int live = 0;  // ranks not yet reaped
+  // OOM kills already put down to a rank, by rank (-1: the job's count).
+  std::map<int, uint64_t> oom_kills_seen;
   Clock::TimerId grace_timer = 0;
+  // After the SIGKILL: a rank still there when it fires would not die.
+  Clock::TimerId kill_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;
   Clock::TimerId investigation_timer = 0;

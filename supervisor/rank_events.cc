@@ -1,5 +1,8 @@
 // The runner hearing from its ranks: output lines, heartbeat lines,
 // exits. Each may decide a root cause and start the teardown.
+#include <signal.h>
+
+#include "byte_size.h"
 #include "job_runner.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -181,6 +184,43 @@ void JobRunner::OnAutoHeartbeat(int rank, const HeartbeatMessage& msg) {
   }
 }
 
+std::optional<RootCause> JobRunner::OomCause(int rank, ExitStatus status) {
+  const Job& job = job_;
+  LiveAttempt& rt = At();
+  // The kernel counts an OOM kill before it sends the SIGKILL, so the
+  // count is in when the rank's exit is seen. Each rank's own count with
+  // --mem-per-rank, the job's otherwise: only what is new since it was
+  // last looked at is this exit's.
+  const JobLimits& limits = job.spec.limits;
+  const int key = limits.memory_per_rank_bytes != 0 ? rank : -1;
+  const std::optional<uint64_t> kills = launcher_.OomKills(job.id, rank);
+  if (!kills || *kills <= rt.oom_kills_seen[key]) return std::nullopt;
+  rt.oom_kills_seen[key] = *kills;
+  std::string limit;
+  if (limits.memory_bytes != 0)
+    limit = "the job's memory limit is " + FormatByteSize(limits.memory_bytes);
+  if (limits.memory_per_rank_bytes != 0) {
+    limit += Cat(limit.empty() ? "" : ", ", "each rank's is ",
+                 FormatByteSize(limits.memory_per_rank_bytes));
+  }
+  RootCause cause;
+  cause.rank = rank;
+  cause.at = clock_.Now();
+  cause.reason = CauseReason::kOom;
+  cause.signal = status.term_signal;
+  cause.exit_code = status.term_signal != 0 ? 0 : status.exit_code;
+  if (status.term_signal == SIGKILL) {
+    cause.message = Cat("rank ", rank, " was killed by the OOM killer: ", limit);
+  } else {
+    cause.message =
+        Cat("rank ", rank, " ", status.term_signal != 0 ? "died of signal " : "exited with code ",
+            status.term_signal != 0 ? status.term_signal : status.exit_code,
+            " after the OOM killer killed ",
+            key >= 0 ? "one of its processes" : "a process of the job", ": ", limit);
+  }
+  return cause;
+}
+
 void JobRunner::OnExit(int rank, ExitStatus status) {
   Job& job = job_;
   LiveAttempt& rt = At();
@@ -214,6 +254,8 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
       cause.reason = CauseReason::kSpawnFailed;
       cause.exit_code = status.exit_code;
       cause.message = rr.exec_error;
+    } else if (auto oom = OomCause(rank, status)) {
+      cause = std::move(*oom);
     } else if (status.term_signal != 0) {
       cause.reason = CauseReason::kSignaled;
       cause.signal = status.term_signal;
@@ -225,7 +267,9 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
       cause.exit_code = status.exit_code;
       cause.message = Cat("rank ", rank, " exited with code ", status.exit_code);
     }
-    if (!rec.error_message.empty()) cause.message = rec.error_message;
+    if (!rec.error_message.empty() && cause.reason != CauseReason::kOom) {
+      cause.message = rec.error_message;
+    }
     Fail(std::move(cause));
   }
   if (rr.capturing_stack) {

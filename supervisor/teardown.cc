@@ -92,6 +92,56 @@ void JobRunner::SignalTeardown() {
 void JobRunner::OnGraceExpired() {
   spdlog::warn("job={} grace period over: SIGKILL to whatever is left", job_.id);
   launcher_.KillJob(job_.id);
+  At().kill_timer = clock_.StartTimer(std::max(job_.spec.grace, kMinKillWait),
+                                      [this, self = std::weak_ptr(attempt_)] {
+                                        if (!Current(self)) return;
+                                        At().kill_timer = 0;
+                                        OnKillExpired();
+                                      });
+}
+
+void JobRunner::OnKillExpired() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kTearingDown || rt.live == 0) return;
+  // Still there after SIGKILL: in the kernel's uninterruptible sleep (a
+  // driver, NFS) or frozen. Waiting longer would hold the job's record,
+  // and its user, for as long as the kernel does; the job ends without
+  // them, ltd keeps their devices out of use until they are gone.
+  const WallTime now = clock_.Now();
+  for (size_t r = 0; r < rt.ranks.size(); ++r) {
+    RankRuntime& rr = rt.ranks[r];
+    if (!rr.alive) continue;
+    Rank& rec = job.ranks[r];
+    UnkillableProcess u;
+    u.rank = static_cast<int>(r);
+    u.pid = rec.pid;
+    u.found_at = now;
+    if (std::optional<StuckProcess> stuck = launcher_.Stuck(job.id, u.rank)) {
+      u.pid = stuck->pid;
+      u.start_time = stuck->start_time;
+      u.state = std::string(1, stuck->state);
+      u.wchan = stuck->wchan;
+      u.stack = stuck->kernel_stack;
+    }
+    spdlog::error("job={} {} is still there {} after SIGKILL; the job ends without it", job.id,
+                  Describe(u), FormatDuration(std::max(job.spec.grace, kMinKillWait)));
+    Output(-1, Stream::kStderr,
+           Cat("ltd: unkillable: ", Describe(u), "; its devices stay out of use until it is gone"));
+    job.unkillable.push_back(std::move(u));
+    rr.alive = false;
+    --rt.live;
+    SetRankState(rec, RankState::kKilled);
+  }
+  // Nothing waits for the job to be empty: it will not be while they are
+  // there. Their callbacks go, and what holds them is left to ltd.
+  Enter(Phase::kEmptying);
+  rt.Cancel(rt.watchdog_timer);
+  rt.Cancel(rt.hold_timer);
+  rt.watchdog_at.reset();
+  job.held_until.reset();
+  launcher_.Abandon(job.id);
+  OnJobEmpty();  // no restart: see there
 }
 
 void JobRunner::OnRanksGone() {
@@ -106,6 +156,7 @@ void JobRunner::OnRanksGone() {
   }
   Enter(Phase::kEmptying);
   rt.Cancel(rt.grace_timer);
+  rt.Cancel(rt.kill_timer);
   rt.Cancel(rt.watchdog_timer);
   rt.Cancel(rt.hold_timer);
   rt.watchdog_at.reset();
@@ -136,8 +187,10 @@ void JobRunner::OnJobEmpty() {
   attempt.ended_at = clock_.Now();
   attempt.root_cause = cause;
   if (rt.lost) return Finish(rt.lost);
+  // A rank that would not die holds what the next attempt would need.
   const bool restartable = cause && cause->reason != CauseReason::kCancelled && !rt.run_cancelled &&
-                           !time_up_ && job->restart_count < job->spec.max_restarts;
+                           !time_up_ && job->restart_count < job->spec.max_restarts &&
+                           job->unkillable.empty();
   if (restartable) {
     ++job->restart_count;
     // 1x, 2x, 4x ... the backoff, at most kMaxRestartBackoff: a job that

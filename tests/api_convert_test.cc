@@ -196,7 +196,7 @@ void ExpectEveryValueNamedAlike(int count, P (*to_proto)(E), const std::string& 
 TEST(EnumsToProto, EveryModelValueIsTheProtoValueOfItsName) {
   ExpectEveryValueNamedAlike<JobState, v1::Job::State>(6, &ToProto, &v1::Job::State_Name);
   ExpectEveryValueNamedAlike<RankState, v1::Rank::State>(6, &ToProto, &v1::Rank::State_Name);
-  ExpectEveryValueNamedAlike<CauseReason, v1::RootCause::Reason>(11, &ToProto,
+  ExpectEveryValueNamedAlike<CauseReason, v1::RootCause::Reason>(12, &ToProto,
                                                                  &v1::RootCause::Reason_Name);
   ExpectEveryValueNamedAlike<StackStatus, v1::HangReport::Rank::StackStatus>(
       5, &ToProto, &v1::HangReport::Rank::StackStatus_Name, StackStatus::kUnknown);

@@ -30,6 +30,8 @@ TEST(DaemonConfig, TheDefaultsAreTheDocumentedValues) {
   EXPECT_EQ(c->keep_jobs, 10000u);
   EXPECT_EQ(c->max_restarts_limit, 100);
   EXPECT_TRUE(c->auto_heartbeat);
+  EXPECT_EQ(c->unkillable_program, "");
+  EXPECT_EQ(c->unkillable_program_timeout, milliseconds(60'000));
 }
 
 TEST(DaemonConfig, GivenValuesAreTyped) {
@@ -42,6 +44,8 @@ TEST(DaemonConfig, GivenValuesAreTyped) {
   o.gpus = "3,1";
   o.user_max_connects = 0;
   o.metrics_listen = "127.0.0.1:0";
+  o.unkillable_program = "/usr/local/sbin/reboot-node";
+  o.unkillable_program_timeout = "5m";
   auto c = FromFlags(o);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->level, spdlog::level::debug);
@@ -51,6 +55,8 @@ TEST(DaemonConfig, GivenValuesAreTyped) {
   EXPECT_EQ(c->job_max_log_bytes, 1u << 20);
   EXPECT_EQ(c->gpu_ids, (std::vector<std::string>{"3", "1"}));
   EXPECT_EQ(c->metrics_listen, "127.0.0.1:0");
+  EXPECT_EQ(c->unkillable_program, "/usr/local/sbin/reboot-node");
+  EXPECT_EQ(c->unkillable_program_timeout, milliseconds(300'000));
 }
 
 TEST(DaemonConfig, EachRefusedValueIsOneLineNamingTheFlag) {
@@ -82,6 +88,11 @@ TEST(DaemonConfig, EachRefusedValueIsOneLineNamingTheFlag) {
       {[](Options& o) { o.gpus = "0,,1"; }, "--gpus takes GPU indices such as 0,1,2,3; got '0,,1'"},
       {[](Options& o) { o.gpus = "GPU-1"; },
        "--gpus takes GPU indices such as 0,1,2,3; got 'GPU-1'"},
+      {[](Options& o) { o.unkillable_program = "reboot-node"; },
+       "--unkillable-program 'reboot-node' is not an absolute path; give its full path"},
+      {[](Options& o) { o.unkillable_program_timeout = "never"; },
+       "--unkillable-program-timeout 'never' is not a duration; use e.g. 500ms, 10s, 5m, 2h or "
+       "plain seconds"},
   };
   for (const auto& [change, message] : cases) {
     Options o;

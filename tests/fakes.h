@@ -66,9 +66,15 @@ class FakeLauncher final : public ProcessLauncher {
   };
 
   std::string_view containment() const override { return "fake"; }
-  absl::Status BeginJob(const std::string& job_id) override {
+  absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override {
     begun.push_back(job_id);
+    begun_limits = limits;
     return absl::OkStatus();
+  }
+  std::optional<uint64_t> OomKills(const std::string&, int rank) override {
+    if (!begun_limits.memory()) return std::nullopt;
+    auto it = oom_kills.find(rank);
+    return it == oom_kills.end() ? 0 : it->second;
   }
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override {
     if (fail_rank == request.rank)
@@ -164,6 +170,8 @@ class FakeLauncher final : public ProcessLauncher {
   std::vector<Proc> procs;
   std::vector<std::pair<pid_t, int>> signals, process_signals;
   std::vector<std::string> begun, killed_jobs, ended_jobs;
+  JobLimits begun_limits;
+  std::map<int, uint64_t> oom_kills;  // by rank (the job's when limits are job-wide)
 
  private:
   FakeClock& clock_;

@@ -29,6 +29,18 @@ TEST(FlagValues, SizesWithTheirLeast) {
   }
 }
 
+TEST(FlagValues, CpusInThousandths) {
+  EXPECT_EQ(*CpusFlag("--cpus", "4"), 4000u);
+  EXPECT_EQ(*CpusFlag("--cpus", "1.5"), 1500u);
+  EXPECT_EQ(*CpusFlag("--cpus", "0.125"), 125u);
+  for (const char* bad : {"", "0", "lots", "1.2345", "-1", "1e3"}) {
+    auto c = CpusFlag("--cpus", bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().message(),
+              std::string("--cpus '") + bad + "' is not a number of CPUs; use e.g. 4 or 1.5");
+  }
+}
+
 TEST(FlagValues, EnvNeedsAKeyAndAnEqualsSign) {
   EXPECT_TRUE(EnvFlag("A=").ok());
   EXPECT_TRUE(EnvFlag("A=b=c").ok());

@@ -147,8 +147,8 @@ Job RichJob() {
   job.spec.rlimits = {ResourceLimit{*ResourceByName("NOFILE"), 1024, 4096}};
   job.spec.time_limit = std::chrono::milliseconds(3'600'000);
   job.spec.hold_on_hang = std::chrono::milliseconds(600'000);
-  job.spec.output = "/home/bob/out-%j-%r.log\xfe";
-  job.spec.error = "/home/bob/err-%j.log";
+  job.spec.output = "/home/bob/out-%j-%r.log";
+  job.spec.error = "/home/bob/err\xff-%r.log";
   job.held_until = At("2026-12-01T10:10:08.500000Z");
   job.attempts.front().root_cause->reason = CauseReason::kTimeLimit;
   job.ranks[1].error_message = "CUDA error\xc3";
@@ -175,7 +175,23 @@ Job RichJob() {
   n.host = "node0";
   n.state = "FAILED";
   n.root_cause = job.root_cause;
+  n.root_cause->reason = CauseReason::kOom;
   job.nodes.push_back(n);
+  job.spec.limits =
+      JobLimits{.memory_bytes = 64u << 20, .memory_per_rank_bytes = 16u << 20, .cpu_millis = 1500};
+  UnkillableProcess u;
+  u.rank = 1;
+  u.pid = 1001;
+  u.start_time = 123456789;
+  u.state = "D";
+  u.wchan = "nfs_wait\xfe";
+  u.stack = "[<0>] nfs_wait_bit_killable+0x1/0x2\n";
+  u.found_at = At("2026-12-01T10:00:09.500000Z");
+  job.unkillable.push_back(u);
+  u.rank = 0;
+  u.pid = 1000;
+  u.gone_at = At("2026-12-01T10:00:12.000000Z");
+  job.unkillable.push_back(u);
   return job;
 }
 

@@ -9,6 +9,7 @@
 //   hang            sleep forever (SIGTERM ends it as usual)
 //   ignore-term     ignore SIGTERM and SIGHUP from now on
 //   sleep:MS        sleep MS milliseconds
+//   alloc:MB        allocate MB megabytes and touch every page
 //   print:N         print N numbered lines to stdout
 //   stderr:TEXT     one line to stderr
 //   close-stdout    close stdout and stderr
@@ -180,6 +181,14 @@ void Run(const std::string& action) {
   } else if (verb == "ignore-term") {
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+  } else if (verb == "alloc") {
+    // MB megabytes, every page touched: a job's memory limit kills it.
+    const size_t bytes = static_cast<size_t>(std::atol(arg.c_str())) << 20;
+    char* p = static_cast<char*>(std::malloc(bytes));
+    if (p == nullptr) std::exit(12);
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+    std::printf("allocated %s MB\n", arg.c_str());
+    std::fflush(stdout);
   } else if (verb == "sleep") {
     usleep(static_cast<useconds_t>(std::atol(arg.c_str()) * 1000));
   } else if (verb == "print") {

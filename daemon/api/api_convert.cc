@@ -162,6 +162,19 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_restart_count(job.restart_count);
   out->set_max_restarts(s.max_restarts);
   out->set_containment(DisplayEscapeElided(job.containment, limits.text));
+  out->set_mem_bytes(s.limits.memory_bytes);
+  out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
+  out->set_cpu_millis(s.limits.cpu_millis);
+  for (const UnkillableProcess& p : job.unkillable) {
+    v1::Unkillable* u = out->add_unkillable();
+    u->set_rank(p.rank);
+    u->set_pid(p.pid);
+    u->set_state(DisplayEscapeElided(p.state, limits.text));
+    u->set_wchan(DisplayEscapeElided(p.wchan, limits.text));
+    u->set_stack(DisplayEscapeElided(p.stack, limits.text));
+    SetTime(p.found_at, u->mutable_found_at());
+    SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
+  }
   SetTime(job.submitted_at, out->mutable_submitted_at());
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });
@@ -355,6 +368,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.time_limit = Millis(req.time_limit_ms());
   spec.hold_on_hang = Millis(req.hold_on_hang_ms());
   spec.max_restarts = req.max_restarts();
+  spec.limits.memory_bytes = req.mem_bytes();
+  spec.limits.memory_per_rank_bytes = req.mem_per_rank_bytes();
+  spec.limits.cpu_millis = req.cpu_millis();
   // Ranges and forms are ValidateSpec's; only what would not fit is here.
   NodeSpec& n = spec.nodes;
   n.nnodes = req.nnodes() == 0 ? 1 : req.nnodes();

@@ -30,6 +30,8 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
                       &c.auto_heartbeat_timeout},
            std::tuple{"--gpu-sample-interval", &opt.gpu_sample_interval, &c.gpu_sample_interval},
            std::tuple{"--max-time", &opt.max_time, &c.max_time},
+           std::tuple{"--unkillable-program-timeout", &opt.unkillable_program_timeout,
+                      &c.unkillable_program_timeout},
        }) {
     auto d = DurationFlag(flag, *text);
     if (!d.ok()) return d.status();
@@ -75,6 +77,12 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
   c.metrics_listen = opt.metrics_listen;
   c.nvml_library = opt.nvml_library;
   c.gpu_leftover_mib = opt.gpu_leftover_mib;
+  if (!opt.unkillable_program.empty() && opt.unkillable_program.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unkillable-program '", opt.unkillable_program,
+                     "' is not an absolute path; give its full path"));
+  }
+  c.unkillable_program = opt.unkillable_program;
   return c;
 }
 

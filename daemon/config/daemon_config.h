@@ -53,6 +53,10 @@ struct DaemonConfig {
   uint64_t max_state_bytes = 0;    // the state dir's bound; 0: none
   std::string nvml_library;
   uint64_t gpu_leftover_mib = 0;
+  // Run (as root) when a job ends with ranks that would not die; empty:
+  // none. An absolute path.
+  std::string unkillable_program;
+  std::chrono::milliseconds unkillable_program_timeout{0};
 };
 
 // The options as a configuration; a value no option checked (a duration,

@@ -162,6 +162,12 @@ void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--gpu-sample-interval", opt.gpu_sample_interval,
                  "how often each GPU's memory and utilisation are sampled for `show`")
       ->capture_default_str();
+  app.add_option("--unkillable-program", opt.unkillable_program,
+                 "run this (absolute path, as root) when a job ends with ranks that did not die "
+                 "of SIGKILL, as Slurm's UnkillableStepProgram; off by default");
+  app.add_option("--unkillable-program-timeout", opt.unkillable_program_timeout,
+                 "the --unkillable-program is killed if it still runs after this")
+      ->capture_default_str();
   app.add_option("--metrics-listen", opt.metrics_listen,
                  "serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464); off by default");
 }

@@ -46,6 +46,8 @@ struct Options {
   std::string nvml_library = "libnvidia-ml.so.1";
   uint64_t gpu_leftover_mib = 0;
   std::string gpu_sample_interval = "10s";
+  std::string unkillable_program;  // empty: none
+  std::string unkillable_program_timeout = "60s";
 };
 
 // --max-state-bytes as bytes: a SIZE, 0 (no bound), or "auto": half the

@@ -35,6 +35,11 @@ class JobEvents {
   virtual void OnOutputLine() {}
   // ltd was drained (`reason`, "" for none given) or resumed (nullopt).
   virtual void OnDrainChanged(const std::optional<std::string>& reason) { (void)reason; }
+  // A job ended with ranks that would not die (Job::unkillable); its
+  // devices stay out of use until they are gone.
+  virtual void OnUnkillable(const Job& job) { (void)job; }
+  // The last of them is gone: its devices are back in use.
+  virtual void OnUnkillableGone(const std::string& job_id) { (void)job_id; }
 };
 
 }  // namespace ltd

@@ -65,7 +65,11 @@ JobManager::JobManager(Clock& clock, SupervisorHost& supervisors, JobStore& stor
       store_(store),
       ports_(ports),
       config_(std::move(config)),
-      scheduler_(config_.placement) {}
+      scheduler_(config_.placement),
+      unkillable_(clock_, config_.unkillable_alive,
+                  [this](const std::string& id, const std::vector<int>& slots) {
+                    UnkillableGone(id, slots);
+                  }) {}
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
@@ -89,6 +93,7 @@ void JobManager::Recover(const Adopter& adopt) {
       CutToSummary(job, kSummaryArgvBytes);
       finished_.push_back(job.id);
       CountFinished(job.id);
+      HoldUnkillable(job, /*announce=*/false);  // an earlier ltd's, still there
     }
   }
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
@@ -138,6 +143,9 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.max_time = config_.max_time;
   // A job that asks for no --time runs for at most ltd's --max-time.
   if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
+  limits.no_memory_limit = config_.no_memory_limit;
+  limits.no_cpu_limit = config_.no_cpu_limit;
+  limits.cpus = config_.cpus;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = RoomToSubmit(); !s.ok()) return s;
@@ -228,6 +236,13 @@ std::vector<SlotView> JobManager::Slots() const {
     if (const GpuQuarantine* q = gpus_->quarantine(out[i].slot)) {
       out[i].state = SlotView::State::kQuarantined;
       out[i].quarantine = *q;
+    }
+  }
+  // Held by a rank that would not die (the job it was of).
+  for (SlotView& v : out) {
+    if (std::string holder = unkillable_.Holding(v.slot); !holder.empty()) {
+      v.state = SlotView::State::kQuarantined;
+      v.job_id = std::move(holder);
     }
   }
   // A placed job holds its slots from its placement on, while its
@@ -504,6 +519,7 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  HoldUnkillable(job, /*announce=*/true);
   // Whoever ended it (a supervisor does the same; a pending job had none,
   // a lost one's may not have), the user writes no more in its dir.
   if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
@@ -547,6 +563,7 @@ void JobManager::Ended(Job& job) {
 }
 
 void JobManager::GpuClean(int slot) {
+  if (!unkillable_.Holding(slot).empty()) return;  // a rank that would not die holds it
   scheduler_.SetUnavailable(slot, false);
   Schedule();
 }

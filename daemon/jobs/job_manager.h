@@ -26,6 +26,7 @@
 #include "ports.h"
 #include "scheduler.h"
 #include "supervision.h"
+#include "unkillable_watch.h"
 
 namespace ltd {
 
@@ -70,6 +71,13 @@ struct ManagerConfig {
   // the oldest finished jobs go first, and a submit is refused while the
   // live jobs alone fill it.
   uint64_t max_state_bytes = 0;
+  // Why --mem or --cpus cannot be had here (ProbeLimitSupport); empty: they
+  // can. A job that asks for one anyway is refused, never run unlimited.
+  std::string no_memory_limit;
+  std::string no_cpu_limit;
+  int cpus = 0;  // the host's CPUs: the most --cpus may ask for (0: unchecked)
+  // Whether a rank that would not die is still there (tests: a fake).
+  UnkillableWatch::Alive unkillable_alive = ProcessStillThere;
 };
 
 class JobManager {
@@ -195,6 +203,12 @@ class JobManager {
   void UncountFinished(const std::string& id);
   uint64_t LiveBytes() const;
   absl::Status RoomToSubmit();
+  // A job that ended with ranks that would not die: its slots stay out of
+  // use until they are gone (UnkillableGone).
+  // `announce`: tell the JobEvents (once per job; not again when a later
+  // ltd recovers it).
+  void HoldUnkillable(const Job& job, bool announce);
+  void UnkillableGone(const std::string& id, const std::vector<int>& slots);
   // Tells every JobEvents that `job` went from `from` to its state now.
   void StateChanged(const Job& job, JobState from);
   // --after (job_dependencies.cc): resolves a submit's refs to the ids of
@@ -229,15 +243,16 @@ class JobManager {
   std::vector<std::unique_ptr<Supervision>> graveyard_;
   std::vector<std::unique_ptr<Link>> graveyard_links_;
   Clock::TimerId bury_timer_ = 0;
-  std::deque<std::string> finished_;  // final jobs, oldest first
+  std::deque<std::string> finished_;                             // final jobs, oldest first
   std::map<std::string, uint64_t, std::less<>> finished_bytes_;  // with --max-state-bytes
   uint64_t finished_total_ = 0;
-  std::set<std::string> unsaved_;     // final jobs whose record is not on disk
+  std::set<std::string> unsaved_;  // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};
   Scheduler scheduler_;
   Dependencies deps_;
   GpuPool* gpus_ = nullptr;
+  UnkillableWatch unkillable_;
   // Jobs whose --after job failed (id, dependency), cancelled on the timer.
   std::vector<std::pair<std::string, std::string>> failed_dependents_;
   Clock::TimerId fail_dependents_timer_ = 0;

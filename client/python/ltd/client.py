@@ -56,6 +56,23 @@ def _try_connect(path):
         s.close()
 
 
+_SIZE_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def _size(value, what):
+    """Bytes, as ltctl's sizes: an int, or a text such as "512M" or "4G"; None: 0."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B").removesuffix("I")
+        digits = text.rstrip("KMGT")
+        if digits.isdigit() and text[len(digits):] in _SIZE_UNITS and int(digits) > 0:
+            return int(digits) << _SIZE_UNITS[text[len(digits):]]
+    raise errors.InvalidArgument("%s takes a size such as 512M or 4G, got %r" % (what, value))
+
+
 def _bytes(value, what):
     if isinstance(value, bytes):
         return value
@@ -257,6 +274,9 @@ class Client:
         cancel_on_disconnect=False,
         output=None,
         error=None,
+        mem=None,
+        mem_per_rank=None,
+        cpus=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -265,7 +285,10 @@ class Client:
         ``cwd`` defaults to the current directory; durations are seconds, a
         ``timedelta`` or a text such as ``"10s"``. ``auto_heartbeat=False``
         is ``--no-auto-heartbeat``; ``after`` is ``--after`` (job ids or
-        names); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``. Without ``detach`` the job's output stream is held open by
+        names); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``.
+        ``mem`` and ``mem_per_rank`` (bytes, or a text such as ``"4G"``) and
+        ``cpus`` (a number, 1.5 for one and a half) are ``--mem``,
+        ``--mem-per-rank`` and ``--cpus``. Without ``detach`` the job's output stream is held open by
         the returned Job (``job.attach()``, ``job.events()``, ``job.wait()``
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
@@ -314,6 +337,12 @@ class Client:
             raise errors.InvalidArgument(str(e)) from None
         if node_rank is not None:
             req.node_rank = node_rank
+        req.mem_bytes = _size(mem, "mem")
+        req.mem_per_rank_bytes = _size(mem_per_rank, "mem_per_rank")
+        if cpus is not None:
+            if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not 0 < cpus <= 1e6:
+                raise errors.InvalidArgument("cpus must be a number of CPUs such as 4 or 1.5")
+            req.cpu_millis = max(1, int(round(cpus * 1000)))
         self._check_reachable()
         stream = self._api().Submit(req)
         try:

@@ -106,6 +106,7 @@ def describe_cause(c):
         "daemon_lost": "lost while ltd was away",
         "dependency_failed": "never ran",
         "time_limit": "time limit",
+        "oom": who + " was killed by the OOM killer",
         "supervisor_lost": "lost when its supervisor died",
         "remote_failure": "torn down: node %s of the run failed" % ("?" if c.node is None else c.node),
     }.get(c.reason, c.reason)
@@ -230,6 +231,11 @@ class JobInfo:
     hang_timeout_ms: int
     time_limit_ms: int = 0  # --time; 0: none
     held_until: Optional[datetime.datetime] = None  # while a hung job is held (--hold-on-hang)
+    mem_bytes: int = 0  # --mem; 0: none
+    mem_per_rank_bytes: int = 0
+    cpu_millis: int = 0  # --cpus in thousandths of a CPU; 0: none
+    # Ranks that did not die of SIGKILL: {"rank", "pid", "state", "wchan", "gone"}.
+    unkillable: List[dict] = dataclasses.field(default_factory=list)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -272,6 +278,14 @@ class JobInfo:
             hang_timeout_ms=j.hang_timeout_ms,
             time_limit_ms=j.time_limit_ms,
             held_until=_ts(j.held_until),
+            mem_bytes=j.mem_bytes,
+            mem_per_rank_bytes=j.mem_per_rank_bytes,
+            cpu_millis=j.cpu_millis,
+            unkillable=[
+                {"rank": u.rank, "pid": u.pid, "state": u.state, "wchan": u.wchan,
+                 "gone": u.HasField("gone_at")}
+                for u in j.unkillable
+            ],
             proto=j,
         )
 
