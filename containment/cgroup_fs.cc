@@ -19,20 +19,25 @@ namespace ltd {
 
 namespace {
 
-std::vector<std::string_view> SplitFields(std::string_view line) {
+// Cgroups live on a pseudo filesystem, so a name in the tree is one path
+// component; this keeps joins readable.
+std::string Join2(const std::string& dir, std::string_view name) { return Cat(dir, "/", name); }
+
+}  // namespace
+
+std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep) {
   std::vector<std::string_view> fields;
   size_t start = 0;
-  while (start < line.size()) {
-    size_t end = line.find(' ', start);
-    if (end == std::string_view::npos) end = line.size();
-    if (end > start) fields.push_back(line.substr(start, end - start));
+  while (start < s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string_view::npos) end = s.size();
+    if (end > start) fields.push_back(s.substr(start, end - start));
     start = end + 1;
   }
   return fields;
 }
 
-// mountinfo writes space, tab, newline and backslash in paths as \ooo.
-std::string UnescapeOctal(std::string_view s) {
+std::string UnescapeMountinfo(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     const auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
@@ -47,24 +52,19 @@ std::string UnescapeOctal(std::string_view s) {
   return out;
 }
 
-// Cgroups live on a pseudo filesystem, so a name in the tree is one path
-// component; this keeps joins readable.
-std::string Join2(const std::string& dir, std::string_view name) { return Cat(dir, "/", name); }
-
-}  // namespace
-
 absl::StatusOr<Cgroup2Mount> ParseCgroup2Mount(std::string_view mountinfo) {
   size_t start = 0;
   while (start < mountinfo.size()) {
     size_t end = mountinfo.find('\n', start);
     if (end == std::string_view::npos) end = mountinfo.size();
-    const std::vector<std::string_view> f = SplitFields(mountinfo.substr(start, end - start));
+    const std::vector<std::string_view> f =
+        NonEmptyFields(mountinfo.substr(start, end - start), ' ');
     start = end + 1;
     // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 5 || dash + 1 >= f.size() || f[dash + 1] != "cgroup2") continue;
-    return Cgroup2Mount{UnescapeOctal(f[3]), UnescapeOctal(f[4])};
+    return Cgroup2Mount{UnescapeMountinfo(f[3]), UnescapeMountinfo(f[4])};
   }
   return absl::NotFoundError("no cgroup2 filesystem in /proc/self/mountinfo");
 }

@@ -16,6 +16,13 @@
 
 namespace ltd {
 
+// The non-empty parts of `s` between `sep`s (mountinfo's fields, a
+// controller list).
+std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep);
+// A path as /proc/PID/mountinfo writes it, with space, tab, newline and
+// backslash as \ooo, as it is.
+std::string UnescapeMountinfo(std::string_view s);
+
 // Where the cgroup2 hierarchy is mounted, and which of its cgroups the
 // mount shows at that point ("/" unless a subtree was bind-mounted).
 struct Cgroup2Mount {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cgroup_fs.h"
 #include "file_io.h"
 #include "posix_error.h"
 #include "str_util.h"
@@ -16,45 +17,16 @@ namespace {
 
 constexpr uint64_t kCpuPeriodUs = 100000;
 
-// The non-empty parts of `s` between `sep`s.
-std::vector<std::string_view> Fields(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(sep, start);
-    if (end == std::string_view::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 bool Names(std::string_view list, std::string_view controller) {
-  for (std::string_view c : Fields(list, ',')) {
+  for (std::string_view c : NonEmptyFields(list, ',')) {
     if (c == controller) return true;
   }
   return false;
 }
 
-// mountinfo writes space, tab, newline and backslash in paths as \ooo.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
-    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out.push_back(
-          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // The number after `key ` in a flat-keyed cgroup file ("oom_kill 3\n").
 std::optional<uint64_t> KeyedValue(std::string_view text, std::string_view key) {
-  for (std::string_view line : Fields(text, '\n')) {
+  for (std::string_view line : NonEmptyFields(text, '\n')) {
     if (line.size() <= key.size() + 1 || !line.starts_with(key) || line[key.size()] != ' ') {
       continue;
     }
@@ -70,14 +42,14 @@ std::optional<uint64_t> KeyedValue(std::string_view text, std::string_view key) 
 }  // namespace
 
 absl::StatusOr<V1Mount> ParseV1Mount(std::string_view mountinfo, std::string_view controller) {
-  for (std::string_view line : Fields(mountinfo, '\n')) {
-    const std::vector<std::string_view> f = Fields(line, ' ');
+  for (std::string_view line : NonEmptyFields(mountinfo, '\n')) {
+    const std::vector<std::string_view> f = NonEmptyFields(line, ' ');
     // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 5 || dash + 3 >= f.size() || f[dash + 1] != "cgroup") continue;
     if (!Names(f[dash + 3], controller)) continue;
-    return V1Mount{Unescape(f[4]), Unescape(f[3])};
+    return V1Mount{UnescapeMountinfo(f[4]), UnescapeMountinfo(f[3])};
   }
   return absl::NotFoundError(
       Cat("no cgroup v1 hierarchy of the ", controller, " controller is mounted"));
@@ -85,7 +57,7 @@ absl::StatusOr<V1Mount> ParseV1Mount(std::string_view mountinfo, std::string_vie
 
 absl::StatusOr<std::string> ParseV1Cgroup(std::string_view proc_cgroup,
                                           std::string_view controller) {
-  for (std::string_view line : Fields(proc_cgroup, '\n')) {
+  for (std::string_view line : NonEmptyFields(proc_cgroup, '\n')) {
     const size_t first = line.find(':');
     const size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos) continue;
@@ -153,7 +125,7 @@ absl::Status EnableV2Controller(const std::string& top, const std::string& botto
     return absl::InvalidArgumentError(Cat(bottom, " is not below ", top));
   }
   std::vector<std::string> dirs = {top};
-  for (std::string_view part : Fields(std::string_view(bottom).substr(top.size()), '/')) {
+  for (std::string_view part : NonEmptyFields(std::string_view(bottom).substr(top.size()), '/')) {
     dirs.push_back(Cat(dirs.back(), "/", part));
   }
   for (const std::string& dir : dirs) {

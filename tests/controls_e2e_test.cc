@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "two_users_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -46,67 +47,9 @@ std::vector<std::string> Ids(const CmdResult& ps) {
   return ids;
 }
 
-class Controls : public ::testing::Test {
+class Controls : public TwoUsersTest {
  protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root: it creates local users and runs ltd as root";
-    if (access("/usr/sbin/useradd", X_OK) != 0) GTEST_SKIP() << "useradd is not installed";
-    const std::string base = "ltc" + std::to_string(getpid());
-    a_ = std::make_unique<TestUser>(base + "a");
-    ASSERT_TRUE(a_->ok()) << a_->error();
-    b_ = std::make_unique<TestUser>(base + "b");
-    ASSERT_TRUE(b_->ok()) << b_->error();
-    ltctl_ = bin_.Copy(LtctlPath());
-    child_ = bin_.Copy(TestChildPath());
-    d_.LetUsersConnect();
-  }
-
-  void TearDown() override {
-    if (d_.pid() > 0) {
-      EXPECT_EQ(d_.Stop(), 0) << "ltd did not exit 0 when stopped";
-    }
-    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s))
-        << "processes left behind: " << ProcessesWithMarker(d_.marker()).size();
-    for (pid_t pid : ProcessesWithMarker(d_.marker())) kill(pid, SIGKILL);
-    for (auto* u : {a_.get(), b_.get()}) {
-      if (u == nullptr || !u->ok()) continue;
-      EXPECT_TRUE(WaitFor([&] { return ProcessesOfUser(u->uid()).empty(); }, 10s))
-          << "processes of " << u->name() << " left behind";
-      EXPECT_TRUE(u->Remove()) << u->error();
-    }
-    EXPECT_TRUE(ZombieChildrenOf(getpid()).empty());
-    if (HasFailure() && d_.pid() != -1) {
-      const std::string log = d_.log();
-      std::fprintf(stderr, "---- ltd log (tail) ----\n%s\n",
-                   log.substr(log.size() > 20000 ? log.size() - 20000 : 0).c_str());
-    }
-  }
-
-  CmdResult CtlAs(const TestUser& u, std::vector<std::string> args,
-                  std::chrono::milliseconds timeout = 30s) const {
-    std::vector<std::string> argv = {ltctl_, "--socket", d_.socket()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommandAs(u.As(), argv, {d_.marker(), "HOME=" + u.home(), "USER=" + u.name()},
-                        timeout);
-  }
-
-  std::string SubmitAs(const TestUser& u, std::vector<std::string> args) {
-    std::vector<std::string> argv = {"submit", "-d"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    CmdResult r = CtlAs(u, argv);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? TrimEnd(r.out) : "";
-  }
-
-  bool WaitState(const std::string& id, const std::string& state,
-                 std::chrono::milliseconds timeout = 20s) const {
-    return WaitFor([&] { return d_.Show(id).value("state", "") == state; }, timeout);
-  }
-
-  Daemon d_;
-  PublicDir bin_;
-  std::unique_ptr<TestUser> a_, b_;
-  std::string ltctl_, child_;
+  Controls() : TwoUsersTest("ltc") {}
 };
 
 using Ids_ = std::vector<std::string>;
@@ -141,7 +84,8 @@ TEST_F(Controls, PsFiltersByOwnerAndState) {
   const std::string whole = CtlAs(*b_, {"ps", "--me", "--no-trunc"}).out;
   EXPECT_TRUE(Has(whole, std::string(200, 'x') + " hang")) << whole;
 
-  ExpectOneLineError(d_.Ctl({"ps", "--state", "RUNNNING"}), "--state 'RUNNNING' is not a job state");
+  ExpectOneLineError(d_.Ctl({"ps", "--state", "RUNNNING"}),
+                     "--state 'RUNNNING' is not a job state");
   ExpectOneLineError(d_.Ctl({"ps", "--user", "no-such-user-ltd"}),
                      "--user 'no-such-user-ltd': no such user");
   ASSERT_EQ(d_.Ctl({"kill", a_run}).exit_code, 0);
@@ -177,7 +121,8 @@ TEST_F(Controls, DrainHoldsNewJobsUntilResumeThroughARestart) {
   ASSERT_EQ(d_.Stop(), 0);
   ASSERT_TRUE(d_.Start(args)) << d_.log();
   ASSERT_TRUE(WaitState(running, "RUNNING")) << "the running job was not re-attached";
-  ASSERT_TRUE(WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "(ltd is draining: swap GPU 3)"); }, 10s))
+  ASSERT_TRUE(
+      WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "(ltd is draining: swap GPU 3)"); }, 10s))
       << d_.Ctl({"ps"}).out;
   EXPECT_EQ(d_.Show(waiting).value("state", ""), "PENDING");
 
@@ -238,9 +183,9 @@ TEST_F(Controls, LogsShowWhenEachLineCameAndSinceFilters) {
 TEST_F(Controls, OutputFilesAreTheUsersOwn) {
   ASSERT_TRUE(d_.Start()) << d_.log();
   const std::string home = a_->home();
-  const std::string id = SubmitAs(*a_, {"--devices", "2", "--name", "tr.ain", "--output",
-                                        "out-%j-%r-%n.log", "--error", home + "/err-%j.log",
-                                        "--", child_, "print:2,stderr:oops"});
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "2", "--name", "tr.ain", "--output", "out-%j-%r-%n.log",
+                     "--error", home + "/err-%j.log", "--", child_, "print:2,stderr:oops"});
   ASSERT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
   const std::string out1 = home + "/out-" + id + "-1-tr.ain.log";
   EXPECT_EQ(ReadAll(out1), "line 0 of 2\nline 1 of 2\n");
@@ -272,16 +217,16 @@ TEST_F(Controls, OutputFilesAreTheUsersOwn) {
                         Case{fifo, "is a FIFO"}, Case{rootfile, "Permission denied"},
                         Case{"/etc/ltd-%j.log", "Permission denied"},
                         Case{home + "/x-%q.log", "'%q' is no pattern"}}) {
-    ExpectOneLineError(CtlAs(*a_, {"submit", "-d", "--devices", "1", "--output", c.path, "--",
-                                   child_, "print:1"}),
-                       c.says);
+    ExpectOneLineError(
+        CtlAs(*a_, {"submit", "-d", "--devices", "1", "--output", c.path, "--", child_, "print:1"}),
+        c.says);
   }
   EXPECT_EQ(ReadAll(victim), "B's");
   EXPECT_EQ(ReadAll(rootfile), "root's");
 
   // A directory known only with the id: the job fails to start, saying why.
-  const std::string late =
-      SubmitAs(*a_, {"--devices", "1", "--output", b_->home() + "/%j/out", "--", child_, "print:1"});
+  const std::string late = SubmitAs(
+      *a_, {"--devices", "1", "--output", b_->home() + "/%j/out", "--", child_, "print:1"});
   const nlohmann::json ended = d_.WaitEnded(late);
   EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
   EXPECT_TRUE(Has(ended["root_cause"].value("message", ""), "--output: open(")) << ended.dump();
@@ -311,7 +256,9 @@ TEST_F(Controls, StateDirBoundPrunesTheOldestThenRefuses) {
     if (refused.exit_code != 0) break;
     live.push_back(TrimEnd(refused.out));
     ASSERT_TRUE(WaitFor(
-        [&] { return Has(CtlAs(*a_, {"logs", live.back(), "--tail", "1"}).out, "line 39999"); },
+        [&] {
+          return Has(CtlAs(*a_, {"logs", live.back(), "--tail", "1"}).out, "line 39999");
+        },
         30s));
   }
   EXPECT_GE(live.size(), 2u);
