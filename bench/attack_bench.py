@@ -55,6 +55,13 @@ def as_user(uid, gid):
     return drop
 
 
+def cpu_seconds(pid):
+    """utime + stime of `pid` (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Sampler(threading.Thread):
     """ltd's RSS and fds, every 50 ms, until stopped."""
 
@@ -121,6 +128,7 @@ class Bench:
         cleanup = attack() if attack else None
         time.sleep(settle)
         times, ok, errs = [], 0, set()
+        cpu0, wall0 = cpu_seconds(self.ltd.pid), time.monotonic()
         for _ in range(self.ps_runs):
             t0 = time.perf_counter()
             try:
@@ -133,11 +141,14 @@ class Bench:
                 errs.add("timed out after 30 s")
             times.append((time.perf_counter() - t0) * 1000)
             ok += good
+        # ltd's CPU while B's ps ran, as % of one core.
+        cpu = 100 * (cpu_seconds(self.ltd.pid) - cpu0) / (time.monotonic() - wall0)
         extra = cleanup() if cleanup else ""
         time.sleep(0.3)
         sampler.stop = True
         sampler.join()
         print(f"{name:10} rss_peak={sampler.rss:5d} MiB fds_max={sampler.fds:6d} "
+              f"ltd_cpu={cpu:3.0f}% "
               f"ps_median={statistics.median(times):7.1f} ms ps_max={max(times):7.1f} ms "
               f"ps_ok={ok}/{self.ps_runs}{extra}", flush=True)
         for e in errs:

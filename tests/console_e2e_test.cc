@@ -3,7 +3,9 @@
 // second), stdout and stderr keep their order through `2>&1`, a job that
 // waits for devices says so, a signal goes to each rank's main process,
 // and a cancelled job says who cancelled it.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -195,6 +197,62 @@ TEST_F(Console, ASignalGoesToEachRanksMainProcessUnlessAllProcessesIsAsked) {
   EXPECT_EQ(ended["root_cause"]["message"], "cancelled by root");
   CmdResult shown = d_.Ctl({"show", id});
   EXPECT_NE(shown.out.find("cancelled by root"), std::string::npos) << shown.out;
+}
+
+// A client that does not read (its stdout a pipe nobody reads) fills its
+// queue in ltd; once every attach of the job is stalled so, the supervisor
+// stops sending the job's lines, which ltd would only drop. The client
+// reading again gets a notice that lines are missing, then lines again.
+TEST_F(Console, AStalledAttachStopsTheJobsLinesUntilItReadsAgain) {
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "print:100000000"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id)["state"] == "RUNNING"; }, 20s));
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  const std::string err_file = d_.dir() + "/attach.err";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (err < 0 || dup2(out[1], 1) < 0 || dup2(err, 2) < 0) _exit(127);
+    const std::string ltctl = LtctlPath(), socket = d_.socket();
+    execl(ltctl.c_str(), ltctl.c_str(), "--socket", socket.c_str(), "attach", id.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  // Off once the attach is open (before it, nobody wanted the lines).
+  const std::string opened = "job=" + id + " attach stream opened";
+  const std::string off = "job=" + id + " output lines off";
+  const auto off_after_open = [&](const std::string& log) {
+    const size_t at = log.find(opened);
+    return at == std::string::npos ? std::string::npos : log.find(off, at);
+  };
+  const bool stalled = WaitFor([&] { return off_after_open(d_.log()) != std::string::npos; }, 30s);
+  // Read again: the queue drains, the lines come back, with the notice.
+  std::thread reader([fd = out[0]] {
+    char buf[65536];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+  });
+  const bool resumed = WaitFor(
+      [&] {
+        const std::string log = d_.log();
+        const size_t at = off_after_open(log);
+        return at != std::string::npos &&
+               log.find("job=" + id + " output lines on", at) != std::string::npos;
+      },
+      30s);
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  reader.join();
+  close(out[0]);
+  EXPECT_TRUE(stalled) << "the supervisor kept sending lines nobody could take";
+  EXPECT_TRUE(resumed) << "the lines did not come back once the client read again";
+  std::ifstream in(err_file);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("output lines dropped here: the client was too slow"), std::string::npos)
+      << "attach's stderr: " << err
+      << "\nltd's log: " << d_.log().substr(d_.log().size() > 4000 ? d_.log().size() - 4000 : 0);
 }
 
 }  // namespace

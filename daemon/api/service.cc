@@ -55,26 +55,40 @@ absl::Status MayControl(const PeerCreds& who, const Job& job) {
 
 // Forwards a job's live events to one stream. Loop thread only. While
 // `held`, events wait here so that a log file's older bytes go out first.
-class StreamObserver final : public JobObserver {
+class StreamObserver final : public JobObserver,
+                             public std::enable_shared_from_this<StreamObserver> {
  public:
   StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
       : out_(std::move(out)), output_(output), rank_(rank) {}
 
   // An attach streams from the moment the job's supervisor sends output
   // again, as `docker attach` streams from now: what came before is in
-  // the log, not here.
-  bool WantsOutput() const override { return output_; }
+  // the log, not here. A client whose queue is full wants nothing until
+  // it has room again: when every attach of a job is stalled so (clients
+  // stopped, or on a slow link), the supervisor stops sending the job's
+  // lines, which ltd would only drop, at a cost to everyone of its CPU.
+  bool WantsOutput() const override { return output_ && !stalled_; }
   void OnOutputResumed() override {
     if (!opened_.empty()) spdlog::debug("{}", opened_);
     opened_.clear();
+  }
+  // `changed` runs on the loop when WantsOutput changes.
+  void OnWantChanged(std::function<void()> changed,
+                     std::function<void(std::function<void()>)> post) {
+    changed_ = std::move(changed);
+    post_ = std::move(post);
   }
   // Logs `line` once the output flows: from then on nothing is missed.
   void LogWhenFlowing(std::string line) { opened_ = std::move(line); }
 
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (!output_ || (rank_ >= 0 && rank != rank_)) return;
-    // A reader that is behind costs a count, not a copy of the line.
-    if (rank >= 0 && !held_ && out_->DropIfFull()) return;
+    if (rank >= 0 && !held_) {
+      if (stalled_) return;  // said when it has room again
+      // A reader that is behind costs a count, not a copy of the line;
+      // one that stays behind stalls (Stall).
+      if (out_->DropIfFull()) return Stall();
+    }
     v1::JobEvent ev;
     if (rank < 0) {
       ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
@@ -115,6 +129,32 @@ class StreamObserver final : public JobObserver {
   void Hold() { held_ = true; }
 
  private:
+  // The queue is full: no more lines for it until it has drained to half
+  // (OnRoom), then a notice that lines are missing here.
+  void Stall() {
+    if (changed_ == nullptr || stalled_) return;
+    std::weak_ptr<StreamObserver> weak = weak_from_this();
+    auto post = post_;
+    if (!out_->OnRoom([weak, post] {
+          post([weak] {
+            if (auto self = weak.lock()) self->Unstall();
+          });
+        })) {
+      return;  // room already, or the stream is gone
+    }
+    stalled_ = true;
+    changed_();
+  }
+  void Unstall() {
+    if (!stalled_) return;
+    stalled_ = false;
+    v1::JobEvent notice;
+    notice.set_notice(
+        "ltd: output lines dropped here: the client was too slow; `ltctl logs` has every line");
+    out_->Push(std::move(notice));
+    changed_();
+  }
+
   void Send(v1::JobEvent ev) {
     if (!held_) {
       out_->Push(std::move(ev));
@@ -133,6 +173,9 @@ class StreamObserver final : public JobObserver {
   std::shared_ptr<EventStream::Handle> out_;
   const bool output_;
   const int rank_;
+  std::function<void()> changed_;
+  std::function<void(std::function<void()>)> post_;  // onto the loop
+  bool stalled_ = false;
   bool held_ = false;
   bool ended_ = false;
   std::string opened_;
@@ -140,6 +183,14 @@ class StreamObserver final : public JobObserver {
   size_t held_bytes_ = 0;
   uint64_t held_dropped_ = 0;
 };
+
+// A stalled attach tells the job's supervision (JobManager) that it
+// wants no lines for now, and again when it has room.
+void WhenStalledTellSupervision(StreamObserver& observer, JobManager& manager, Loop& loop,
+                                const std::string& id) {
+  observer.OnWantChanged([&manager, id] { manager.WantsOutputChanged(id); },
+                         [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
+}
 
 }  // namespace
 
@@ -242,6 +293,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     out->Push(std::move(accepted));
     if (detach) return out->Finish(grpc::Status::OK);
     auto observer = std::make_shared<StreamObserver>(out, true, -1);
+    WhenStalledTellSupervision(*observer, manager_, loop_, *id);
     auto oid = manager_.Observe(*id, observer);
     if (!oid) {  // ended already (the program could not start)
       auto job = manager_.Resolve(*id);
@@ -439,6 +491,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     const std::string id = (*job)->id;
     auto observer = std::make_shared<StreamObserver>(out, output, -1);
+    if (output) WhenStalledTellSupervision(*observer, manager_, loop_, id);
     auto oid = manager_.Observe(id, observer);
     if (!oid) {
       out->Push(EndedEvent(**job));
@@ -538,15 +591,17 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
   if (!who || !IsAdmin(*who)) {
     reactor->Finish(grpc::Status(
         grpc::StatusCode::PERMISSION_DENIED,
-        Cat("only root", admin_group_.empty() ? "" : Cat(" or the group ", admin_group_),
-            " may ", reason ? "drain" : "resume", " ltd; ask an administrator")));
+        Cat("only root", admin_group_.empty() ? "" : Cat(" or the group ", admin_group_), " may ",
+            reason ? "drain" : "resume", " ltd; ask an administrator")));
     return reactor;
   }
   constexpr size_t kMaxReasonBytes = 1024;
   if (reason && (reason->size() > kMaxReasonBytes || reason->find('\0') != std::string::npos)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 Cat("--reason is ", reason->size(), " bytes or has a NUL byte; "
-                                     "give at most ", kMaxReasonBytes, " bytes of text")));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, Cat("--reason is ", reason->size(),
+                                                             " bytes or has a NUL byte; "
+                                                             "give at most ",
+                                                             kMaxReasonBytes, " bytes of text")));
     return reactor;
   }
   loop_.Post([this, reason = std::move(reason), by = UserName(who->uid), reply, reactor] {

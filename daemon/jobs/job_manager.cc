@@ -378,6 +378,8 @@ void JobManager::UpdateOutput(const std::string& id) {
   if (s.output == want) return;
   s.output = want;
   if (!want) s.flowing = false;  // until OnOutputResumed after the next ask
+  spdlog::debug("job={} output lines {}", id,
+                want ? "on: a watcher wants them" : "off: no watcher wants them now");
   s.supervision->SetOutput(want);
 }
 

@@ -124,6 +124,9 @@ class JobManager {
   // moment nobody watched until the supervision says it comes again
   // (JobObserver::OnOutputResumed). True for a job not started yet.
   bool OutputFlowing(const std::string& id) const;
+  // An observer's WantsOutput changed: the supervision is told whether
+  // anyone still wants the job's output lines.
+  void WantsOutputChanged(const std::string& id) { UpdateOutput(id); }
 
   // The job's log as it is now (every line so far, none after); read it
   // off the loop with ReadLog.
