@@ -11,7 +11,8 @@ absl::Status CheckOutputPattern(std::string_view flag, std::string_view pattern)
         Cat(flag, " is over ", kMaxBytes, " bytes or holds a NUL byte; give a file path"));
   }
   if (pattern.empty() || pattern.back() == '/') {
-    return absl::InvalidArgumentError(Cat(flag, " names no file; give a path such as out-%j-%r.log"));
+    return absl::InvalidArgumentError(
+        Cat(flag, " names no file; give a path such as out-%j-%r.log"));
   }
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != '%') continue;

@@ -69,8 +69,8 @@ std::string LogStamp(WallTime t);
 
 // What `ltctl logs` asks for.
 struct LogQuery {
-  int rank = -1;     // -1: every rank, lines kept as "[R] line"
-  int64_t tail = 0;  // only the last N lines; 0: all
+  int rank = -1;            // -1: every rank, lines kept as "[R] line"
+  int64_t tail = 0;         // only the last N lines; 0: all
   bool timestamps = false;  // each line after its LogStamp, as stored ("TIME [R] line")
   // Only lines stamped at or after this LogStamp (without its space); "":
   // all. A line without a stamp (an older log) counts as the one before it.
@@ -129,7 +129,7 @@ class LogCursor {
   size_t seg_ = 0;  // where forward reading is
   uint64_t off_ = 0;
   bool positioned_ = false;
-  std::string carry_;  // a line split by a chunk
+  std::string carry_;       // a line split by a chunk
   std::string last_stamp_;  // of the last line read, for --since
 };
 

@@ -146,9 +146,8 @@ TEST_F(JobLogTest, StampsAreShownOnAskAndSinceFiltersByThem) {
   w->Append(s1 + "[0] late\n[1] late unstamped\n");
   EXPECT_EQ(Read(), "[0] old line\n[0] early\n[1] early one\n[0] late\n[1] late unstamped\n");
   EXPECT_EQ(Read(Q(1)), "early one\nlate unstamped\n");
-  EXPECT_EQ(Read(Q(-1, 0, true)),
-            "[0] old line\n" + s0 + "[0] early\n" + s0 + "[1] early one\n" + s1 + "[0] late\n" +
-                "[1] late unstamped\n");
+  EXPECT_EQ(Read(Q(-1, 0, true)), "[0] old line\n" + s0 + "[0] early\n" + s0 + "[1] early one\n" +
+                                      s1 + "[0] late\n" + "[1] late unstamped\n");
   EXPECT_EQ(Read(Q(0, 0, true)), "old line\n" + s0 + "early\n" + s1 + "late\n");
   std::string since = LogStamp(t0 + std::chrono::seconds(1));
   since.pop_back();

@@ -17,9 +17,9 @@ TEST(OutputPattern, ExpandsJobRankAndName) {
 
 TEST(OutputPattern, RefusesWhatIsNoPath) {
   EXPECT_TRUE(CheckOutputPattern("--output", "out-%j-%r-%n-%%.log").ok());
-  for (const std::string& bad : {std::string("x-%q"), std::string("x-%"), std::string(),
-                                 std::string("dir/"), std::string("a\0b", 3),
-                                 std::string(5000, 'a')}) {
+  for (const std::string& bad :
+       {std::string("x-%q"), std::string("x-%"), std::string(), std::string("dir/"),
+        std::string("a\0b", 3), std::string(5000, 'a')}) {
     const absl::Status s = CheckOutputPattern("--output", bad);
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos);

@@ -62,8 +62,8 @@ TEST_F(NotifierTest, StatusSaysDraining) {
   counts = {1, 2};
   notifier.Ready();
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].rfind("READY=1\nSTATUS=ready: draining (swap GPU 3\\n): 1 running, 2 pending", 0),
-            0u)
+  EXPECT_EQ(
+      sent[0].rfind("READY=1\nSTATUS=ready: draining (swap GPU 3\\n): 1 running, 2 pending", 0), 0u)
       << sent[0];
   clock.Advance(Millis(5000));
   notifier.OnDrainChanged(std::nullopt);

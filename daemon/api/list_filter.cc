@@ -47,8 +47,8 @@ absl::StatusOr<ListFilter> FilterFromRequest(const v1::ListRequest& req, uid_t c
   if (req.users_size() > 0) {
     constexpr int kMaxUsers = 1000;
     if (req.users_size() > kMaxUsers) {
-      return absl::InvalidArgumentError(Cat("--user given ", req.users_size(),
-                                            " times; at most ", kMaxUsers));
+      return absl::InvalidArgumentError(
+          Cat("--user given ", req.users_size(), " times; at most ", kMaxUsers));
     }
     f.users.emplace();
     for (const std::string& who : req.users()) {
@@ -63,8 +63,9 @@ absl::StatusOr<ListFilter> FilterFromRequest(const v1::ListRequest& req, uid_t c
                            : std::nullopt;
     if (!state) {
       return absl::InvalidArgumentError(
-          Cat("--state ", s, " is no job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
-                             "CANCELLED or LOST"));
+          Cat("--state ", s,
+              " is no job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
+              "CANCELLED or LOST"));
     }
     f.states.insert(*state);
   }

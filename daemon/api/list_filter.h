@@ -14,10 +14,10 @@
 namespace ltd {
 
 struct ListFilter {
-  bool all = false;               // finished jobs too (when no states are given)
-  std::optional<uid_t> owner;     // --me: the caller's uid
+  bool all = false;                      // finished jobs too (when no states are given)
+  std::optional<uid_t> owner;            // --me: the caller's uid
   std::optional<std::set<uid_t>> users;  // --user: these uids only
-  std::set<JobState> states;      // --state: these only, finished or not
+  std::set<JobState> states;             // --state: these only, finished or not
 
   bool Matches(const Job& job) const;
 };

@@ -114,7 +114,7 @@ void LogReplay::Snapshot() {
   const uint64_t from = cursor_ ? cursor_->position() : position_;
   grew_ = false;
   snapshot_after_end_ = ended_;
-  query_.tail = 0;  // past the first snapshot, everything new
+  query_.tail = 0;               // past the first snapshot, everything new
   query_.whole_lines = !ended_;  // the last one has every byte, a torn last line too
   cursor_.emplace(manager_.TakeLog(job_id_), query_, from);
   Step();

@@ -69,8 +69,9 @@ void SystemdNotifier::PokeStatus() {
 
 void SystemdNotifier::SendStatus() {
   const Counts c = counts_();
-  std::string status = stopping_ ? Cat("stopping: ", c.running, " running, ", c.pending, " pending")
-                                 : Cat(DrainPrefix(), c.running, " running, ", c.pending, " pending");
+  std::string status = stopping_
+                           ? Cat("stopping: ", c.running, " running, ", c.pending, " pending")
+                           : Cat(DrainPrefix(), c.running, " running, ", c.pending, " pending");
   if (status == last_status_) return;
   last_status_ = status;
   last_status_at_ = clock_.Monotonic();
@@ -80,7 +81,8 @@ void SystemdNotifier::SendStatus() {
 std::string SystemdNotifier::DrainPrefix() const {
   if (!drain_) return "";
   // One line of text: an admin's reason may hold anything.
-  return drain_->empty() ? "draining: " : Cat("draining (", DisplayEscape(*drain_, Controls::kEscape), "): ");
+  return drain_->empty() ? "draining: "
+                         : Cat("draining (", DisplayEscape(*drain_, Controls::kEscape), "): ");
 }
 
 void SystemdNotifier::StartWatchdog(Millis period) {
