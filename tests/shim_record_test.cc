@@ -13,6 +13,7 @@
 #include "fakes.h"
 #include "job_manager.h"
 #include "local_host.h"
+#include "manager_fixture.h"
 
 namespace ltd::test {
 namespace {
@@ -330,32 +331,15 @@ TEST(ShimRecord, WhatIsNoJobsRecordOrOfALaterReleaseReadsSafely) {
 // The job table over LocalSupervisorHost, whose records cross the codec:
 // a final record the supervisor could not save is saved by the table once
 // the disk takes it.
-class RecordSavedTest : public ::testing::Test {
+class RecordSavedTest : public ManagerFixture {
  protected:
-  RecordSavedTest() {
-    char tmpl[] = "/tmp/ltd-record.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::make_unique<JobStore>(*JobStore::Open(dir_));
+  RecordSavedTest() : ManagerFixture("record") {
     RunnerConfig runner;
     runner.restart_backoff = Millis(0);
-    host_ = std::make_unique<LocalSupervisorHost>(clock_, launcher_, *store_, nullptr, runner);
     ManagerConfig config;
     config.placement.slots = 4;
-    manager_ = std::make_unique<JobManager>(clock_, *host_, *store_, ports_, config);
+    Make(config, runner);
   }
-  ~RecordSavedTest() override {
-    manager_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  std::string dir_;
-  FakeClock clock_;
-  FakeLauncher launcher_{clock_};
-  FakePorts ports_;
-  std::unique_ptr<JobStore> store_;
-  std::unique_ptr<LocalSupervisorHost> host_;
-  std::unique_ptr<JobManager> manager_;
 };
 
 TEST_F(RecordSavedTest, AFinalRecordTheSupervisorCouldNotSaveIsSavedByTheTable) {
