@@ -9,10 +9,12 @@ Prints:
   2. the time to take the stacks of 8 LibTorch ranks (examples/train,
      running), as a hang investigation takes them (bench/stack_cost: every
      rank at once, eu-stack else gdb, through lt-exec), and how many came;
-  3. the slow-rank case under load: with two CPU hogs, 3 Python ranks
+  3. the slow-rank case under load: with two, then four CPU hogs
+     (`sh -c 'while :; do :; done'`), 3 Python ranks
      (tests/ranks/auto_train.py, automatic heartbeats, 3s timeout), rank 0
      busy 9s in Python while the others wait in a barrier: false hang
-     verdicts over N runs;
+     verdicts over N runs; and the real hang's verdict time with two hogs
+     (rank 1 sleeps outside any collective: its stall to root_cause.at);
   4. stragglers: flags seen by `show` on lock-step jobs (explicit beats of
      lt_test_child; a 4-rank DDP job of auto_train.py under automatic
      heartbeats), and the leader's step when a rank 30% slower than the
@@ -102,11 +104,26 @@ def bench_eight_stacks(build, train, runs):
 
 
 def cpu_hogs(n):
-    return [subprocess.Popen([PYTHON, "-c", "while True: pass"]) for _ in range(n)]
+    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
 
 
-def bench_slow_rank_under_load(build, runs):
-    hogs = cpu_hogs(2)
+def stop_hogs(hogs):
+    for h in hogs:
+        h.kill()
+        h.wait()
+
+
+def epoch(rfc3339):
+    """ltctl's RFC 3339 UTC time, to seconds since the epoch."""
+    from datetime import datetime, timezone
+    text = rfc3339.rstrip("Z")
+    whole, _, frac = text.partition(".")
+    t = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    return t + (float("0." + frac) if frac else 0.0)
+
+
+def bench_slow_rank_under_load(build, runs, nhogs):
+    hogs = cpu_hogs(nhogs)
     false_alarms, other = 0, 0
     notes = []
     ltd = Ltd(build, 3)
@@ -125,13 +142,38 @@ def bench_slow_rank_under_load(build, runs):
                 notes.append(f"  run {i}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
     finally:
         ltd.stop()
-        for h in hogs:
-            h.kill()
-            h.wait()
-    print(f"{'slow rank, 2 CPU hogs: false hangs':<48} {false_alarms}/{runs}"
+        stop_hogs(hogs)
+    print(f"{'slow rank, %d CPU hogs: false hangs' % nhogs:<48} {false_alarms}/{runs}"
           f"{f' (and {other} other failures)' if other else ''}")
     for n in notes:
         print(n)
+
+
+def bench_real_hang_verdict(build, runs, nhogs):
+    """Rank 1 sleeps outside any collective at step 10 (3s timeout): the
+    time from its stall to the hang verdict (root_cause.at)."""
+    hogs = cpu_hogs(nhogs)
+    times, wrong = [], 0
+    ltd = Ltd(build, 3)
+    try:
+        for i in range(runs):
+            r = ltd.ctl("submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", PYTHON,
+                        AUTO_TRAIN, "--steps", "100000", "--hang-rank", "1", "--hang-step", "10",
+                        check=False)
+            cause = ltd.show(str(i + 1)).get("root_cause") or {}
+            mark = "rank 1 stalls at "
+            at = r.stdout.find(mark)
+            if r.returncode != 124 or cause.get("rank") != 1 or at < 0:
+                wrong += 1
+                continue
+            stalled = float(r.stdout[at + len(mark):].split()[0])
+            times.append(epoch(cause["at"]) - stalled)
+    finally:
+        ltd.stop()
+        stop_hogs(hogs)
+    median_line("real hang -> verdict, 3s timeout, %d hogs" % nhogs, times, "s", 1.0)
+    if wrong:
+        print(f"  {wrong}/{runs} runs did not end in a hang verdict on rank 1")
 
 
 def straggler_samples(ltd, job, seconds):
@@ -188,7 +230,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--skip", default="", help="comma-separated: demo,stacks,load,stragglers")
+    p.add_argument("--skip", default="", help="comma-separated: demo,stacks,load,verdict,stragglers")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     train = os.path.join(args.build, "examples", "train")
@@ -201,7 +243,10 @@ def main():
     if have_train and "stacks" not in skip:
         bench_eight_stacks(args.build, train, max(3, args.runs // 4))
     if "load" not in skip:
-        bench_slow_rank_under_load(args.build, args.runs)
+        for nhogs in (2, 4):
+            bench_slow_rank_under_load(args.build, args.runs, nhogs)
+    if "verdict" not in skip:
+        bench_real_hang_verdict(args.build, max(5, args.runs // 4), 2)
     if "stragglers" not in skip:
         bench_stragglers(args.build, child)
 

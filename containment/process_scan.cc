@@ -26,9 +26,9 @@ bool ReadProcFile(const char* path, std::string& out) {
 
 }  // namespace
 
-std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+namespace {
+
+std::optional<ProcEntry> ParseStat(const char* path, pid_t pid) {
   std::string stat;
   if (!ReadProcFile(path, stat)) return std::nullopt;
   // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses, so
@@ -43,11 +43,29 @@ std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
   e.ppid = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, &next, 10));
   std::strtol(next, &next, 10);  // pgrp
   e.session = static_cast<pid_t>(std::strtol(next, &next, 10));
-  // tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime
-  // cstime priority nice num_threads itrealvalue, then starttime.
-  for (int i = 0; i < 15; ++i) std::strtoll(next, &next, 10);
+  // tty_nr tpgid flags minflt cminflt majflt cmajflt, then utime stime,
+  // cutime cstime priority nice num_threads itrealvalue, then starttime.
+  for (int i = 0; i < 7; ++i) std::strtoll(next, &next, 10);
+  const uint64_t utime = std::strtoull(next, &next, 10);
+  const uint64_t stime = std::strtoull(next, &next, 10);
+  e.cpu_ticks = utime + stime;
+  for (int i = 0; i < 6; ++i) std::strtoll(next, &next, 10);
   e.start_time = std::strtoull(next, nullptr, 10);
   return e;
+}
+
+}  // namespace
+
+std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  return ParseStat(path, pid);
+}
+
+std::optional<ProcEntry> ReadMainThreadEntry(pid_t pid) {
+  char path[80];
+  std::snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, pid);
+  return ParseStat(path, pid);
 }
 
 std::string ReadWchan(pid_t pid) {

@@ -24,6 +24,8 @@ struct ProcEntry {
   // Clock ticks after boot it started at: with the pid, names one process
   // for good (a pid is reused, never with the same start time).
   uint64_t start_time = 0;
+  // CPU time it used, user and system, in clock ticks (utime + stime).
+  uint64_t cpu_ticks = 0;
 };
 
 // Where a process sleeps in the kernel: /proc/PID/wchan ("" when it
@@ -34,6 +36,9 @@ std::string ReadKernelStack(pid_t pid, size_t max = 4096);
 
 // /proc/PID/stat of one process; nullopt once it is gone.
 std::optional<ProcEntry> ReadProcEntry(pid_t pid);
+// /proc/PID/task/PID/stat: the process's main thread alone (its CPU time
+// is that thread's, not the sum over its threads); nullopt once it is gone.
+std::optional<ProcEntry> ReadMainThreadEntry(pid_t pid);
 // Every process in /proc.
 std::vector<ProcEntry> ListProcesses();
 

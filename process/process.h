@@ -99,6 +99,14 @@ class ProcessLauncher {
   // Whether the rank's process is stopped (SIGSTOP, SIGTSTP, ...) and by
   // which signal (0 when stopped but the signal cannot be told).
   virtual std::optional<int> StopSignal(const std::string& job_id, int rank) = 0;
+  // The CPU time (clock ticks, user and system) the rank's main thread has
+  // used: the kernel's account, which needs no CPU of the rank to read.
+  // nullopt once it is reaped, or where the launcher cannot tell.
+  virtual std::optional<uint64_t> MainThreadCpu(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return std::nullopt;
+  }
 
   // SIGKILLs everything of the job still alive, escaped descendants included.
   virtual void KillJob(const std::string& job_id) = 0;

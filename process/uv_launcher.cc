@@ -398,6 +398,15 @@ std::optional<int> UvLauncher::StopSignal(const std::string& job_id, int rank) {
   return std::nullopt;
 }
 
+std::optional<uint64_t> UvLauncher::MainThreadCpu(const std::string& job_id, int rank) {
+  // Not reaped: the number is still the rank's (a zombie's stat reads too).
+  Child* child = Unreaped(job_id, rank);
+  if (child == nullptr) return std::nullopt;
+  auto entry = ReadMainThreadEntry(child->pid);
+  if (!entry) return std::nullopt;
+  return entry->cpu_ticks;
+}
+
 void UvLauncher::KillJob(const std::string& job_id) {
   std::vector<pid_t> live;
   if (auto job = live_.find(job_id); job != live_.end()) {

@@ -35,6 +35,7 @@ class UvLauncher final : public ProcessLauncher {
   void SignalRank(const std::string& job_id, int rank, int sig) override;
   void SignalProcess(const std::string& job_id, int rank, int sig) override;
   std::optional<int> StopSignal(const std::string& job_id, int rank) override;
+  std::optional<uint64_t> MainThreadCpu(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
   std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) override;
   void Abandon(const std::string& job_id) override;

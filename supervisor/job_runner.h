@@ -103,6 +103,13 @@ class JobRunner final : public RunFenceEvents {
   std::optional<RootCause> OomCause(int rank, ExitStatus status);
   void ArmWatchdog();
   void OnWatchdog();
+  // Automatic heartbeats, the kernel's side (busy_ranks.cc): while no rank
+  // reported progress, every so often the CPU time of each watched rank's
+  // main thread is read; one that ran (and does not wait in a collective)
+  // is busy, which is progress however little CPU it got.
+  Millis CpuProbePeriod() const;
+  void ArmCpuProbe();
+  void ProbeCpu();
   // `deadline`: the (monotonic) heartbeat deadline that passed.
   // `stops`: when each stalled rank stopped beating (none for the
   // job-level automatic verdict), to single out one that clearly stopped first.

@@ -69,6 +69,9 @@ struct RankRuntime {
   bool auto_reported = false;
   bool explicit_beats = false;
   std::string auto_stack;  // where its main thread stopped, until it moves again
+  // Its main thread's CPU time (clock ticks) at the last probe of a quiet
+  // spell (JobRunner::ProbeCpu); nullopt when not read in this spell.
+  std::optional<uint64_t> cpu_mark;
   bool Automatic() const { return alive && auto_on && !explicit_beats; }
 
   // Step rate over a window of at least kRateWindow.
@@ -121,7 +124,7 @@ class LiveAttempt {
   LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
   ~LiveAttempt() {
     for (Clock::TimerId* t : {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer,
-                              &investigation_timer, &hold_timer})
+                              &investigation_timer, &hold_timer, &cpu_probe_timer})
       Cancel(*t);
   }
   LiveAttempt(const LiveAttempt&) = delete;
@@ -152,7 +155,8 @@ class LiveAttempt {
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;
   Clock::TimerId investigation_timer = 0;
-  Clock::TimerId hold_timer = 0;  // a hung job held for a look ends
+  Clock::TimerId hold_timer = 0;       // a hung job held for a look ends
+  Clock::TimerId cpu_probe_timer = 0;  // automatic heartbeats: JobRunner::ProbeCpu
   std::optional<Millis> watchdog_at;
   // The verdict on the deadline `verdict_held_for` waits until
   // `verdict_hold_until` for ranks that may have stopped with it.

@@ -57,6 +57,7 @@ void JobRunner::ArmWatchdog() {
   }
   if (auto d = rt.AutoDeadline(AutoStartupLimit()); d && (!earliest || *d < *earliest))
     earliest = d;
+  if (rt.auto_progress) ArmCpuProbe();
   // A verdict waiting out the noise of the first deadline (OnWatchdog).
   if (earliest && rt.verdict_held_for && *earliest <= *rt.verdict_held_for)
     earliest = std::max(*earliest, rt.verdict_hold_until);
@@ -88,6 +89,8 @@ void JobRunner::OnWatchdog() {
   const Millis now = clock_.Monotonic();
   // Automatic heartbeats: no rank made progress for the hang timeout. Every
   // rank watched so is stalled; the stacks tell which one the others wait for.
+  // A main thread that ran since the last probe is busy: progress.
+  if (auto d = rt.AutoDeadline(AutoStartupLimit()); d && *d < now) ProbeCpu();
   if (auto d = rt.AutoDeadline(AutoStartupLimit()); d && *d < now) {
     std::vector<int> stalled;
     for (size_t r = 0; r < rt.ranks.size(); ++r) {

@@ -2,9 +2,14 @@
 // torch.distributed (gloo) scripts that never import ltworker, under a real
 // ltd with a short hang timeout. ltd must find hangs in them, name the rank
 // the others wait for, and never call a slow but working job hung.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "e2e_fixture.h"
 
@@ -37,6 +42,32 @@ double StallTime(const std::string& out, int rank) {
   const size_t at = out.find(mark);
   return at == std::string::npos ? 0 : std::strtod(out.c_str() + at + mark.size(), nullptr);
 }
+
+// `n` busy shells (`while :; do :; done`), killed and reaped when this goes:
+// the machine is starved for CPU while it lives.
+class CpuHogs {
+ public:
+  explicit CpuHogs(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", "while :; do :; done", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~CpuHogs() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  CpuHogs(const CpuHogs&) = delete;
+  CpuHogs& operator=(const CpuHogs&) = delete;
+  size_t size() const { return pids_.size(); }
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 class AutoHeartbeats : public E2E {
  protected:
@@ -87,6 +118,25 @@ TEST_F(AutoHeartbeats, SlowRankWhileTheOthersWaitInABarrierIsNoHang) {
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["heartbeat_mode"], "AUTOMATIC");
   EXPECT_TRUE(job["hang_report"].is_null()) << job["hang_report"].dump(1);
+}
+
+TEST_F(AutoHeartbeats, SlowRankOnAStarvedMachineIsNeverCalledHung) {
+  // The same slow checkpoint with two CPU hogs on the machine: rank 0 gets
+  // a fraction of a core, its module's checks run late or see its frame
+  // at the same instruction, yet its main thread runs all along. Five runs:
+  // a verdict that depends on how much CPU the rank got shows up in some.
+  CpuHogs hogs(2);
+  ASSERT_EQ(hogs.size(), 2u);
+  for (int run = 1; run <= 5; ++run) {
+    CmdResult r =
+        d_.Ctl({"submit", "--devices", "3", "--heartbeat-timeout", "3s", "--", kPython, kTrain,
+                "--steps", "20", "--slow-rank", "0", "--slow-step", "5", "--slow-seconds", "9"},
+               300s);
+    nlohmann::json job = d_.Show(std::to_string(run));
+    EXPECT_TRUE(job["hang_report"].is_null()) << "run " << run << ": " << job.dump(1);
+    ASSERT_EQ(r.exit_code, 0) << "run " << run << ": " << r.err << job["root_cause"].dump(1);
+    EXPECT_EQ(job["heartbeat_mode"], "AUTOMATIC");
+  }
 }
 
 TEST_F(AutoHeartbeats, MismatchedCollectivesAreAHangReportedAsSuch) {

@@ -242,6 +242,43 @@ TEST_F(AutoHeartbeatManager, ARankNotWatchedYetIsNoEvidence) {
   EXPECT_EQ(Get(id).root_cause->rank, -1) << "four ranks stopped together: no rank singled out";
 }
 
+// A starved machine: the module of rank 0 sees its frame stand still (its
+// samples come late, or catch the loop at the same instruction), but the
+// kernel says its main thread runs: busy, not hung. CPU that ranks spend
+// waiting in a collective (a spinning wait) is no progress; once rank 0
+// sleeps, the verdict comes within the timeout plus one probe period.
+TEST_F(AutoHeartbeatManager, ARankWhoseMainThreadRunsIsBusyNotHung) {
+  const std::string id = Submit(3, Millis(1000));
+  for (int r = 0; r < 3; ++r) {
+    launcher_.Find(id, r).cpu_ticks = 100;
+    launcher_.Control(id, r, "auto on\nauto live\n");
+  }
+  constexpr char kInLoop[] =
+      "File \"train.py\", line 40 in slow_checkpoint\tFile \"train.py\", line 90 in <module>";
+  launcher_.Control(id, 0, std::string("auto stack ") + kInLoop + "\n");
+  launcher_.Control(id, 1, std::string("auto stack ") + kInBarrier + "\n");
+  launcher_.Control(id, 2, std::string("auto stack ") + kInBarrier + "\n");
+  auto spin = [&](int rank) { *launcher_.Find(id, rank).cpu_ticks += 1; };
+  for (int i = 0; i < 50; ++i) {  // 5 timeouts: rank 0 computes, 1 and 2 spin in the barrier
+    for (int r = 0; r < 3; ++r) spin(r);
+    clock_.Advance(Millis(100));
+  }
+  ASSERT_FALSE(Get(id).root_cause) << Get(id).root_cause->message;
+  // Rank 0 now sleeps outside any collective; the others still spin.
+  launcher_.Control(id, 0, std::string("auto stack ") + kInSleep + "\n");
+  const Millis stopped = clock_.Monotonic();
+  while (!Get(id).root_cause && clock_.Monotonic() - stopped < Millis(5000)) {
+    spin(1);
+    spin(2);
+    clock_.Advance(Millis(10));
+  }
+  ASSERT_TRUE(Get(id).root_cause);
+  const Millis took = clock_.Monotonic() - stopped;
+  EXPECT_GE(took, Millis(1000)) << "a verdict before the timeout";
+  EXPECT_LE(took, Millis(1000 + 250 + 20)) << "the timeout plus a probe period (a quarter of it)";
+  EXPECT_EQ(Get(id).root_cause->rank, 0) << Get(id).root_cause->message;
+}
+
 // A rank that never gets watched is judged by its own start-up deadline.
 TEST_F(AutoHeartbeatManager, StartUpHasItsOwnDeadline) {
   JobSpec s;

@@ -62,7 +62,8 @@ class FakeLauncher final : public ProcessLauncher {
     RankCallbacks callbacks;
     pid_t pid = 0;
     bool exited = false;
-    std::optional<int> stopped;  // the signal that stopped it
+    std::optional<int> stopped;         // the signal that stopped it
+    std::optional<uint64_t> cpu_ticks;  // its main thread's CPU time, if told
   };
 
   std::string_view containment() const override { return "fake"; }
@@ -80,7 +81,7 @@ class FakeLauncher final : public ProcessLauncher {
     if (fail_rank == request.rank)
       return absl::UnavailableError("cannot start: Resource temporarily unavailable");
     const pid_t pid = next_pid_++;
-    procs.push_back({request, std::move(callbacks), pid, false, std::nullopt});
+    procs.push_back({request, std::move(callbacks), pid, false, std::nullopt, std::nullopt});
     return pid;
   }
   void SignalRank(const std::string& job, int rank, int sig) override {
@@ -95,6 +96,11 @@ class FakeLauncher final : public ProcessLauncher {
     Proc& p = Find(job, rank);
     if (p.exited) return std::nullopt;
     return p.stopped;
+  }
+  std::optional<uint64_t> MainThreadCpu(const std::string& job, int rank) override {
+    Proc& p = Find(job, rank);
+    if (p.exited) return std::nullopt;
+    return p.cpu_ticks;
   }
   void KillJob(const std::string& job_id) override { killed_jobs.push_back(job_id); }
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override {

@@ -138,6 +138,27 @@ TEST_F(LauncherTest, StopSignalTellsAStoppedRankAndWhatStoppedIt) {
   EXPECT_EQ(launcher_->StopSignal("t", 0), std::nullopt);  // reaped: nothing to ask
 }
 
+TEST_F(LauncherTest, MainThreadCpuIsTheKernelsAccountOfTheRanksMainThread) {
+  const std::string go = "/tmp/lt-launcher-spin-" + std::to_string(getpid());
+  std::filesystem::remove(go);
+  Rank r;
+  Spawn(r, {"line:ready,waitfile:" + go + ",spin:300,line:spun,hang"});
+  ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
+  const std::optional<uint64_t> idle = launcher_->MainThreadCpu("t", 0);
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(launcher_->MainThreadCpu("t", 1), std::nullopt);
+  std::ofstream(go).put('\n');
+  ASSERT_TRUE(RunUntil([&] { return r.control == "ready\nspun\n"; }, 30s));
+  std::filesystem::remove(go);
+  const std::optional<uint64_t> spun = launcher_->MainThreadCpu("t", 0);
+  ASSERT_TRUE(spun.has_value());
+  // 300ms of CPU is 30 ticks of 10ms; the kernel rounds down.
+  EXPECT_GE(*spun, *idle + 25) << *idle << " -> " << *spun;
+  launcher_->SignalRank("t", 0, SIGTERM);
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(launcher_->MainThreadCpu("t", 0), std::nullopt) << "reaped: nothing to read";
+}
+
 TEST_F(LauncherTest, ManyLinesAreAllDelivered) {
   Rank r;
   Spawn(r, {"print:50000,exit:0"});

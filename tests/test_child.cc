@@ -9,6 +9,7 @@
 //   hang            sleep forever (SIGTERM ends it as usual)
 //   ignore-term     ignore SIGTERM and SIGHUP from now on
 //   sleep:MS        sleep MS milliseconds
+//   spin:MS         burn MS milliseconds of CPU on the main thread
 //   alloc:MB        allocate MB megabytes and touch every page
 //   print:N         print N numbered lines to stdout
 //   stderr:TEXT     one line to stderr
@@ -41,6 +42,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,6 +180,16 @@ void Run(const std::string& action) {
   } else if (verb == "hang") {
     std::fflush(stdout);
     SleepForever();
+  } else if (verb == "spin") {
+    // CPU time, not wall time: a loaded machine makes it last longer.
+    auto cpu = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+    };
+    const long long until = cpu() + std::atoll(arg.c_str());
+    volatile unsigned sink = 0;
+    while (cpu() < until) sink = sink + 1;
   } else if (verb == "ignore-term") {
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
