@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "bytes.h"
+#include "route_address.h"
 
 namespace ltd::rdzv {
 namespace {
@@ -218,7 +219,11 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
       }
     }
     if (agreement_.node_rank == 0 && !master) {
-      const std::string addr = config_.master_addr.empty() ? config_.host : config_.master_addr;
+      // Given, or the address this node reaches etcd from: the others
+      // reach etcd too, so they can most likely reach that. Its host
+      // name is the last resort (it may be a loopback address here).
+      std::string addr = config_.master_addr;
+      if (addr.empty()) addr = AddressTowards(config_.endpoint).value_or(config_.host);
       nlohmann::json value{{"addr", addr}, {"port", config_.master_port}};
       auto put = client_->PutIfAbsent(master_key, value.dump());
       if (!put.ok()) return put.status();

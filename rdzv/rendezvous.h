@@ -36,7 +36,7 @@ struct Config {
   int node_rank = -1;       // -1: the first free rank, in join order
   int devices = 1;          // ranks per node; every node must agree
   std::string host;         // this node's address, for the others and for `show`
-  std::string master_addr;  // given (--master-addr), else node 0's host
+  std::string master_addr;  // given (--master-addr), else the address node 0 reaches etcd from
   int master_port = 0;      // node 0's: given or picked by it
   Millis timeout{10 * 60 * 1000};
   std::chrono::seconds lease_ttl{5};

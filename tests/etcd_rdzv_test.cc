@@ -47,8 +47,11 @@ TEST_F(RdzvTest, NodesAgreeOnRanksAndMaster) {
   const rdzv::Agreement& y = (*rb)->agreement();
   EXPECT_EQ(x.master_addr, y.master_addr);
   EXPECT_EQ(x.master_port, y.master_port);
-  // Node 0's host and port (joined without --node-rank: "host-1" both).
+  // Node 0's port (joined without --node-rank: 29499 both), and not its
+  // host name, which may be a loopback address there: the address it
+  // reaches etcd from (a local etcd: loopback).
   EXPECT_EQ(x.master_port, 29499);
+  EXPECT_EQ(x.master_addr, "127.0.0.1");
   // A restart: both meet again at attempt 1.
   auto b1 = std::async(std::launch::async, [&] { return (*rb)->Barrier(1, nullptr); });
   EXPECT_TRUE((*ra)->Barrier(1, nullptr).ok());
