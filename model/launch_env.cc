@@ -67,6 +67,11 @@ std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::st
     if (!overridden(kv)) env.push_back(kv);
   }
   if (!HasEnv(job.spec.env, "OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
+  // torch >= 2.4's env:// rendezvous asks for the libuv TCPStore unless
+  // USE_LIBUV=0, and a torch built without libuv (Debian 13's 2.6) then
+  // fails init_process_group. The other TCPStore works in every torch, so
+  // it is the default; a user who sets USE_LIBUV keeps theirs.
+  if (!HasEnv(job.spec.env, "USE_LIBUV")) env.push_back("USE_LIBUV=0");
   for (const auto& [k, v] : vars) env.push_back(Cat(k, "=", v));
   env.insert(env.end(), extra.begin(), extra.end());
   return env;

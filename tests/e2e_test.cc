@@ -30,8 +30,8 @@ TEST_F(E2E, CleanFourRankJobGetsTheTorchrunEnvironment) {
   for (const char* kv :
        {"WORLD_SIZE=4", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=0", "NODE_RANK=0", "ROLE_NAME=default",
         "MASTER_ADDR=127.0.0.1", "TORCHELASTIC_RUN_ID=1", "TORCHELASTIC_RESTART_COUNT=0",
-        "TORCHELASTIC_MAX_RESTARTS=0", "OMP_NUM_THREADS=1", "PYTHONFAULTHANDLER=1", "LT_JOB_ID=1",
-        "LT_HEARTBEAT_FD=3", "LT_TEST_EXTRA=yes", "GROUP_WORLD_SIZE=1"}) {
+        "TORCHELASTIC_MAX_RESTARTS=0", "OMP_NUM_THREADS=1", "USE_LIBUV=0", "PYTHONFAULTHANDLER=1",
+        "LT_JOB_ID=1", "LT_HEARTBEAT_FD=3", "LT_TEST_EXTRA=yes", "GROUP_WORLD_SIZE=1"}) {
     EXPECT_NE(r.out.find(std::string("] ") + kv + "\n"), std::string::npos) << kv << "\n" << r.out;
   }
   nlohmann::json job = d_.Show("1");

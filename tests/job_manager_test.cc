@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -123,6 +124,22 @@ TEST_F(JobManagerTest, ClientOmpNumThreadsWins) {
   spec.env.push_back("OMP_NUM_THREADS=8");
   const std::string id = Submit(spec);
   EXPECT_EQ(launcher_.Env(id, 0, "OMP_NUM_THREADS"), "8");
+}
+
+// Debian 13's torch has no libuv TCPStore: ranks get the other one
+// unless the user asked for a store.
+TEST_F(JobManagerTest, RanksGetTheTcpStoreWithoutLibuvUnlessTheUserChose) {
+  const std::string id = Submit(Spec(2));
+  EXPECT_EQ(launcher_.Env(id, 0, "USE_LIBUV"), "0");
+  EXPECT_EQ(launcher_.Env(id, 1, "USE_LIBUV"), "0");
+  JobSpec spec = Spec(1);
+  spec.env.push_back("USE_LIBUV=1");
+  const std::string chose = Submit(spec);
+  const auto& env = launcher_.Find(chose, 0).request.env;
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& kv) { return kv.starts_with("USE_LIBUV="); }),
+            1);
+  EXPECT_EQ(launcher_.Env(chose, 0, "USE_LIBUV"), "1");
 }
 
 TEST_F(JobManagerTest, KillCancelsWith130) {

@@ -287,6 +287,7 @@ void Run(const std::string& action) {
                             "TORCHELASTIC_MAX_RESTARTS",
                             "TORCHELASTIC_ERROR_FILE",
                             "OMP_NUM_THREADS",
+                            "USE_LIBUV",
                             "PYTHONFAULTHANDLER",
                             "CUDA_VISIBLE_DEVICES",
                             "LT_JOB_ID",
