@@ -24,7 +24,9 @@ if(LTD_STATIC_GRPC)
   # pkg-config's --static order is a valid static link order; the system
   # libraries in it stay shared.
   pkg_check_modules(LTD_GRPC_STATIC QUIET grpc++ protobuf)
-  set(system_libs dl pthread rt m c atomic)
+  # zlib stays shared too: Debian forbids embedding it, and every release
+  # has libz.so.1.
+  set(system_libs dl pthread rt m c atomic z)
   foreach(name IN LISTS LTD_GRPC_STATIC_STATIC_LIBRARIES)
     if(name IN_LIST system_libs)
       continue()
@@ -46,7 +48,7 @@ if(ltd_static_archives)
   message(STATUS "gRPC, protobuf and abseil: static archives")
   add_library(ltd_static_grpc INTERFACE)
   target_link_libraries(ltd_static_grpc INTERFACE
-    "$<LINK_GROUP:RESCAN,${ltd_static_archives}>" Threads::Threads ${CMAKE_DL_LIBS} rt atomic)
+    "$<LINK_GROUP:RESCAN,${ltd_static_archives}>" Threads::Threads ${CMAKE_DL_LIBS} rt atomic z)
   target_link_libraries(ltd_absl INTERFACE ltd_static_grpc)
   target_link_libraries(ltd_grpc INTERFACE ltd_static_grpc)
   target_include_directories(ltd_grpc INTERFACE ${GRPCPP_INCLUDE_DIRS} ${Protobuf_INCLUDE_DIRS})
@@ -60,4 +62,20 @@ if(ltd_static_archives AND ltd_uv_archive)
   target_include_directories(ltd_uv INTERFACE ${LIBUV_INCLUDE_DIRS})
 else()
   target_link_libraries(ltd_uv INTERFACE PkgConfig::LIBUV)
+endif()
+
+# spdlog and fmt as one link target. LTD_SPDLOG_HEADER_ONLY compiles both
+# into the binaries (scripts/package.sh: Debian 12 and 13 ship different
+# libfmt and libspdlog sonames, so one package for both may depend on
+# neither); otherwise the shared libraries.
+option(LTD_SPDLOG_HEADER_ONLY "Compile spdlog and fmt into the binaries" OFF)
+add_library(ltd_spdlog INTERFACE)
+if(LTD_SPDLOG_HEADER_ONLY)
+  find_package(fmt REQUIRED)
+  target_compile_definitions(ltd_spdlog INTERFACE SPDLOG_FMT_EXTERNAL)
+  target_include_directories(ltd_spdlog INTERFACE
+    $<TARGET_PROPERTY:spdlog::spdlog_header_only,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_link_libraries(ltd_spdlog INTERFACE fmt::fmt-header-only Threads::Threads)
+else()
+  target_link_libraries(ltd_spdlog INTERFACE spdlog::spdlog)
 endif()

@@ -16,10 +16,11 @@ packages=(
   # ltd.launch, and its tests in real Jupyter kernels.
   python3-grpcio python3-protobuf python3-cloudpickle
   python3-nbclient python3-ipykernel python3-jupyter-client
-  # The package (scripts/package.sh): man pages from markdown, the .deb's
-  # runtime dependencies; and its test, a Debian 12 root booted with
-  # systemd-nspawn (tests/package_test.sh).
-  go-md2man dpkg-dev debootstrap systemd-container
+  # The packages (scripts/package.sh): man pages from markdown, the .debs'
+  # runtime dependencies, Debian's checks of a package (lintian); and
+  # their test, Debian 12 and 13 roots booted with systemd-nspawn
+  # (tests/package/package_test.sh).
+  go-md2man dpkg-dev lintian debootstrap systemd-container
 )
 
 missing=()

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The Debian package under a real systemd: boots a copy of a cached Debian
-# 12 root (bookworm_root.sh) with systemd-nspawn, installs the .deb with
-# apt, and checks what an admin relies on: the socket enabled on install,
-# a user's 2-rank job through socket activation, `systemctl restart ltd`
-# and an upgrade keeping a running job (same pids), the watchdog killing a wedged ltd and
-# systemd restarting it with the job still running, ltd's log in the
-# journal, an unknown config key failing `systemctl start` with the key in
-# the journal, `apt-get remove` leaving no ltd/supervisor/rank process,
-# `apt-get purge` removing the state. Leaves nothing behind: the machine is
-# powered off, its overlay unmounted, its directory removed.
+# The Debian packages under a real systemd, on one release: boots an
+# overlay of a cached root of RELEASE (debian_root.sh: bookworm, trixie)
+# with systemd-nspawn, installs scripts/package.sh's .debs with
+# `apt-get install ./...deb` (their dependencies from the archive), and
+# checks what users and admins rely on: the socket enabled on install, a
+# user's 2-rank gloo DDP job with that release's python3-torch through
+# `ltctl submit` (socket activation), `ltd.Client().ps()` from python3,
+# `systemctl restart ltd` and an upgrade in place keeping a running job
+# (same pids), the watchdog killing a wedged ltd and systemd restarting it
+# with the job still running, ltd's log in the journal, an unknown config
+# key failing `systemctl start` with the key in the journal, `apt-get
+# remove` leaving no ltd/supervisor/rank process, `apt-get purge` leaving
+# none of the packages' files, units, state or users. Leaves nothing
+# behind: the machine is powered off, its overlay unmounted, its
+# directory removed.
 #
-#   package_test.sh SOURCE_DIR [DEB]   (as root; builds the .deb when not given)
+#   package_test.sh SOURCE_DIR RELEASE DEB_DIR   (as root; DEB_DIR holds the .debs)
 set -euo pipefail
 src=$1
-deb=${2:-}
+release=$2
+deb_dir=$3
 [[ $(id -u) == 0 ]] || { echo "package test: needs root (skipped)"; exit 77; }
 for tool in systemd-nspawn nsenter debootstrap; do
   command -v $tool >/dev/null || { echo "package test: no $tool (scripts/install-deps.sh installs it)" >&2; exit 1; }
@@ -21,13 +27,10 @@ done
 t0=$(date +%s)
 step() { echo "package test [$(( $(date +%s) - t0 ))s]: $*"; }
 
-if [[ -z $deb ]]; then
-  step "building the package (scripts/package.sh)"
-  deb=$(PKG_BUILD_DIR=${PKG_BUILD_DIR:-$src/build-pkg} "$src/scripts/package.sh" | tail -1)
-fi
-[[ -f $deb ]] || { echo "package test: no .deb at '$deb'" >&2; exit 1; }
-step "the Debian 12 root"
-cache=$("$src/tests/package/bookworm_root.sh")
+mapfile -t debs < <(find "$deb_dir" -maxdepth 1 -name '*.deb' | sort)
+((${#debs[@]} == 4)) || { echo "package test: want the 4 .debs of scripts/package.sh in $deb_dir, found ${#debs[@]}" >&2; exit 1; }
+step "the Debian root of $release"
+cache=$("$src/tests/package/debian_root.sh" "$release")
 
 # nspawn, with no systemd on the host to ask, makes the cgroups of the
 # machine (payload/) and of itself (supervisor/) below its own; the ones
@@ -38,7 +41,7 @@ cg_made=()
 for d in payload supervisor; do [[ -e $cg_base/$d ]] || cg_made+=("$cg_base/$d"); done
 
 run=$(mktemp -d /var/tmp/ltd-package-test.XXXXXX)
-machine=ltd-test-$$
+machine=ltd-test-$release-$$
 nspawn_pid=
 mounted=
 cleanup() {
@@ -83,7 +86,8 @@ else
   step "no overlayfs here: copying the root"
   cp -a "$cache/." "$run/root/"
 fi
-install -m 0644 "$deb" "$run/root/root/$(basename "$deb")"
+mkdir -p "$run/root/root/debs"
+install -m 0644 "${debs[@]}" "$run/root/root/debs/"
 
 step "booting the machine"
 SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn --boot --register=no --keep-unit \
@@ -118,13 +122,19 @@ for _ in $(seq 600); do
   [[ $state == running || $state == degraded ]] && break
   sleep 0.2
 done
-step "the machine is $state"
+step "the $release machine is $state"
 [[ $state == running || $state == degraded ]] || fail "the machine's systemd is '$state'"
 [[ $state == degraded ]] && step "degraded: $(inm systemctl --failed --no-legend | tr '\n' ' ')"
 
-step "apt-get install ./$(basename "$deb")"
-inm sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends /root/*.deb' \
+step "apt-get install ./debs/*.deb (dependencies from the archive)"
+for dep in python3-grpcio python3-protobuf python3-cloudpickle; do
+  [[ $(inm dpkg-query -W -f '${Status}' "$dep" 2>/dev/null) != *" installed" ]] ||
+    fail "$dep is in the root already: the test would not see the package pull it in"
+done
+inm sh -c 'cd /root/debs && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ./*.deb' \
   >"$run/apt.log" 2>&1 || { cat "$run/apt.log" >&2; fail "apt-get install"; }
+# What the packages own, for the purge's check below.
+inm dpkg-query -L ltd python3-ltd libltworker0 libltworker-dev >"$run/owned"
 inm systemctl enable --now ltd.socket
 [[ $(inm systemctl is-enabled ltd.socket) == enabled ]] || fail "ltd.socket is not enabled"
 [[ $(inm systemctl is-active ltd.socket) == active ]] || fail "ltd.socket is not active"
@@ -133,12 +143,43 @@ inm systemctl enable --now ltd.socket
 inm grep -qx /etc/ltd/ltd.toml /var/lib/dpkg/info/ltd.conffiles || fail "ltd.toml is not a conffile"
 inm man -w ltd.toml >/dev/null 2>&1 || [[ -f $run/root/usr/share/man/man5/ltd.toml.5.gz ]] || fail "no ltd.toml(5)"
 
-step "a user's 2-rank job through socket activation"
+step "a user's 2-rank gloo DDP job with $release's python3-torch through socket activation"
 inm useradd -m alice
-out=$(as_user ltctl submit --devices 2 -- /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE as $(id -un)"') ||
-  fail "the job failed: $out"
-for r in 0 1; do grep -qx "\[$r\] rank $r of 2 as alice" <<<"$out" || fail "rank $r: $out"; done
+# Both ranks train the same model on different data; DDP's all-reduce
+# makes their weights equal, which each prints.
+cat >"$run/root/home/alice/ddp.py" <<'PY'
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(5):
+    opt.zero_grad()
+    model(torch.full((8, 4), float(rank + 1))).pow(2).mean().backward()
+    opt.step()
+weights = sum(p.sum().item() for p in model.parameters())
+print(f"rank {rank} of {dist.get_world_size()} torch {torch.__version__} weights {weights:.6f} as {os.getuid()}")
+dist.destroy_process_group()
+PY
+inm chown alice: /home/alice/ddp.py
+uid=$(inm id -u alice)
+out=$(as_user sh -c 'cd /home/alice && ltctl submit --devices 2 --name ddp python3 ddp.py' 2>&1) ||
+  fail "the DDP job failed: $out"
+w0=$(sed -n 's/^\[0\] rank 0 of 2 torch .* weights \([-0-9.]*\) as '"$uid"'$/\1/p' <<<"$out")
+w1=$(sed -n 's/^\[1\] rank 1 of 2 torch .* weights \([-0-9.]*\) as '"$uid"'$/\1/p' <<<"$out")
+[[ -n $w0 && $w0 == "$w1" ]] || fail "the ranks' weights differ or are missing: $out"
+step "  $(grep -m1 '^\[0\] rank 0' <<<"$out")"
 [[ $(inm systemctl is-active ltd.service) == active ]] || fail "ltd.service did not start on the connection"
+# The Python client as installed: its dependencies came from the archive.
+inm runuser -u alice -- python3 -c 'import ltd; ltd.Client().ps()' >"$run/py.log" 2>&1 ||
+  fail "python3 -c 'import ltd; ltd.Client().ps()': $(cat "$run/py.log")"
+py=$(inm runuser -u alice -- python3 -c 'import ltd; jobs = ltd.Client().ps(all=True); print(len(jobs), jobs[0].name, jobs[0].state)' 2>&1) ||
+  fail "ltd.Client().ps() failed: $py"
+step "  ltd.Client().ps(all=True): $py"
 
 # A job's rank pids, in rank order.
 job_pids() { as_user ltctl show "$1" --json | tr -d ' \n' | grep -o '"pid":[0-9]*' | cut -d: -f2 | tr '\n' ' '; }
@@ -202,16 +243,21 @@ inm systemctl reset-failed ltd.service
 inm systemctl start ltd.service
 [[ $(job_pids "$id") == "$before" ]] || fail "job $id was not adopted again after the failed start"
 
-step "an upgrade restarts ltd and keeps the running job"
-# The same package under a later version, repacked without compression.
-dpkg-deb -R "$deb" "$run/upgrade"
-sed -i 's/^Version: .*/&+upgrade1/' "$run/upgrade/DEBIAN/control"
-dpkg-deb --root-owner-group -Znone -b "$run/upgrade" "$run/root/root/upgrade.deb" >/dev/null
+step "an upgrade in place restarts ltd and keeps the running job"
+# The same packages under a later version, repacked without compression.
+for deb in "${debs[@]}"; do
+  rm -rf "$run/upgrade"
+  dpkg-deb -R "$deb" "$run/upgrade"
+  sed -i -e 's/^Version: .*/&+upgrade1/' -e 's/^\(Depends: libltworker0 (= .*\))/\1+upgrade1)/' "$run/upgrade/DEBIAN/control"
+  dpkg-deb --root-owner-group -Znone -b "$run/upgrade" "$run/root/root/upgrade-$(basename "$deb")" >/dev/null
+done
 rm -rf "$run/upgrade"
 main_before=$(inm systemctl show -p MainPID --value ltd.service)
-inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /root/upgrade.deb' >"$run/apt.log" 2>&1 ||
+inm sh -c 'cd /root && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./upgrade-*.deb' >"$run/apt.log" 2>&1 ||
   { cat "$run/apt.log" >&2; fail "apt-get install (upgrade)"; }
-[[ $(inm dpkg-query -W -f '${Version}' ltd) == *+upgrade1 ]] || fail "the upgrade did not install"
+for pkg in ltd python3-ltd libltworker0 libltworker-dev; do
+  [[ $(inm dpkg-query -W -f '${Version}' $pkg) == *+upgrade1 ]] || fail "the upgrade of $pkg did not install"
+done
 main_after=$(inm systemctl show -p MainPID --value ltd.service)
 [[ $main_after != 0 && $main_after != "$main_before" ]] || fail "the upgrade did not restart ltd ($main_before -> $main_after)"
 [[ $(job_pids "$id") == "$before" ]] || fail "job $id did not survive the upgrade: '$(job_pids "$id")'"
@@ -226,10 +272,24 @@ left=$(inm ps -e -o pid=,user:16=,comm= | awk '$3 == "ltd" || $3 == "lt-shim" ||
 # Ended as `ltctl shutdown` ends jobs: torn down and recorded.
 record=$(inm cat "/var/lib/ltd/jobs/$id/job.json" | tr -d ' \n')
 [[ $record == *'"state":"CANCELLED"'* ]] || fail "job $id was not recorded ended by the removal: ${record:0:300}"
-step "apt-get purge removes the state"
-inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ltd' >"$run/apt.log" 2>&1 ||
-  { cat "$run/apt.log" >&2; fail "apt-get purge"; }
-[[ ! -e $run/root/var/lib/ltd ]] || fail "/var/lib/ltd is still there after purge"
-[[ ! -e $run/root/etc/ltd/ltd.toml ]] || fail "/etc/ltd/ltd.toml is still there after purge"
+step "apt-get purge leaves none of the packages' files, units, users or state"
+inm sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ltd python3-ltd libltworker0 libltworker-dev' \
+  >"$run/apt.log" 2>&1 || { cat "$run/apt.log" >&2; fail "apt-get purge"; }
+left=()
+while read -r path; do
+  # Directories the packages share with others (/usr/bin, and /lib, a
+  # link to usr/lib on a merged /usr) stay.
+  [[ -e $run/root$path || -L $run/root$path ]] && [[ ! -d $run/root$path ]] && left+=("$path")
+done <"$run/owned"
+for path in /var/lib/ltd /run/ltd /etc/ltd /usr/libexec/ltd /usr/share/ltd /usr/share/doc/ltd \
+            /usr/lib/python3/dist-packages/ltd /usr/lib/python3/dist-packages/ltworker \
+            /usr/lib/x86_64-linux-gnu/ltd /usr/include/ltworker; do
+  [[ -e $run/root$path ]] && left+=("$path")
+done
+left+=($(cd "$run/root" && find etc/systemd lib/systemd usr/lib/systemd -name 'ltd.*' 2>/dev/null))
+left+=($(inm dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' 2>/dev/null | awk '$2 ~ /^(ltd|python3-ltd|libltworker0|libltworker-dev)$/ { print "dpkg:" $2 }'))
+# The packages make no users or groups: the ones there are the release's and alice.
+if inm getent passwd ltd >/dev/null || inm getent group ltd >/dev/null; then left+=("user or group ltd"); fi
+((${#left[@]} == 0)) || fail "left after purge: ${left[*]}"
 
 step "passed; powering the machine off"
