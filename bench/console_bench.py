@@ -9,11 +9,17 @@ cost live output could add), and the lines/s from submit to exit. ltd
 drops lines for a client that falls behind (with a notice), so lines/s
 counts the lines that reached the file. With --baseline-ltctl, the same
 through another ltctl binary (a build from before a change) against the
-same ltd, in turns, and the ratios.
+same ltd, in turns, and the ratios. With --output, every job also writes
+an `--output` file (as the user-side writer, lt-userio, does now): lines/s
+then counts the lines that reached that file, and with --baseline-build
+ltrun of another build (one from before a change) runs in turns with
+this one's, the ratios printed (ltrun's CPU is the supervisor's, its
+writer's and its ranks').
 
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
 Usage: bench/console_bench.py [--build DIR] [--runs N] [--lines N]
-                              [--baseline-ltctl PATH]
+                              [--baseline-ltctl PATH] [--output]
+                              [--baseline-build DIR]
 """
 
 import argparse
@@ -62,6 +68,8 @@ def main():
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--lines", type=int, default=100000)
     p.add_argument("--baseline-ltctl", default="")
+    p.add_argument("--output", action="store_true")
+    p.add_argument("--baseline-build", default="")
     args = p.parse_args()
     build = os.path.abspath(args.build)
     child = f"{build}/tests/lt_test_child"
@@ -72,32 +80,53 @@ def main():
     if args.baseline_ltctl:
         ltctls["baseline ltctl"] = os.path.abspath(args.baseline_ltctl)
     rates = {name: [] for name in ltctls}
-    rates["ltrun"] = []
+    ltruns = {"ltrun": f"{build}/daemon/ltrun"}
+    if args.baseline_build:
+        ltruns["baseline ltrun"] = os.path.abspath(args.baseline_build) + "/daemon/ltrun"
+    for name in ltruns:
+        rates[name] = []
     cpus = {name: [] for name in rates}
+    file = os.path.join(tmp, "file.log")
+    # With --output, what counts is what reached the --output file.
+    to_file = ["--output", file] if args.output else []
+
+    def reached():
+        got = count_lines(file if args.output else out)
+        if args.output:
+            os.unlink(file)
+        return got
+
     ltd = Ltd(build, devices=4)
     try:
         for _ in range(args.runs):
             for name, ltctl in ltctls.items():
-                took, cpu = timed([ltctl, "--socket", ltd.sock, "submit", "--devices", str(ranks),
-                                   "--", child, f"print:{args.lines}"], out)
-                got = count_lines(out)
+                took, cpu = timed([ltctl, "--socket", ltd.sock, "submit", "--devices", str(ranks)]
+                                  + to_file + ["--", child, f"print:{args.lines}"], out)
+                got = reached()
                 rates[name].append(got / took)
                 cpus[name].append(cpu / max(got, 1) * 1e6)
-            took, cpu = timed([f"{build}/daemon/ltrun", "--devices", str(ranks), "--", child,
-                               f"print:{args.lines}"], out)
-            got = count_lines(out)
-            rates["ltrun"].append(got / took)
-            cpus["ltrun"].append(cpu / max(got, 1) * 1e6)  # ltrun runs the ranks too
+            for name, ltrun in ltruns.items():
+                took, cpu = timed([ltrun, "--devices", str(ranks)] + to_file
+                                  + ["--", child, f"print:{args.lines}"], out)
+                got = reached()
+                rates[name].append(got / took)
+                cpus[name].append(cpu / max(got, 1) * 1e6)  # ltrun runs the ranks too
     finally:
         ltd.stop()
-        os.unlink(out)
+        for f in (out, file):
+            if os.path.exists(f):
+                os.unlink(f)
         os.rmdir(tmp)
-    print(f"{ranks} ranks x {args.lines:,} lines, submit to exit, into a file "
-          f"(ltrun's CPU includes its ranks'):")
+    print(f"{ranks} ranks x {args.lines:,} lines, submit to exit, into "
+          f"{'an --output file' if args.output else 'a file'} (ltrun's CPU includes its ranks'):")
     meds = {name: report(f"  {name}", rates[name], cpus[name]) for name in rates}
     if "baseline ltctl" in meds:
         (rate, cpu), (base_rate, base_cpu) = meds["this ltctl"], meds["baseline ltctl"]
         print(f"  this / baseline: CPU per line {cpu / base_cpu:.2f}x, lines/s "
+              f"{rate / base_rate:.2f}x")
+    if "baseline ltrun" in meds:
+        (rate, cpu), (base_rate, base_cpu) = meds["ltrun"], meds["baseline ltrun"]
+        print(f"  ltrun this / baseline: CPU per line {cpu / base_cpu:.2f}x, lines/s "
               f"{rate / base_rate:.2f}x")
 
 

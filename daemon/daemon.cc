@@ -139,6 +139,9 @@ absl::Status Daemon::FindHelpers() {
     return absl::NotFoundError(
         HelperMissing(shim_config_.exec_binary.empty() ? "lt-exec" : "lt-shim", "ltd"));
   }
+  const std::string userio = FindHelper("lt-userio", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
+  if (userio.empty()) return absl::NotFoundError(HelperMissing("lt-userio", "ltd"));
+  user_io_.emplace(userio);
   return absl::OkStatus();
 }
 
@@ -258,7 +261,8 @@ absl::Status Daemon::Serve(const ConfigSources& sources) {
   // connection handed over by fd. ltd exits right after, so it keeps one
   // reference of its own (grpc_init in TakeOverEarlier) and never shuts
   // it down.
-  service_.emplace(*loop_, *manager_, *listener_, static_cast<size_t>(config_.user_max_streams));
+  service_.emplace(*loop_, *manager_, *listener_, *user_io_,
+                   static_cast<size_t>(config_.user_max_streams));
   if (absl::Status s = service_->SetAdminGroup(config_.admin_group); !s.ok()) return s;
   grpc::ServerBuilder builder;
   builder.RegisterService(&*service_);

@@ -33,6 +33,7 @@
 #include "state_lock.h"
 #include "systemd_notify.h"
 #include "unkillable_handler.h"
+#include "user_io.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 
@@ -57,7 +58,7 @@ class Daemon {
   explicit Daemon(DaemonConfig config) : config_(std::move(config)) {}
 
   void FindSlots();                // NVML, and the device slots it or the flags give
-  absl::Status FindHelpers();      // lt-exec, lt-shim, the automatic heartbeat module
+  absl::Status FindHelpers();      // lt-exec, lt-shim, lt-userio, the automatic heartbeat module
   absl::Status OpenState();        // the state dir, its lock, the socket
   absl::Status TakeOverEarlier();  // supervisors of an earlier ltd; the rest swept
   absl::Status Wire();             // the job table and what listens to it
@@ -91,6 +92,7 @@ class Daemon {
   std::optional<UnkillableHandler> unkillable_;
   std::optional<GpuPool> gpu_pool_;
   std::optional<Metrics> metrics_;
+  std::optional<UserIo> user_io_;  // a submit's --output/--error checks
   std::optional<LtdService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<UvPtr<uv_signal_t>> stop_handlers_;

@@ -46,6 +46,7 @@
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
 #include "str_util.h"
+#include "user_io.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 #include "uv_launcher.h"
@@ -234,7 +235,6 @@ int Run(const Options& opt) {
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
-  if (auto s = OutputFiles::Check(spec); !s.ok()) Die(std::string(s.message()));
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
@@ -257,6 +257,10 @@ int Run(const Options& opt) {
 
   const std::string exec = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (exec.empty()) Die(HelperMissing("lt-exec", "ltrun"));
+  if (!spec.output.empty() || !spec.error.empty()) {
+    UserIo user_io(UserIo::Beside(exec));
+    if (auto s = OutputFiles::Check(spec, user_io); !s.ok()) Die(std::string(s.message()));
+  }
 
   // The job's record and log: a directory of the user's, removed at the
   // end unless they asked for it (--state-dir).

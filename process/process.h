@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "job_limits.h"
+#include "user_files.h"
 
 namespace ltd {
 
@@ -134,6 +135,10 @@ class ProcessLauncher {
   // up to ControlReader::kMaxBatchDelayMs, and a watchdog must not judge a
   // rank on beats still waiting in a socket.
   virtual void ReadHeartbeats() {}
+
+  // Where the job's --output/--error files are opened and written, as
+  // its user (nullptr: this launcher cannot).
+  virtual UserFiles* user_files() { return nullptr; }
 };
 
 // One rank's stack as the sampler could (or could not) take it.

@@ -91,6 +91,7 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
     : loop_(loop),
       containment_(std::move(containment)),
       exec_shim_(std::move(exec_shim)),
+      user_io_(UserIo::Beside(exec_shim_)),
       control_(std::move(control)) {
   containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
 }

@@ -15,6 +15,7 @@
 #include "control_reader.h"
 #include "exec_shim_args.h"
 #include "process.h"
+#include "user_io.h"
 
 namespace ltd {
 
@@ -41,6 +42,7 @@ class UvLauncher final : public ProcessLauncher {
   void Abandon(const std::string& job_id) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void ReadHeartbeats() override { control_->ReadNow(); }
+  UserFiles* user_files() override { return &user_io_; }
 
   size_t live_children() const { return children_.size(); }
   const ControlReader& control() const { return *control_; }
@@ -59,6 +61,7 @@ class UvLauncher final : public ProcessLauncher {
   uv_loop_t* loop_;
   std::unique_ptr<Containment> containment_;
   std::string exec_shim_;
+  UserIo user_io_;  // lt-userio, beside exec_shim_
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;

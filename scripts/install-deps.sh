@@ -12,6 +12,9 @@ packages=(
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
   libsystemd-dev prometheus-cpp-dev curl systemd
+  # The tests of --output on a file system that never answers: a FUSE
+  # server of their own.
+  fuse3 libfuse3-dev
   # The Python client (stubs from protobuf-compiler-grpc's grpc_python_plugin),
   # ltd.launch, and its tests in real Jupyter kernels.
   python3-grpcio python3-protobuf python3-cloudpickle

@@ -99,7 +99,7 @@ void JobRunner::BeginAttempt() {
   absl::Status s = absl::OkStatus();
   if (!job.spec.output.empty() || !job.spec.error.empty()) {
     // As the user, before anything of the job exists; appended to on restarts.
-    auto files = OutputFiles::Open(job, /*truncate=*/job.attempts.empty());
+    auto files = OutputFiles::Open(job, /*truncate=*/job.attempts.empty(), launcher_.user_files());
     if (files.ok()) {
       rt.outputs.emplace(std::move(*files));
     } else {

@@ -7,13 +7,31 @@
 #include <utility>
 
 #include "job_log.h"
-#include "open_as_user.h"
 #include "output_pattern.h"
 #include "str_util.h"
 
 namespace ltd {
+namespace {
 
-absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate) {
+// `s` of the helper, in one line that names the flag (and the file):
+// "--output PATH is on procfs; give ...", "--output: open(PATH): ...".
+// `remedy` follows a failed call's words.
+absl::Status FlagError(const absl::Status& s, const UserFileFailure& failure,
+                       const std::vector<std::pair<std::string, const char*>>& paths,
+                       std::string_view remedy) {
+  if (failure.file < paths.size()) {
+    const char* flag = paths[failure.file].second;
+    return failure.refused ? absl::Status(s.code(), Cat(flag, " ", s.message()))
+                           : absl::Status(s.code(), Cat(flag, ": ", s.message(), remedy));
+  }
+  // Not one file's fault: the file system did not answer, too many wait.
+  return absl::Status(s.code(),
+                      Cat(paths.front().second, " ", paths.front().first, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, UserFiles* user) {
   OutputFiles files;
   const int ranks = job.spec.devices;
   files.out_.resize(static_cast<size_t>(ranks));
@@ -37,40 +55,24 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate) {
       t.prefixed = shared;
     }
   }
-  // All opened on one thread as the user; what it opened is read only
-  // once it has returned (a thread given up on keeps its own copy).
-  struct Opened {
-    std::vector<Fd> fds;
-    std::string failed;  // "FLAG: why"
-  };
-  auto opened = std::make_shared<Opened>();
-  absl::Status s = RunAsFileUser(job.spec.uid, job.spec.gid, [paths, truncate, opened] {
-    for (const auto& [path, flag] : paths) {
-      auto fd = OpenOutputFile(path, truncate);
-      if (!fd.ok()) {
-        opened->failed = Cat(flag, ": ", fd.status().message());
-        return fd.status();
-      }
-      opened->fds.push_back(std::move(*fd));
-    }
-    return absl::OkStatus();
-  });
-  if (!s.ok()) {
-    if (s.code() == absl::StatusCode::kDeadlineExceeded || opened->failed.empty()) {
-      return absl::Status(s.code(), Cat("--output ", paths.front().first, ": ", s.message()));
-    }
-    return absl::Status(s.code(), opened->failed);
+  if (user == nullptr) {
+    return absl::FailedPreconditionError(
+        Cat(paths.front().second, ": this supervisor cannot open files as the job's user"));
   }
-  auto writer = OutputWriter::Create();
+  std::vector<std::string> names;
+  for (const auto& [path, flag] : paths) names.push_back(path);
+  UserFileFailure failure;
+  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, &failure);
+  if (!sink.ok()) return FlagError(sink.status(), failure, paths, "");
+  auto writer = OutputWriter::Create(std::move(*sink), std::move(names));
   if (!writer.ok()) return writer.status();
   files.writer_ = std::move(*writer);
-  for (size_t i = 0; i < paths.size(); ++i) {
-    files.writer_->AddFile(std::move(opened->fds[i]), paths[i].first);
-  }
   return files;
 }
 
-absl::Status OutputFiles::Check(const JobSpec& spec) {
+absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
+  std::vector<std::pair<std::string, const char*>> paths;
+  std::vector<UserFile> files;
   for (auto [flag, pattern] :
        {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
     if (pattern->empty()) continue;
@@ -80,17 +82,15 @@ absl::Status OutputFiles::Check(const JobSpec& spec) {
     const bool dir_only = base.find("%j") != std::string::npos ||
                           (spec.name.empty() && base.find("%n") != std::string::npos);
     const std::string path = ExpandOutputPattern(*pattern, "", 0, spec.name);
-    absl::Status s = RunAsFileUser(spec.uid, spec.gid,
-                                   [path, dir_only] { return CheckOutputFile(path, dir_only); });
-    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-      return absl::InvalidArgumentError(Cat(flag, " ", path, ": ", s.message()));
-    }
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          Cat(flag, ": ", s.message(), "; give a file you may write"));
-    }
+    paths.emplace_back(path, flag);
+    files.push_back(UserFile{path, dir_only});
   }
-  return absl::OkStatus();
+  if (files.empty()) return absl::OkStatus();
+  UserFileFailure failure;
+  absl::Status s = user.Check(spec.uid, spec.gid, files, &failure);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(
+      FlagError(s, failure, paths, "; give a file you may write").message());
 }
 
 void OutputFiles::Write(int rank, Stream stream, std::string_view stored, size_t prefix_bytes) {

@@ -1,6 +1,7 @@
-// A job's --output and --error files: opened once per attempt as its user
-// (open_as_user.h), then every line a rank writes is also appended there,
-// as sbatch's -o/-e, by a thread of their own (output_writer.h). Without
+// A job's --output and --error files: opened once per attempt by a helper
+// that became the job's user (process/user_files.h), then every line a
+// rank writes is also appended there by that helper, as sbatch's -o/-e,
+// fed from a thread of their own (output_writer.h). Without
 // %r the ranks share a file, each line after "[R] "; with it, each rank's
 // file holds its lines as written.
 #pragma once
@@ -14,21 +15,23 @@
 #include "job.h"
 #include "output_writer.h"
 #include "process.h"
+#include "user_files.h"
 
 namespace ltd {
 
 class OutputFiles {
  public:
   // Every rank's files of `job` (spec.output, spec.error), each path opened
-  // once; `truncate`: cut them to empty (the job's first attempt). Waits
-  // at most kFileDeadline for the user's file system. The error names the
-  // flag and the file.
-  static absl::StatusOr<OutputFiles> Open(const Job& job, bool truncate);
+  // once through `user` (nullptr: this process cannot, and says so);
+  // `truncate`: cut them to empty (the job's first attempt). Waits at most
+  // kFileDeadline for the user's file system. The error names the flag and
+  // the file, in one line.
+  static absl::StatusOr<OutputFiles> Open(const Job& job, bool truncate, UserFiles* user);
   // Checks spec.output and spec.error as the job's user where the file's
   // place is known before the job has an id (its directory holds no %):
   // a path the user may not write is refused at submit, in one line, not
-  // when the job starts. Blocking (NSS, a thread): not on a loop.
-  static absl::Status Check(const JobSpec& spec);
+  // when the job starts. Blocking (NSS, the helper's answer): not on a loop.
+  static absl::Status Check(const JobSpec& spec, UserFiles& user);
 
   // `stored`: the chunk's lines as the job's log keeps them, each after a
   // prefix of `prefix_bytes` (its stamp and "[R] "). Queued to the writer

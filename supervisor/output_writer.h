@@ -1,12 +1,13 @@
-// Appends to a job's --output files on a thread of its own. The files are
-// the user's, on a file system the user chose: an NFS server that stops
-// answering or a FUSE mount can leave a write waiting for ever, and that
-// must stall this thread only, never the supervisor's loop (its watchdogs,
-// its teardown). Chunks wait in a queue of at most kMaxQueuedBytes; past it
-// a chunk is dropped, and the next one written to that file is preceded by
-// a line saying how much was lost there. What arrives within kBatchDelay
-// goes out in one write a file. A file that refuses a write (a
-// full disk) gets nothing more; that is logged once.
+// Feeds a job's --output files to the helper that writes them as the user
+// (process/user_files.h) from a thread of its own. The files are the
+// user's, on a file system the user chose: an NFS server that stops
+// answering or a FUSE mount can leave the helper waiting for ever, its pipe
+// full, and that must stall this thread only, never the supervisor's loop
+// (its watchdogs, its teardown); the pipe is non-blocking, so not even this
+// thread waits past the flush deadline. Chunks wait in a queue of at most
+// kMaxQueuedBytes; past it a chunk is dropped, and the next one for that
+// file is preceded by a line saying how much was lost there. What arrives
+// within kBatchDelay goes to the helper in one write.
 #pragma once
 
 #include <chrono>
@@ -14,24 +15,25 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "fd.h"
+#include "user_files.h"
 
 namespace ltd {
 
 class OutputWriter {
  public:
+  // `paths`: the sink's files, by index (for what the log says).
   static absl::StatusOr<std::unique_ptr<OutputWriter>> Create(
+      std::unique_ptr<UserFileSink> sink, std::vector<std::string> paths,
       size_t max_queued_bytes = kMaxQueuedBytes);
-  // Gives the thread kFlushDeadline to write what is queued, then leaves
-  // it to finish on its own (a file system that does not answer).
+  // Gives the thread and the helper kFlushDeadline to write what is
+  // queued; the helper is killed and left past it.
   ~OutputWriter();
   OutputWriter(const OutputWriter&) = delete;
   OutputWriter& operator=(const OutputWriter&) = delete;
 
-  // A file to append to; its index for Queue. Before the first Queue.
-  size_t AddFile(Fd fd, std::string path);
   // Queues `data` for file `file`; never blocks on the file.
   void Queue(size_t file, std::string_view data);
 
@@ -44,7 +46,7 @@ class OutputWriter {
   static constexpr std::chrono::milliseconds kBatchDelay{1};
 
  private:
-  struct State;  // shared with the thread, which may outlive this
+  struct State;  // shared with the thread
   explicit OutputWriter(std::shared_ptr<State> state);
   static void Run(const std::shared_ptr<State>& state);
   std::shared_ptr<State> state_;

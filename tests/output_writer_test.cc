@@ -1,7 +1,7 @@
 // --output files on a file system that stops answering (a hung NFS server,
-// a user's FUSE mount): neither the supervisor's loop nor ltd's API waits
-// on it. A pipe that nobody reads stands in for such a file: a write to it
-// blocks once it is full, as a write to the hung file system would.
+// a user's FUSE mount): the helper that writes them stops reading its pipe,
+// and neither the supervisor's loop nor its writer thread waits on it past
+// the flush deadline. A pipe that nobody reads stands in for that helper.
 #include "output_writer.h"
 
 #include <fcntl.h>
@@ -9,62 +9,87 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <memory>
 #include <string>
 
+#include "fd.h"
 #include "gtest/gtest.h"
 #include "harness.h"
-#include "open_as_user.h"
+#include "protocol.h"
+#include "user_files.h"
 
 namespace ltd {
 namespace {
 
 using test::WaitFor;
 
-struct Pipe {
-  Pipe() {
+// The helper's side: its frames pipe, read here or by nobody.
+class FakeSink final : public UserFileSink {
+ public:
+  FakeSink() {
     int fds[2];
-    EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
     read_end.reset(fds[0]);
-    write_end.reset(fds[1]);
+    write_end_.reset(fds[1]);
   }
-  Fd read_end, write_end;
+  int fd() const override { return write_end_.get(); }
+  bool Finish(std::chrono::steady_clock::time_point deadline) override {
+    *finished_at = deadline;
+    write_end_.reset();
+    return true;
+  }
+  Fd read_end;
+  std::shared_ptr<std::chrono::steady_clock::time_point> finished_at =
+      std::make_shared<std::chrono::steady_clock::time_point>();
+
+ private:
+  Fd write_end_;
 };
 
-// Reads what is in the pipe now (non-blocking), appending it to `*got`.
-void ReadAvailable(int fd, std::string* got) {
+// Reads the frames in the pipe now (non-blocking), appending file 0's
+// bytes to `*got`; `*partial` keeps a frame cut by the pipe.
+void ReadFrames(int fd, std::string* partial, std::string* got) {
   char buf[65536];
   for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0) return;
     const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) return;
-    got->append(buf, static_cast<size_t>(n));
+    if (n <= 0) break;
+    partial->append(buf, static_cast<size_t>(n));
+  }
+  while (partial->size() >= sizeof(userio::FrameHeader)) {
+    userio::FrameHeader h;
+    memcpy(&h, partial->data(), sizeof h);
+    if (partial->size() < sizeof h + h.length) break;
+    EXPECT_EQ(h.file, 0u);
+    got->append(*partial, sizeof h, h.length);
+    partial->erase(0, sizeof h + h.length);
   }
 }
 
 TEST(OutputWriterTest, AFileThatStopsTakingWritesNeverBlocksTheCallerAndSaysWhatWasLost) {
-  Pipe pipe;
-  auto writer = OutputWriter::Create(/*max_queued_bytes=*/256 * 1024);
+  auto sink = std::make_unique<FakeSink>();
+  const int read_end = sink->read_end.get();
+  Fd keep(std::move(sink->read_end));
+  auto writer = OutputWriter::Create(std::move(sink), {"/nfs/out.log"},
+                                     /*max_queued_bytes=*/256 * 1024);
   ASSERT_TRUE(writer.ok()) << writer.status();
-  const size_t file = (*writer)->AddFile(std::move(pipe.write_end), "/nfs/out.log");
   // Far more than the pipe (64 KiB) and the queue hold: a Queue that
   // waited for the file would never return here.
   const std::string chunk(16 * 1024 - 1, 'x');
-  for (int i = 0; i < 200; ++i) (*writer)->Queue(file, chunk + "\n");
+  for (int i = 0; i < 200; ++i) (*writer)->Queue(0, chunk + "\n");
   EXPECT_GT((*writer)->dropped(), 0u) << "nothing was dropped: did Queue wait for the file?";
-  // The file takes writes again: what was lost is said where it was lost.
-  std::string got;
+  // The helper reads again: what was lost is said where it was lost.
+  std::string partial, got;
   ASSERT_TRUE(WaitFor(
       [&] {
-        ReadAvailable(pipe.read_end.get(), &got);
+        ReadFrames(read_end, &partial, &got);
         return got.size() >= 256 * 1024 - 64 * 1024;  // the queue's worth, written
       },
       std::chrono::seconds(10)));
-  (*writer)->Queue(file, "after the stall\n");
+  (*writer)->Queue(0, "after the stall\n");
   ASSERT_TRUE(WaitFor(
       [&] {
-        ReadAvailable(pipe.read_end.get(), &got);
+        ReadFrames(read_end, &partial, &got);
         return got.find("after the stall\n") != std::string::npos;
       },
       std::chrono::seconds(10)));
@@ -76,45 +101,22 @@ TEST(OutputWriterTest, AFileThatStopsTakingWritesNeverBlocksTheCallerAndSaysWhat
       << "the lines before the notice are the rank's";
 }
 
-TEST(OutputWriterTest, ItsEndDoesNotWaitForAFileThatNeverAnswers) {
-  std::signal(SIGPIPE, SIG_IGN);  // the stuck write ends with EPIPE below
-  Pipe pipe;
+TEST(OutputWriterTest, ItsEndDoesNotWaitForAHelperThatNeverReads) {
+  auto sink = std::make_unique<FakeSink>();
+  Fd keep(std::move(sink->read_end));  // open, never read: the helper is stuck
+  auto finished_at = sink->finished_at;
+  const auto start = std::chrono::steady_clock::now();
   {
-    auto writer = OutputWriter::Create();
+    auto writer = OutputWriter::Create(std::move(sink), {"/nfs/out.log"});
     ASSERT_TRUE(writer.ok()) << writer.status();
-    const size_t file = (*writer)->AddFile(std::move(pipe.write_end), "/nfs/out.log");
-    (*writer)->Queue(file, std::string(256 * 1024, 'x'));  // the thread blocks in write
-    // Returns after its flush deadline: it would wait for ever otherwise.
+    (*writer)->Queue(0, std::string(1024 * 1024, 'x'));  // more than the pipe takes
+    // Returns by its flush deadline: it would wait for ever otherwise.
   }
-  pipe.read_end.reset();  // lets the thread left behind end
-}
-
-TEST(RunAsFileUserTest, AFileSystemThatNeverAnswersIsGivenUpOnAndBoundedPerUser) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: the calls run as another uid";
-  constexpr uid_t kUid = 65531;  // no other test's
-  Pipe gate;  // each call waits for a byte on it, as an open on a hung file system
-  auto read_end = std::make_shared<Fd>(std::move(gate.read_end));
-  const auto stuck = [read_end] {
-    char c;
-    return read(read_end->get(), &c, 1) == 1 ? absl::OkStatus() : absl::InternalError("read");
-  };
-  for (int i = 0; i < kMaxWaitingPerUser; ++i) {
-    absl::Status s = RunAsFileUser(kUid, kUid, stuck, std::chrono::milliseconds(20));
-    ASSERT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    EXPECT_NE(s.message().find("did not answer"), std::string::npos) << s;
-  }
-  // That user's next call is refused at once; another user's still runs.
-  absl::Status refused = RunAsFileUser(kUid, kUid, [] { return absl::OkStatus(); });
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
-  EXPECT_NE(refused.message().find("still waiting"), std::string::npos) << refused;
-  EXPECT_TRUE(RunAsFileUser(kUid + 1, kUid + 1, [] { return absl::OkStatus(); }).ok());
-  // The file system answers: the user's calls run again.
-  const std::string bytes(kMaxWaitingPerUser, 'g');
-  ASSERT_EQ(write(gate.write_end.get(), bytes.data(), bytes.size()),
-            static_cast<ssize_t>(bytes.size()));
-  EXPECT_TRUE(
-      WaitFor([&] { return RunAsFileUser(kUid, kUid, [] { return absl::OkStatus(); }).ok(); },
-              std::chrono::seconds(10)));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, OutputWriter::kFlushDeadline + std::chrono::seconds(2));
+  // The helper was given the flush deadline to finish by, then left.
+  EXPECT_GT(*finished_at, start);
+  EXPECT_LE(*finished_at, start + took);
 }
 
 }  // namespace

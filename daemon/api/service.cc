@@ -278,7 +278,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
-  if (auto s = OutputFiles::Check(spec); !s.ok()) {
+  if (auto s = OutputFiles::Check(spec, user_files_); !s.ok()) {
     out->Finish(ToGrpc(s));
     return stream;
   }

@@ -13,15 +13,22 @@
 #include "loop.h"
 #include "ltd.grpc.pb.h"
 #include "stream_quota.h"
+#include "user_files.h"
 
 namespace ltd {
 
 class LtdService final : public v1::Ltd::CallbackService {
  public:
   // A user (root excepted) holds at most `user_max_streams` streams at
-  // once (0: no bound); see StreamQuota.
-  LtdService(Loop& loop, JobManager& manager, const Listener& listener, size_t user_max_streams = 0)
-      : loop_(loop), manager_(manager), listener_(listener), quota_(user_max_streams) {}
+  // once (0: no bound); see StreamQuota. `user_files`: where a submit's
+  // --output and --error are checked, as its user.
+  LtdService(Loop& loop, JobManager& manager, const Listener& listener, UserFiles& user_files,
+             size_t user_max_streams = 0)
+      : loop_(loop),
+        manager_(manager),
+        listener_(listener),
+        user_files_(user_files),
+        quota_(user_max_streams) {}
 
   grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* ctx,
                                                  const v1::SubmitRequest* req) override;
@@ -95,6 +102,7 @@ class LtdService final : public v1::Ltd::CallbackService {
   std::optional<gid_t> admin_gid_;
   std::string admin_group_;
   const Listener& listener_;
+  UserFiles& user_files_;
   StreamQuota quota_;
   // Whole records of finished jobs being read for Show (loop thread).
   static constexpr int kMaxShowReads = 4;

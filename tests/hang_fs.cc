@@ -1,0 +1,111 @@
+// lt_hang_fs: a FUSE file system that stops answering, for the tests of a
+// user's --output on a file system that hangs (user_files_hang_e2e_test).
+// A request it does not answer keeps its caller in the kernel, in an
+// uninterruptible sleep once the request was read here, as a dead NFS
+// server or a user's malicious FUSE server would:
+//
+//   /stuck   its lookup is never answered (a stat or an open hangs)
+//   /slow*   opens and truncates, but a write to it is never answered
+//            (each name a file of its own: a write that waits holds its
+//            file's lock, and would stall the next open of that file)
+//
+//   lt_hang_fs MOUNTPOINT     (foreground, single-threaded, allow_other)
+//
+// The test ends it by aborting the connection (/sys/fs/fuse/connections/N/
+// abort), which fails every request still waiting, and unmounting.
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+namespace {
+
+void Attr(fuse_ino_t ino, struct stat* st) {
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = ino;
+  st->st_nlink = 1;
+  st->st_mode = ino == FUSE_ROOT_ID ? (S_IFDIR | 0777) : (S_IFREG | 0666);
+  st->st_mtime = st->st_ctime = st->st_atime = time(nullptr);
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent != FUSE_ROOT_ID) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  if (std::strcmp(name, "stuck") == 0) return;  // never answered
+  if (std::strncmp(name, "slow", 4) != 0) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  fuse_entry_param e{};
+  // A number of its own for each name (FNV-1a), never the root's.
+  uint64_t h = 1469598103934665603ULL;
+  for (const char* c = name; *c != '\0'; ++c)
+    h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
+  e.ino = (h | 2) & 0x7fffffffffffULL;
+  Attr(e.ino, &e.attr);
+  fuse_reply_entry(req, &e);
+}
+
+void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  struct stat st;
+  Attr(ino, &st);
+  fuse_reply_attr(req, &st, 0);
+}
+
+void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat*, int, fuse_file_info*) {
+  struct stat st;
+  Attr(ino, &st);
+  fuse_reply_attr(req, &st, 0);
+}
+
+void Open(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  fi->direct_io = 1;  // every write reaches this server, none is cached
+  fuse_reply_open(req, fi);
+}
+
+void Write(fuse_req_t, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+  // never answered
+}
+
+void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: lt_hang_fs MOUNTPOINT\n");
+    return 2;
+  }
+  fuse_lowlevel_ops ops{};
+  ops.lookup = Lookup;
+  ops.getattr = GetAttr;
+  ops.setattr = SetAttr;
+  ops.open = Open;
+  ops.write = Write;
+  ops.flush = Flush;
+  ops.release = Release;
+  char* fuse_argv[] = {argv[0], const_cast<char*>("-o"),
+                       const_cast<char*>("allow_other,fsname=lt_hang_fs"), nullptr};
+  fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, nullptr);
+  if (se == nullptr) return 1;
+  if (fuse_session_mount(se, argv[1]) != 0) {
+    fuse_session_destroy(se);
+    return 1;
+  }
+  std::printf("mounted\n");
+  std::fflush(stdout);
+  const int rc = fuse_session_loop(se);
+  fuse_session_unmount(se);
+  fuse_session_destroy(se);
+  return rc == 0 ? 0 : 1;
+}
