@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ltd {
 namespace {
@@ -52,7 +53,31 @@ void Complete(nlohmann::json& object, const Descriptor& type) {
   }
 }
 
+// Erases `path` ("a.b.c") under `v`, through arrays on the way.
+void Erase(nlohmann::json& v, std::string_view path) {
+  if (v.is_array()) {
+    for (auto& e : v) Erase(e, path);
+    return;
+  }
+  if (!v.is_object()) return;
+  const size_t dot = path.find('.');
+  const std::string key(path.substr(0, dot));
+  if (dot == std::string_view::npos) {
+    v.erase(key);
+    return;
+  }
+  if (auto it = v.find(key); it != v.end()) Erase(*it, path.substr(dot + 1));
+}
+
 }  // namespace
+
+nlohmann::json JobToJson(const v1::Job& job) {
+  nlohmann::json j = ToJsonValue(job);
+  for (const std::string& path : job.hidden()) {
+    if (path != "argv") Erase(j, path);
+  }
+  return j;
+}
 
 nlohmann::json ToJsonValue(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;

@@ -9,8 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ltd.pb.h"
+
 namespace ltd {
 
 nlohmann::json ToJsonValue(const google::protobuf::Message& message);
+
+// A job as ToJsonValue has it, less the fields ltd hid from this caller
+// (another user's job): each path its `hidden` names ("cwd",
+// "ranks.error", ...) is absent rather than empty, so that no script takes
+// "" for the job's real value. argv, listed when its arguments are hidden,
+// stays with the program alone.
+nlohmann::json JobToJson(const v1::Job& job);
 
 }  // namespace ltd

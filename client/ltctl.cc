@@ -269,7 +269,7 @@ int Ps(const Globals& g, const PsArgs& a) {
   auto jobs = ListJobs(g, a);
   if (g.json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& j : jobs) list.push_back(ToJsonValue(j));
+    for (const auto& j : jobs) list.push_back(JobToJson(j));
     PrintJson(list);
   } else {
     PrintJobTable(jobs, stdout, /*truncate=*/!a.no_trunc);
@@ -295,7 +295,7 @@ int Gpus(const Globals& g) {
 int Show(const Globals& g, const std::string& job) {
   const v1::Job reply = ShowJob(g, job);
   if (g.json) {
-    PrintJson(ToJsonValue(reply));
+    PrintJson(JobToJson(reply));
   } else {
     PrintJob(reply, stdout);
   }

@@ -87,10 +87,20 @@ std::string Progress(const v1::Job& job) {
   return buf;
 }
 
+// What ltd puts in place of a field of another user's job it hid.
+constexpr const char* kHiddenNote = "(hidden: not your job)";
+
+// Whether ltd hid `path` of the job from this caller (v1::Job::hidden).
+bool Hidden(const v1::Job& job, std::string_view path) {
+  return std::find(job.hidden().begin(), job.hidden().end(), path) != job.hidden().end();
+}
+
 std::string Command(const v1::Job& job) {
   std::string cmd;
   for (const auto& a : job.argv()) cmd += (cmd.empty() ? "" : " ") + a;
-  return DisplayEscape(cmd, Controls::kEscape);
+  cmd = DisplayEscape(cmd, Controls::kEscape);
+  if (Hidden(job, "argv")) cmd += std::string(" ... arguments ") + kHiddenNote;
+  return cmd;
 }
 
 // What became of a rank's stack, for `show`: "taken (eu-stack)", "timed
@@ -276,7 +286,7 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
                   (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
       }
       if (detail.empty() && !s.job_id().empty()) {
-        detail = "a rank of job " + Line(s.job_id()) + " that would not die (ltctl show " +
+        detail = "a process of job " + Line(s.job_id()) + " that would not die (ltctl show " +
                  Line(s.job_id()) + ")";
       } else {
         if (detail.empty()) detail = "NVML cannot read it";
@@ -348,10 +358,15 @@ void PrintJob(const v1::Job& j, FILE* out) {
     if (c.has_node()) field("  node:", std::to_string(c.node()));
     field("  rank:", Opt(c.has_rank(), c.rank()));
     field("  at:", Time(c.has_at(), c.at()));
+    if (Hidden(j, "root_cause.message")) field("  message:", kHiddenNote);
   }
   for (const auto& u : j.unkillable()) {
-    std::string line = "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid()) +
-                       " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
+    std::string line =
+        !u.descendant() ? "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid())
+        : u.rank() >= 0
+            ? "pid " + std::to_string(u.pid()) + " (of rank " + std::to_string(u.rank()) + ")"
+            : "pid " + std::to_string(u.pid()) + " (of the job)";
+    line += " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
     if (!u.wchan().empty()) line += " (wchan " + Line(u.wchan()) + ")";
     line += u.has_gone_at() ? ", gone since " + Time(true, u.gone_at())
                             : "; its devices stay out of use until it is gone";
@@ -398,6 +413,11 @@ void PrintJob(const v1::Job& j, FILE* out) {
              a.has_root_cause() ? DescribeCause(a.root_cause()) : "-"});
     }
     t.Print(out);
+  }
+  if (!j.hidden().empty()) {
+    std::string what;
+    for (const auto& path : j.hidden()) what += (what.empty() ? "" : ", ") + Line(path);
+    std::fprintf(out, "\nHidden: %s %s\n", what.c_str(), kHiddenNote);
   }
   if (j.has_hang_report()) {
     const auto& h = j.hang_report();

@@ -363,11 +363,54 @@ void CgroupContainment::Check(Waiter* w, bool from_timer) {
     return;
   }
   if (!from_timer || w->timer_checks++ == 0) return;
-  spdlog::warn("job={} {} still holds {} process(es) {}s after teardown; killing again", w->job_id,
-               w->dir, CountCgroupProcs(w->dir), w->timer_checks - 1);
+  // Killed again every check (cheap, and a lost SIGKILL is possible), but
+  // said at 1, 2, 4, 8 ... s: a process stuck in the kernel would
+  // otherwise fill the log with a line a second until its job's
+  // supervisor gives up on it (Forget).
+  const int seconds = w->timer_checks - 1;
+  if ((seconds & (seconds - 1)) == 0) {
+    spdlog::warn("job={} {} still holds {} process(es) {}s after teardown; killing again",
+                 w->job_id, w->dir, CountCgroupProcs(w->dir), seconds);
+  }
   if (absl::Status s = KillCgroup(w->dir); !s.ok() && !absl::IsNotFound(s)) {
     spdlog::error("job={} kill: {}", w->job_id, std::string(s.message()));
   }
+}
+
+std::vector<Containment::Left> CgroupContainment::Remaining(const std::string& job_id, size_t max) {
+  std::vector<Left> out;
+  const std::string dir = JobDir(job_id);
+  auto add = [&](const std::string& cg, int rank) {
+    for (pid_t pid : CgroupProcs(cg)) {
+      if (out.size() >= max) return;
+      out.push_back({pid, rank});
+    }
+  };
+  add(dir, -1);  // none normally: every rank joins a rank-R below
+  for (const std::string& child : ChildCgroups(dir)) {
+    int rank = -1;
+    // "rank-R" as RankCgroups names it; lt-exec's user cannot make cgroups
+    // here, so nothing else is found.
+    if (child.starts_with("rank-")) {
+      const std::string digits = child.substr(5);
+      if (!digits.empty() && digits.size() < 9 &&
+          digits.find_first_not_of("0123456789") == std::string::npos) {
+        rank = std::stoi(digits);
+      }
+    }
+    add(Cat(dir, "/", child), rank);
+  }
+  return out;
+}
+
+void CgroupContainment::Forget(const std::string& job_id) {
+  // Its cgroups stay (the processes hold them); the daemon removes them
+  // once they are gone (UnkillableHandler).
+  if (waiters_.erase(job_id) > 0) {
+    spdlog::info("job={} ends with processes left in {}; no longer waited for", job_id,
+                 JobDir(job_id));
+  }
+  limited_.erase(job_id);
 }
 
 void CgroupContainment::Done(Waiter* w) {

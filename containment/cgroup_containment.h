@@ -48,6 +48,8 @@ class CgroupContainment final : public Containment {
   std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  std::vector<Left> Remaining(const std::string& job_id, size_t max) override;
+  void Forget(const std::string& job_id) override;
   void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
     reaper_.LeaveAlone(std::move(is_rank));
   }

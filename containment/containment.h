@@ -46,6 +46,24 @@ class Containment {
   virtual void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) = 0;
   // on_empty once nothing of the job is left; later, never re-entrantly.
   virtual void EndJob(const std::string& job_id, std::function<void()> on_empty) = 0;
+
+  // A process of the job still there (a rank's descendant, the ranks being
+  // reaped): its pid and the rank whose cgroup holds it (-1 when the
+  // containment cannot tell). At most `max`, from the kernel's lists, so a
+  // job that forked without bound costs a bounded read.
+  struct Left {
+    pid_t pid = 0;
+    int rank = -1;
+  };
+  virtual std::vector<Left> Remaining(const std::string& job_id, size_t max) {
+    (void)job_id;
+    (void)max;
+    return {};
+  }
+  // The job ends without what is left of it (processes the kernel will not
+  // let die): EndJob's wait stops, on_empty never runs, and what holds them
+  // (the job's cgroups) stays for whoever cleans up once they are gone.
+  virtual void Forget(const std::string& job_id) { (void)job_id; }
   // The launcher reaps the ranks it spawned; a containment that reaps
   // adopted orphans must leave the pids `is_rank` names alone, or a rank's
   // exit status would be lost. Set once, before the first spawn.

@@ -139,11 +139,28 @@ void SubreaperContainment::Check(Waiter* w) {
     return;
   }
   if (++w->checks % kRekillEvery != 0) return;
+  KillProcesses(JobMatch(w->job_id), kKillRounds);
+  // Said at 1, 2, 4, 8 ... s, not every second (see CgroupContainment).
+  const int seconds = w->checks / kRekillEvery;
+  if ((seconds & (seconds - 1)) != 0) return;
   spdlog::warn(
       "job={} {} marked process(es) still alive {}s after teardown (first pid={}); "
       "killing again",
-      w->job_id, left.size(), w->checks / kRekillEvery, left.front());
-  KillProcesses(JobMatch(w->job_id), kKillRounds);
+      w->job_id, left.size(), seconds, left.front());
 }
+
+std::vector<Containment::Left> SubreaperContainment::Remaining(const std::string& job_id,
+                                                               size_t max) {
+  // Marked processes carry no trustworthy rank (their environment is the
+  // user's to change): the rank is not known.
+  std::vector<Left> out;
+  for (pid_t pid : FindProcesses(JobMatch(job_id))) {
+    if (out.size() >= max) break;
+    out.push_back({pid, -1});
+  }
+  return out;
+}
+
+void SubreaperContainment::Forget(const std::string& job_id) { waiters_.erase(job_id); }
 
 }  // namespace ltd

@@ -40,6 +40,8 @@ class SubreaperContainment final : public Containment {
   std::vector<std::string> RankCgroups(const std::string&, int) override { return {}; }
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
+  std::vector<Left> Remaining(const std::string& job_id, size_t max) override;
+  void Forget(const std::string& job_id) override;
   void LeaveToLauncher(std::function<bool(pid_t)> is_rank) override {
     reaper_.LeaveAlone(std::move(is_rank));
   }

@@ -264,6 +264,7 @@ absl::Status Daemon::Serve(const ConfigSources& sources) {
   service_.emplace(*loop_, *manager_, *listener_, *user_io_,
                    static_cast<size_t>(config_.user_max_streams));
   if (absl::Status s = service_->SetAdminGroup(config_.admin_group); !s.ok()) return s;
+  service_->set_private_jobs(config_.private_jobs);
   grpc::ServerBuilder builder;
   builder.RegisterService(&*service_);
   // Calls one connection may have in progress; a client's further calls

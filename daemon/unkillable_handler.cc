@@ -15,7 +15,7 @@ void UnkillableHandler::OnUnkillable(const Job& job) {
     if (p.gone_at) continue;
     pids += Cat(pids.empty() ? "" : " ", p.pid);
     lines += Cat(p.rank, " ", p.pid, " ", p.state.empty() ? "?" : p.state, " ",
-                 p.wchan.empty() ? "-" : p.wchan, "\n");
+                 p.wchan.empty() ? "-" : p.wchan, " ", p.descendant ? "descendant" : "rank", "\n");
   }
   std::string slots;
   for (int slot : job.device_slots) slots += Cat(slots.empty() ? "" : ",", slot);

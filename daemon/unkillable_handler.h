@@ -1,7 +1,9 @@
 // What ltd does beyond the job table when a job ends with ranks that
 // would not die: runs the admin's --unkillable-program (as Slurm's
 // UnkillableStepProgram; told LTD_JOB_ID, LTD_UNKILLABLE_PIDS and
-// LTD_UNKILLABLE, one "RANK PID STATE WCHAN" per line), and, once they
+// LTD_UNKILLABLE, one "RANK PID STATE WCHAN KIND" per line, KIND "rank"
+// for a rank itself, "descendant" for a process a rank started, whose RANK
+// is -1 when the containment cannot tell), and, once they
 // are gone, removes what their supervisor had to leave of the job (its
 // cgroups).
 #pragma once

@@ -228,8 +228,10 @@ int ExitCodeFor(const RootCause& cause) {
 }
 
 std::string Describe(const UnkillableProcess& p) {
-  std::string out =
-      Cat("rank ", p.rank, " pid ", p.pid, " in ", p.state.empty() ? "?" : p.state, " state");
+  std::string out = !p.descendant ? Cat("rank ", p.rank, " pid ", p.pid)
+                    : p.rank >= 0 ? Cat("pid ", p.pid, " (of rank ", p.rank, ")")
+                                  : Cat("pid ", p.pid, " (of the job)");
+  out += Cat(" in ", p.state.empty() ? "?" : p.state, " state");
   if (!p.wchan.empty()) out += Cat(" (wchan ", p.wchan, ")");
   return out;
 }
@@ -412,6 +414,7 @@ nlohmann::json ToJson(const Job& job) {
     for (const UnkillableProcess& p : job.unkillable) {
       list.push_back({{"rank", p.rank},
                       {"pid", p.pid},
+                      {"descendant", p.descendant},
                       {"start_time", p.start_time},
                       {"state", BytesToJson(p.state)},
                       {"wchan", BytesToJson(p.wchan)},
@@ -492,6 +495,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       UnkillableProcess p;
       p.rank = Field<int>(uj, "rank").value_or(0);
       p.pid = Field<pid_t>(uj, "pid").value_or(0);
+      p.descendant = Field<bool>(uj, "descendant").value_or(false);
       p.start_time = Field<uint64_t>(uj, "start_time").value_or(0);
       p.state = BytesField(uj, "state").value_or("");
       p.wchan = BytesField(uj, "wchan").value_or("");

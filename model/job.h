@@ -261,8 +261,11 @@ struct TableFields {
 // without it, and its devices are not given to another job until it is
 // gone (ltd watches it, daemon/jobs/unkillable_watch.h).
 struct UnkillableProcess {
-  int rank = 0;
+  int rank = 0;  // the rank it is, or descends from; -1 when that is not known
   pid_t pid = 0;
+  // A process the rank started (or theirs), not the rank itself: either
+  // holds the job's devices the same.
+  bool descendant = false;
   uint64_t start_time = 0;  // with the pid, this process for good (/proc/PID/stat)
   std::string state;        // /proc/PID/stat's letter: "D", ...
   std::string wchan;        // where it sleeps in the kernel, when readable
@@ -270,7 +273,8 @@ struct UnkillableProcess {
   WallTime found_at{};
   std::optional<WallTime> gone_at;  // once ltd saw it go
 };
-// "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"
+// "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"; a
+// descendant: "pid 4243 (of rank 1) in D state ..."
 std::string Describe(const UnkillableProcess& p);
 
 struct Job {

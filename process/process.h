@@ -45,6 +45,7 @@ struct SpawnRequest {
 // uninterruptible sleep, or frozen), as /proc shows it.
 struct StuckProcess {
   pid_t pid = 0;
+  int rank = -1;             // Leftovers: the rank whose cgroup holds it; -1 when not known
   char state = 0;            // /proc/PID/stat's: D, or R, S ... of a frozen one
   uint64_t start_time = 0;   // ProcEntry::start_time: the pid's for good
   std::string wchan;         // where it sleeps in the kernel, when it can be read
@@ -124,6 +125,14 @@ class ProcessLauncher {
   // cgroup) is left to whoever cleans up once they are gone. They are
   // still reaped when they go.
   virtual void Abandon(const std::string& job_id) { (void)job_id; }
+  // What is left of the job once its ranks are reaped and EndJob waits (a
+  // descendant in the kernel's uninterruptible sleep), as /proc shows it,
+  // at most `max`. Abandon stops the wait for them as well.
+  virtual std::vector<StuckProcess> Leftovers(const std::string& job_id, size_t max) {
+    (void)job_id;
+    (void)max;
+    return {};
+  }
 
   // Calls `on_empty` once no process of the job is left, and releases what
   // BeginJob made. Kills nothing by itself. `on_empty` always runs later

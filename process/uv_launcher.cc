@@ -358,7 +358,26 @@ std::optional<StuckProcess> UvLauncher::Stuck(const std::string& job_id, int ran
   return p;
 }
 
+std::vector<StuckProcess> UvLauncher::Leftovers(const std::string& job_id, size_t max) {
+  std::vector<StuckProcess> out;
+  for (const Containment::Left& left : containment_->Remaining(job_id, max)) {
+    const std::optional<ProcEntry> entry = ReadProcEntry(left.pid);
+    // Gone meanwhile, or a zombie the reaper takes on its next turn.
+    if (!entry || entry->state == 'Z' || entry->state == 'X') continue;
+    StuckProcess p;
+    p.pid = left.pid;
+    p.rank = left.rank;
+    p.state = entry->state;
+    p.start_time = entry->start_time;
+    p.wchan = ReadWchan(left.pid);
+    p.kernel_stack = ReadKernelStack(left.pid);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 void UvLauncher::Abandon(const std::string& job_id) {
+  containment_->Forget(job_id);
   auto job = live_.find(job_id);
   if (job == live_.end()) return;
   // Reaped when they go, as every child; nobody hears of it.

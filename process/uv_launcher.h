@@ -40,6 +40,7 @@ class UvLauncher final : public ProcessLauncher {
   void KillJob(const std::string& job_id) override;
   std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) override;
   void Abandon(const std::string& job_id) override;
+  std::vector<StuckProcess> Leftovers(const std::string& job_id, size_t max) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void ReadHeartbeats() override { control_->ReadNow(); }
   UserFiles* user_files() override { return &user_io_; }

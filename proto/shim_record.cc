@@ -173,6 +173,7 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     pb::Record::Unkillable* o = out->add_unkillable();
     o->set_rank(p.rank);
     o->set_pid(p.pid);
+    o->set_descendant(p.descendant);
     o->set_start_time(p.start_time);
     o->set_state(p.state);
     o->set_wchan(p.wchan);
@@ -320,6 +321,7 @@ std::optional<Job> FromProto(const pb::Record& r) {
     UnkillableProcess p;
     p.rank = o.rank();
     p.pid = o.pid();
+    p.descendant = o.descendant();
     p.start_time = o.start_time();
     p.state = o.state();
     p.wchan = o.wchan();

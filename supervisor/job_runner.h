@@ -141,6 +141,12 @@ class JobRunner final : public RunFenceEvents {
   void OnKillExpired();
   // A rank that would not die gets this long after its SIGKILL at least.
   static constexpr Millis kMinKillWait{1000};
+  // The ranks are gone but processes of theirs are not, as long after the
+  // SIGKILL as a rank would get: they are recorded as unkillable, as ranks
+  // are, and the attempt ends without them (no restart).
+  void OnLeftoversStuck();
+  // How many of them a record lists at most.
+  static constexpr size_t kMaxUnkillableListed = 32;
   void OnRanksGone();
   void OnJobEmpty();
   void Restart();

@@ -150,7 +150,8 @@ class LiveAttempt {
   // OOM kills already put down to a rank, by rank (-1: the job's count).
   std::map<int, uint64_t> oom_kills_seen;
   Clock::TimerId grace_timer = 0;
-  // After the SIGKILL: a rank still there when it fires would not die.
+  // After the SIGKILL: a rank (or, once the ranks are gone, a process of
+  // theirs) still there when it fires would not die.
   Clock::TimerId kill_timer = 0;
   Clock::TimerId restart_timer = 0;  // the next attempt waits its backoff
   Clock::TimerId watchdog_timer = 0;

@@ -166,12 +166,66 @@ void JobRunner::OnRanksGone() {
   launcher_.EndJob(job_.id, [this, self = std::weak_ptr(attempt_)] {
     if (Current(self)) OnJobEmpty();
   });
+  // A rank's child stuck in the kernel (a read from a file system that
+  // never answers) would keep the job, and its user's devices, for as
+  // long as the kernel does: it gets what a rank that would not die gets.
+  rt.kill_timer = clock_.StartTimer(std::max(job_.spec.grace, kMinKillWait),
+                                    [this, self = std::weak_ptr(attempt_)] {
+                                      if (!Current(self)) return;
+                                      At().kill_timer = 0;
+                                      OnLeftoversStuck();
+                                    });
+}
+
+void JobRunner::OnLeftoversStuck() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  if (rt.phase != Phase::kEmptying) return;
+  std::vector<StuckProcess> left = launcher_.Leftovers(job.id, kMaxUnkillableListed + 1);
+  if (left.empty()) {
+    // Gone meanwhile (the containment's word comes next), or unseen by
+    // this containment: the wait goes on, looked at again.
+    rt.kill_timer = clock_.StartTimer(kMinKillWait, [this, self = std::weak_ptr(attempt_)] {
+      if (!Current(self)) return;
+      At().kill_timer = 0;
+      OnLeftoversStuck();
+    });
+    return;
+  }
+  const bool more = left.size() > kMaxUnkillableListed;
+  if (more) left.resize(kMaxUnkillableListed);
+  const WallTime now = clock_.Now();
+  const Millis waited = std::max(job.spec.grace, kMinKillWait);
+  for (StuckProcess& s : left) {
+    UnkillableProcess u;
+    u.rank = s.rank;
+    u.descendant = true;
+    u.pid = s.pid;
+    u.start_time = s.start_time;
+    u.state = std::string(1, s.state);
+    u.wchan = std::move(s.wchan);
+    u.stack = std::move(s.kernel_stack);
+    u.found_at = now;
+    spdlog::error("job={} {} is still there {} after SIGKILL; the job ends without it", job.id,
+                  Describe(u), FormatDuration(waited));
+    Output(-1, Stream::kStderr,
+           Cat("ltd: unkillable: ", Describe(u), "; its devices stay out of use until it is gone"));
+    job.unkillable.push_back(std::move(u));
+  }
+  if (more) {
+    Output(-1, Stream::kStderr,
+           Cat("ltd: unkillable: more than ", kMaxUnkillableListed,
+               " processes would not die; the first ", kMaxUnkillableListed, " are listed"));
+  }
+  launcher_.Abandon(job.id);  // stops the containment's wait too
+  OnJobEmpty();               // no restart: see there
 }
 
 void JobRunner::OnJobEmpty() {
   Job* job = &job_;
   LiveAttempt& rt = At();
   if (rt.phase != Phase::kEmptying) return;
+  rt.Cancel(rt.kill_timer);
   const std::string& id = job->id;
   std::optional<RootCause> cause = rt.cause;
   // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.

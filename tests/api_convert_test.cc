@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "bytes.h"
+#include "job_privacy.h"
 
 namespace ltd {
 namespace {
@@ -202,6 +203,50 @@ TEST(EnumsToProto, EveryModelValueIsTheProtoValueOfItsName) {
       5, &ToProto, &v1::HangReport::Rank::StackStatus_Name, StackStatus::kUnknown);
   ExpectEveryValueNamedAlike<HeartbeatMode, v1::Job::HeartbeatMode>(3, &ToProto,
                                                                     &v1::Job::HeartbeatMode_Name);
+}
+
+// Another user's job keeps its owner, state and the cause's kind; every
+// text of its own goes, each field that had some named in `hidden`.
+TEST(JobPrivacy, HidesEveryDetailAndNamesWhatItHid) {
+  v1::Job j;
+  j.set_id("7");
+  j.set_user("alice");
+  j.set_state(v1::Job::FAILED);
+  j.add_argv("/usr/bin/python3");
+  j.add_argv("train.py");
+  j.add_argv("--token=s3cret");
+  j.set_argv_truncated(true);
+  j.set_cwd("/home/alice/secret");
+  j.set_output("/home/alice/out-%j.log");
+  j.mutable_root_cause()->set_reason(v1::RootCause::exited);
+  j.mutable_root_cause()->set_message("token s3cret refused");
+  j.add_attempts()->mutable_root_cause()->set_message("first: s3cret");
+  j.add_nodes()->mutable_root_cause()->set_message("node: s3cret");
+  j.add_ranks()->set_error("rank: s3cret");
+  j.mutable_hang_report()->add_ranks()->set_stack("frame s3cret");
+  j.add_unkillable()->set_stack("kernel s3cret");
+
+  HideOthersDetails(&j);
+  EXPECT_EQ(j.id(), "7");
+  EXPECT_EQ(j.user(), "alice");
+  EXPECT_EQ(j.state(), v1::Job::FAILED);
+  EXPECT_EQ(j.root_cause().reason(), v1::RootCause::exited);
+  ASSERT_EQ(j.argv_size(), 1);
+  EXPECT_EQ(j.argv(0), "/usr/bin/python3");
+  EXPECT_FALSE(j.argv_truncated());
+  EXPECT_FALSE(j.has_hang_report());
+  EXPECT_EQ(j.DebugString().find("s3cret"), std::string::npos) << j.DebugString();
+  const std::vector<std::string> hidden(j.hidden().begin(), j.hidden().end());
+  EXPECT_EQ(hidden,
+            (std::vector<std::string>{"cwd", "argv", "output", "root_cause.message",
+                                      "attempts.root_cause.message", "nodes.root_cause.message",
+                                      "ranks.error", "hang_report", "unkillable.stack"}));
+
+  // Nothing there, nothing named: `hidden` says only what was hidden.
+  v1::Job bare;
+  bare.add_argv("/bin/true");
+  HideOthersDetails(&bare);
+  EXPECT_TRUE(bare.hidden().empty());
 }
 
 }  // namespace

@@ -105,8 +105,16 @@ class FakeLauncher final : public ProcessLauncher {
   void KillJob(const std::string& job_id) override { killed_jobs.push_back(job_id); }
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override {
     ended_jobs.push_back(job_id);
+    // A process of the job that will not die: the job never empties.
+    if (!leftovers.empty()) return;
     clock_.StartTimer(Millis(0), std::move(on_empty));
   }
+  std::vector<StuckProcess> Leftovers(const std::string&, size_t max) override {
+    std::vector<StuckProcess> out = leftovers;
+    if (out.size() > max) out.resize(max);
+    return out;
+  }
+  void Abandon(const std::string& job_id) override { abandoned.push_back(job_id); }
 
   // The process of `job`'s rank `rank` in its latest attempt.
   Proc& Find(const std::string& job, int rank) {
@@ -175,7 +183,10 @@ class FakeLauncher final : public ProcessLauncher {
   int fail_rank = -1;
   std::vector<Proc> procs;
   std::vector<std::pair<pid_t, int>> signals, process_signals;
-  std::vector<std::string> begun, killed_jobs, ended_jobs;
+  std::vector<std::string> begun, killed_jobs, ended_jobs, abandoned;
+  // What is left of a job once its ranks are reaped (Leftovers); while
+  // there is any, EndJob never calls back.
+  std::vector<StuckProcess> leftovers;
   JobLimits begun_limits;
   std::map<int, uint64_t> oom_kills;  // by rank (the job's when limits are job-wide)
 

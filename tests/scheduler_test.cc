@@ -86,5 +86,31 @@ TEST(Scheduler, PerUserLimits) {
   EXPECT_EQ(s.free_slots(), 7);
 }
 
+// An ended job whose processes would not die holds its slots (out of use)
+// and counts as its user's running job until they are gone; another
+// user is not held back by it.
+TEST(Scheduler, AQuarantinedJobCountsAgainstItsUsersLimit) {
+  Scheduler s(Config(3, 1));
+  s.Enqueue("a1", 1, kAlice, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a1"});
+  s.Release("a1");  // ended; its rank's child is stuck in the kernel
+  s.SetUnavailable(0, true);
+  s.ChargeQuarantine("a1", kAlice, 1);
+  s.Enqueue("a2", 2, kAlice, 1);
+  s.Enqueue("b1", 3, kBob, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"b1"});
+  EXPECT_EQ(s.WhyPending("a2"),
+            "user limit: 1 running, 1 of them ended with processes that would not die (their "
+            "devices are quarantined)");
+  // Gone: the slot comes back and Alice's next job runs.
+  s.SetUnavailable(0, false);
+  s.EndQuarantine("a1");
+  s.EndQuarantine("a1");  // once is all it counts
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});
+  s.Release("a2");
+  s.Release("b1");
+  EXPECT_EQ(s.free_slots(), 3);
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -169,6 +169,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     v1::Unkillable* u = out->add_unkillable();
     u->set_rank(p.rank);
     u->set_pid(p.pid);
+    u->set_descendant(p.descendant);
     u->set_state(DisplayEscapeElided(p.state, limits.text));
     u->set_wchan(DisplayEscapeElided(p.wchan, limits.text));
     u->set_stack(DisplayEscapeElided(p.stack, limits.text));
@@ -277,6 +278,9 @@ void ToProto(const SlotView& slot, v1::Slot* out) {
       break;
     case SlotView::State::kQuarantined:
       out->set_state(v1::Slot::QUARANTINED);
+      // Held by what a job left (UnkillableWatch): whose, as for a busy one.
+      out->set_job_id(DisplayEscape(slot.job_id));
+      out->set_user(DisplayEscapeElided(slot.user, kListLimits.text));
       break;
   }
   if (slot.quarantine) {

@@ -1,7 +1,6 @@
 #include "service.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -41,9 +40,14 @@ std::string UserName(uid_t uid) {
   return std::to_string(uid);
 }
 
-v1::JobEvent EndedEvent(const Job& job) {
+// `hide`: for a caller who may not read the job's details (another
+// user's `wait`, --private-data): the root cause's kind, not its text.
+v1::JobEvent EndedEvent(const Job& job, bool hide = false) {
   v1::JobEvent ev;
   FillEnded(job, ev.mutable_ended());
+  if (hide && ev.ended().has_root_cause()) {
+    ev.mutable_ended()->mutable_root_cause()->clear_message();
+  }
   return ev;
 }
 
@@ -107,8 +111,11 @@ class StreamObserver final : public JobObserver,
     Send(std::move(ev));
   }
 
+  // The ended event without what HideOthersDetails hides.
+  void HideDetails() { hide_ = true; }
+
   void OnEnded(const Job& job) override {
-    Send(EndedEvent(job));
+    Send(EndedEvent(job, hide_));
     ended_ = true;
     if (!held_) out_->Finish(grpc::Status::OK);
   }
@@ -178,6 +185,7 @@ class StreamObserver final : public JobObserver,
   bool stalled_ = false;
   bool held_ = false;
   bool ended_ = false;
+  bool hide_ = false;  // HideDetails
   std::string opened_;
   std::vector<v1::JobEvent> backlog_;
   size_t held_bytes_ = 0;
@@ -328,28 +336,31 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
   }
   // --no-trunc: each command up to what a finished job's summary keeps and more.
   const ViewLimits limits = req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text} : kListLimits;
-  loop_.Post([this, filter = std::move(*filter), limits, out = stream->handle()] {
-    // Pages of a bounded size whatever the number and size of the records
-    // (gRPC refuses a message over 4 MB); each job's text is cut short.
-    constexpr int kPageJobs = 500;
-    constexpr size_t kPageBytes = 1 << 20;
-    std::deque<v1::ListReply> pages;
-    size_t page_bytes = 0;
-    for (const Job* job : manager_.List(/*all=*/true)) {
-      if (!filter.Matches(*job)) continue;
-      v1::Job view;
-      ToProto(*job, limits, &view);
-      const size_t size = view.ByteSizeLong();
-      if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
-          (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
-        pages.emplace_back();
-        page_bytes = 0;
-      }
-      page_bytes += size;
-      *pages.back().add_jobs() = std::move(view);
-    }
-    out->Send(std::move(pages), grpc::Status::OK);
-  });
+  const bool all = SeesAllDetails(*who);
+  loop_.Post(
+      [this, filter = std::move(*filter), limits, uid = who->uid, all, out = stream->handle()] {
+        // Pages of a bounded size whatever the number and size of the records
+        // (gRPC refuses a message over 4 MB); each job's text is cut short.
+        constexpr int kPageJobs = 500;
+        constexpr size_t kPageBytes = 1 << 20;
+        std::deque<v1::ListReply> pages;
+        size_t page_bytes = 0;
+        for (const Job* job : manager_.List(/*all=*/true)) {
+          if (!filter.Matches(*job)) continue;
+          v1::Job view;
+          ToProto(*job, limits, &view);
+          ForCaller(*job, uid, all, &view);
+          const size_t size = view.ByteSizeLong();
+          if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
+              (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
+            pages.emplace_back();
+            page_bytes = 0;
+          }
+          page_bytes += size;
+          *pages.back().add_jobs() = std::move(view);
+        }
+        out->Send(std::move(pages), grpc::Status::OK);
+      });
   return stream;
 }
 
@@ -363,7 +374,10 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   // Anyone may read a job, as `ps` shows anyone's processes.
   auto who = Caller(ctx);
   const PeerCreds caller = who.ok() ? *who : PeerCreds{.uid = JobManager::kAnyone};
-  loop_.Post([this, ref = req->job(), caller, reply, reactor] {
+  // Its details are its owner's (--private-data): one who cannot be told
+  // sees none.
+  const bool all = who.ok() && SeesAllDetails(caller);
+  loop_.Post([this, ref = req->job(), caller, all, reply, reactor] {
     auto job = JobFor(ref, caller, /*control=*/false);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     // A finished job's summary: its whole record is on disk, read on
@@ -372,6 +386,7 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
     // memory too).
     if ((*job)->table.argv_cut == 0 || show_reads_ >= kMaxShowReads) {
       ToProto(**job, kShowLimits, reply);
+      ForCaller(**job, caller.uid, all, reply);
       return reactor->Finish(grpc::Status::OK);
     }
     struct Read {
@@ -383,9 +398,12 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
       v1::Job* reply;
       grpc::ServerUnaryReactor* reactor;
       int* reads;
+      uid_t caller;
+      bool all;
     };
-    auto* read = new Read{{},    &manager_.store(), (*job)->id,  **job, absl::UnknownError(""),
-                          reply, reactor,           &show_reads_};
+    auto* read =
+        new Read{{},    &manager_.store(), (*job)->id,   **job,      absl::UnknownError(""),
+                 reply, reactor,           &show_reads_, caller.uid, all};
     ++show_reads_;
     read->req.data = read;
     uv_queue_work(
@@ -399,6 +417,8 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
           --*r->reads;
           const Job* full = r->loaded.ok() ? &*r->loaded : &r->summary;
           ToProto(*full, kShowLimits, r->reply);
+          // The summary's owner: a record read from disk is not trusted to say whose.
+          ForCaller(r->summary, r->caller, r->all, r->reply);
           r->reactor->Finish(grpc::Status::OK);
         });
   });
@@ -485,16 +505,19 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerC
   auto out = stream->handle();
   auto who = StreamCaller(ctx, stream, &ref);
   if (!who) return stream;
-  loop_.Post([this, ref, output, cancel_on_disconnect, out, who = *who] {
+  const bool all = SeesAllDetails(*who);
+  loop_.Post([this, ref, output, cancel_on_disconnect, out, who = *who, all] {
     // A wait is anyone's; an attach (output) is the owner's or root's.
     auto job = JobFor(ref, who, /*control=*/output);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     const std::string id = (*job)->id;
+    const bool hide = !all && (*job)->spec.uid != who.uid;
     auto observer = std::make_shared<StreamObserver>(out, output, -1);
+    if (hide) observer->HideDetails();
     if (output) WhenStalledTellSupervision(*observer, manager_, loop_, id);
     auto oid = manager_.Observe(id, observer);
     if (!oid) {
-      out->Push(EndedEvent(**job));
+      out->Push(EndedEvent(**job, hide));
       return out->Finish(grpc::Status::OK);
     }
     // An attach is open once the supervisor sends output again (Observe
@@ -545,42 +568,6 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     LogReplay::Start(loop_, manager_, j, std::move(query), r.follow(), out);
   });
   return stream;
-}
-
-absl::Status LtdService::SetAdminGroup(const std::string& group) {
-  admin_group_ = group;
-  admin_gid_.reset();
-  if (group.empty()) return absl::OkStatus();
-  struct group gr {};
-  struct group* found = nullptr;
-  std::vector<char> buf(1 << 16);
-  if (getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(
-        Cat("--admin-group '", group, "': no such group on this host; create it or leave it out"));
-  }
-  admin_gid_ = found->gr_gid;
-  return absl::OkStatus();
-}
-
-bool LtdService::IsAdmin(const PeerCreds& who) const {
-  if (who.uid == 0) return true;
-  if (!admin_gid_) return false;
-  if (who.gid == *admin_gid_) return true;
-  // The group database's word, as for a login: the caller's user is a member.
-  passwd pw{};
-  passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getpwuid_r(who.uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return false;
-  }
-  int n = 64;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  if (getgrouplist(found->pw_name, found->pw_gid, groups.data(), &n) < 0) {
-    groups.resize(static_cast<size_t>(n));
-    if (getgrouplist(found->pw_name, found->pw_gid, groups.data(), &n) < 0) return false;
-  }
-  groups.resize(static_cast<size_t>(n));
-  return std::find(groups.begin(), groups.end(), *admin_gid_) != groups.end();
 }
 
 grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,

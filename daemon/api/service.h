@@ -57,6 +57,9 @@ class LtdService final : public v1::Ltd::CallbackService {
   // Members of this group (by name; "": none) may do what root may to ltd
   // itself (drain, resume). An unknown group is an error.
   absl::Status SetAdminGroup(const std::string& group);
+  // Whether another user's job's details are hidden from a caller who is
+  // neither root nor of the admin group (--private-data; HideOthersDetails).
+  void set_private_jobs(bool on) { private_jobs_ = on; }
 
   // What `ltctl shutdown` does (loop thread): end every job, then call
   // `finished` and stop.
@@ -93,6 +96,12 @@ class LtdService final : public v1::Ltd::CallbackService {
 
   // Root, or a member of the admin group. May ask NSS: not on the loop.
   bool IsAdmin(const PeerCreds& who) const;
+  // Whether `who` sees every job's details (no --private-data, or an
+  // admin). May ask NSS: not on the loop.
+  bool SeesAllDetails(const PeerCreds& who) const;
+  // A view of `job` for `who`: another's job loses what HideOthersDetails
+  // hides unless `all` (SeesAllDetails).
+  static void ForCaller(const Job& job, uid_t who, bool all, v1::Job* view);
   // Drain or resume (`reason` nullopt), for an admin.
   grpc::ServerUnaryReactor* SetDrain(grpc::CallbackServerContext* ctx,
                                      std::optional<std::string> reason, v1::DrainReply* reply);
@@ -100,6 +109,7 @@ class LtdService final : public v1::Ltd::CallbackService {
   Loop& loop_;
   JobManager& manager_;
   std::optional<gid_t> admin_gid_;
+  bool private_jobs_ = true;
   std::string admin_group_;
   const Listener& listener_;
   UserFiles& user_files_;

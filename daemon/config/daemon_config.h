@@ -50,7 +50,9 @@ struct DaemonConfig {
   std::string auto_heartbeat_dir;  // empty: ltd's own module, where it finds it
   std::string metrics_listen;      // empty: no metrics
   std::string admin_group;         // may drain and resume ltd, as root may
-  uint64_t max_state_bytes = 0;    // the state dir's bound; 0: none
+  // --private-data jobs: another user's job's details are hidden (JobPrivacy).
+  bool private_jobs = true;
+  uint64_t max_state_bytes = 0;  // the state dir's bound; 0: none
   std::string nvml_library;
   uint64_t gpu_leftover_mib = 0;
   // Run (as root) when a job ends with ranks that would not die; empty:

@@ -88,6 +88,12 @@ void AddOptions(CLI::App& app, Options& opt) {
       ->capture_default_str();
   app.add_option("--admin-group", opt.admin_group,
                  "members of this group may drain and resume ltd, as root may (default: none)");
+  app.add_option("--private-data", opt.private_data,
+                 "jobs: another user's job shows its owner, name, state, devices, times and "
+                 "root-cause kind only (its cwd, arguments, output paths, error text and stacks "
+                 "are its owner's, root's and --admin-group's); no: everyone sees them")
+      ->check(CLI::IsMember({"jobs", "no"}))
+      ->capture_default_str();
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown; 0: take none")
       ->capture_default_str();

@@ -24,6 +24,9 @@ struct Options {
   std::string stack_budget = "5s";
   size_t keep_jobs = 10000;
   std::string admin_group;  // may drain and resume ltd, as root may
+  // "jobs": another user's job shows its owner, name, state, devices,
+  // times and root-cause kind only; "no": everything (but the environment).
+  std::string private_data = "jobs";
   // Per-user bounds, so that no user can take the server from the others.
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;

@@ -243,6 +243,7 @@ std::vector<SlotView> JobManager::Slots() const {
     if (std::string holder = unkillable_.Holding(v.slot); !holder.empty()) {
       v.state = SlotView::State::kQuarantined;
       v.job_id = std::move(holder);
+      v.user = unkillable_.HoldingUser(v.slot);
     }
   }
   // A placed job holds its slots from its placement on, while its

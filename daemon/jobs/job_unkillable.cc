@@ -8,6 +8,10 @@ namespace ltd {
 
 void JobManager::HoldUnkillable(const Job& job, bool announce) {
   if (!unkillable_.Add(job)) return;
+  // Its user's still, for the running-jobs limit and the share, until
+  // they are gone: otherwise a user whose jobs leave such processes would
+  // hold every slot under a limit of one job.
+  scheduler_.ChargeQuarantine(job.id, job.spec.uid, static_cast<int>(job.device_slots.size()));
   std::string slots, pids;
   for (int slot : job.device_slots) {
     scheduler_.SetUnavailable(slot, true);
@@ -24,6 +28,7 @@ void JobManager::HoldUnkillable(const Job& job, bool announce) {
 }
 
 void JobManager::UnkillableGone(const std::string& id, const std::vector<int>& slots) {
+  scheduler_.EndQuarantine(id);
   for (int slot : slots) {
     // A GPU that a process outside any job holds stays quarantined.
     if (gpus_ == nullptr || gpus_->quarantine(slot) == nullptr)

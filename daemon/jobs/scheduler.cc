@@ -16,6 +16,25 @@ void Scheduler::SetUnavailable(int slot, bool unavailable) {
     unavailable_[static_cast<size_t>(slot)] = unavailable;
 }
 
+void Scheduler::ChargeQuarantine(const std::string& id, uid_t uid, int devices) {
+  if (quarantined_.contains(id)) return;
+  quarantined_[id] = Charged{uid, devices};
+  User& user = users_[uid];
+  ++user.quarantined;
+  user.devices += devices;
+}
+
+void Scheduler::EndQuarantine(const std::string& id) {
+  auto it = quarantined_.find(id);
+  if (it == quarantined_.end()) return;
+  const Charged c = it->second;
+  quarantined_.erase(it);
+  User& user = users_[c.uid];
+  --user.quarantined;
+  user.devices -= c.devices;
+  if (user.queue.empty() && user.counted() == 0) users_.erase(c.uid);
+}
+
 absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user, size_t also_waiting) const {
   const int limit = config_.user_max_pending_jobs;
   const size_t waiting = pending(uid) + also_waiting;
@@ -40,7 +59,7 @@ void Scheduler::Dequeue(const std::string& id) {
   User& user = users_[uid];
   user.queue.erase(std::remove(user.queue.begin(), user.queue.end(), id), user.queue.end());
   queued_.erase(it);
-  if (user.queue.empty() && user.running == 0) users_.erase(uid);
+  if (user.queue.empty() && user.counted() == 0) users_.erase(uid);
 }
 
 std::vector<Scheduler::Placement> Scheduler::Place() {
@@ -50,7 +69,7 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
     std::vector<std::pair<uid_t, const Queued*>> heads;
     for (auto& [uid, user] : users_) {
       if (user.queue.empty()) continue;
-      if (config_.user_max_running_jobs > 0 && user.running >= config_.user_max_running_jobs)
+      if (config_.user_max_running_jobs > 0 && user.counted() >= config_.user_max_running_jobs)
         continue;
       heads.emplace_back(uid, &queued_.at(user.queue.front()));
     }
@@ -116,7 +135,7 @@ void Scheduler::Release(const std::string& id) {
   User& user = users_[owner_.at(id)];
   --user.running;
   user.devices -= static_cast<int>(held->second.size());
-  if (user.queue.empty() && user.running == 0) users_.erase(owner_.at(id));
+  if (user.queue.empty() && user.counted() == 0) users_.erase(owner_.at(id));
   owner_.erase(id);
   held_.erase(held);
 }
@@ -127,8 +146,10 @@ std::string Scheduler::WhyPending(const std::string& id) const {
   const auto u = users_.find(q->second.uid);
   if (u == users_.end()) return "";
   const User& user = u->second;
-  if (config_.user_max_running_jobs > 0 && user.running >= config_.user_max_running_jobs) {
-    return Cat("user limit: ", user.running, " running");
+  if (config_.user_max_running_jobs > 0 && user.counted() >= config_.user_max_running_jobs) {
+    if (user.quarantined == 0) return Cat("user limit: ", user.running, " running");
+    return Cat("user limit: ", user.counted(), " running, ", user.quarantined,
+               " of them ended with processes that would not die (their devices are quarantined)");
   }
   if (!user.queue.empty() && user.queue.front() != id) {
     return Cat("behind job ", user.queue.front(), " of the same user");

@@ -55,6 +55,11 @@ class Scheduler {
 
   // A slot out of use (its GPU is quarantined): not free, never placed on.
   void SetUnavailable(int slot, bool unavailable);
+  // Job `id` of `uid` ended, but processes of it that would not die still
+  // hold its `devices`: until EndQuarantine they count as a running job of
+  // that user, for its limit and its share, as the job did.
+  void ChargeQuarantine(const std::string& id, uid_t uid, int devices);
+  void EndQuarantine(const std::string& id);
 
   // Why a pending job has not been placed, in words ("needs 4 devices, 2
   // free"); "" for a job that is not pending here.
@@ -74,8 +79,11 @@ class Scheduler {
   struct User {
     std::deque<std::string> queue;  // FIFO of pending ids
     int running = 0;                // placed jobs
-    int devices = 0;                // slots they hold
-    uint64_t served = 0;            // when it last had a job placed (0: never)
+    int quarantined = 0;            // ended jobs whose processes would not die
+    // What counts against --user-max-running-jobs.
+    int counted() const { return running + quarantined; }
+    int devices = 0;      // slots they hold
+    uint64_t served = 0;  // when it last had a job placed (0: never)
   };
 
   SchedulerConfig config_;
@@ -84,7 +92,12 @@ class Scheduler {
   std::map<std::string, Queued> queued_;          // pending, by id
   std::map<std::string, std::vector<int>> held_;  // placed, by id
   std::map<std::string, uid_t> owner_;            // placed, by id
-  std::map<uid_t, User> users_;                   // users with pending or placed jobs
+  struct Charged {
+    uid_t uid = 0;
+    int devices = 0;
+  };
+  std::map<std::string, Charged> quarantined_;  // ChargeQuarantine, by id
+  std::map<uid_t, User> users_;                 // users with pending or placed jobs
   uint64_t placements_ = 0;
 };
 

@@ -17,6 +17,7 @@ UnkillableWatch::~UnkillableWatch() {
 bool UnkillableWatch::Add(const Job& job) {
   Held held;
   held.slots = job.device_slots;
+  held.user = job.user;
   for (const UnkillableProcess& p : job.unkillable) {
     if (!p.gone_at) held.processes.push_back(p);
   }
@@ -33,6 +34,11 @@ std::string UnkillableWatch::Holding(int slot) const {
     }
   }
   return "";
+}
+
+std::string UnkillableWatch::HoldingUser(int slot) const {
+  const std::string id = Holding(slot);
+  return id.empty() ? "" : jobs_.at(id).user;
 }
 
 void UnkillableWatch::Arm() {

@@ -37,11 +37,14 @@ class UnkillableWatch {
   bool Add(const Job& job);
   // The job whose unkillable processes hold `slot`; "" when none do.
   std::string Holding(int slot) const;
+  // That job's user (Job::user); "" when none hold it.
+  std::string HoldingUser(int slot) const;
   size_t jobs() const { return jobs_.size(); }
 
  private:
   struct Held {
     std::vector<int> slots;
+    std::string user;
     std::vector<UnkillableProcess> processes;  // those not seen gone yet
   };
   void Arm();

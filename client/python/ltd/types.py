@@ -225,7 +225,7 @@ class JobInfo:
     hang_report: Optional[HangReport]
     ranks: List[RankInfo]
     argv: List[str]
-    cwd: str
+    cwd: Optional[str]
     pending_reason: str
     heartbeat_mode: str
     hang_timeout_ms: int
@@ -236,6 +236,10 @@ class JobInfo:
     cpu_millis: int = 0  # --cpus in thousandths of a CPU; 0: none
     # Ranks that did not die of SIGKILL: {"rank", "pid", "state", "wchan", "gone"}.
     unkillable: List[dict] = dataclasses.field(default_factory=list)
+    # Another user's job: the fields ltd hid from this caller ("cwd",
+    # "argv", "root_cause.message", ...); those are empty (cwd: None) and
+    # argv holds the program alone. Empty for one's own jobs.
+    hidden: List[str] = dataclasses.field(default_factory=list)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -272,7 +276,7 @@ class JobInfo:
                 for r in j.ranks
             ],
             argv=list(j.argv),
-            cwd=j.cwd,
+            cwd=None if "cwd" in j.hidden else j.cwd,
             pending_reason=j.pending_reason,
             heartbeat_mode=ltd_pb2.Job.HeartbeatMode.Name(j.heartbeat_mode),
             hang_timeout_ms=j.hang_timeout_ms,
@@ -282,10 +286,12 @@ class JobInfo:
             mem_per_rank_bytes=j.mem_per_rank_bytes,
             cpu_millis=j.cpu_millis,
             unkillable=[
-                {"rank": u.rank, "pid": u.pid, "state": u.state, "wchan": u.wchan,
+                {"rank": u.rank, "pid": u.pid, "descendant": u.descendant,
+                 "state": u.state, "wchan": u.wchan,
                  "gone": u.HasField("gone_at")}
                 for u in j.unkillable
             ],
+            hidden=list(j.hidden),
             proto=j,
         )
 
