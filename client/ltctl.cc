@@ -1,6 +1,7 @@
 // ltctl: the client. Every verb is one RPC to ltd over its Unix socket.
 // Exit codes follow docs/protocol.md: the job's for submit/attach/wait, 1 for an
 // error of ltctl or ltd, always with a one-line message saying what to do.
+#include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -26,7 +27,9 @@
 #include "job_limits.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
+#include "stack_cmd.h"
 #include "version.h"
+#include "warn_signal.h"
 
 extern char** environ;
 
@@ -120,6 +123,7 @@ struct SubmitArgs {
   std::vector<std::string> after;
   std::string output, error;  // --output, --error patterns
   std::string mem, mem_per_rank, cpus;
+  std::string warn_signal;  // --signal SIG@DUR
   std::vector<std::string> command;
 };
 
@@ -149,6 +153,11 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     req.set_time_limit_ms(OrDie(DurationFlag("--time", a.time_limit)).count());
   if (!a.hold_on_hang.empty())
     req.set_hold_on_hang_ms(OrDie(DurationFlag("--hold-on-hang", a.hold_on_hang)).count());
+  if (!a.warn_signal.empty()) {
+    const WarnSignal w = OrDie(ParseWarnSignal("--signal", a.warn_signal));
+    req.set_warn_signal(w.signal);
+    req.set_warn_signal_before_ms(w.before.count());
+  }
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
   req.set_nnodes(a.nnodes);
@@ -339,7 +348,8 @@ int Shutdown(const Globals& g) {
 }
 
 // `drain` and `resume` (root or ltd's --admin-group): where ltd stands after.
-int Drain(const Globals& g, const std::optional<std::string>& reason) {
+int Drain(const Globals& g, const std::optional<std::string>& reason,
+          const std::string& deadline = "") {
   auto api = Connect(g);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -348,6 +358,11 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
   if (reason) {
     v1::DrainRequest req;
     req.set_reason(*reason);
+    if (!deadline.empty()) {
+      const Millis d = OrDie(DurationFlag("--deadline", deadline));
+      if (d.count() <= 0) Die("--deadline must be more than 0 (e.g. 30m)");
+      req.set_deadline_ms(d.count());
+    }
     s = api->Drain(&ctx, req, &reply);
   } else {
     s = api->Resume(&ctx, v1::ResumeRequest(), &reply);
@@ -358,6 +373,10 @@ int Drain(const Globals& g, const std::optional<std::string>& reason) {
                 reply.reason().empty() ? "" : ": ",
                 DisplayEscape(reply.reason(), Controls::kEscape).c_str(), reply.running(),
                 reply.pending());
+    if (reply.has_deadline()) {
+      std::printf("running jobs are torn down at %s (each job's --signal first)\n",
+                  google::protobuf::util::TimeUtil::ToString(reply.deadline()).c_str());
+    }
   } else {
     std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
   }
@@ -418,9 +437,13 @@ int main(int argc, char** argv) {
   submit->add_option(
       "-t,--time", sa.time_limit,
       "torn down after running this long (exit code 124); default: ltd's --max-time");
-  submit->add_option("--hold-on-hang", sa.hold_on_hang,
-                     "after a hang report, leave the ranks as they are this long for py-spy or "
-                     "gdb, then tear down (ltctl kill ends it early)");
+  submit->add_option(
+      "--hold-on-hang", sa.hold_on_hang,
+      "after a hang report, leave the ranks as they are this long for `ltctl stack` or "
+      "gdb, then tear down (ltctl kill ends it early)");
+  submit->add_option("--signal", sa.warn_signal,
+                     "SIG@DUR: send SIG to each rank's main process DUR before the job's end is "
+                     "forced (--time, a drain's deadline, `ltctl shutdown`), e.g. USR1@90s");
   // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
   submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);
@@ -505,12 +528,23 @@ int main(int argc, char** argv) {
                    "and `docker kill` do; the job goes on");
   kill->add_flag("--all-processes", all_processes,
                  "with --signal: to every process of each rank (its DataLoader workers too)");
+  int stack_rank = -1;
+  auto* stack =
+      app.add_subcommand("stack",
+                         "where each rank of a running job is now: Python or native frames, each "
+                         "thread's kernel state; the job goes on");
+  stack->add_option("JOB", job, "job id or name")->required();
+  auto* stack_rank_opt = stack->add_option("--rank", stack_rank, "only this rank");
   auto* shutdown =
       app.add_subcommand("shutdown", "root: tear every job down, then stop ltd (maintenance)");
   std::string drain_reason;
   auto* drain = app.add_subcommand(
       "drain", "root or admin group: start no job until `resume`; running ones go on");
   drain->add_option("--reason", drain_reason, "what you are doing, shown with every pending job");
+  std::string drain_deadline;
+  drain->add_option("--deadline", drain_deadline,
+                    "tear running jobs down this long from now (e.g. 30m); each job's --signal "
+                    "comes its DUR before");
   auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
 
   try {
@@ -533,8 +567,13 @@ int main(int argc, char** argv) {
     if (attach->parsed()) return Follow(g, job, true);
     if (wait->parsed()) return Follow(g, job, false);
     if (kill->parsed()) return Kill(g, job, signal, all_processes);
+    if (stack->parsed()) {
+      if (stack_rank_opt->count() == 0) return StackCommand(g, job, std::nullopt);
+      if (stack_rank < 0) Die("--rank must be 0 or more (a rank of the job)");
+      return StackCommand(g, job, stack_rank);
+    }
     if (shutdown->parsed()) return Shutdown(g);
-    if (drain->parsed()) return Drain(g, drain_reason);
+    if (drain->parsed()) return Drain(g, drain_reason, drain_deadline);
     if (resume->parsed()) return Drain(g, std::nullopt);
     return kErrorExit;
   };

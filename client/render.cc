@@ -10,7 +10,9 @@
 #include "bytes.h"
 #include "duration.h"
 #include "job_limits.h"
+#include "str_util.h"
 #include "table.h"
+#include "warn_signal.h"
 
 namespace ltd {
 namespace {
@@ -300,6 +302,9 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
   if (!reply.gpu_checks()) {
     std::fprintf(out, "GPU checks are off (no NVML): GPUs are reused without a look\n");
   }
+  if (!reply.gpu_isolation().empty()) {
+    std::fprintf(out, "GPU isolation: %s\n", Line(reply.gpu_isolation()).c_str());
+  }
 }
 
 void PrintJob(const v1::Job& j, FILE* out) {
@@ -315,11 +320,19 @@ void PrintJob(const v1::Job& j, FILE* out) {
       if (r.state() != v1::Rank::RUNNING) continue;
       pids += (pids.empty() ? "" : ", ") + std::to_string(r.pid());
     }
-    field("Held:", "pids " + pids + "; look with `py-spy dump --pid PID` or `gdb -p PID`; " +
-                       "`ltctl kill " + Line(j.id()) + "` ends the hold");
+    field("Held:", "pids " + pids + "; look with `ltctl stack " + Line(j.id()) +
+                       "` or `gdb -p PID`; `ltctl kill " + Line(j.id()) + "` ends the hold");
   }
   if (j.time_limit_ms() > 0)
     field("Time limit:", FormatDuration(Millis(j.time_limit_ms())) + TimeLeft(j));
+  if (j.warn_signal() != 0) {
+    const std::string sig =
+        FormatWarnSignal(WarnSignal{j.warn_signal(), Millis(j.warn_signal_before_ms())});
+    field("Signal:", j.has_warn_signal_sent_at()
+                         ? Cat(sig, ", sent ", Time(true, j.warn_signal_sent_at()), " (",
+                               Line(j.warn_signal_why()), ")")
+                         : Cat(sig, ", not sent yet"));
+  }
   if (!j.pending_reason().empty()) field("Waiting:", Line(j.pending_reason()));
   if (j.after_size() > 0) {
     std::string after;
@@ -333,6 +346,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
                              ? ""
                              : " (CUDA_VISIBLE_DEVICES=" + Line(j.cuda_visible_devices()) + ")"));
   for (const auto& g : j.gpus()) field(("  GPU " + Line(g.gpu()) + ":").c_str(), Use(g));
+  if (!j.gpu_isolation().empty()) field("GPU access:", Line(j.gpu_isolation()));
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
   field("Containment:", Line(j.containment()));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ltd {
 
@@ -14,7 +15,12 @@ struct JobLimits {
   uint64_t memory_bytes = 0;           // every process of the job together; 0: none
   uint64_t memory_per_rank_bytes = 0;  // each rank with its descendants; 0: none
   uint32_t cpu_millis = 0;             // CPU time in thousandths of a CPU (1500: 1.5 CPUs); 0: none
+  // The GPUs' minors (/dev/nvidiaN) the job may open, when ltd placed
+  // GPUs and isolates them; set by ltd at placement, not by the user.
+  bool isolate_gpus = false;
+  std::vector<uint32_t> gpu_minors;
   bool memory() const { return memory_bytes != 0 || memory_per_rank_bytes != 0; }
+  // Whether --mem, --mem-per-rank or --cpus asks for a cgroup limit.
   bool any() const { return memory() || cpu_millis != 0; }
   bool operator==(const JobLimits&) const = default;
 };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cgroup_fs.h"
+#include "gpu_devices.h"
 #include "process_group_containment.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -152,7 +153,7 @@ CgroupContainment::~CgroupContainment() {
     spdlog::warn("rmdir({}): {}", base_dir_, std::strerror(errno));
   }
   // The v1 hierarchies' run cgroups, made by the first job with a limit.
-  for (const ControllerPlace* place : {&places_.memory, &places_.cpu}) {
+  for (const ControllerPlace* place : {&places_.memory, &places_.cpu, &places_.devices}) {
     if (place->layout != CgroupLayout::kV1) continue;
     const std::string run = RunDirIn(*place);
     if (access(run.c_str(), F_OK) != 0) continue;
@@ -172,7 +173,7 @@ std::string CgroupContainment::RunDirIn(const ControllerPlace& place) const {
 
 absl::Status CgroupContainment::SetUpLimits(const std::string& job_id, const JobLimits& limits) {
   RemoveLimited(job_id);
-  if (!limits.any()) return absl::OkStatus();
+  if (!limits.any() && !limits.isolate_gpus) return absl::OkStatus();
   Limited& l = limited_[job_id];
   l.limits = limits;
   // The job's cgroup in `place`'s hierarchy, the controller enabled down
@@ -215,6 +216,24 @@ absl::Status CgroupContainment::SetUpLimits(const std::string& job_id, const Job
     }
     if (!s.ok()) s = absl::FailedPreconditionError(Cat("--cpus cannot be set: ", s.message()));
   }
+  if (s.ok() && limits.isolate_gpus) {
+    // No controller to enable on v2: the program attaches to any cgroup.
+    auto dir = places_.devices.layout == CgroupLayout::kV2
+                   ? absl::StatusOr<std::string>(JobDir(job_id))
+                   : job_cgroup(places_.devices, "devices", false);
+    if (dir.ok()) {
+      l.devices_dir = *dir;
+      s = places_.devices.layout == CgroupLayout::kV2
+              ? AttachGpuDeviceProgram(l.devices_dir, limits.gpu_minors)
+              : DenyOtherGpusV1(l.devices_dir, limits.gpu_minors);
+    } else {
+      s = dir.status();
+    }
+    if (!s.ok()) {
+      s = absl::FailedPreconditionError(
+          Cat("the job's GPUs cannot be isolated from other jobs: ", s.message()));
+    }
+  }
   if (!s.ok()) RemoveLimited(job_id);
   return s;
 }
@@ -225,7 +244,7 @@ void CgroupContainment::RemoveLimited(const std::string& job_id) {
   const Limited l = std::move(it->second);
   limited_.erase(it);
   const std::string v2 = JobDir(job_id);
-  for (const std::string& dir : {l.memory_dir, l.cpu_dir}) {
+  for (const std::string& dir : {l.memory_dir, l.cpu_dir, l.devices_dir}) {
     if (dir.empty() || dir == v2) continue;
     if (absl::Status s = RemoveCgroupTree(dir); !s.ok()) {
       spdlog::error("job={} cleanup: {}", job_id, std::string(s.message()));
@@ -289,6 +308,10 @@ std::vector<std::string> CgroupContainment::RankCgroups(const std::string& job_i
   if (!l.cpu_dir.empty() && places_.cpu.layout == CgroupLayout::kV1 &&
       std::find(dirs.begin(), dirs.end(), l.cpu_dir) == dirs.end()) {
     dirs.push_back(l.cpu_dir);
+  }
+  if (!l.devices_dir.empty() && places_.devices.layout == CgroupLayout::kV1 &&
+      std::find(dirs.begin(), dirs.end(), l.devices_dir) == dirs.end()) {
+    dirs.push_back(l.devices_dir);
   }
   return dirs;
 }

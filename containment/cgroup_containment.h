@@ -64,6 +64,7 @@ class CgroupContainment final : public Containment {
     JobLimits limits;
     std::string memory_dir;  // the job's memory cgroup (v2: JobDir)
     std::string cpu_dir;
+    std::string devices_dir;  // v2: JobDir
   };
   CgroupContainment(uv_loop_t* loop, std::string base_dir, std::string run_dir, LimitPlaces places);
   void Check(Waiter* w, bool from_timer);

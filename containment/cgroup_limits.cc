@@ -9,6 +9,7 @@
 
 #include "cgroup_fs.h"
 #include "file_io.h"
+#include "gpu_devices.h"
 #include "posix_error.h"
 #include "str_util.h"
 
@@ -116,7 +117,8 @@ LimitPlaces FindLimitPlaces(const std::string& v2_own_dir) {
   const std::string mountinfo = ReadWholeFile("/proc/self/mountinfo").value_or("");
   const std::string cgroup = ReadWholeFile("/proc/self/cgroup").value_or("");
   return LimitPlaces{FindController("memory", v2_own_dir, mountinfo, cgroup),
-                     FindController("cpu", v2_own_dir, mountinfo, cgroup)};
+                     FindController("cpu", v2_own_dir, mountinfo, cgroup),
+                     FindDevicePlace(v2_own_dir, mountinfo, cgroup)};
 }
 
 absl::Status EnableV2Controller(const std::string& top, const std::string& bottom,

@@ -61,8 +61,9 @@ ControllerPlace FindController(std::string_view controller, const std::string& v
 struct LimitPlaces {
   ControllerPlace memory;
   ControllerPlace cpu;
+  ControllerPlace devices;  // which GPUs a job may open (gpu_devices.h)
 };
-// Both, for this process (its /proc/self/mountinfo and cgroup).
+// All three, for this process (its /proc/self/mountinfo and cgroup).
 LimitPlaces FindLimitPlaces(const std::string& v2_own_dir);
 
 // Writes "+controller" to cgroup.subtree_control of `top` and of every

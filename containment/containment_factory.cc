@@ -52,7 +52,7 @@ ContainmentPlan PlanContainment(const JobStore& store, std::string instance) {
 
 std::vector<std::string> ContainmentPlan::v1_bases() const {
   std::vector<std::string> bases;
-  for (const ControllerPlace* place : {&limits.memory, &limits.cpu}) {
+  for (const ControllerPlace* place : {&limits.memory, &limits.cpu, &limits.devices}) {
     if (place->layout != CgroupLayout::kV1) continue;
     std::string base = Cat(place->own_dir, "/ltd-", state_tag);
     if (std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
@@ -88,6 +88,10 @@ LimitSupport ProbeLimitSupport(const ContainmentPlan& plan, std::string_view con
   };
   support.memory = why(plan.limits.memory, "memory");
   support.cpu = why(plan.limits.cpu, "cpu");
+  // v2 needs no controller: FindDevicePlace attached a program already.
+  support.devices = plan.limits.devices.layout == CgroupLayout::kV2 && containment == "cgroup"
+                        ? ""
+                        : why(plan.limits.devices, "devices");
   return support;
 }
 

@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
                                                               const ContainmentPlan& plan,
                                                               bool proven = false);
 
-// Why a job's memory (`memory`) or CPU (`cpu`) limit cannot be set by
+// Why a job's memory (`memory`) or CPU (`cpu`) limit, or its GPUs'
+// isolation (`devices`), cannot be set by
 // this ltd's supervisors, in one line each; empty when it can. Run after
 // SetUpContainment named the mode (`containment`), which made the base:
 // it enables the controllers from ltd's own cgroup down to it (v2) and
@@ -78,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Containment>> SetUpContainment(uv_loop_t* loop,
 struct LimitSupport {
   std::string memory;
   std::string cpu;
+  std::string devices;  // GPU isolation (gpu_devices.h)
 };
 LimitSupport ProbeLimitSupport(const ContainmentPlan& plan, std::string_view containment);
 

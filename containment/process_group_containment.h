@@ -15,8 +15,9 @@ class ProcessGroupContainment final : public Containment {
   std::string_view name() const override { return "process-group"; }
   // Limits need cgroups: ltd refuses jobs that ask for one (LimitSupport).
   absl::Status BeginJob(const std::string&, const JobLimits& limits) override {
-    return limits.any()
-               ? absl::FailedPreconditionError("--mem and --cpus need ltd's cgroup containment")
+    return limits.any() || limits.isolate_gpus
+               ? absl::FailedPreconditionError(
+                     "--mem, --cpus and GPU isolation need ltd's cgroup containment")
                : absl::OkStatus();
   }
   std::vector<std::string> RankCgroups(const std::string&, int) override { return {}; }

@@ -7,16 +7,21 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "auto_instrument.h"
 #include "fd_limit.h"
+#include "file_io.h"
+#include "gpu_devices.h"
 #include "helpers.h"
 #include "log_rate.h"
 #include "resource_limits.h"
 #include "socket_activation.h"
 #include "spdlog/spdlog.h"
+#include "str_util.h"
 #include "version.h"
 
 namespace ltd {
@@ -203,7 +208,66 @@ absl::Status Daemon::TakeOverEarlier() {
   manager_config_.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (!limits.memory.empty()) spdlog::info("--mem off: {}", limits.memory);
   if (!limits.cpu.empty()) spdlog::info("--cpus off: {}", limits.cpu);
+  PlanGpuIsolation(limits.devices);
   return absl::OkStatus();
+}
+
+// The minor of each slot's GPU: NVML's word, else (no NVML) the driver's
+// /proc files, whose bus-id order is NVML's default index order. A GPU
+// whose minor is unknown makes the whole host "not isolated": ltd would
+// otherwise deny a job its own GPU or allow another's.
+void Daemon::PlanGpuIsolation(const std::string& no_devices) {
+  const std::vector<std::string>& ids = manager_config_.placement.gpu_ids;
+  if (ids.empty()) return;  // the slots are not GPUs
+  std::string why;
+  if (!config_.gpu_isolation) {
+    why = "turned off (gpu-isolation = false)";
+  } else if (!no_devices.empty()) {
+    why = no_devices;
+  }
+  std::vector<uint32_t> minors;
+  std::vector<std::string> proc_gpus;
+  if (why.empty() && !nvml_) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+      proc_gpus.push_back(e.path().string());
+    }
+    std::sort(proc_gpus.begin(), proc_gpus.end());
+  }
+  for (size_t i = 0; why.empty() && i < ids.size(); ++i) {
+    int index = -1;
+    absl::StatusOr<uint32_t> minor = absl::NotFoundError("not an NVML index");
+    if (absl::SimpleAtoi(ids[i], &index) && index >= 0) {
+      if (nvml_) {
+        minor = nvml_->Minor(index);
+      } else if (static_cast<size_t>(index) < proc_gpus.size()) {
+        auto info = ReadWholeFile(proc_gpus[static_cast<size_t>(index)] + "/information", 65536);
+        if (info.ok()) {
+          minor = ParseNvidiaMinor(*info);
+        } else {
+          minor = info.status();
+        }
+      } else {
+        minor = absl::NotFoundError("no NVML and no /proc/driver/nvidia/gpus entry for it");
+      }
+    }
+    if (minor.ok()) {
+      minors.push_back(*minor);
+    } else {
+      why = Cat("the device minor of GPU ", ids[i], " is unknown (", minor.status().message(), ")");
+    }
+  }
+  if (!why.empty()) {
+    manager_config_.gpu_isolation = Cat("not isolated: ", why);
+    spdlog::warn("GPUs not isolated: every job can open every GPU: {}", why);
+    return;
+  }
+  manager_config_.gpu_minors = std::move(minors);
+  manager_config_.gpu_isolation =
+      plan_->limits.devices.layout == CgroupLayout::kV2
+          ? "isolated (a cgroup device program allows each job only its GPUs)"
+          : "isolated (cgroup v1 devices rules allow each job only its GPUs)";
+  spdlog::info("GPUs {}", manager_config_.gpu_isolation);
 }
 
 absl::Status Daemon::Wire() {

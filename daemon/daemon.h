@@ -61,7 +61,9 @@ class Daemon {
   absl::Status FindHelpers();      // lt-exec, lt-shim, lt-userio, the automatic heartbeat module
   absl::Status OpenState();        // the state dir, its lock, the socket
   absl::Status TakeOverEarlier();  // supervisors of an earlier ltd; the rest swept
-  absl::Status Wire();             // the job table and what listens to it
+  // Whether jobs' GPUs can be isolated, and each slot's minor; said once.
+  void PlanGpuIsolation(const std::string& no_devices);
+  absl::Status Wire();                               // the job table and what listens to it
   absl::Status Serve(const ConfigSources& sources);  // gRPC on the socket; READY
   void OnStopSignal(int signum);
   [[noreturn]] void Stop();

@@ -42,6 +42,9 @@ class ShimLink::Supervised final : public Supervision {
   }
   void Kill(KillOrder order, Done done) override { link_->Kill(std::move(order), std::move(done)); }
   void SetOutput(bool on) override { link_->WantOutput(on); }
+  void Stacks(std::optional<int> rank, Millis budget, StacksDone done) override {
+    link_->Stacks(rank, budget, std::move(done));
+  }
 
  private:
   std::shared_ptr<ShimLink> link_;
@@ -246,12 +249,54 @@ void ShimLink::SendOutputWish(bool on) {
       });
 }
 
+void ShimLink::Stacks(std::optional<int> rank, Millis budget, Supervision::StacksDone done) {
+  auto call = std::make_shared<UnaryCall<pb::StackRequest, pb::StackReply>>();
+  if (rank) call->request.set_rank(*rank);
+  call->request.set_budget_ms(budget.count());
+  // The supervisor answers within the budget; a second more for the wire.
+  call->ctx.set_deadline(std::chrono::system_clock::now() + budget + std::chrono::seconds(2));
+  Loop* l = &context_.loop;
+  const std::string id = job_id_;
+  stub_->async()->Stack(
+      &call->ctx, &call->request, &call->reply,
+      [l, call, id, done = std::move(done)](grpc::Status s) {
+        l->Post([s, call, id, done] {
+          if (s.error_code() == grpc::UNIMPLEMENTED) {
+            return done(absl::FailedPreconditionError(
+                Cat("job ", id,
+                    "'s supervisor is of an earlier release, which cannot take "
+                    "stacks; the job's next start can")));
+          }
+          if (s.error_code() == grpc::INVALID_ARGUMENT ||
+              s.error_code() == grpc::RESOURCE_EXHAUSTED ||
+              s.error_code() == grpc::FAILED_PRECONDITION) {
+            return done(
+                absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message()));
+          }
+          if (!s.ok()) {
+            return done(absl::UnavailableError(Cat(
+                "job ", id, "'s supervisor did not answer (",
+                s.error_code() == grpc::DEADLINE_EXCEEDED ? "past its budget" : "it may be ending",
+                ")")));
+          }
+          LiveStacks out;
+          out.took = Millis(call->reply.took_ms());
+          for (const pb::RankStack& r : call->reply.ranks()) {
+            out.ranks.push_back(RankStack{r.rank(), r.pid(), r.state(), r.kind(), r.frames(),
+                                          r.kernel(), r.note()});
+          }
+          done(std::move(out));
+        });
+      });
+}
+
 void ShimLink::Kill(KillOrder order, Supervision::Done done) {
   auto call = std::make_shared<UnaryCall<pb::KillRequest, pb::KillReply>>();
   call->request.set_signal(order.signal);
   call->request.set_all_processes(order.all_processes);
   call->request.set_why(std::move(order.why));
   call->request.set_by(std::move(order.by));
+  call->request.set_warn(std::move(order.warn));
   Loop* l = &context_.loop;
   const std::string id = job_id_;
   stub_->async()->Kill(

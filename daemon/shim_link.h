@@ -67,6 +67,7 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
   void Carry(const OutputSwitch::Actions& actions, bool now = false);
   void SendOutputWish(bool on);
   void Kill(KillOrder order, Supervision::Done done);
+  void Stacks(std::optional<int> rank, Millis budget, Supervision::StacksDone done);
   bool Reporting() const { return events_ != nullptr && !ended_; }
 
   const Context& context_;

@@ -49,6 +49,7 @@ struct Nvml::Api {
   nvmlReturn (*processes_v1)(nvmlDevice, unsigned int*, ProcessInfoV1*) = nullptr;
   nvmlReturn (*memory)(nvmlDevice, Memory*) = nullptr;
   nvmlReturn (*utilization)(nvmlDevice, Utilization*) = nullptr;
+  nvmlReturn (*minor)(nvmlDevice, unsigned int*) = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
@@ -77,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   if (api->processes == nullptr) sym(api->processes_v1, "nvmlDeviceGetComputeRunningProcesses");
   sym(api->memory, "nvmlDeviceGetMemoryInfo");
   sym(api->utilization, "nvmlDeviceGetUtilizationRates");
+  sym(api->minor, "nvmlDeviceGetMinorNumber");
   if (api->init == nullptr || api->shutdown == nullptr || api->count == nullptr ||
       api->handle_by_index == nullptr ||
       (api->processes == nullptr && api->processes_v1 == nullptr) || api->memory == nullptr) {
@@ -167,6 +169,20 @@ absl::StatusOr<GpuUsage> Nvml::Usage(int index) {
     u.utilization = std::min(util.gpu, 100u);
   }
   return u;
+}
+
+absl::StatusOr<uint32_t> Nvml::Minor(int index) {
+  if (api_->minor == nullptr) {
+    return absl::UnimplementedError("this NVML has no nvmlDeviceGetMinorNumber");
+  }
+  nvmlDevice dev = nullptr;
+  if (const nvmlReturn rc = api_->handle_by_index(static_cast<unsigned>(index), &dev);
+      rc != kSuccess)
+    return Error("nvmlDeviceGetHandleByIndex", index, rc);
+  unsigned int minor = 0;
+  if (const nvmlReturn rc = api_->minor(dev, &minor); rc != kSuccess)
+    return Error("nvmlDeviceGetMinorNumber", index, rc);
+  return minor;
 }
 
 }  // namespace ltd

@@ -37,6 +37,11 @@ class GpuInfo {
   // Compute processes on GPU `index` (NVML's index, as in --gpus).
   virtual absl::StatusOr<std::vector<GpuProcess>> Processes(int index) = 0;
   virtual absl::StatusOr<GpuUsage> Usage(int index) = 0;
+  // N of the GPU's /dev/nvidiaN (nvmlDeviceGetMinorNumber).
+  virtual absl::StatusOr<uint32_t> Minor(int index) {
+    (void)index;
+    return absl::UnimplementedError("no minor numbers here");
+  }
 };
 
 class Nvml final : public GpuInfo {
@@ -51,6 +56,7 @@ class Nvml final : public GpuInfo {
   absl::StatusOr<int> Count() override;
   absl::StatusOr<std::vector<GpuProcess>> Processes(int index) override;
   absl::StatusOr<GpuUsage> Usage(int index) override;
+  absl::StatusOr<uint32_t> Minor(int index) override;
 
  private:
   struct Api;

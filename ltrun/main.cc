@@ -51,6 +51,7 @@
 #include "uv_handle.h"
 #include "uv_launcher.h"
 #include "version.h"
+#include "warn_signal.h"
 
 extern char** environ;
 
@@ -65,6 +66,7 @@ struct Options {
   std::string name;
   std::string heartbeat_timeout = "0", startup_timeout = "0", grace = "10s";
   std::string time_limit = "0", hold_on_hang = "0";
+  std::string warn_signal;  // --signal SIG@DUR
   std::string stack_budget = "5s";
   int max_restarts = 0;
   std::string mem, mem_per_rank, cpus;
@@ -227,6 +229,8 @@ int Run(const Options& opt) {
   spec.grace = OrDie(DurationFlag("--grace", opt.grace));
   spec.time_limit = OrDie(DurationFlag("--time", opt.time_limit));
   spec.hold_on_hang = OrDie(DurationFlag("--hold-on-hang", opt.hold_on_hang));
+  if (!opt.warn_signal.empty())
+    spec.warn_signal = OrDie(ParseWarnSignal("--signal", opt.warn_signal));
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
   for (auto [flag, pattern, field] : {std::tuple{"--output", &opt.output, &spec.output},
@@ -426,9 +430,12 @@ int main(int argc, char** argv) {
                  "torn down after running this long (exit code 124); 0: no limit")
       ->capture_default_str();
   app.add_option("--hold-on-hang", opt.hold_on_hang,
-                 "after a hang report, leave the ranks as they are this long for py-spy or gdb, "
+                 "after a hang report, leave the ranks as they are this long for eu-stack or gdb, "
                  "then tear down (Ctrl-C ends it early); 0: tear down at once")
       ->capture_default_str();
+  app.add_option("--signal", opt.warn_signal,
+                 "SIG@DUR: send SIG to each rank's main process DUR before --time runs out, "
+                 "e.g. USR1@90s");
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown")
       ->capture_default_str();

@@ -42,6 +42,11 @@ std::optional<HeartbeatMessage> ParseAutoLine(std::string_view line) {
     msg.kind = HeartbeatMessage::Kind::kAutoStep;
     msg.step = ParseStep(arg);
     if (!msg.step) return std::nullopt;
+  } else if (verb == "stacksig") {
+    // Any number here: the supervisor sends only a real-time signal.
+    msg.kind = HeartbeatMessage::Kind::kAutoStackSignal;
+    msg.step = ParseStep(arg);
+    if (!msg.step) return std::nullopt;
   } else if (verb == "stack" && Printable(arg)) {
     msg.kind = HeartbeatMessage::Kind::kAutoStack;
     msg.text = std::string(arg);

@@ -17,7 +17,9 @@ struct HeartbeatMessage {
   // kAuto*: lines of ltd's own automatic heartbeat module (docs/user-guide.md,
   // "Automatic heartbeats"): `auto on`, `auto step N`, `auto live`,
   // `auto late` (the module's own checks ran late: the interval is no
-  // evidence either way), `auto stack FRAME<TAB>FRAME...` (innermost first).
+  // evidence either way), `auto stack FRAME<TAB>FRAME...` (innermost first),
+  // `auto stacksig N` (faulthandler writes every thread to the stack pipe
+  // on signal N: `ltctl stack`).
   enum class Kind {
     kBeat,
     kTimeout,
@@ -27,10 +29,11 @@ struct HeartbeatMessage {
     kAutoStep,
     kAutoLive,
     kAutoLate,
-    kAutoStack
+    kAutoStack,
+    kAutoStackSignal
   };
   Kind kind = Kind::kBeat;
-  std::optional<int64_t> step;  // kBeat, kAutoStep
+  std::optional<int64_t> step;  // kBeat, kAutoStep; kAutoStackSignal: the signal
   Millis timeout{0};            // kTimeout; 0 turns the watchdog off
   std::string text;             // kError, kExecFailed, kAutoStack
 };

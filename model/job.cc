@@ -360,6 +360,9 @@ nlohmann::json ToJson(const Job& job) {
       {"devices", s.devices},
       {"device_slots", job.device_slots},
       {"cuda_visible_devices", BytesToJson(job.cuda_visible_devices)},
+      {"isolate_gpus", job.isolate_gpus},
+      {"gpu_minors", job.gpu_minors},
+      {"gpu_isolation", BytesToJson(job.gpu_isolation)},
       {"master_port", job.master_port},
       {"restart_count", job.restart_count},
       {"max_restarts", s.max_restarts},
@@ -369,6 +372,8 @@ nlohmann::json ToJson(const Job& job) {
       {"ended_at", OptTime(job.ended_at)},
       {"teardown_at", OptTime(job.teardown_at)},
       {"held_until", OptTime(job.held_until)},
+      {"warn_signal_sent_at", OptTime(job.warn_signal_sent_at)},
+      {"warn_signal_why", BytesToJson(job.warn_signal_why)},
       {"root_cause", job.root_cause ? ToJson(*job.root_cause) : nlohmann::json(nullptr)},
       {"hang_report", hang},
       {"ranks", ranks},
@@ -380,6 +385,8 @@ nlohmann::json ToJson(const Job& job) {
       {"grace_ms", s.grace.count()},
       {"time_limit_ms", s.time_limit.count()},
       {"hold_on_hang_ms", s.hold_on_hang.count()},
+      {"warn_signal", s.warn_signal.signal},
+      {"warn_signal_before_ms", s.warn_signal.before.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
       {"output", BytesToJson(s.output)},
@@ -455,6 +462,9 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.grace = std::chrono::milliseconds(Field<int64_t>(j, "grace_ms").value_or(0));
   s.time_limit = std::chrono::milliseconds(Field<int64_t>(j, "time_limit_ms").value_or(0));
   s.hold_on_hang = std::chrono::milliseconds(Field<int64_t>(j, "hold_on_hang_ms").value_or(0));
+  s.warn_signal.signal = Field<int>(j, "warn_signal").value_or(0);
+  s.warn_signal.before =
+      std::chrono::milliseconds(Field<int64_t>(j, "warn_signal_before_ms").value_or(0));
   s.auto_heartbeat = Field<bool>(j, "auto_heartbeat").value_or(true);
   NodeSpec& n = s.nodes;
   n.nnodes = Field<int>(j, "nnodes").value_or(1);
@@ -515,6 +525,9 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   job.exit_code = Field<int>(j, "exit_code");
   job.device_slots = Field<std::vector<int>>(j, "device_slots").value_or(std::vector<int>{});
   job.cuda_visible_devices = BytesField(j, "cuda_visible_devices").value_or("");
+  job.isolate_gpus = Field<bool>(j, "isolate_gpus").value_or(false);
+  job.gpu_minors = Field<std::vector<uint32_t>>(j, "gpu_minors").value_or(std::vector<uint32_t>{});
+  job.gpu_isolation = BytesField(j, "gpu_isolation").value_or("");
   job.master_port = Field<int>(j, "master_port").value_or(0);
   job.restart_count = Field<int>(j, "restart_count").value_or(0);
   job.containment = BytesField(j, "containment").value_or("");
@@ -523,6 +536,8 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   job.ended_at = TimeField(j, "ended_at");
   job.teardown_at = TimeField(j, "teardown_at");
   job.held_until = TimeField(j, "held_until");
+  job.warn_signal_sent_at = TimeField(j, "warn_signal_sent_at");
+  job.warn_signal_why = BytesField(j, "warn_signal_why").value_or("");
   if (auto it = j.find("root_cause"); it != j.end()) job.root_cause = CauseFromJson(*it);
   if (auto it = j.find("ranks"); it != j.end() && it->is_array()) {
     for (const auto& rj : *it) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "job_limits.h"
 #include "resource_limits.h"
+#include "warn_signal.h"
 
 namespace ltd {
 
@@ -204,8 +205,11 @@ struct JobSpec {
   // start, restarts included. 0: no limit.
   std::chrono::milliseconds time_limit{0};
   // --hold-on-hang: after a hang report, the ranks are left as they are
-  // this long for a look (py-spy, gdb) before the teardown. 0: none.
+  // this long for a look (`ltctl stack`, gdb) before the teardown. 0: none.
   std::chrono::milliseconds hold_on_hang{0};
+  // --signal SIG@DUR: SIG to each rank's main process DUR before the job's
+  // end is forced (--time, a drain's deadline, `ltctl shutdown`).
+  WarnSignal warn_signal;
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
   NodeSpec nodes;
@@ -285,6 +289,12 @@ struct Job {
   std::optional<int> exit_code;
   std::vector<int> device_slots;  // indices into ltd's slots
   std::string cuda_visible_devices;
+  // Set by ltd at placement on a host whose slots are GPUs: whether the
+  // job's processes may open only its GPUs (gpu_minors, their
+  // /dev/nvidiaN), and in words how or why not ("not isolated: ...").
+  bool isolate_gpus = false;
+  std::vector<uint32_t> gpu_minors;
+  std::string gpu_isolation;
   int master_port = 0;
   int restart_count = 0;
   std::string containment;  // "cgroup", "subreaper" or "process-group"
@@ -294,6 +304,9 @@ struct Job {
   std::optional<WallTime> teardown_at;  // when the last teardown began
   // While a hung job is held for a look (--hold-on-hang): when the hold ends.
   std::optional<WallTime> held_until;
+  // --signal: when it was last sent, and why ("--time ends in 3s").
+  std::optional<WallTime> warn_signal_sent_at;
+  std::string warn_signal_why;
   std::optional<RootCause> root_cause;
   std::optional<HangReport> hang_report;
   HeartbeatMode heartbeat_mode = HeartbeatMode::kNone;

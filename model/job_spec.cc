@@ -1,5 +1,7 @@
 // What no job may ask for, whoever sends it: ltd checks every submit with
 // this (any client can speak the protocol), ltrun its command line.
+#include <signal.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -203,6 +205,18 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
     return absl::InvalidArgumentError(
         Cat("--time ", FormatDuration(spec.time_limit), " is more than this ltd's --max-time ",
             FormatDuration(limits.max_time), "; ask for at most that"));
+  }
+  if (spec.warn_signal.signal < 0 || spec.warn_signal.signal >= NSIG ||
+      (spec.warn_signal.signal != 0 && spec.warn_signal.before.count() <= 0)) {
+    return absl::InvalidArgumentError(
+        "--signal needs a signal and a time before the end; use SIG@DUR, e.g. USR1@90s");
+  }
+  if (spec.warn_signal.signal != 0 && spec.time_limit.count() > 0 &&
+      spec.warn_signal.before >= spec.time_limit) {
+    return absl::InvalidArgumentError(Cat("--signal ", FormatWarnSignal(spec.warn_signal), ": ",
+                                          FormatDuration(spec.warn_signal.before),
+                                          " is not shorter than --time ",
+                                          FormatDuration(spec.time_limit), "; ask for less"));
   }
   if (spec.max_restarts < 0 || spec.max_restarts > limits.max_restarts) {
     return absl::InvalidArgumentError(Cat("--max-restarts ", spec.max_restarts, " is outside 0..",

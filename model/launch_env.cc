@@ -48,6 +48,7 @@ std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::st
       {"PYTHONFAULTHANDLER", "1"},
       {"LT_JOB_ID", job.id},
       {"LT_HEARTBEAT_FD", "3"},
+      {"LT_STACK_FD", "5"},
   };
   if (job.spec.heartbeat_timeout.count() > 0) {
     vars.emplace_back("LT_HEARTBEAT_TIMEOUT", FormatDuration(job.spec.heartbeat_timeout));

@@ -21,7 +21,7 @@
 // then, as the user, enter the working directory and find the program in
 // the user's PATH, so that the kernel checks the user's own permissions and
 // no file the user may not see is ever looked at on their behalf; reset
-// signals, keep only fds 0-3, and execve with the rank's environment. When
+// signals, keep only fds 0-3 and 5 (the stack pipe), and execve with the rank's environment. When
 // the program cannot run it says why on the heartbeat fd (`exec_failed
 // ...`) and exits 127 (not found) or 126 (cannot run), as a shell would.
 //
@@ -54,6 +54,7 @@ namespace {
 
 constexpr int kHeartbeatFd = 3;
 constexpr int kSpecFd = 4;
+constexpr int kStackFd = 5;  // exec_spec.h; kept for the program
 // argv and environ together cannot exceed what execve takes; this bounds
 // what lt-exec reads whatever fd 4 holds.
 constexpr size_t kMaxSpec = 64u << 20;
@@ -157,11 +158,13 @@ void BecomeUser(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
   if (uid != 0 && setuid(0) == 0) Fail(126, "root could be regained after setuid");
 }
 
+// Keeps 0-3 and the stack pipe (kStackFd).
 void CloseExtraFds() {
-  if (syscall(SYS_close_range, kHeartbeatFd + 1, ~0U, 0) == 0) return;
+  close(kSpecFd);
+  if (syscall(SYS_close_range, kStackFd + 1, ~0U, 0) == 0) return;
   // Kernels before 5.9.
   const long max = sysconf(_SC_OPEN_MAX);
-  for (long fd = kHeartbeatFd + 1; fd < (max > 0 ? max : 65536); ++fd) close(static_cast<int>(fd));
+  for (long fd = kStackFd + 1; fd < (max > 0 ? max : 65536); ++fd) close(static_cast<int>(fd));
 }
 
 void ResetSignals() {

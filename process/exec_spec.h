@@ -14,6 +14,10 @@ namespace ltd {
 
 // The fd lt-exec reads what to run from.
 constexpr int kExecSpecFd = 4;
+// The rank's stack pipe (LT_STACK_FD): where a Python rank's faulthandler
+// writes its frames when `ltctl stack` asks; only its supervisor reads
+// the other end. lt-exec keeps it open across the exec.
+constexpr int kStackFd = 5;
 
 // A memfd at offset 0 (close-on-exec: the spawn dups it onto fd 4), above
 // the fds a spawn targets. InvalidArgument when a string holds a NUL byte.

@@ -41,6 +41,32 @@ struct SpawnRequest {
   std::vector<std::tuple<int, uint64_t, uint64_t>> rlimits;
 };
 
+// "S (sleeping)" for /proc's state letter 'S'; "" for 0.
+inline std::string StateWords(char state) {
+  switch (state) {
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'D':
+      return "D (uninterruptible sleep)";
+    case 'T':
+      return "T (stopped)";
+    case 't':
+      return "t (stopped by a tracer)";
+    case 'Z':
+      return "Z (zombie)";
+    case 'X':
+      return "X (dead)";
+    case 'I':
+      return "I (idle)";
+    case 0:
+      return "";
+    default:
+      return std::string(1, state >= 0x20 && state < 0x7f ? state : '?');
+  }
+}
+
 // A rank's process that is still there after SIGKILL (in the kernel's
 // uninterruptible sleep, or frozen), as /proc shows it.
 struct StuckProcess {
@@ -119,6 +145,23 @@ class ProcessLauncher {
     (void)job_id;
     (void)rank;
     return std::nullopt;
+  }
+  // Every thread of the rank's main process as the kernel sees it (state,
+  // wchan, kernel stack where readable): stack_text.h's KernelView. ""
+  // once the rank is reaped.
+  virtual std::string KernelView(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return "";
+  }
+  // What the rank wrote to its stack pipe (kStackFd) since the last read,
+  // at most kStackPipeBytes; NotFound once the rank is reaped (or where
+  // the launcher gives ranks no stack pipe).
+  static constexpr size_t kStackPipeBytes = 256 * 1024;
+  virtual absl::StatusOr<std::string> ReadStackPipe(const std::string& job_id, int rank) {
+    (void)job_id;
+    (void)rank;
+    return absl::NotFoundError("no stack pipe");
   }
   // The job ended without the ranks that would not die: their callbacks
   // are dropped (nobody hears of them again) and what holds the job (its

@@ -34,6 +34,13 @@ std::string Printable(std::string_view s) {
 
 }  // namespace
 
+char ThreadState(std::string_view stat) {
+  // "PID (COMM) S ...": the comm is the user's and may hold ") ".
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return 0;
+  return stat[close + 2];
+}
+
 std::string GdbFrames(std::string_view out) {
   std::vector<std::string> threads;
   for (std::string_view line : Split(out, '\n')) {
@@ -100,8 +107,9 @@ std::string KernelView(pid_t pid, std::string_view proc_root) {
     const fs::path dir = task / std::to_string(tid);
     std::string wchan = Printable(ReadSmall(dir / "wchan"));
     if (wchan.empty() || wchan == "0") wchan = "running";
-    out +=
-        Cat("kernel: thread ", tid, " (", Printable(ReadSmall(dir / "comm")), ") in ", wchan, "\n");
+    const std::string state = StateWords(ThreadState(ReadSmall(dir / "stat")));
+    out += Cat("kernel: thread ", tid, " (", Printable(ReadSmall(dir / "comm")), ") in ", wchan,
+               state.empty() ? "" : ", state ", state, "\n");
     size_t frames = 0;
     for (std::string_view line : Split(ReadSmall(dir / "stack"), '\n')) {
       if (line.empty()) continue;

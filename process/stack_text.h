@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "process.h"  // StateWords
+
 namespace ltd {
 
 // gdb's `thread apply all bt`: the frames and thread headers without its
@@ -23,5 +25,8 @@ std::string EuStackFrames(std::string_view out, pid_t pid);
 // what a thread blocked in a syscall waits for, even when no tool could
 // read its user-space frames. "" when the process is gone.
 std::string KernelView(pid_t pid, std::string_view proc_root = "/proc");
+
+// The state letter of /proc/PID/stat (or task/TID/stat) text; 0 if none.
+char ThreadState(std::string_view stat);
 
 }  // namespace ltd

@@ -21,6 +21,7 @@
 #include "process_scan.h"
 #include "spawn_attr.h"
 #include "spdlog/spdlog.h"
+#include "stack_text.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -53,6 +54,7 @@ struct UvLauncher::Child {
   Fd pidfd;
   UvPtr<uv_poll_t> exit_poll;  // the pidfd: readable once the rank exited
   Pipe pipes[2];               // stdout, stderr
+  Fd stack;                    // the stack pipe's read end (kStackFd's), non-blocking
 };
 
 namespace {
@@ -163,6 +165,18 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   }
   // Only the rank writes; we never do, and see EOF once it is gone.
   shutdown(control_ours.get(), SHUT_WR);
+  // The stack pipe: non-blocking on both ends, so that a faulthandler
+  // dump larger than the pipe loses its tail rather than blocking the
+  // rank inside its signal handler while nobody reads.
+  Fd stack_ours, stack_theirs;
+  {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+      return fail(PosixError("pipe2", "stack pipe", errno));
+    stack_ours.reset(p[0]);
+    stack_theirs.reset(p[1]);
+    (void)fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kStackPipeBytes));  // the default 64 KiB else
+  }
 
   // posix_spawn, not fork: the parent is suspended only until lt-exec's
   // execve (the child shares its memory, as with vfork), instead of
@@ -177,6 +191,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   posix_spawn_file_actions_adddup2(&fa, control_theirs.get(), 3);
   static_assert(kExecSpecFd == 4);
   posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
+  posix_spawn_file_actions_adddup2(&fa, stack_theirs.get(), kStackFd);
   const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, args[0], &fa, attr.get(), args.data(), no_env);
@@ -208,6 +223,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   unreaped_.insert(pid);
   raw->pid = pid;
   raw->pidfd = std::move(pidfd);
+  raw->stack = std::move(stack_ours);
   for (int i = 0; i < 2; ++i) {
     Pipe& p = raw->pipes[i];
     p.child = raw;
@@ -342,6 +358,28 @@ UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) con
   auto it = job->second.find(rank);
   if (it == job->second.end() || !NotReaped(it->second->pidfd)) return nullptr;
   return it->second;
+}
+
+std::string UvLauncher::KernelView(const std::string& job_id, int rank) {
+  Child* child = Unreaped(job_id, rank);
+  return child == nullptr ? "" : ltd::KernelView(child->pid);
+}
+
+absl::StatusOr<std::string> UvLauncher::ReadStackPipe(const std::string& job_id, int rank) {
+  Child* child = Unreaped(job_id, rank);
+  if (child == nullptr || !child->stack.valid()) return absl::NotFoundError("the rank is gone");
+  std::string out;
+  char buf[16384];
+  while (out.size() < kStackPipeBytes) {
+    const ssize_t n = read(child->stack.get(), buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EAGAIN: nothing more now; 0: every writer is gone
+  }
+  return out;
 }
 
 std::optional<StuckProcess> UvLauncher::Stuck(const std::string& job_id, int rank) {

@@ -39,6 +39,8 @@ class UvLauncher final : public ProcessLauncher {
   std::optional<uint64_t> MainThreadCpu(const std::string& job_id, int rank) override;
   void KillJob(const std::string& job_id) override;
   std::optional<StuckProcess> Stuck(const std::string& job_id, int rank) override;
+  absl::StatusOr<std::string> ReadStackPipe(const std::string& job_id, int rank) override;
+  std::string KernelView(const std::string& job_id, int rank) override;
   void Abandon(const std::string& job_id) override;
   std::vector<StuckProcess> Leftovers(const std::string& job_id, size_t max) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;

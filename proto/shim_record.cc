@@ -74,6 +74,9 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_devices(s.devices);
   for (int slot : job.device_slots) out->add_device_slots(slot);
   out->set_cuda_visible_devices(job.cuda_visible_devices);
+  out->set_isolate_gpus(job.isolate_gpus);
+  for (uint32_t minor : job.gpu_minors) out->add_gpu_minors(minor);
+  out->set_gpu_isolation(job.gpu_isolation);
   out->set_master_port(job.master_port);
   out->set_restart_count(job.restart_count);
   out->set_max_restarts(s.max_restarts);
@@ -164,6 +167,10 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_time_limit_ms(s.time_limit.count());
   out->set_hold_on_hang_ms(s.hold_on_hang.count());
   if (job.held_until) out->set_held_until_ns(Nanos(*job.held_until));
+  out->set_warn_signal(s.warn_signal.signal);
+  out->set_warn_signal_before_ms(s.warn_signal.before.count());
+  if (job.warn_signal_sent_at) out->set_warn_signal_sent_ns(Nanos(*job.warn_signal_sent_at));
+  out->set_warn_signal_why(job.warn_signal_why);
   out->set_mem_bytes(s.limits.memory_bytes);
   out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
   out->set_cpu_millis(s.limits.cpu_millis);
@@ -221,6 +228,9 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.devices = r.devices();
   job.device_slots.assign(r.device_slots().begin(), r.device_slots().end());
   job.cuda_visible_devices = r.cuda_visible_devices();
+  job.isolate_gpus = r.isolate_gpus();
+  job.gpu_minors.assign(r.gpu_minors().begin(), r.gpu_minors().end());
+  job.gpu_isolation = r.gpu_isolation();
   job.master_port = r.master_port();
   job.restart_count = r.restart_count();
   s.max_restarts = r.max_restarts();
@@ -312,6 +322,10 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.time_limit = std::chrono::milliseconds(r.time_limit_ms());
   s.hold_on_hang = std::chrono::milliseconds(r.hold_on_hang_ms());
   if (r.has_held_until_ns()) job.held_until = TimeOf(r.held_until_ns());
+  s.warn_signal.signal = r.warn_signal();
+  s.warn_signal.before = std::chrono::milliseconds(r.warn_signal_before_ms());
+  if (r.has_warn_signal_sent_ns()) job.warn_signal_sent_at = TimeOf(r.warn_signal_sent_ns());
+  job.warn_signal_why = r.warn_signal_why();
   s.limits.memory_bytes = r.mem_bytes();
   s.limits.memory_per_rank_bytes = r.mem_per_rank_bytes();
   s.limits.cpu_millis = r.cpu_millis();

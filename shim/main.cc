@@ -158,6 +158,7 @@ int Run(const Options& opt) {
     config.restart_backoff = Millis(opt.restart_backoff_ms);
     config.extra_rank_env.push_back(plan.rank_marker);
     config.auto_heartbeat_dir = opt.auto_heartbeat_dir;
+    config.ltctl_stack = true;
     config.auto_heartbeat_timeout = Millis(opt.auto_heartbeat_timeout_ms);
     ShimService::Options so;
     so.job_id = opt.job;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "duration.h"
 #include "shim_record.h"
 #include "spdlog/spdlog.h"
@@ -92,11 +94,49 @@ grpc::ServerUnaryReactor* ShimService::Kill(grpc::CallbackServerContext* ctx,
   KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
   order.why = req->why();
   order.by = req->by();
+  order.warn = req->warn();
   loop_.Post([this, reactor, order = std::move(order)]() mutable {
     absl::Status s = runner_ == nullptr ? absl::UnavailableError("the supervisor is starting")
                                         : runner_->Kill(std::move(order));
     reactor->Finish(s.ok() ? grpc::Status::OK
                            : grpc::Status(grpc::FAILED_PRECONDITION, std::string(s.message())));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ShimService::Stack(grpc::CallbackServerContext* ctx,
+                                             const shim::v1::StackRequest* req,
+                                             shim::v1::StackReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  std::optional<int> rank;
+  if (req->has_rank()) rank = req->rank();
+  // ltd says the budget; a supervisor bounds it all the same.
+  const Millis budget = std::clamp(Millis(req->budget_ms()), Millis(100), Millis(30000));
+  loop_.Post([this, reactor, reply, rank, budget] {
+    if (runner_ == nullptr) {
+      return reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the supervisor is starting"));
+    }
+    runner_->Stacks(rank, budget, [reactor, reply](absl::StatusOr<LiveStacks> got) {
+      if (!got.ok()) {
+        return reactor->Finish(
+            grpc::Status(absl::IsInvalidArgument(got.status())     ? grpc::INVALID_ARGUMENT
+                         : absl::IsResourceExhausted(got.status()) ? grpc::RESOURCE_EXHAUSTED
+                                                                   : grpc::FAILED_PRECONDITION,
+                         std::string(got.status().message())));
+      }
+      for (RankStack& s : got->ranks) {
+        shim::v1::RankStack* out = reply->add_ranks();
+        out->set_rank(s.rank);
+        out->set_pid(s.pid);
+        out->set_state(std::move(s.state));
+        out->set_kind(std::move(s.kind));
+        out->set_frames(std::move(s.frames));
+        out->set_kernel(std::move(s.kernel));
+        out->set_note(std::move(s.note));
+      }
+      reply->set_took_ms(got->took.count());
+      reactor->Finish(grpc::Status::OK);
+    });
   });
   return reactor;
 }

@@ -68,6 +68,9 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
                                       const shim::v1::SetOutputRequest* req,
                                       shim::v1::SetOutputReply* reply) override;
+  grpc::ServerUnaryReactor* Stack(grpc::CallbackServerContext* ctx,
+                                  const shim::v1::StackRequest* req,
+                                  shim::v1::StackReply* reply) override;
 
   // Loop thread. Whether output lines go to the watchers now.
   bool output_on() const { return output_on_; }

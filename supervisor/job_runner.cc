@@ -48,8 +48,10 @@ std::string_view ToString(Phase p) {
 }
 
 JobRunner::~JobRunner() {
+  CancelStacks();
   if (fence_ != nullptr) fence_->SetEvents(nullptr);
   if (time_limit_timer_ != 0) clock_.CancelTimer(time_limit_timer_);
+  if (warn_timer_ != 0) clock_.CancelTimer(warn_timer_);
   // The attempt cancels its own timers as it goes.
 }
 
@@ -71,6 +73,37 @@ void JobRunner::Start() {
     time_limit_timer_ = 0;
     OnTimeLimit();
   });
+  const WarnSignal& warn = job_.spec.warn_signal;
+  if (warn.signal == 0 || warn.before >= job_.spec.time_limit) return;
+  warn_timer_ = clock_.StartTimer(job_.spec.time_limit - warn.before, [this] {
+    warn_timer_ = 0;
+    SendWarnSignal(Cat("--time ends in ", FormatDuration(job_.spec.warn_signal.before)));
+  });
+}
+
+void JobRunner::SendWarnSignal(const std::string& why) {
+  if (ended()) return;
+  KillOrder order = KillOrder::Signal(job_.spec.warn_signal.signal, false);
+  order.warn = why;
+  if (absl::Status s = Kill(std::move(order)); !s.ok()) {
+    // Between attempts: no rank to tell; the record says it was not sent.
+    spdlog::info("job={} --signal not sent: {}", job_.id, std::string(s.message()));
+    const std::string line = Cat("ltd: --signal ", FormatWarnSignal(job_.spec.warn_signal),
+                                 " not sent (", why, "): ", s.message());
+    if (attempt_ != nullptr && At().log) At().log->Append(Cat(line, "\n"));
+    Output(-1, Stream::kStderr, line);
+  }
+}
+
+void JobRunner::WarnSent(int signal, const std::string& why) {
+  job_.warn_signal_sent_at = clock_.Now();
+  job_.warn_signal_why = why;
+  spdlog::info("job={} SIG{} sent to every rank: {}", job_.id, SignalName(signal), ForLog(why));
+  const std::string line =
+      Cat("ltd: SIG", SignalName(signal), " sent to every rank's main process: ", why);
+  if (At().log) At().log->Append(Cat(line, "\n"));
+  Output(-1, Stream::kStderr, line);
+  Persist();
 }
 
 void JobRunner::OnTimeLimit() {
@@ -106,7 +139,12 @@ void JobRunner::BeginAttempt() {
       s = files.status();
     }
   }
-  if (s.ok()) s = launcher_.BeginJob(job.id, job.spec.limits);
+  if (s.ok()) {
+    JobLimits limits = job.spec.limits;
+    limits.isolate_gpus = job.isolate_gpus;
+    limits.gpu_minors = job.gpu_minors;
+    s = launcher_.BeginJob(job.id, limits);
+  }
   if (!s.ok()) {
     RootCause cause;
     cause.reason = CauseReason::kSpawnFailed;
@@ -236,6 +274,7 @@ absl::Status JobRunner::Kill(KillOrder order) {
         launcher_.SignalProcess(job.id, static_cast<int>(r), signal);
       }
     }
+    if (!order.warn.empty()) WarnSent(signal, order.warn);
     return absl::OkStatus();
   }
   if (rt.phase == Phase::kHeld) {

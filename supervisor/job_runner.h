@@ -42,6 +42,9 @@ struct RunnerConfig {
   // timeout of a job submitted without --heartbeat-timeout.
   std::string auto_heartbeat_dir;
   Millis auto_heartbeat_timeout{5 * 60 * 1000};
+  // Under ltd, whose `ltctl stack` reaches this runner: a hold's hint
+  // names it; ltrun's names gdb and eu-stack.
+  bool ltctl_stack = false;
 };
 
 class JobRunner final : public RunFenceEvents {
@@ -75,6 +78,9 @@ class JobRunner final : public RunFenceEvents {
   // Tears the job down because its supervision is gone (reason daemon_lost
   // or supervisor_lost): the job ends LOST.
   void Abandon(CauseReason reason, std::string why);
+
+  // `ltctl stack`: the ranks' stacks now, within `budget` (live_stacks.cc).
+  void Stacks(std::optional<int> rank, Millis budget, Supervision::StacksDone done);
 
   const Job& job() const { return job_; }
   bool ended() const { return IsFinal(job_.state); }
@@ -175,8 +181,21 @@ class JobRunner final : public RunFenceEvents {
   std::shared_ptr<LiveAttempt> attempt_;  // the current one; null before the first
   RunFence* fence_ = nullptr;
   Clock::TimerId time_limit_timer_ = 0;
+  Clock::TimerId warn_timer_ = 0;  // --signal before --time ends
+  // --signal's SIG to every rank now, because `why`; the record says when.
+  void SendWarnSignal(const std::string& why);
+  void WarnSent(int signal, const std::string& why);
   // --time ran out: whatever ends the attempt now, nothing restarts.
   bool time_up_ = false;
+  // `ltctl stack` calls in progress (live_stacks.cc); a few at most.
+  struct StackCall;
+  std::vector<std::shared_ptr<StackCall>> stack_calls_;
+  static constexpr size_t kMaxStackCalls = 2;
+  void PollStacks(const std::shared_ptr<StackCall>& call);
+  void FinishStacks(const std::shared_ptr<StackCall>& call);
+  // Answers the calls in progress (the runner goes away).
+  void CancelStacks();
+  int StackSignalOf(int rank);
 };
 
 }  // namespace ltd

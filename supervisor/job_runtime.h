@@ -72,6 +72,9 @@ struct RankRuntime {
   // Its main thread's CPU time (clock ticks) at the last probe of a quiet
   // spell (JobRunner::ProbeCpu); nullopt when not read in this spell.
   std::optional<uint64_t> cpu_mark;
+  // The signal on which ltd's module has faulthandler write every thread
+  // to the stack pipe (`auto stacksig N`); 0: none registered.
+  int stack_signal = 0;
   bool Automatic() const { return alive && auto_on && !explicit_beats; }
 
   // Step rate over a window of at least kRateWindow.

@@ -44,6 +44,9 @@ class LocalSupervision final : public Supervision {
  public:
   explicit LocalSupervision(std::unique_ptr<OverTheWire> wire) : wire_(std::move(wire)) {}
   void Kill(KillOrder order, Done done) override { done(runner_->Kill(std::move(order))); }
+  void Stacks(std::optional<int> rank, Millis budget, StacksDone done) override {
+    runner_->Stacks(rank, budget, std::move(done));
+  }
 
   std::unique_ptr<OverTheWire> wire_;  // before the runner, which reports to it
   std::unique_ptr<JobRunner> runner_;

@@ -117,6 +117,13 @@ void JobRunner::OnHeartbeat(int rank, const HeartbeatMessage& msg) {
     case HeartbeatMessage::Kind::kExecFailed:
       rr.exec_error = msg.text;
       return;
+    case HeartbeatMessage::Kind::kAutoStackSignal:
+      // Only a real-time signal, which nothing but this handler takes: a
+      // rank cannot have its supervisor send itself SIGKILL or SIGSTOP.
+      if (*msg.step >= SIGRTMIN && *msg.step <= SIGRTMAX) {
+        At().ranks[static_cast<size_t>(rank)].stack_signal = static_cast<int>(*msg.step);
+      }
+      return;
     case HeartbeatMessage::Kind::kAutoOn:
     case HeartbeatMessage::Kind::kAutoStep:
     case HeartbeatMessage::Kind::kAutoLive:

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "clock.h"
 #include "job.h"
 #include "process.h"
 
@@ -78,6 +80,25 @@ struct KillOrder {
   // (RootCause::cancelled_by).
   std::string why;
   std::string by;
+  // A signal that is the job's --signal, sent because its end is near:
+  // why, in words ("the drain's deadline is in 90s"); the record says when.
+  std::string warn;
+};
+
+// One rank's stacks as `ltctl stack` shows them (proto/ltd.proto's
+// RankStack): what could not be had says why in `note`.
+struct RankStack {
+  int rank = 0;
+  pid_t pid = 0;
+  std::string state;   // the main process's, "S (sleeping)"
+  std::string kind;    // "python", "native", or "" (no frames)
+  std::string frames;  // main thread first
+  std::string kernel;  // every thread's state and wchan
+  std::string note;
+};
+struct LiveStacks {
+  std::vector<RankStack> ranks;
+  Millis took{0};
 };
 
 class Supervision {
@@ -93,6 +114,14 @@ class Supervision {
   // supervisor sends them all). A supervision in this process always
   // reports them; it costs nothing.
   virtual void SetOutput(bool on) { (void)on; }
+  // The ranks' stacks now (all, or `rank`), within `budget`; `done` on the
+  // loop, once. A refusal says why in one line.
+  using StacksDone = std::function<void(absl::StatusOr<LiveStacks>)>;
+  virtual void Stacks(std::optional<int> rank, Millis budget, StacksDone done) {
+    (void)rank;
+    (void)budget;
+    done(absl::UnimplementedError("this supervisor cannot take stacks"));
+  }
 };
 
 class SupervisorHost {

@@ -307,6 +307,8 @@ void JobRunner::Finish(std::optional<RootCause> cause) {
   }
   if (time_limit_timer_ != 0) clock_.CancelTimer(time_limit_timer_);
   time_limit_timer_ = 0;
+  if (warn_timer_ != 0) clock_.CancelTimer(warn_timer_);
+  warn_timer_ = 0;
   job.held_until.reset();
   if (fence_ != nullptr) NodeEnded();
   // Its error file is read: the user's ranks are gone, and so is the

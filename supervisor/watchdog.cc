@@ -285,7 +285,12 @@ void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Milli
       }
       // Its traceback ends the rank, which a hold keeps for a look.
       if (job.spec.hold_on_hang.count() > 0) {
-        skip("held for a look (--hold-on-hang): faulthandler would end it; try py-spy dump");
+        skip(config_.ltctl_stack
+                 ? Cat("held for a look (--hold-on-hang): faulthandler would end it; try `ltctl "
+                       "stack ",
+                       job.id, "`")
+                 : "held for a look (--hold-on-hang): faulthandler would end it; try `eu-stack "
+                   "-p PID`");
         continue;
       }
       // faulthandler (PYTHONFAULTHANDLER=1) prints every thread, then the
@@ -421,10 +426,11 @@ void JobRunner::Hold() {
     if (any == 0) any = job.ranks[r].pid;
   }
   spdlog::warn("job={} held for {} after its hang (--hold-on-hang)", job.id, FormatDuration(hold));
-  const std::string line = Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
-                               " before its teardown; ranks (rank:pid) ", Join(pids, " "),
-                               "; look with `py-spy dump --pid ", any, "` or `gdb -p ", any,
-                               "`; `ltctl kill ", job.id, "` ends the hold");
+  const std::string line =
+      Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
+          " before its teardown; ranks (rank:pid) ", Join(pids, " "), "; look with ",
+          config_.ltctl_stack ? Cat("`ltctl stack ", job.id, "`") : Cat("`eu-stack -p ", any, "`"),
+          " or `gdb -p ", any, "`; `ltctl kill ", job.id, "` ends the hold");
   if (rt.log) rt.log->Append(Cat(line, "\n"));
   Output(-1, Stream::kStderr, line);
   Persist();

@@ -7,6 +7,7 @@
  *   proc GPU PID MIB     a compute process on GPU holding MIB ("na": unknown)
  *   mem GPU USED TOTAL   memory in MiB
  *   util GPU PERCENT     utilisation
+ *   minor GPU N          its /dev/nvidiaN (default: its index)
  *   fail init            nvmlInit fails (a driver that is not loaded)
  */
 #include <stdint.h>
@@ -41,10 +42,12 @@ struct State {
   int procs;
   unsigned long long used[64], total[64];
   unsigned util[64];
+  int minor[64];
 };
 
 static int Read(struct State* s) {
   memset(s, 0, sizeof *s);
+  for (int i = 0; i < 64; ++i) s->minor[i] = i;
   const char* path = getenv("LT_FAKE_NVML_FILE");
   if (path == NULL) return 0;
   FILE* f = fopen(path, "r");
@@ -66,6 +69,9 @@ static int Read(struct State* s) {
     if (sscanf(line, "mem %d %llu %llu", &gpu, &a, &b) == 3 && gpu >= 0 && gpu < 64) {
       s->used[gpu] = a << 20;
       s->total[gpu] = b << 20;
+    }
+    if (sscanf(line, "minor %d %u", &gpu, &percent) == 2 && gpu >= 0 && gpu < 64) {
+      s->minor[gpu] = (int)percent;
     }
     if (sscanf(line, "util %d %u", &gpu, &percent) == 2 && gpu >= 0 && gpu < 64) {
       s->util[gpu] = percent;
@@ -135,5 +141,11 @@ int nvmlDeviceGetUtilizationRates(Device d, FakeUtilization* u) {
   Read(&s);
   u->gpu = s.util[Index(d)];
   u->memory = 0;
+  return kOk;
+}
+int nvmlDeviceGetMinorNumber(Device d, unsigned int* minor) {
+  struct State s;
+  Read(&s);
+  *minor = (unsigned)s.minor[Index(d)];
   return kOk;
 }

@@ -257,7 +257,7 @@ TEST_F(HangInvestigationTest, AHoldOnHangLeavesTheRanksForALookThenTearsDown) {
   const std::string pid = std::to_string(launcher_.Find(id_, 0).pid);
   bool hint = false;
   for (const std::string& l : events_.lines)
-    hint = hint || (l.find("py-spy dump --pid " + pid) != std::string::npos &&
+    hint = hint || (l.find("eu-stack -p " + pid) != std::string::npos &&
                     l.find("gdb -p " + pid) != std::string::npos);
   EXPECT_TRUE(hint) << "no line with the pids and how to look";
   launcher_.Control(id_, 1, "hb 5\n");  // a look that moves it changes nothing

@@ -326,7 +326,7 @@ TEST_F(Heartbeats, AHungJobIsHeldForALookUntilKilled) {
   EXPECT_TRUE(job["hang_report"].is_object());
   for (const auto& rank : job["ranks"]) EXPECT_TRUE(ProcessAlive(rank["pid"].get<pid_t>()));
   CmdResult show = d_.Ctl({"show", id});
-  EXPECT_TRUE(Has(show.out, "py-spy dump --pid")) << show.out;
+  EXPECT_TRUE(Has(show.out, "ltctl stack " + id)) << show.out;
   EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
   job = d_.WaitEnded(id, 20s);
   EXPECT_EQ(job["state"], "FAILED");

@@ -35,6 +35,8 @@ std::string Describe(const HeartbeatMessage& m) {
       return "auto late";
     case HeartbeatMessage::Kind::kAutoStack:
       return "auto stack " + m.text;
+    case HeartbeatMessage::Kind::kAutoStackSignal:
+      return "auto stacksig " + std::to_string(*m.step);
   }
   return "?";
 }

@@ -194,13 +194,15 @@ TEST_F(LauncherTest, ExecFailureIsReportedOnTheHeartbeatFd) {
       << r.control;
 }
 
-TEST_F(LauncherTest, OnlyStdioAndTheHeartbeatFdAreInherited) {
+// Stdio, the heartbeat fd and the stack pipe (fd 5; fd 4, what lt-exec
+// ran, is closed).
+TEST_F(LauncherTest, OnlyStdioTheHeartbeatFdAndTheStackPipeAreInherited) {
   const int leaky = open("/dev/null", O_RDONLY);  // no O_CLOEXEC, on purpose
   Rank r;
   Spawn(r, {"fds,exit:0"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   close(leaky);
-  EXPECT_EQ(r.out, "fds=0,1,2,3\n");
+  EXPECT_EQ(r.out, "fds=0,1,2,3,5\n");
 }
 
 // The descriptors open in this process.

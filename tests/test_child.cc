@@ -28,7 +28,7 @@
 //   tracer:PATH     fork a watcher (in the rank's group) that writes the
 //                   uids (real, effective, saved, fs) of whatever
 //                   ptrace-attaches to this process to PATH
-//   fds             print "fds=0,1,2,3" (the open file descriptors)
+//   fds             print "fds=0,1,2,3,5" (the open file descriptors)
 //   ids             print "uid=U gid=G groups=G1,G2" (the kernel's order)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //   cwd             print "cwd=DIR" (the working directory, as the kernel has it)

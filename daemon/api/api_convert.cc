@@ -158,6 +158,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_devices(s.devices);
   for (int slot : job.device_slots) out->add_device_slots(slot);
   out->set_cuda_visible_devices(DisplayEscapeElided(job.cuda_visible_devices, limits.text));
+  out->set_gpu_isolation(DisplayEscapeElided(job.gpu_isolation, limits.text));
   out->set_master_port(job.master_port);
   out->set_restart_count(job.restart_count);
   out->set_max_restarts(s.max_restarts);
@@ -181,6 +182,8 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });
   SetTime(job.teardown_at, [&] { return out->mutable_teardown_at(); });
   SetTime(job.held_until, [&] { return out->mutable_held_until(); });
+  SetTime(job.warn_signal_sent_at, [&] { return out->mutable_warn_signal_sent_at(); });
+  out->set_warn_signal_why(DisplayEscapeElided(job.warn_signal_why, limits.text));
   if (job.root_cause) ToProto(*job.root_cause, limits.text, out->mutable_root_cause());
   if (job.hang_report) {
     const HangReport& h = *job.hang_report;
@@ -235,6 +238,8 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_grace_ms(s.grace.count());
   out->set_time_limit_ms(s.time_limit.count());
   out->set_hold_on_hang_ms(s.hold_on_hang.count());
+  out->set_warn_signal(s.warn_signal.signal);
+  out->set_warn_signal_before_ms(s.warn_signal.before.count());
   out->set_heartbeat_mode(ToProto(job.heartbeat_mode));
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
@@ -371,6 +376,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   spec.grace = Millis(req.grace_ms());
   spec.time_limit = Millis(req.time_limit_ms());
   spec.hold_on_hang = Millis(req.hold_on_hang_ms());
+  spec.warn_signal = WarnSignal{req.warn_signal(), Millis(req.warn_signal_before_ms())};
   spec.max_restarts = req.max_restarts();
   spec.limits.memory_bytes = req.mem_bytes();
   spec.limits.memory_per_rank_bytes = req.mem_per_rank_bytes();

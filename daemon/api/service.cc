@@ -21,6 +21,11 @@
 namespace ltd {
 namespace {
 
+// How long `ltctl stack` lets a job's supervisor take: eu-stack on every
+// native rank at once, each Python rank's faulthandler dump. bench/ has
+// what it takes (the target: 2 s for 8 ranks).
+constexpr Millis kStackBudget{5000};
+
 grpc::Status ToGrpc(const absl::Status& s) {
   // absl and gRPC both number their codes after google.rpc.Code.
   static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
@@ -434,6 +439,7 @@ grpc::ServerUnaryReactor* LtdService::Gpus(grpc::CallbackServerContext* ctx, con
   loop_.Post([this, reply, reactor] {
     for (const SlotView& slot : manager_.Slots()) ToProto(slot, reply->add_slots());
     reply->set_gpu_checks(manager_.gpu_checks());
+    reply->set_gpu_isolation(manager_.gpu_isolation());
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -466,6 +472,44 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
           reactor->Finish(s.ok() ? grpc::Status::OK : ToGrpc(s));
         });
       });
+  return reactor;
+}
+
+// `ltctl stack`: the job's owner, root or the admin group, as for a kill
+// (the frames show the program's state, which may be private).
+grpc::ServerUnaryReactor* LtdService::Stack(grpc::CallbackServerContext* ctx,
+                                            const v1::StackRequest* req, v1::StackReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  auto who = JobCaller(ctx, req->job());
+  if (!who.ok()) {
+    reactor->Finish(ToGrpc(who.status()));
+    return reactor;
+  }
+  std::optional<int> rank;
+  if (req->has_rank()) rank = req->rank();
+  loop_.Post([this, ref = req->job(), rank, who = *who, reply, reactor] {
+    auto job = JobFor(ref, who, /*control=*/true);
+    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
+    reply->set_job_id((*job)->id);
+    reply->set_budget_ms(kStackBudget.count());
+    manager_.Stacks((*job)->id, rank, kStackBudget,
+                    [reactor, reply](absl::StatusOr<LiveStacks> got) {
+                      if (!got.ok()) return reactor->Finish(ToGrpc(got.status()));
+                      // The ranks' bytes, as text that is valid UTF-8.
+                      for (const RankStack& s : got->ranks) {
+                        v1::RankStack* out = reply->add_ranks();
+                        out->set_rank(s.rank);
+                        out->set_pid(s.pid);
+                        out->set_state(DisplayEscape(s.state));
+                        out->set_kind(DisplayEscape(s.kind));
+                        out->set_frames(DisplayEscape(s.frames));
+                        out->set_kernel(DisplayEscape(s.kernel));
+                        out->set_note(DisplayEscape(s.note));
+                      }
+                      reply->set_took_ms(got->took.count());
+                      reactor->Finish(grpc::Status::OK);
+                    });
+  });
   return reactor;
 }
 
@@ -572,7 +616,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
                                                std::optional<std::string> reason,
-                                               v1::DrainReply* reply) {
+                                               v1::DrainReply* reply, Millis deadline) {
   auto* reactor = ctx->DefaultReactor();
   auto who = listener_.Lookup(ctx->peer());
   if (!who || !IsAdmin(*who)) {
@@ -591,12 +635,24 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
                                                              kMaxReasonBytes, " bytes of text")));
     return reactor;
   }
-  loop_.Post([this, reason = std::move(reason), by = UserName(who->uid), reply, reactor] {
-    absl::Status s = reason ? manager_.Drain(*reason) : manager_.Resume();
+  constexpr Millis kMaxDeadline{30LL * 24 * 3600 * 1000};
+  if (deadline.count() < 0 || deadline > kMaxDeadline) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "--deadline must be more than 0 and at most 30 days"));
+    return reactor;
+  }
+  loop_.Post([this, reason = std::move(reason), by = UserName(who->uid), reply, reactor, deadline] {
+    absl::Status s = reason ? manager_.Drain(*reason, deadline) : manager_.Resume();
     if (!s.ok()) return reactor->Finish(ToGrpc(s));
     spdlog::info("{} by {}", reason ? "drain" : "resume", by);
     reply->set_draining(manager_.drain().has_value());
     if (manager_.drain()) reply->set_reason(DisplayEscape(*manager_.drain()));
+    if (const auto& at = manager_.drain_deadline()) {
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch()).count();
+      reply->mutable_deadline()->set_seconds(ns / 1000000000);
+      reply->mutable_deadline()->set_nanos(static_cast<int32_t>(ns % 1000000000));
+    }
     for (const Job* job : manager_.List(false)) {
       if (job->state == JobState::kRunning) reply->set_running(reply->running() + 1);
       if (job->state == JobState::kPending) reply->set_pending(reply->pending() + 1);
@@ -608,7 +664,7 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* LtdService::Drain(grpc::CallbackServerContext* ctx,
                                             const v1::DrainRequest* req, v1::DrainReply* reply) {
-  return SetDrain(ctx, req->reason(), reply);
+  return SetDrain(ctx, req->reason(), reply, Millis(req->deadline_ms()));
 }
 
 grpc::ServerUnaryReactor* LtdService::Resume(grpc::CallbackServerContext* ctx,

@@ -49,6 +49,8 @@ class LtdService final : public v1::Ltd::CallbackService {
                                      v1::ShutdownReply* reply) override;
   grpc::ServerUnaryReactor* Gpus(grpc::CallbackServerContext* ctx, const v1::GpusRequest* req,
                                  v1::GpusReply* reply) override;
+  grpc::ServerUnaryReactor* Stack(grpc::CallbackServerContext* ctx, const v1::StackRequest* req,
+                                  v1::StackReply* reply) override;
   grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest* req,
                                   v1::DrainReply* reply) override;
   grpc::ServerUnaryReactor* Resume(grpc::CallbackServerContext* ctx, const v1::ResumeRequest* req,
@@ -102,9 +104,11 @@ class LtdService final : public v1::Ltd::CallbackService {
   // A view of `job` for `who`: another's job loses what HideOthersDetails
   // hides unless `all` (SeesAllDetails).
   static void ForCaller(const Job& job, uid_t who, bool all, v1::Job* view);
-  // Drain or resume (`reason` nullopt), for an admin.
+  // Drain (with a deadline for running jobs) or resume (`reason` nullopt),
+  // for an admin.
   grpc::ServerUnaryReactor* SetDrain(grpc::CallbackServerContext* ctx,
-                                     std::optional<std::string> reason, v1::DrainReply* reply);
+                                     std::optional<std::string> reason, v1::DrainReply* reply,
+                                     Millis deadline = Millis{0});
 
   Loop& loop_;
   JobManager& manager_;

@@ -74,6 +74,7 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
   c.user_max_connects = opt.user_max_connects;
   c.connection_max_streams = opt.connection_max_streams;
   c.auto_heartbeat = opt.auto_heartbeat;
+  c.gpu_isolation = opt.gpu_isolation;
   c.auto_heartbeat_dir = opt.auto_heartbeat_dir;
   c.metrics_listen = opt.metrics_listen;
   c.nvml_library = opt.nvml_library;

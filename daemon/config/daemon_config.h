@@ -47,6 +47,7 @@ struct DaemonConfig {
   int connection_max_streams = 0;
 
   bool auto_heartbeat = true;
+  bool gpu_isolation = true;       // jobs may open only their GPUs' device nodes
   std::string auto_heartbeat_dir;  // empty: ltd's own module, where it finds it
   std::string metrics_listen;      // empty: no metrics
   std::string admin_group;         // may drain and resume ltd, as root may

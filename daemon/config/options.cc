@@ -165,6 +165,10 @@ void AddOptions(CLI::App& app, Options& opt) {
                  "a GPU whose job ended is reused only once no process outside a running job "
                  "holds more than this on it")
       ->capture_default_str();
+  app.add_option("--gpu-isolation", opt.gpu_isolation,
+                 "a job's processes can open only the GPUs it was given (a cgroup device "
+                 "program or v1 devices rules); false lets every job open every GPU")
+      ->default_str("true");
   app.add_option("--gpu-sample-interval", opt.gpu_sample_interval,
                  "how often each GPU's memory and utilisation are sampled for `show`")
       ->capture_default_str();

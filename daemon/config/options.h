@@ -43,6 +43,7 @@ struct Options {
   std::string restore_window = "10m";
   // Automatic heartbeats for Python ranks (docs/user-guide.md).
   bool auto_heartbeat = true;
+  bool gpu_isolation = true;
   std::string auto_heartbeat_timeout = "5m";
   std::string auto_heartbeat_dir;  // empty: beside ltd (build tree), else installed
   std::string metrics_listen;      // empty: no metrics

@@ -1,13 +1,16 @@
 // `ltctl drain` and `ltctl resume`: the job table's side (JobManager).
+#include <algorithm>
+
 #include "bytes.h"
 #include "drain_record.h"
+#include "duration.h"
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
 
-absl::Status JobManager::Drain(std::string reason) {
+absl::Status JobManager::Drain(std::string reason, Millis deadline) {
   // Kept first: a drain that the next ltd would forget is refused.
   if (auto s = SaveDrain(store_.state_dir(), reason); !s.ok()) {
     return absl::UnavailableError(Cat("cannot keep the drain in the state dir: ", s.message()));
@@ -15,7 +18,31 @@ absl::Status JobManager::Drain(std::string reason) {
   spdlog::info("drained{}{}: no job starts until `ltctl resume`", reason.empty() ? "" : ": ",
                ForLog(reason));
   drain_ = std::move(reason);
-  UpdatePendingReasons();
+  CancelDrainTimers();
+  drain_deadline_.reset();
+  if (deadline.count() > 0) {
+    drain_deadline_ = clock_.Now() + deadline;
+    spdlog::info("running jobs are torn down in {} (drain --deadline)", FormatDuration(deadline));
+    for (const auto& [id, job] : jobs_) {
+      if (job->state != JobState::kRunning || job->spec.warn_signal.signal == 0) continue;
+      const Millis before = job->spec.warn_signal.before;
+      drain_timers_.push_back(clock_.StartTimer(
+          std::max(Millis{0}, deadline - before), [this, id = id, before, deadline] {
+            SendWarnSignal(
+                id, Cat("the drain's deadline is in ", FormatDuration(std::min(before, deadline))));
+          }));
+    }
+    drain_timers_.push_back(clock_.StartTimer(deadline, [this] {
+      drain_timers_.clear();  // this one has run; the --signal ones before it
+      for (const Job* job : List(false)) {
+        if (job->state != JobState::kRunning) continue;
+        Kill(job->id,
+             KillOrder::Teardown(std::string(kByLtd),
+                                 "the drain's deadline came (ltctl drain --deadline)"),
+             [](absl::Status) {});
+      }
+    }));
+  }
   Emit([&](JobEvents& e) { e.OnDrainChanged(drain_); });
   return absl::OkStatus();
 }
@@ -26,9 +53,28 @@ absl::Status JobManager::Resume() {
   }
   if (drain_) spdlog::info("resumed: jobs start again");
   drain_.reset();
+  CancelDrainTimers();
+  drain_deadline_.reset();
   Emit([&](JobEvents& e) { e.OnDrainChanged(drain_); });
   Schedule();
   return absl::OkStatus();
+}
+
+void JobManager::CancelDrainTimers() {
+  for (Clock::TimerId t : drain_timers_) clock_.CancelTimer(t);
+  drain_timers_.clear();
+}
+
+void JobManager::SendWarnSignal(const std::string& id, const std::string& why) {
+  const Job* job = FindMutable(id);
+  if (job == nullptr || job->state != JobState::kRunning || job->spec.warn_signal.signal == 0) {
+    return;
+  }
+  KillOrder order = KillOrder::Signal(job->spec.warn_signal.signal, false);
+  order.warn = why;
+  Kill(id, std::move(order), [id](absl::Status s) {
+    if (!s.ok()) spdlog::info("job={} --signal not sent: {}", id, std::string(s.message()));
+  });
 }
 
 void JobManager::RecoverDrain() {

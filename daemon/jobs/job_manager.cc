@@ -75,6 +75,8 @@ JobManager::~JobManager() {
   if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
   if (bury_timer_ != 0) clock_.CancelTimer(bury_timer_);
   if (fail_dependents_timer_ != 0) clock_.CancelTimer(fail_dependents_timer_);
+  CancelDrainTimers();
+  for (Clock::TimerId t : shutdown_timers_) clock_.CancelTimer(t);
 }
 
 void JobManager::Recover(const Adopter& adopt) {
@@ -274,6 +276,13 @@ void JobManager::Schedule() {
     }
     job->device_slots = std::move(p.slots);
     job->cuda_visible_devices = std::move(p.cuda_visible_devices);
+    job->gpu_isolation = config_.gpu_isolation;
+    job->isolate_gpus = !config_.gpu_minors.empty();
+    job->gpu_minors.clear();
+    for (int slot : job->device_slots) {
+      if (job->isolate_gpus && static_cast<size_t>(slot) < config_.gpu_minors.size())
+        job->gpu_minors.push_back(config_.gpu_minors[static_cast<size_t>(slot)]);
+    }
     job->table.pending_reason.clear();
     Start(*job);
   }
@@ -432,6 +441,19 @@ void JobManager::Kill(const std::string& id, KillOrder order, Supervision::Done 
   it->second->supervision->Kill(std::move(order), std::move(done));
 }
 
+void JobManager::Stacks(const std::string& id, std::optional<int> rank, Millis budget,
+                        Supervision::StacksDone done) {
+  Job* job = FindMutable(id);
+  if (job == nullptr) return done(absl::NotFoundError(Cat("no job ", id)));
+  auto it = supervised_.find(id);
+  if (job->state != JobState::kRunning || it == supervised_.end() ||
+      it->second->supervision == nullptr) {
+    return done(absl::FailedPreconditionError(
+        Cat("job ", id, " is ", ToString(job->state), ": only a running job has stacks")));
+  }
+  it->second->supervision->Stacks(rank, budget, std::move(done));
+}
+
 void JobManager::LoseSupervision(const std::string& id, std::string why) {
   Job* job = FindMutable(id);
   if (job == nullptr || IsFinal(job->state)) return;
@@ -479,8 +501,23 @@ void JobManager::Shutdown(bool end_jobs, std::function<void()> done) {
   }
   if (end_jobs) {
     spdlog::info("shutting down: tearing down {} job(s)", live.size());
-    for (const std::string& id : live)
-      Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
+    CancelDrainTimers();
+    for (const std::string& id : live) {
+      const Job* job = FindMutable(id);
+      const WarnSignal warn = job != nullptr ? job->spec.warn_signal : WarnSignal{};
+      if (job == nullptr || job->state != JobState::kRunning || warn.signal == 0) {
+        Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
+        continue;
+      }
+      // Its --signal first, and the teardown its DUR later (at most
+      // kMaxShutdownWarn: an admin's shutdown waits for nobody longer).
+      const Millis wait = std::min(warn.before, kMaxShutdownWarn);
+      SendWarnSignal(id,
+                     Cat("ltd is shutting down; the job is torn down in ", FormatDuration(wait)));
+      shutdown_timers_.push_back(clock_.StartTimer(wait, [this, id] {
+        Kill(id, KillOrder::Teardown(std::string(kByLtd)), [](absl::Status) {});
+      }));
+    }
   } else {
     spdlog::info("stopping: {} job(s) stay with their supervisors", live.size());
     live.clear();

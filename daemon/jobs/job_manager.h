@@ -76,6 +76,11 @@ struct ManagerConfig {
   std::string no_memory_limit;
   std::string no_cpu_limit;
   int cpus = 0;  // the host's CPUs: the most --cpus may ask for (0: unchecked)
+  // When the slots are GPUs: each slot's /dev/nvidiaN minor, when every
+  // one is known and isolation is on and can be set (else empty), and in
+  // words how jobs' GPUs are isolated or why not (`gpus`, `show`).
+  std::vector<uint32_t> gpu_minors;
+  std::string gpu_isolation;
   // Whether a rank that would not die is still there (tests: a fake).
   UnkillableWatch::Alive unkillable_alive = ProcessStillThere;
 };
@@ -107,6 +112,8 @@ class JobManager {
   // Who cancels the jobs that `ltctl shutdown` ends: no user name has a
   // space, so no user's cancellation reads as ltd's.
   static constexpr std::string_view kByLtd = "ltd (shutdown)";
+  // `ltctl shutdown` waits this long at most after a job's --signal.
+  static constexpr Millis kMaxShutdownWarn{5 * 60 * 1000};
   absl::StatusOr<const Job*> Resolve(std::string_view ref, uid_t caller = kAnyone) const;
   std::vector<const Job*> List(bool all) const;
 
@@ -114,6 +121,10 @@ class JobManager {
   // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
   // the answer on the loop, maybe before Kill returns.
   void Kill(const std::string& id, KillOrder order, Supervision::Done done);
+  // `ltctl stack`: the running job's ranks' stacks (all, or `rank`),
+  // from its supervision, within `budget`.
+  void Stacks(const std::string& id, std::optional<int> rank, Millis budget,
+              Supervision::StacksDone done);
 
   // Live output and the end of an unfinished job; false if it has ended.
   using ObserverId = uint64_t;
@@ -140,10 +151,13 @@ class JobManager {
   // Maintenance (`ltctl drain`, job_drain.cc): while drained no job starts,
   // running ones go on, pending ones wait and say why. Kept in the state
   // dir, so that it outlives ltd; an error when it cannot be kept there.
-  absl::Status Drain(std::string reason);
+  // `deadline` (from now; 0: none): running jobs are torn down then, each
+  // job's --signal sent its DUR before. A later Drain or Resume replaces it.
+  absl::Status Drain(std::string reason, Millis deadline = Millis{0});
   absl::Status Resume();
   // The drain's reason ("" for none), or nullopt when not drained.
   const std::optional<std::string>& drain() const { return drain_; }
+  const std::optional<WallTime>& drain_deadline() const { return drain_deadline_; }
 
   // Refuses new jobs; with `end_jobs`, tears every live job down first.
   // Then calls `done`.
@@ -161,6 +175,7 @@ class JobManager {
   // Copies the pool's last samples into each running job's gpu_usage.
   void RefreshGpuUsage();
   bool gpu_checks() const { return gpus_ != nullptr && gpus_->checks_on(); }
+  const std::string& gpu_isolation() const { return config_.gpu_isolation; }
 
   // Tells `events` (outliving the manager) what happens to jobs.
   void AddEvents(JobEvents* events) { events_.push_back(events); }
@@ -264,6 +279,12 @@ class JobManager {
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;
   std::optional<std::string> drain_;
+  std::optional<WallTime> drain_deadline_;
+  std::vector<Clock::TimerId> drain_timers_;  // its --signals and its teardown
+  void CancelDrainTimers();
+  // --signal to job `id`'s ranks now, because `why` (its end is near).
+  void SendWarnSignal(const std::string& id, const std::string& why);
+  std::vector<Clock::TimerId> shutdown_timers_;  // teardowns after a --signal
   std::function<void()> shutdown_done_;
   std::vector<JobEvents*> events_;
 };

@@ -12,6 +12,8 @@ Faults, for the tests of automatic hang detection:
   --raise-rank R --raise-step S   rank R raises an uncaught exception
   --loader                        batches come from a DataLoader with two
                                   worker processes
+  --until-file PATH               train (up to --steps) until PATH exists;
+                                  every rank stops at the same step
 """
 import argparse
 import hashlib
@@ -66,6 +68,7 @@ def main():
     p.add_argument("--raise-rank", type=int, default=-1)
     p.add_argument("--raise-step", type=int, default=-1)
     p.add_argument("--loader", action="store_true")
+    p.add_argument("--until-file", default="")
     args = p.parse_args()
 
     if os.environ.get("USER_SITECUSTOMIZE_RAN"):
@@ -94,6 +97,11 @@ def main():
                 dist.barrier()
         if rank == args.raise_rank and step == args.raise_step:
             raise RuntimeError(f"injected failure in rank {rank} at step {step}")
+        if args.until_file:
+            stop = torch.tensor([1.0 if os.path.exists(args.until_file) else 0.0])
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+            if stop.item() > 0:
+                break
         x = next(batches) if batches is not None else torch.randn(16, 8)
         loss = model(x).pow(2).mean()
         opt.zero_grad()

@@ -277,6 +277,7 @@ class Client:
         mem=None,
         mem_per_rank=None,
         cpus=None,
+        signal=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -295,7 +296,8 @@ class Client:
         (this process exits or crashes, the Job is dropped). ``output`` and
         ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
         job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
-        (stderr) is also written to, opened as you.
+        (stderr) is also written to, opened as you. ``signal`` is
+        ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -337,6 +339,19 @@ class Client:
             raise errors.InvalidArgument(str(e)) from None
         if node_rank is not None:
             req.node_rank = node_rank
+        if signal is not None:
+            if isinstance(signal, str):
+                sig, at, before = signal.partition("@")
+                if not at:
+                    raise errors.InvalidArgument(
+                        "signal %r: use SIG@DUR, e.g. USR1@90s" % (signal,))
+            else:
+                sig, before = signal
+            req.warn_signal = parse_signal(sig)
+            try:
+                req.warn_signal_before_ms = to_ms(before, "signal")
+            except ValueError as e:
+                raise errors.InvalidArgument(str(e)) from None
         req.mem_bytes = _size(mem, "mem")
         req.mem_per_rank_bytes = _size(mem_per_rank, "mem_per_rank")
         if cpus is not None:
@@ -407,6 +422,25 @@ class Client:
         """Tears the job down (``signal``: only sends it to every rank); returns its id."""
         req = ltd_pb2.KillRequest(job=_job_ref(job), signal=parse_signal(signal))
         return self._unary("Kill", req).job_id
+
+    def stacks(self, job, rank=None):
+        """Where each rank of a running job is now, without stopping it (``ltctl stack``).
+
+        A list of dicts, one per rank: ``rank``, ``pid``, ``state`` (the
+        kernel's, ``"S (sleeping)"``), ``kind`` (``"python"``: faulthandler's
+        frames, ``"native"``: eu-stack's, ``""``: none), ``frames``,
+        ``kernel`` (each thread's state and wchan) and ``note`` (why frames
+        are missing). The job's owner, root or ltd's admin group only.
+        """
+        req = ltd_pb2.StackRequest(job=_job_ref(job))
+        if rank is not None:
+            req.rank = rank
+        reply = self._unary("Stack", req)
+        return [
+            {"rank": r.rank, "pid": r.pid, "state": r.state, "kind": r.kind,
+             "frames": r.frames, "kernel": r.kernel, "note": r.note}
+            for r in reply.ranks
+        ]
 
     def drain(self, reason=""):
         """Root or ltd's admin group: no job starts until :meth:`resume`; running ones go on.

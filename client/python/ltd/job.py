@@ -199,6 +199,11 @@ class Job:
         self.client.kill(self.id, signal)
         self._info = None
 
+    def stacks(self, rank=None):
+        """Where each rank is now, without stopping the job (``ltctl stack``): see
+        :meth:`Client.stacks`."""
+        return self.client.stacks(self.id, rank)
+
     def logs(
         self, rank=None, follow=False, tail=None, raw=False, timestamps=False, since=None
     ) -> Iterator[object]:

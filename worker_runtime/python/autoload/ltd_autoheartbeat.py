@@ -10,6 +10,7 @@ copy so that the program's `import ltworker`, if any, is untouched:
     auto live               the main thread made progress since the last check
     auto stack F1<TAB>F2..  the main thread stopped here (innermost frame
                             first, each `File "f.py", line 3 in fn`)
+    auto stacksig N         `ltctl stack` may send signal N (see below)
 
 The rank is watched from the moment `torch` has been imported (`auto on`):
 loading torch's native library holds the GIL for seconds, which no thread
@@ -38,6 +39,15 @@ only pays for counting its optimizer steps (one Python call per step):
 Each interval with progress sends `auto live` (and `auto step N` when the
 count moved); the first interval without sends the stack once, so ltd has
 it for its hang report without signalling the rank.
+
+`ltctl stack` asks a running rank for every thread's frames without
+stopping it: ltd passes each rank a pipe only its supervisor reads
+(LT_STACK_FD), and this module registers faulthandler on a real-time
+signal that nothing of the program handles, writing to that pipe. The
+dump runs in C inside the signal handler, so a main thread that holds the
+GIL in a collective answers too, and the program goes on. Should the
+program set a handler of its own on that signal later, its handler wins
+and `ltctl stack` says that no frames came.
 
 Only this process reports: a forked child (DataLoader workers) switches it
 off (os.register_at_fork), and children started anew inherit
@@ -365,6 +375,36 @@ def _final_steps():
         _send(b"auto step %d\n" % _steps)
 
 
+def _register_stack_dump():
+    """faulthandler on a free real-time signal, into LT_STACK_FD; ltd is
+    told which signal. Nothing when ltd passed no pipe."""
+    value = os.environ.pop("LT_STACK_FD", "")
+    if not value.isascii() or not value.isdigit():
+        return
+    fd = int(value)
+    try:
+        os.fstat(fd)
+        os.set_inheritable(fd, False)  # a subprocess's dump is not this rank's
+    except OSError:
+        return
+    import faulthandler
+    import signal
+
+    # Above the ones libraries tend to take (glibc's are below SIGRTMIN).
+    for signum in range(signal.SIGRTMIN + 8, signal.SIGRTMAX):
+        try:
+            if signal.getsignal(signum) != signal.SIG_DFL:
+                continue  # the program's, or one Python cannot tell
+        except (ValueError, OSError):
+            continue
+        try:
+            faulthandler.register(signum, file=fd, all_threads=True, chain=False)
+        except (ValueError, OSError, RuntimeError):
+            return
+        _send(b"auto stacksig %d\n" % signum)
+        return
+
+
 def start(interval):
     """Activates automatic heartbeats in this process; False when there is
     no heartbeat fd to write to (outside ltd)."""
@@ -377,6 +417,10 @@ def start(interval):
     _active = True
     os.register_at_fork(after_in_child=_off_in_child)
     _install_excepthooks()
+    try:
+        _register_stack_dump()
+    except Exception:  # never break the rank's program
+        pass
     main_ident = threading.main_thread().ident
 
     def watch(_torch):

@@ -1,0 +1,86 @@
+// `--signal SIG@DUR` end to end: SIG reaches each rank's main process DUR
+// before the job's end is forced (its --time, a drain's deadline), the
+// job's output and `show` say when. Evidence, not timing: the handler ran
+// well after the start and before the teardown, in that order.
+#include <cstdlib>
+#include <string>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+// A rank that prints when it starts and when USR1 comes (seconds since the
+// epoch), and sleeps in between; `sleep` in the foreground lets the trap
+// run within 0.1 s.
+const std::string kTrapUsr1 =
+    "echo start $(date +%s.%N); trap 'echo usr1 $(date +%s.%N)' USR1; "
+    "while :; do sleep 0.1; done";
+
+double After(const std::string& out, const std::string& word) {
+  const size_t at = out.find(word + " ");
+  return at == std::string::npos ? -1 : std::strtod(out.c_str() + at + word.size() + 1, nullptr);
+}
+
+class WarnSignalE2E : public E2E {};
+
+TEST_F(WarnSignalE2E, TimeLimitSendsTheSignalItsDurBeforeTheEnd) {
+  const std::string id = SubmitDetached(
+      {"--devices", "1", "--time", "6s", "--signal", "USR1@3s", "--", "/bin/sh", "-c", kTrapUsr1});
+  nlohmann::json job = d_.WaitEnded(id, 30s);
+  EXPECT_EQ(job["root_cause"]["reason"], "time_limit") << job.dump(1);
+  const std::string out = d_.Ctl({"logs", id}).out;
+  const double start = After(out, "start");
+  const double usr1 = After(out, "usr1");
+  ASSERT_GT(start, 0) << out;
+  ASSERT_GT(usr1, 0) << "the handler never ran:\n" << out;
+  // About 3 s in: well after the start (not at once), and before the end.
+  EXPECT_GT(usr1 - start, 1.5) << out;
+  const size_t sent = out.find("ltd: SIGUSR1 sent to every rank's main process: --time ends in 3s");
+  const size_t handled = out.find("usr1 ");
+  const size_t teardown = out.find("ltd: tearing down job");
+  ASSERT_NE(sent, std::string::npos) << out;
+  ASSERT_NE(teardown, std::string::npos) << out;
+  EXPECT_LT(sent, teardown) << out;
+  EXPECT_LT(handled, teardown) << out;
+  EXPECT_FALSE(job["warn_signal_sent_at"].is_null()) << job.dump(1);
+  EXPECT_EQ(job["warn_signal_why"], "--time ends in 3s");
+  EXPECT_EQ(job["warn_signal"], 10);
+  const std::string show = d_.Ctl({"show", id}).out;
+  EXPECT_NE(show.find("Signal:        USR1@3s, sent "), std::string::npos) << show;
+}
+
+TEST_F(WarnSignalE2E, RefusedWhenNotShorterThanTheTimeOrMalformed) {
+  CmdResult r = d_.Ctl(
+      {"submit", "-d", "--devices", "1", "--time", "2s", "--signal", "USR1@5s", "--", "true"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not shorter than --time 2s"), std::string::npos) << r.err;
+  r = d_.Ctl({"submit", "-d", "--devices", "1", "--signal", "B:USR1@5", "--", "true"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("B: means nothing here"), std::string::npos) << r.err;
+  r = d_.Ctl({"submit", "-d", "--devices", "1", "--signal", "NOPE@5", "--", "true"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'NOPE' is not a signal"), std::string::npos) << r.err;
+}
+
+TEST_F(WarnSignalE2E, DrainDeadlineSignalsThenTearsDown) {
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--signal", "USR1@2s", "--", "/bin/sh", "-c", kTrapUsr1});
+  ASSERT_TRUE(WaitFor([&] { return After(d_.Ctl({"logs", id}).out, "start") > 0; }, 20s));
+  CmdResult drain = d_.Ctl({"drain", "--reason", "test", "--deadline", "4s"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_NE(drain.out.find("running jobs are torn down at "), std::string::npos) << drain.out;
+  nlohmann::json job = d_.WaitEnded(id, 30s);
+  EXPECT_EQ(job["state"], "CANCELLED") << job.dump(1);
+  EXPECT_NE(job["root_cause"]["message"].get<std::string>().find("the drain's deadline came"),
+            std::string::npos)
+      << job.dump(1);
+  const std::string out = d_.Ctl({"logs", id}).out;
+  const size_t handled = out.find("usr1 ");
+  ASSERT_NE(handled, std::string::npos) << out;
+  EXPECT_EQ(job["warn_signal_why"], "the drain's deadline is in 2s");
+  EXPECT_EQ(d_.Ctl({"resume"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ltd::test
