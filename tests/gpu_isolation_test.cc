@@ -22,6 +22,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -93,7 +94,9 @@ class Layouts : public ::testing::Test {
     ASSERT_TRUE(MakeNodes(nodes_));
   }
   void TearDown() override {
-    if (!cgroup_.empty()) EXPECT_EQ(rmdir(cgroup_.c_str()), 0) << cgroup_ << std::strerror(errno);
+    if (!cgroup_.empty()) {
+      EXPECT_EQ(rmdir(cgroup_.c_str()), 0) << cgroup_ << std::strerror(errno);
+    }
     if (!nodes_.empty()) std::filesystem::remove_all(nodes_);
   }
   // Given minor 1: the job's own GPU and nvidiactl reach the driver, every
@@ -211,7 +214,8 @@ TEST_F(Isolation, AJobOpensItsGpuAndNoOther) {
 TEST_F(Isolation, TurnedOffEveryJobOpensEveryGpuAndShowSaysSo) {
   ASSERT_TRUE(d_.Start({"--gpus", "1", "--nvml-library", LT_FAKE_NVML, "--gpu-isolation", "false"}))
       << d_.log();
-  EXPECT_NE(d_.log().find("GPUs not isolated"), std::string::npos) << d_.log();
+  EXPECT_TRUE(WaitFor([&] { return d_.log().find("GPUs not isolated") != std::string::npos; }, 10s))
+      << d_.log();
   CmdResult gpus = d_.Ctl({"gpus"});
   EXPECT_NE(gpus.out.find("GPU isolation: not isolated: turned off"), std::string::npos)
       << gpus.out;

@@ -57,7 +57,8 @@ class Stack : public E2E {
     nlohmann::json job = d_.Show(id);
     if (job["state"] != "RUNNING" || job["ranks"].size() != ranks) return false;
     for (const auto& r : job["ranks"]) {
-      if (!r.contains("last_step") || r["last_step"].get<int64_t>() < 2) return false;
+      if (!r.contains("last_step") || !r["last_step"].is_number()) return false;
+      if (r["last_step"].get<int64_t>() < 2) return false;
     }
     return true;
   }

@@ -36,13 +36,12 @@ TEST_F(WarnSignalE2E, TimeLimitSendsTheSignalItsDurBeforeTheEnd) {
   ASSERT_GT(usr1, 0) << "the handler never ran:\n" << out;
   // About 3 s in: well after the start (not at once), and before the end.
   EXPECT_GT(usr1 - start, 1.5) << out;
+  // ... and before the end, 6 s after the start (the teardown's SIGTERM
+  // would end the shell before its trap ran).
+  EXPECT_LT(usr1 - start, 5.5) << out;
   const size_t sent = out.find("ltd: SIGUSR1 sent to every rank's main process: --time ends in 3s");
-  const size_t handled = out.find("usr1 ");
-  const size_t teardown = out.find("ltd: tearing down job");
   ASSERT_NE(sent, std::string::npos) << out;
-  ASSERT_NE(teardown, std::string::npos) << out;
-  EXPECT_LT(sent, teardown) << out;
-  EXPECT_LT(handled, teardown) << out;
+  EXPECT_LT(sent, out.find("usr1 ")) << out;
   EXPECT_FALSE(job["warn_signal_sent_at"].is_null()) << job.dump(1);
   EXPECT_EQ(job["warn_signal_why"], "--time ends in 3s");
   EXPECT_EQ(job["warn_signal"], 10);
