@@ -386,6 +386,16 @@ void PrintJob(const v1::Job& j, FILE* out) {
                             : "; its devices stay out of use until it is gone";
     std::fprintf(out, "unkillable: %s\n", line.c_str());
   }
+  if (j.errors().full()) {
+    // Only what is known: the ranks filled it, so a write past it failed.
+    const auto& e = j.errors();
+    std::fprintf(out,
+                 "errors/: full (%s in %llu files of at most %s and %llu files, its part of "
+                 "ltd's --job-max-log-bytes); a rank's writes past it failed\n",
+                 FormatByteSize(e.bytes()).c_str(), static_cast<unsigned long long>(e.files()),
+                 FormatByteSize(e.max_bytes()).c_str(),
+                 static_cast<unsigned long long>(e.max_files()));
+  }
   if (j.nodes_size() > 0) {
     std::fprintf(out, "\n");
     Table nodes({"NODE", "HOST", "STATE", "ROOT CAUSE"});

@@ -287,7 +287,7 @@ int Run(const Options& opt) {
   job.user = user != nullptr ? user : std::to_string(spec.uid);
   job.spec = std::move(spec);
   job.submitted_at = std::chrono::system_clock::now();
-  if (auto s = store->CreateJobDir(job.id, job.spec.uid, job.spec.gid); !s.ok()) {
+  if (auto s = store->CreateJobDir(job.id); !s.ok()) {
     Die(std::string(s.message()));
   }
   // A multi-node run's port is the run's, on node 0's host; a single

@@ -431,6 +431,14 @@ nlohmann::json ToJson(const Job& job) {
     }
     out["unkillable"] = std::move(list);
   }
+  if (job.errors != ErrorsDir{}) {
+    const ErrorsDir& e = job.errors;
+    out["errors"] = {{"max_bytes", e.max_bytes},
+                     {"max_files", e.max_files},
+                     {"bytes", e.bytes},
+                     {"files", e.files},
+                     {"full", e.full}};
+  }
   if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
   if (s.limits.memory_per_rank_bytes != 0)
     out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
@@ -514,6 +522,14 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       p.gone_at = TimeField(uj, "gone_at");
       job.unkillable.push_back(std::move(p));
     }
+  }
+  if (auto it = j.find("errors"); it != j.end() && it->is_object()) {
+    ErrorsDir& e = job.errors;
+    e.max_bytes = Field<uint64_t>(*it, "max_bytes").value_or(0);
+    e.max_files = Field<uint64_t>(*it, "max_files").value_or(0);
+    e.bytes = Field<uint64_t>(*it, "bytes").value_or(0);
+    e.files = Field<uint64_t>(*it, "files").value_or(0);
+    e.full = Field<bool>(*it, "full").value_or(false);
   }
   s.limits.memory_bytes = Field<uint64_t>(j, "mem_bytes").value_or(0);
   s.limits.memory_per_rank_bytes = Field<uint64_t>(j, "mem_per_rank_bytes").value_or(0);

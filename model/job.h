@@ -281,6 +281,19 @@ struct UnkillableProcess {
 // descendant: "pid 4243 (of rank 1) in D state ..."
 std::string Describe(const UnkillableProcess& p);
 
+// errors/, the dir of TORCHELASTIC_ERROR_FILE, and its bound: a part of the
+// job's --job-max-log-bytes (store/error_dir.h).
+struct ErrorsDir {
+  uint64_t max_bytes = 0;  // its bound; 0: none (no tmpfs could be mounted)
+  uint64_t max_files = 0;
+  // At the job's end: what its ranks left there, and whether they filled
+  // it (a write past it failed then).
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+  bool full = false;
+  bool operator==(const ErrorsDir&) const = default;
+};
+
 struct Job {
   std::string id;
   JobSpec spec;
@@ -318,6 +331,7 @@ struct Job {
   std::vector<NodeStatus> nodes;
   // Ranks that did not die of SIGKILL; the job ended without them.
   std::vector<UnkillableProcess> unkillable;
+  ErrorsDir errors;
   // Why the record on disk is behind this one (a full disk, say); empty
   // once it is saved. Not part of the record: its supervisor says it beside
   // the record (shim.proto's not_saved), and ltd saves what it could not.

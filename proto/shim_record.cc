@@ -188,6 +188,14 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     o->set_found_at_ns(Nanos(p.found_at));
     if (p.gone_at) o->set_gone_at_ns(Nanos(*p.gone_at));
   }
+  if (job.errors != ErrorsDir{}) {
+    pb::Record::ErrorsDir* e = out->mutable_errors();
+    e->set_max_bytes(job.errors.max_bytes);
+    e->set_max_files(job.errors.max_files);
+    e->set_bytes(job.errors.bytes);
+    e->set_files(job.errors.files);
+    e->set_full(job.errors.full);
+  }
 }
 
 // job.json's form, as the releases before Record sent it.
@@ -343,6 +351,13 @@ std::optional<Job> FromProto(const pb::Record& r) {
     p.found_at = TimeOf(o.found_at_ns());
     if (o.has_gone_at_ns()) p.gone_at = TimeOf(o.gone_at_ns());
     job.unkillable.push_back(std::move(p));
+  }
+  if (r.has_errors()) {
+    job.errors.max_bytes = r.errors().max_bytes();
+    job.errors.max_files = r.errors().max_files();
+    job.errors.bytes = r.errors().bytes();
+    job.errors.files = r.errors().files();
+    job.errors.full = r.errors().full();
   }
   return job;
 }

@@ -155,6 +155,7 @@ int Run(const Options& opt) {
     RunnerConfig config;
     config.stack_budget = Millis(opt.stack_budget_ms);
     config.job_max_log_bytes = opt.job_max_log_bytes;
+    config.bound_errors_dir = true;  // errors/ a tmpfs of its part of the budget
     config.restart_backoff = Millis(opt.restart_backoff_ms);
     config.extra_rank_env.push_back(plan.rank_marker);
     config.auto_heartbeat_dir = opt.auto_heartbeat_dir;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,38 +82,26 @@ std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
   return Cat(JobDir(job_id), "/errors/error-", rank, ".json");
 }
 
-absl::Status JobStore::CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const {
+absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
   const std::string dir = JobDir(job_id);
   if (mkdir(dir.c_str(), 0711) != 0) return PosixError("mkdir", dir, errno);
-  const std::string errors = dir + "/errors";
-  absl::Status s = absl::OkStatus();
-  if (mkdir(errors.c_str(), 0700) != 0) {
-    s = PosixError("mkdir", errors, errno);
-  } else if (chown(errors.c_str(), uid, gid) != 0) {
-    s = PosixError("chown", errors, errno);
-  }
-  if (!s.ok()) {
-    rmdir(errors.c_str());
-    rmdir(dir.c_str());
-  }
+  absl::Status s = MakeErrorDir(dir);
+  if (!s.ok()) rmdir(dir.c_str());
   return s;
+}
+
+absl::Status JobStore::OpenErrorDir(const std::string& job_id, uid_t uid, gid_t gid,
+                                    const std::optional<ErrorDirBound>& bound) const {
+  return ltd::OpenErrorDir(JobDir(job_id), uid, gid, bound);
 }
 
 absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
                                                     size_t max) const {
-  const std::string path = ErrorFile(job_id, rank);
-  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return absl::NotFoundError(path);
-    return PosixError("open", path, errno);
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return PosixError("fstat", path, errno);
-  if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
-    return absl::PermissionDeniedError(
-        Cat(path, " is not a regular file of the job's user; ignored"));
-  }
-  return ReadFd(fd.get(), path, max);
+  return ltd::ReadErrorFile(ErrorFile(job_id, rank), uid, max);
+}
+
+absl::StatusOr<ErrorDirUse> JobStore::CloseErrorDir(const std::string& job_id) const {
+  return ltd::CloseErrorDir(JobDir(job_id));
 }
 
 namespace {
@@ -187,6 +176,13 @@ absl::Status JobStore::Remove(const std::string& job_id) const {
   // unless an earlier removal of the same id was cut short).
   const std::string dir = JobDir(job_id);
   const std::string gone = Cat(state_dir_, "/removed/", job_id);
+  // A job's errors/ tmpfs goes at its end (CloseErrorDir); should one be
+  // left, it goes now: the remover would empty it and stop at its mount.
+  if (ErrorDirMounted(dir)) {
+    const std::string errors = dir + "/errors";
+    if (umount2(errors.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+      return PosixError("umount", errors, errno);
+  }
   if (rename(dir.c_str(), gone.c_str()) != 0) {
     if (errno == ENOENT && access(dir.c_str(), F_OK) != 0) return absl::OkStatus();
     // Left over from an ltd that stopped mid-removal: take it first.
@@ -195,17 +191,6 @@ absl::Status JobStore::Remove(const std::string& job_id) const {
     if (rename(dir.c_str(), gone.c_str()) != 0) return PosixError("rename", dir, errno);
   }
   remover_->Remove(gone);
-  return absl::OkStatus();
-}
-
-absl::Status JobStore::CloseErrorDir(const std::string& job_id) const {
-  const std::string errors = JobDir(job_id) + "/errors";
-  // The job dir is root's: nobody but root can have replaced errors/ with
-  // a link, and O_NOFOLLOW says so should that ever change.
-  Fd fd(open(errors.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return errno == ENOENT ? absl::OkStatus() : PosixError("open", errors, errno);
-  if (fchown(fd.get(), 0, 0) != 0) return PosixError("fchown", errors, errno);
-  if (fchmod(fd.get(), 0700) != 0) return PosixError("fchmod", errors, errno);
   return absl::OkStatus();
 }
 
@@ -269,6 +254,24 @@ std::vector<Job> JobStore::LoadAll() const {
   }
   closedir(dir);
   return jobs;
+}
+
+bool CloseJobErrorDir(const JobStore& store, Job& job) {
+  auto use = store.CloseErrorDir(job.id);
+  if (!use.ok()) {
+    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(use.status().message()));
+    return false;
+  }
+  if (!use->not_kept.empty()) {
+    spdlog::warn("job={} errors/: some files were not kept: {}", job.id, use->not_kept);
+  }
+  if (use->full) {
+    spdlog::warn(
+        "job={} errors/ was full ({} bytes, {} files of {} and {}): the ranks' writes "
+        "past it failed",
+        job.id, use->bytes, use->files, job.errors.max_bytes, job.errors.max_files);
+  }
+  return NoteErrorDirUse(*use, job.errors);
 }
 
 }  // namespace ltd

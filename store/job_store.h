@@ -4,9 +4,10 @@
 //
 // Other users may traverse the tree but read nothing in it: the state dir,
 // jobs/ and every job dir are root's, 0711; records and logs 0600. The one
-// place a rank writes is its job's errors/ dir (owned by the job's user,
-// 0700), for TORCHELASTIC_ERROR_FILE; what ltd reads back from there is
-// the user's and is treated as such.
+// place a rank writes is its job's errors/ dir (the user's while the job
+// runs, a tmpfs of a bounded size under ltd: error_dir.h), for
+// TORCHELASTIC_ERROR_FILE; what ltd reads back from there is the user's and
+// is treated as such.
 //
 // Job ids count up for ever: the next one is on disk (next-id) before any
 // job takes it, so neither a failed save nor a restart hands an id, and
@@ -17,12 +18,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dir_remover.h"
+#include "error_dir.h"
 #include "job.h"
 #include "posix_error.h"
 
@@ -60,17 +63,21 @@ class JobStore {
 
   std::string JobDir(const std::string& job_id) const;
   // The job's dir (fails if it exists: ids are never reused) and its
-  // errors/ dir, owned by `uid`:`gid`.
-  absl::Status CreateJobDir(const std::string& job_id, uid_t uid, gid_t gid) const;
+  // errors/ dir, root's until the job starts (error_dir.h).
+  absl::Status CreateJobDir(const std::string& job_id) const;
   std::string ErrorFile(const std::string& job_id, int rank) const;
+  // The job starts: errors/ becomes its user's, bounded by `bound` where a
+  // tmpfs can be mounted (OpenErrorDir in error_dir.h).
+  absl::Status OpenErrorDir(const std::string& job_id, uid_t uid, gid_t gid,
+                            const std::optional<ErrorDirBound>& bound) const;
   // What a rank left in its TORCHELASTIC_ERROR_FILE: at most `max` bytes of
   // a regular file of its own user (no link to someone else's file, no
   // FIFO to block on). NotFound when there is none.
   absl::StatusOr<std::string> ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
                                             size_t max) const;
-  // At the job's end: its errors/ dir becomes root's (0700), so the user
-  // writes nothing more there once the job has ended.
-  absl::Status CloseErrorDir(const std::string& job_id) const;
+  // At the job's end: its errors/ dir, unmounted, becomes root's (0700),
+  // so the user writes nothing more there once the job has ended.
+  absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_id) const;
   const std::string& state_dir() const { return state_dir_; }
 
  private:
@@ -81,5 +88,10 @@ class JobStore {
   uint64_t next_id_ = 0;       // one past the last id this store handed out
   uint64_t reserved_end_ = 0;  // next-id on disk says ids below this are taken
 };
+
+// At a job's end, by whoever ends it: its errors/ closed, what its ranks
+// left there noted in `job`, and logged when they filled it or it could
+// not be closed. Whether `job` changed.
+bool CloseJobErrorDir(const JobStore& store, Job& job);
 
 }  // namespace ltd

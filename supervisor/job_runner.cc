@@ -65,6 +65,7 @@ void JobRunner::Enter(Phase phase) {
 
 void JobRunner::Start() {
   job_.containment = std::string(launcher_.containment());
+  OpenErrorDir();
   BeginAttempt();
   if (ended() || job_.spec.time_limit.count() <= 0) return;
   // From the first start, restarts and their backoffs included, as a
@@ -123,6 +124,27 @@ void JobRunner::OnTimeLimit() {
   Fail(std::move(cause));
 }
 
+void JobRunner::OpenErrorDir() {
+  const ErrorDirBound bound = ErrorDirShare(config_.job_max_log_bytes, job_.spec.devices);
+  std::optional<ErrorDirBound> wanted;
+  if (config_.bound_errors_dir) wanted = bound;
+  absl::Status s = store_.OpenErrorDir(job_.id, job_.spec.uid, job_.spec.gid, wanted);
+  if (s.ok() && wanted) {
+    job_.errors.max_bytes = bound.bytes;
+    job_.errors.max_files = bound.files;
+    spdlog::debug("job={} errors/: a tmpfs of {} bytes and {} files", job_.id, bound.bytes,
+                  bound.files);
+  } else if (!s.ok()) {
+    // The rank's error file is then the state dir's bound's (per user) to hold.
+    spdlog::warn("job={} errors/ is not bounded: {}", job_.id, std::string(s.message()));
+  }
+}
+
+uint64_t JobRunner::LogBudget() const {
+  const uint64_t errors = ErrorDirShare(config_.job_max_log_bytes, job_.spec.devices).bytes;
+  return config_.job_max_log_bytes > errors ? config_.job_max_log_bytes - errors : 0;
+}
+
 void JobRunner::BeginAttempt() {
   Job& job = job_;
   // A fresh attempt: the last one's timers and late answers go with it.
@@ -155,7 +177,7 @@ void JobRunner::BeginAttempt() {
     return Finish(std::move(cause));
   }
   // The log goes on across attempts: Open continues where the last one was.
-  if (auto log = JobLogWriter::Open(store_.JobDir(job.id), config_.job_max_log_bytes); log.ok()) {
+  if (auto log = JobLogWriter::Open(store_.JobDir(job.id), LogBudget()); log.ok()) {
     rt.log.emplace(std::move(*log));
   } else {
     spdlog::error("job={} output will not be kept: {}", job.id,

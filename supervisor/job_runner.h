@@ -33,6 +33,9 @@ struct RunnerConfig {
   // Output kept per job (head and tail past it), so one job cannot fill
   // the disk of everyone.
   uint64_t job_max_log_bytes = 1ull << 30;
+  // errors/ (TORCHELASTIC_ERROR_FILE's dir) as a tmpfs of its part of
+  // job_max_log_bytes (store/error_dir.h): needs root; lt-shim's.
+  bool bound_errors_dir = false;
   // Restarts wait restart_backoff, doubling with each attempt up to
   // kMaxRestartBackoff, so a job that fails at once cannot spin.
   Millis restart_backoff{1000};
@@ -96,6 +99,10 @@ class JobRunner final : public RunFenceEvents {
   // The one way the attempt's phase changes; logged.
   void Enter(Phase phase);
 
+  // errors/ becomes the job's user's (bounded where config says), once.
+  void OpenErrorDir();
+  // The rank log's part of job_max_log_bytes: errors/ has the rest.
+  uint64_t LogBudget() const;
   void BeginAttempt();
   void SpawnRanks();
   void OnOutput(int rank, Stream stream, std::string_view data);

@@ -314,9 +314,7 @@ void JobRunner::Finish(std::optional<RootCause> cause) {
   // Its error file is read: the user's ranks are gone, and so is the
   // user's say in the job's dir (a user once left 2,000 files there, and
   // wrote more after the end).
-  if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
-    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
-  }
+  CloseJobErrorDir(store_, job);
   Persist();
   events_.OnEnded(job);  // last: the owner may destroy this runner
 }

@@ -69,7 +69,7 @@ class FenceRunnerTest : public ::testing::Test {
     job.spec.nodes.node_rank = node;
     job.spec.nodes.rdzv = "etcd://127.0.0.1:2379";
     job.master_port = 29500;
-    ASSERT_TRUE(store_->CreateJobDir(job.id, job.spec.uid, job.spec.gid).ok());
+    ASSERT_TRUE(store_->CreateJobDir(job.id).ok());
     RunnerConfig config;
     config.restart_backoff = Millis(0);
     runner_ =

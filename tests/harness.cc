@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -404,8 +405,28 @@ Daemon::~Daemon() {
         [&] { return Supervisors(state_dir()).empty() && SpareSupervisors(state_dir()).empty(); },
         10s);
   }
+  if (!dir_.empty()) {
+    for (const std::string& m : MountsUnder(dir_)) {
+      if (!killed_hard_) ADD_FAILURE() << "a mount is left behind: " << m;
+      umount2(m.c_str(), MNT_DETACH);
+    }
+  }
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> found;
+  std::istringstream lines(ReadWhole("/proc/self/mountinfo"));
+  for (std::string line; std::getline(lines, line);) {
+    const std::vector<std::string_view> fields = NonEmptyFields(line, ' ');
+    if (fields.size() < 5) continue;
+    const std::string point = UnescapeMountinfo(fields[4]);
+    if (point == dir || point.rfind(dir + "/", 0) == 0) found.push_back(point);
+  }
+  std::sort(found.begin(), found.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return found;
 }
 
 void Daemon::LetUsersConnect() const { chmod(dir_.c_str(), 0711); }

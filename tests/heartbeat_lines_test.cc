@@ -36,7 +36,7 @@ class HeartbeatLines : public ::testing::Test {
     job.spec.uid = getuid();
     job.spec.gid = getgid();
     job.spec.heartbeat_timeout = Millis(60'000);
-    EXPECT_TRUE(store_->CreateJobDir(job.id, job.spec.uid, job.spec.gid).ok());
+    EXPECT_TRUE(store_->CreateJobDir(job.id).ok());
     RunnerConfig config;
     config.auto_heartbeat_timeout = Millis(60'000);
     runner_ =

@@ -42,13 +42,13 @@ TEST_F(JobStoreTest, OthersMayTraverseButReadNothing) {
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(Mode(dir_), 0711u);
   EXPECT_EQ(Mode(dir_ + "/jobs"), 0711u);
-  ASSERT_TRUE(store->CreateJobDir("1", 4242, 4343).ok());
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
   EXPECT_EQ(Mode(store->JobDir("1")), 0711u);
+  // errors/ is nobody's but root's until the job starts.
   struct stat st {};
   ASSERT_EQ(stat((store->JobDir("1") + "/errors").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  EXPECT_EQ(st.st_uid, 4242u);
-  EXPECT_EQ(st.st_gid, 4343u);
+  EXPECT_EQ(st.st_uid, geteuid());
   Job job;
   job.id = "1";
   ASSERT_TRUE(store->Save(job).ok());
@@ -60,9 +60,13 @@ TEST_F(JobStoreTest, AnEndedJobsErrorDirIsClosedToItsUser) {
   if (geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());
-  ASSERT_TRUE(store->CreateJobDir("1", 4242, 4343).ok());
-  ASSERT_TRUE(store->CloseErrorDir("1").ok());
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  ASSERT_TRUE(store->OpenErrorDir("1", 4242, 4343, std::nullopt).ok());
   struct stat st {};
+  ASSERT_EQ(stat((store->JobDir("1") + "/errors").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u) << "the running job's user writes there";
+  EXPECT_EQ(st.st_gid, 4343u);
+  ASSERT_TRUE(store->CloseErrorDir("1").ok());
   ASSERT_EQ(stat((store->JobDir("1") + "/errors").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_gid, 0u);
@@ -75,7 +79,7 @@ TEST_F(JobStoreTest, AnEndedJobsErrorDirIsClosedToItsUser) {
 TEST_F(JobStoreTest, RemovalIsARenameAndTheFilesGoLater) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());
-  ASSERT_TRUE(store->CreateJobDir("1", getuid(), getgid()).ok());
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
   for (int i = 0; i < 200; ++i) {
     std::ofstream(store->JobDir("1") + "/errors/f" + std::to_string(i)) << "x";
   }
@@ -98,9 +102,9 @@ TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
   EXPECT_EQ(*store->TakeId(1), 1u);
   EXPECT_EQ(*store->TakeId(1), 2u);  // what is on disk wins over what is asked
   // A dir an earlier job left (its record was never saved) is skipped.
-  ASSERT_TRUE(store->CreateJobDir("3", getuid(), getgid()).ok());
+  ASSERT_TRUE(store->CreateJobDir("3").ok());
   EXPECT_EQ(*store->TakeId(1), 4u);
-  EXPECT_FALSE(store->CreateJobDir("3", getuid(), getgid()).ok());  // never reused
+  EXPECT_FALSE(store->CreateJobDir("3").ok());  // never reused
   // A new ltd on the same state dir goes on counting.
   auto again = JobStore::Open(dir_);
   EXPECT_EQ(*again->TakeId(1), 5u);
@@ -157,7 +161,8 @@ TEST_F(JobStoreTest, ErrorFilesAreTheUsersOwnOrIgnored) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());
   const uid_t user = 4242;
-  ASSERT_TRUE(store->CreateJobDir("1", user, user).ok());
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  ASSERT_TRUE(store->OpenErrorDir("1", user, user, std::nullopt).ok());
   const std::string file = store->ErrorFile("1", 0);
   EXPECT_TRUE(absl::IsNotFound(store->ReadErrorFile("1", 0, user, 100).status()));
 

@@ -56,7 +56,7 @@ class RunnerFixture : public ::testing::Test {
     job.id = id_;
     job.spec = std::move(spec);
     job.master_port = 30000;
-    ASSERT_TRUE(store_->CreateJobDir(job.id, job.spec.uid, job.spec.gid).ok());
+    ASSERT_TRUE(store_->CreateJobDir(job.id).ok());
     runner_ =
         std::make_unique<JobRunner>(clock_, launcher_, *store_, with_stacks_ ? &sampler_ : nullptr,
                                     std::move(config), std::move(job), events_);

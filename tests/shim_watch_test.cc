@@ -99,7 +99,7 @@ class ShimWatch : public ::testing::Test {
     auto store = JobStore::Open(dir_ + "/state");
     ASSERT_TRUE(store.ok()) << store.status();
     store_.emplace(std::move(*store));
-    ASSERT_TRUE(store_->CreateJobDir(kJobId, getuid(), getgid()).ok());
+    ASSERT_TRUE(store_->CreateJobDir(kJobId).ok());
     job_.id = kJobId;
     job_.user = "someone";
     job_.spec.devices = 1;

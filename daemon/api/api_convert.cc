@@ -177,6 +177,14 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     SetTime(p.found_at, u->mutable_found_at());
     SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
   }
+  if (job.errors != ErrorsDir{}) {
+    v1::ErrorsDir* e = out->mutable_errors();
+    e->set_max_bytes(job.errors.max_bytes);
+    e->set_max_files(job.errors.max_files);
+    e->set_bytes(job.errors.bytes);
+    e->set_files(job.errors.files);
+    e->set_full(job.errors.full);
+  }
   SetTime(job.submitted_at, out->mutable_submitted_at());
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });
   SetTime(job.ended_at, [&] { return out->mutable_ended_at(); });

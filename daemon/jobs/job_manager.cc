@@ -93,8 +93,7 @@ void JobManager::Recover(const Adopter& adopt) {
     if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
     if (IsFinal(job.state)) {
       CutToSummary(job, kSummaryArgvBytes);
-      finished_.push_back(job.id);
-      CountFinished(job.id);
+      CountFinished(job);
       HoldUnkillable(job, /*announce=*/false);  // an earlier ltd's, still there
     }
   }
@@ -129,9 +128,7 @@ void JobManager::Recover(const Adopter& adopt) {
     WaitOrQueue(*job, seq);
     if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
   }
-  std::sort(finished_.begin(), finished_.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
-  });
+  finished_.SortById();
   PruneFinished();
   Schedule();
 }
@@ -150,7 +147,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.cpus = config_.cpus;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
   if (auto s = NameFree(spec); !s.ok()) return s;
-  if (auto s = RoomToSubmit(); !s.ok()) return s;
+  if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
   std::vector<std::string> after_ids;
   auto unmet = ResolveAfter(spec, &after_ids);
@@ -171,7 +168,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   job->submitted_at = clock_.Now();
   job->containment = std::string(supervisors_.containment());
   job->spec = std::move(spec);
-  absl::Status saved = store_.CreateJobDir(job->id, job->spec.uid, job->spec.gid);
+  absl::Status saved = store_.CreateJobDir(job->id);
   if (saved.ok()) saved = store_.Save(*job);
   if (!saved.ok()) {
     (void)store_.Remove(job->id);
@@ -405,9 +402,12 @@ void JobManager::OnSupervisionEnded(const std::string& id, const Job& final_job)
   Emit([&](JobEvents& e) { e.OnRecord(*job, final_job); });
   ApplyRecord(*job, final_job);
   StateChanged(*job, from);
+  // Its supervisor closed errors/ (the user writes no more in its dir, no
+  // tmpfs of it is left mounted); should it have failed to, ltd does.
+  const bool noted = CloseJobErrorDir(store_, *job);
   // The supervision saved the record unless it says otherwise; then ltd
   // does, now that nobody else writes it.
-  if (!job->record_error.empty()) Persist(*job);
+  if (noted || !job->record_error.empty()) Persist(*job);
   Ended(*job);
 }
 
@@ -550,6 +550,10 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
   job.ended_at = cause.at;
   if (!job.started_at) job.started_at = cause.at;
   job.root_cause = std::move(cause);
+  // Whoever ended it (a pending job had no supervisor, a lost one's may
+  // not have closed it), the user writes no more in its dir, and no tmpfs
+  // of it is left mounted; what its ranks left there goes into the record.
+  CloseJobErrorDir(store_, job);
   spdlog::info("job={} {} -> {}", job.id, ToString(job.state), ToString(state));
   const JobState from = std::exchange(job.state, state);
   StateChanged(job, from);
@@ -560,11 +564,6 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
   HoldUnkillable(job, /*announce=*/true);
-  // Whoever ended it (a supervisor does the same; a pending job had none,
-  // a lost one's may not have), the user writes no more in its dir.
-  if (auto s = store_.CloseErrorDir(job.id); !s.ok()) {
-    spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(s.message()));
-  }
   // Every process of the job is gone; a GPU some other process still holds
   // is not reused until that one is gone too.
   if (gpus_ != nullptr) {
@@ -594,8 +593,7 @@ void JobManager::Ended(Job& job) {
   // Its record is on disk (saved by its supervisor, or by Persist above,
   // which cut it already): memory keeps a summary.
   if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
-  finished_.push_back(job.id);
-  CountFinished(job.id);
+  CountFinished(job);
   OnDependencyEnded(job);
   Schedule();
   MaybeFinishShutdown(true);

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "clock.h"
 #include "dependencies.h"
+#include "finished_jobs.h"
 #include "gpu_pool.h"
 #include "job.h"
 #include "job_events.h"
@@ -60,16 +61,18 @@ struct SlotView {
 struct ManagerConfig {
   // Device slots, per-user queue limits.
   SchedulerConfig placement;
-  // Finished jobs kept (records and logs); the oldest go first. Without a
-  // bound, a server that runs jobs for months grows without end.
+  // Finished jobs kept (records and logs), shared per user as
+  // max_state_bytes is. Without a bound, a server that runs jobs for
+  // months grows without end.
   size_t keep_finished = 10000;
   // --max-restarts above this is refused.
   int max_restarts_limit = 100;
   // The longest --time a job may ask for; a job without one gets this. 0: any.
   std::chrono::milliseconds max_time{0};
-  // The state dir's bound in bytes (--max-state-bytes; 0: none): past it
-  // the oldest finished jobs go first, and a submit is refused while the
-  // live jobs alone fill it.
+  // The state dir's bound in bytes (--max-state-bytes; 0: none), shared
+  // per user (finished_jobs.h): past it the finished jobs of the user
+  // furthest over their share go first, and a submit is refused only to a
+  // user over their share while the dir is full.
   uint64_t max_state_bytes = 0;
   // Why --mem or --cpus cannot be had here (ProbeLimitSupport); empty: they
   // can. A job that asks for one anyway is refused, never run unlimited.
@@ -213,14 +216,17 @@ class JobManager {
   void Persist(Job& job);
   void RetryUnsaved();
   void MaybeFinishShutdown(bool end_jobs);
+  // Finished jobs past --keep-jobs or --max-state-bytes go, the user
+  // furthest over their share first (finished_jobs.h); state_budget.cc.
   void PruneFinished();
-  // --max-state-bytes (state_budget.cc): what each finished job's dir
-  // takes, counted when it ends; what the live ones take now; whether a
-  // submit fits.
-  void CountFinished(const std::string& id);
-  void UncountFinished(const std::string& id);
-  uint64_t LiveBytes() const;
-  absl::Status RoomToSubmit();
+  void PruneFinished(const FinishedJobs::Usage& live);
+  // A job ended: kept, with what its dir takes (with --max-state-bytes).
+  void CountFinished(const Job& job);
+  // What the live jobs' dirs take now, per user.
+  FinishedJobs::Usage LiveUsage() const;
+  // Whether a submit of `uid`'s fits the state dir's bound: refused only
+  // while the dir is full and `uid` is over their share of it.
+  absl::Status RoomToSubmit(uid_t uid);
   // A job that ended with ranks that would not die: its slots stay out of
   // use until they are gone (UnkillableGone).
   // `announce`: tell the JobEvents (once per job; not again when a later
@@ -261,9 +267,7 @@ class JobManager {
   std::vector<std::unique_ptr<Supervision>> graveyard_;
   std::vector<std::unique_ptr<Link>> graveyard_links_;
   Clock::TimerId bury_timer_ = 0;
-  std::deque<std::string> finished_;                             // final jobs, oldest first
-  std::map<std::string, uint64_t, std::less<>> finished_bytes_;  // with --max-state-bytes
-  uint64_t finished_total_ = 0;
+  FinishedJobs finished_;          // final jobs kept, per user, oldest first
   std::set<std::string> unsaved_;  // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};

@@ -1,6 +1,6 @@
 // The job table's records on disk (JobManager): each change saved, a final
-// record the disk refused retried with a backoff, and finished jobs pruned
-// by count (--keep-jobs) and by the state dir's bound (--max-state-bytes).
+// record the disk refused retried with a backoff. Which finished jobs go is
+// state_budget.cc's.
 #include <algorithm>
 
 #include "duration.h"
@@ -8,21 +8,6 @@
 #include "spdlog/spdlog.h"
 
 namespace ltd {
-
-void JobManager::PruneFinished() {
-  const uint64_t live = config_.max_state_bytes > 0 ? LiveBytes() : 0;
-  while (finished_.size() > config_.keep_finished ||
-         (!finished_.empty() && config_.max_state_bytes > 0 &&
-          finished_total_ + live > config_.max_state_bytes)) {
-    const std::string id = std::move(finished_.front());
-    finished_.pop_front();
-    UncountFinished(id);
-    jobs_.erase(id);
-    if (auto s = store_.Remove(id); !s.ok()) {
-      spdlog::warn("job={} old record not removed: {}", id, std::string(s.message()));
-    }
-  }
-}
 
 void JobManager::Persist(Job& job) {
   // A record without the environment it had would lose it for good.

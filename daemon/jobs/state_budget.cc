@@ -1,11 +1,14 @@
 // --max-state-bytes: the state dir as a whole is bounded, not only each
 // job's log (--job-max-log-bytes) and the count of kept jobs (--keep-jobs):
-// 10,000 kept jobs of 1G of log each would be 10 TB. The job table's side
-// (JobManager).
+// 10,000 kept jobs of 1G of log each would be 10 TB. Both bounds are shared
+// per user (finished_jobs.h): one user's volume prunes their own finished
+// jobs and refuses their own submits, never another's within their share.
+// The job table's side (JobManager).
 #include <iterator>
 
 #include "dir_usage.h"
 #include "job_manager.h"
+#include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -24,37 +27,49 @@ std::string Human(uint64_t bytes) {
 
 }  // namespace
 
-void JobManager::CountFinished(const std::string& id) {
-  if (config_.max_state_bytes == 0) return;
-  const uint64_t bytes = DirBytes(store_.JobDir(id));
-  UncountFinished(id);
-  finished_bytes_[id] = bytes;
-  finished_total_ += bytes;
+void JobManager::CountFinished(const Job& job) {
+  const uint64_t bytes = config_.max_state_bytes > 0 ? DirBytes(store_.JobDir(job.id)) : 0;
+  finished_.Add(job.id, job.spec.uid, bytes);
 }
 
-void JobManager::UncountFinished(const std::string& id) {
-  auto it = finished_bytes_.find(id);
-  if (it == finished_bytes_.end()) return;
-  finished_total_ -= it->second;
-  finished_bytes_.erase(it);
-}
-
-uint64_t JobManager::LiveBytes() const {
-  uint64_t total = 0;
+FinishedJobs::Usage JobManager::LiveUsage() const {
+  FinishedJobs::Usage usage;
   for (const auto& [id, job] : jobs_) {
-    if (!IsFinal(job->state)) total += DirBytes(store_.JobDir(id));
+    if (!IsFinal(job->state)) usage[job->spec.uid] += DirBytes(store_.JobDir(id));
   }
-  return total;
+  return usage;
 }
 
-absl::Status JobManager::RoomToSubmit() {
+void JobManager::PruneFinished() {
+  PruneFinished(config_.max_state_bytes > 0 ? LiveUsage() : FinishedJobs::Usage{});
+}
+
+void JobManager::PruneFinished(const FinishedJobs::Usage& live) {
+  while (auto id = finished_.NextToPrune(config_.keep_finished, config_.max_state_bytes, live)) {
+    finished_.Remove(*id);
+    jobs_.erase(*id);
+    if (auto s = store_.Remove(*id); !s.ok()) {
+      spdlog::warn("job={} old record not removed: {}", *id, std::string(s.message()));
+    }
+  }
+}
+
+absl::Status JobManager::RoomToSubmit(uid_t uid) {
   if (config_.max_state_bytes == 0) return absl::OkStatus();
-  PruneFinished();  // finished jobs make room first, oldest first
-  const uint64_t live = LiveBytes();
-  if (live < config_.max_state_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      Cat("the state dir is full: live jobs' logs take ", Human(live), " of --max-state-bytes ",
-          Human(config_.max_state_bytes), "; submit again once jobs have ended, or ask an admin"));
+  const FinishedJobs::Usage live = LiveUsage();
+  PruneFinished(live);  // finished jobs make room first, the biggest user's first
+  const FinishedJobs::Share s = finished_.ShareOf(uid, config_.max_state_bytes, live);
+  if (s.total < config_.max_state_bytes) return absl::OkStatus();
+  // Full, but not by this user: the one over their share is refused, not them.
+  if (s.used == 0 || s.used < s.share) return absl::OkStatus();
+  const std::string bound =
+      Cat("--max-state-bytes ", Human(config_.max_state_bytes),
+          s.users > 1 ? Cat(" shared by ", s.users, " users: ", Human(s.share), " each") : "");
+  return absl::ResourceExhaustedError(Cat("the state dir is full: your jobs take ", Human(s.used),
+                                          " (", Human(s.live_used), " of it live jobs' logs) of ",
+                                          bound,
+                                          "; submit again once some of your jobs have "
+                                          "ended, or end one (ltctl kill JOB)"));
 }
 
 }  // namespace ltd

@@ -240,6 +240,8 @@ class JobInfo:
     # "argv", "root_cause.message", ...); those are empty (cwd: None) and
     # argv holds the program alone. Empty for one's own jobs.
     hidden: List[str] = dataclasses.field(default_factory=list)
+    # Its ranks filled errors/ (TORCHELASTIC_ERROR_FILE's dir): writes past it failed.
+    errors_full: bool = False
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -292,6 +294,7 @@ class JobInfo:
                 for u in j.unkillable
             ],
             hidden=list(j.hidden),
+            errors_full=j.errors.full,
             proto=j,
         )
 

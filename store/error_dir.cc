@@ -1,0 +1,211 @@
+#include "error_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "fd.h"
+#include "file_io.h"
+#include "posix_error.h"
+#include "str_util.h"
+
+namespace ltd {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPerRank = 1 << 20;
+
+std::string Errors(const std::string& job_dir) { return job_dir + "/errors"; }
+// Where the tmpfs's files are copied before it goes; renamed to errors/.
+std::string Kept(const std::string& job_dir) { return job_dir + "/errors.kept"; }
+
+Fd OpenDir(const std::string& path) {
+  return Fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// errors/ is a mount point: another device than the job dir it is in.
+bool IsMountPoint(int errors_fd, const std::string& job_dir) {
+  struct stat inner {
+  }, outer{};
+  if (fstat(errors_fd, &inner) != 0 || stat(job_dir.c_str(), &outer) != 0) return false;
+  return inner.st_dev != outer.st_dev;
+}
+
+absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& name) {
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError("write", name, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// Copies the regular files at the top of `from` (the tmpfs) into `to`,
+// root's and 0600: no link is followed, no FIFO or device opened for
+// reading past its open, and what is read is what the tmpfs's size let
+// the ranks write. Subdirs are left out (torchelastic writes none).
+absl::Status CopyFiles(int from, const std::string& to, ErrorDirUse& use) {
+  if (mkdir(to.c_str(), 0700) != 0 && errno != EEXIST) return PosixError("mkdir", to, errno);
+  Fd into = OpenDir(to);
+  if (!into.valid()) return PosixError("open", to, errno);
+  const int listed = dup(from);
+  if (listed < 0) return PosixError("dup", to, errno);
+  DIR* d = fdopendir(listed);
+  if (d == nullptr) {
+    close(listed);
+    return PosixError("fdopendir", to, errno);
+  }
+  absl::Status status = absl::OkStatus();
+  std::string buf(64 * 1024, '\0');
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    Fd in(openat(from, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat st {};
+    if (!in.valid() || fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    Fd out(
+        openat(into.get(), e->d_name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out.valid()) {
+      status = PosixError("open", Cat(to, "/", e->d_name), errno);
+      break;
+    }
+    for (;;) {
+      const ssize_t n = read(in.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      status = WriteAll(out.get(), buf.data(), static_cast<size_t>(n), Cat(to, "/", e->d_name));
+      if (!status.ok()) break;
+    }
+    if (!status.ok()) break;
+    ++use.kept_files;
+  }
+  closedir(d);
+  return status;
+}
+
+// errors.kept/ (a close cut short after the unmount) becomes errors/.
+absl::Status PutKeptInPlace(const std::string& job_dir) {
+  const std::string errors = Errors(job_dir), kept = Kept(job_dir);
+  if (access(kept.c_str(), F_OK) != 0) return absl::OkStatus();
+  if (rmdir(errors.c_str()) != 0 && errno != ENOENT) return PosixError("rmdir", errors, errno);
+  if (rename(kept.c_str(), errors.c_str()) != 0) return PosixError("rename", kept, errno);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ErrorDirBound ErrorDirShare(uint64_t job_max_log_bytes, int ranks) {
+  ErrorDirBound b;
+  const uint64_t wanted = kPerRank * static_cast<uint64_t>(std::max(ranks, 1));
+  b.bytes = std::max(std::min(wanted, job_max_log_bytes / 8) / kPage * kPage, kPage);
+  b.files = 16 + 4 * static_cast<uint64_t>(std::max(ranks, 1));
+  return b;
+}
+
+absl::Status MakeErrorDir(const std::string& job_dir) {
+  const std::string errors = Errors(job_dir);
+  if (mkdir(errors.c_str(), 0700) != 0) return PosixError("mkdir", errors, errno);
+  return absl::OkStatus();
+}
+
+absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
+                          const std::optional<ErrorDirBound>& bound) {
+  const std::string errors = Errors(job_dir);
+  // The job dir is root's: nobody but root can have put a link there, and
+  // O_NOFOLLOW says so should that ever change. The mount goes onto this
+  // very dir (through its fd), not onto whatever the path names later.
+  Fd dir = OpenDir(errors);
+  if (!dir.valid()) return PosixError("open", errors, errno);
+  if (IsMountPoint(dir.get(), job_dir)) return absl::OkStatus();  // opened before
+  absl::Status mounted = absl::OkStatus();
+  if (bound) {
+    const std::string options = Cat("size=", bound->bytes, ",nr_inodes=", bound->files + 1,
+                                    ",mode=0700,uid=", uid, ",gid=", gid);
+    const std::string target = Cat("/proc/self/fd/", dir.get());
+    if (mount("ltd-errors", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              options.c_str()) == 0) {
+      return absl::OkStatus();
+    }
+    mounted = PosixError("mount tmpfs", errors, errno);
+  }
+  if (fchown(dir.get(), uid, gid) != 0) return PosixError("fchown", errors, errno);
+  return mounted;
+}
+
+absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
+  const std::string errors = Errors(job_dir);
+  ErrorDirUse use;
+  Fd dir = OpenDir(errors);
+  if (!dir.valid()) {
+    if (errno == ENOENT) return use;
+    return PosixError("open", errors, errno);
+  }
+  if (!IsMountPoint(dir.get(), job_dir)) {
+    if (fchown(dir.get(), 0, 0) != 0) return PosixError("fchown", errors, errno);
+    if (fchmod(dir.get(), 0700) != 0) return PosixError("fchmod", errors, errno);
+    dir.reset();
+    if (auto s = PutKeptInPlace(job_dir); !s.ok()) return s;
+    return use;
+  }
+  use.mounted = true;
+  struct statfs fs {};
+  if (fstatfs(dir.get(), &fs) == 0) {
+    const uint64_t block = static_cast<uint64_t>(fs.f_bsize);
+    use.bytes = static_cast<uint64_t>(fs.f_blocks - fs.f_bfree) * block;
+    // The tmpfs's root dir takes one of its inodes.
+    use.files = fs.f_files > fs.f_ffree ? static_cast<uint64_t>(fs.f_files - fs.f_ffree) - 1 : 0;
+    use.full = fs.f_bfree == 0 || fs.f_ffree == 0;
+  }
+  // A disk that refuses the copy loses the files, never leaves the mount.
+  absl::Status copied = CopyFiles(dir.get(), Kept(job_dir), use);
+  dir.reset();
+  // Detached: a rank stuck in the kernel with a file open there cannot
+  // keep it mounted; its pages go with its last reference.
+  if (umount2(errors.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+    return PosixError("umount", errors, errno);
+  }
+  if (auto s = PutKeptInPlace(job_dir); !s.ok()) return s;
+  if (!copied.ok()) use.not_kept = std::string(copied.message());
+  return use;
+}
+
+bool NoteErrorDirUse(const ErrorDirUse& use, ErrorsDir& errors) {
+  if (!use.mounted) return false;
+  const ErrorsDir before = errors;
+  errors.bytes = use.bytes;
+  errors.files = use.files;
+  errors.full = use.full;
+  return errors != before;
+}
+
+bool ErrorDirMounted(const std::string& job_dir) {
+  Fd dir = OpenDir(Errors(job_dir));
+  return dir.valid() && IsMountPoint(dir.get(), job_dir);
+}
+
+absl::StatusOr<std::string> ReadErrorFile(const std::string& path, uid_t uid, size_t max) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(path);
+    return PosixError("open", path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return PosixError("fstat", path, errno);
+  if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
+    return absl::PermissionDeniedError(
+        Cat(path, " is not a regular file of the job's user; ignored"));
+  }
+  return ReadFd(fd.get(), path, max);
+}
+
+}  // namespace ltd

@@ -1,0 +1,81 @@
+// A job's errors/ dir, <job dir>/errors: the one place in the state dir a
+// rank writes (its TORCHELASTIC_ERROR_FILE). It is part of the job's log
+// budget (--job-max-log-bytes), and a hostile rank must not go past it
+// however it writes: under ltd it is a tmpfs of its own, mounted while the
+// job runs with a size and an inode count (size=, nr_inodes=), owned by the
+// job's user. A write past it fails (ENOSPC) in the rank; the disk of the
+// state dir does not grow at all meanwhile (the pages are the rank's memory,
+// charged to its cgroup). At the job's end its regular files are copied,
+// as root's, onto the disk beside the job's log (within the same bound)
+// and the tmpfs is unmounted (detached: a process stuck in the kernel
+// with a file open there keeps only its own pages alive).
+//
+// Why a tmpfs: it bounds bytes and files in the kernel, for any writer, on
+// every Linux and every file system under the state dir, and needs no
+// mkfs, loop device or quota set up on the host (a project quota needs
+// ext4's `project` feature or XFS's prjquota; a loop device a file system
+// image per job). Where it cannot be mounted (not root: ltrun), errors/ is
+// a plain dir of the user's and only the state dir's bound
+// (--max-state-bytes, per user) holds it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "job.h"
+
+namespace ltd {
+
+// errors/'s part of a job's --job-max-log-bytes: 1 MiB a rank (a
+// torchelastic error record is a traceback of a few KiB), at most an
+// eighth of the budget; the rank log gets the rest.
+struct ErrorDirBound {
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+};
+ErrorDirBound ErrorDirShare(uint64_t job_max_log_bytes, int ranks);
+
+// What a job's ranks left in errors/, learned when it is closed.
+struct ErrorDirUse {
+  bool mounted = false;  // it was the job's tmpfs (else a plain dir: nothing counted)
+  uint64_t bytes = 0;    // in use on the tmpfs at the end
+  uint64_t files = 0;
+  bool full = false;        // no byte or no inode was left: writes past it failed
+  uint64_t kept_files = 0;  // regular files copied onto the disk
+  std::string not_kept;     // why some were not (a full disk); "" when all were
+};
+
+// errors/ inside `job_dir`, root's and 0700: nobody writes there before
+// the job starts (a PENDING job may wait for days).
+absl::Status MakeErrorDir(const std::string& job_dir);
+
+// The job starts: errors/ becomes its user's. With `bound`, as a tmpfs of
+// that size mounted over it; without, or when the mount fails, the plain
+// dir is handed over (the error says why it is not bounded, and the dir is
+// the user's anyway).
+absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
+                          const std::optional<ErrorDirBound>& bound);
+
+// The job ended: its tmpfs, if any, is copied onto the disk and unmounted;
+// errors/ becomes root's (0700), so the user writes nothing more there.
+// Safe to call again, and on a dir that was never opened. A copy the disk
+// refused is in `not_kept`: the mount goes all the same.
+absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir);
+
+// What a close found goes into the job's record; whether it changed it.
+bool NoteErrorDirUse(const ErrorDirUse& use, ErrorsDir& errors);
+
+// Whether errors/ in `job_dir` is a mount point now.
+bool ErrorDirMounted(const std::string& job_dir);
+
+// What a rank left in `path` (a file in errors/): at most `max` bytes of a
+// regular file of `uid` (no link to someone else's file, no FIFO to block
+// on). NotFound when there is none.
+absl::StatusOr<std::string> ReadErrorFile(const std::string& path, uid_t uid, size_t max);
+
+}  // namespace ltd

@@ -1,0 +1,174 @@
+// errors/ as a tmpfs of its share of the job's log budget: a hostile
+// rank's writes past it fail, and its end leaves root's copies of the
+// regular files (no link followed, no FIFO blocked on) and no mount.
+// Mounting needs root (skipped otherwise).
+#include "error_dir.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "job_store.h"
+
+namespace ltd::test {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+TEST(ErrorDirShare, IsAMegabyteARankAtMostAnEighthOfTheBudget) {
+  EXPECT_EQ(ErrorDirShare(1ull << 30, 8).bytes, 8u << 20);
+  EXPECT_EQ(ErrorDirShare(10u << 20, 1).bytes, 1u << 20);
+  EXPECT_EQ(ErrorDirShare(1u << 20, 4).bytes, 128u << 10);
+  EXPECT_EQ(ErrorDirShare(1u << 20, 4).files, 32u);
+}
+
+class ErrorDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+    char tmpl[] = "/tmp/ltd-errors.XXXXXX";
+    state_ = mkdtemp(tmpl);
+    auto store = JobStore::Open(state_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_.emplace(std::move(*store));
+    ASSERT_TRUE(store_->CreateJobDir("1").ok());
+    job_dir_ = store_->JobDir("1");
+  }
+  void TearDown() override {
+    if (state_.empty()) return;
+    EXPECT_FALSE(ErrorDirMounted(job_dir_)) << "a tmpfs is left mounted";
+    umount2((job_dir_ + "/errors").c_str(), MNT_DETACH);
+    if (store_) store_->DrainRemovals();
+    std::filesystem::remove_all(state_);
+  }
+
+  // Runs `body` in a child that has become nobody; its exit code.
+  template <typename F>
+  int AsNobody(F body) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
+          setresuid(kNobody, kNobody, kNobody) != 0)
+        _exit(100);
+      _exit(body());
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+  }
+
+  std::string state_, job_dir_;
+  std::optional<JobStore> store_;
+};
+
+TEST_F(ErrorDirTest, WritesPastItsShareFailAndItsEndLeavesRootsCopiesAndNoMount) {
+  const ErrorDirBound bound = ErrorDirShare(10u << 20, 1);
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, bound).ok());
+  ASSERT_TRUE(ErrorDirMounted(job_dir_));
+  const std::string errors = job_dir_ + "/errors";
+  struct stat st {};
+  ASSERT_EQ(stat(errors.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+  // The rank: its error record, then six files of 10 MB, as the issue's.
+  const std::string record = "{\"message\": \"boom\"}";
+  const int rc = AsNobody([&] {
+    std::ofstream(errors + "/error-0.json") << record;
+    if (symlink("/etc/shadow", (errors + "/link").c_str()) != 0) return 1;
+    if (mkfifo((errors + "/fifo").c_str(), 0600) != 0) return 2;
+    const std::string chunk(1 << 20, 'x');
+    uint64_t written = 0;
+    int failed = 0;
+    for (int f = 0; f < 6; ++f) {
+      const int fd = open((errors + "/big" + std::to_string(f)).c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        ++failed;
+        continue;
+      }
+      for (int i = 0; i < 10; ++i) {
+        const ssize_t n = write(fd, chunk.data(), chunk.size());
+        if (n < 0) {
+          if (errno == ENOSPC) ++failed;
+          break;
+        }
+        written += static_cast<uint64_t>(n);
+      }
+      close(fd);
+    }
+    if (failed < 6) return 3;            // every file hit the bound
+    if (written > (1u << 20)) return 4;  // no more than the bound went in
+    // Nor many files.
+    for (int f = 0; f < 100; ++f) {
+      const int fd = open((errors + "/many" + std::to_string(f)).c_str(),
+                          O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) return errno == ENOSPC && f < static_cast<int>(bound.files) ? 0 : 5;
+      close(fd);
+    }
+    return 6;
+  });
+  ASSERT_EQ(rc, 0) << "the rank's writes went past the bound (step " << rc << ")";
+
+  Job job;
+  job.id = "1";
+  job.errors.max_bytes = bound.bytes;
+  job.errors.max_files = bound.files;
+  EXPECT_TRUE(CloseJobErrorDir(*store_, job));
+  EXPECT_FALSE(ErrorDirMounted(job_dir_));
+  EXPECT_TRUE(job.errors.full);
+  EXPECT_GE(job.errors.bytes, bound.bytes - 8192);
+  EXPECT_LE(job.errors.bytes, bound.bytes);
+  EXPECT_LE(job.errors.files, bound.files);
+  // errors/ is root's now, on the disk, with root's copies of the files.
+  ASSERT_EQ(lstat(errors.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(lstat((errors + "/error-0.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  auto kept = store_->ReadErrorFile("1", 0, 0, 1000);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, record);
+  EXPECT_FALSE(std::filesystem::exists(errors + "/link")) << "a link was copied";
+  EXPECT_FALSE(std::filesystem::exists(errors + "/fifo")) << "a FIFO was copied";
+  EXPECT_FALSE(std::filesystem::exists(job_dir_ + "/errors.kept"));
+  // Closing again (ltd after its supervisor) changes nothing.
+  EXPECT_FALSE(CloseJobErrorDir(*store_, job));
+  EXPECT_TRUE(job.errors.full);
+}
+
+// A job pruned with its tmpfs still mounted (an ltd that stopped before
+// closing it) loses the mount, not its remover's way.
+TEST_F(ErrorDirTest, RemovingAJobUnmountsWhatWasLeft) {
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ASSERT_TRUE(ErrorDirMounted(job_dir_));
+  ASSERT_TRUE(store_->Remove("1").ok());
+  store_->DrainRemovals();
+  EXPECT_FALSE(std::filesystem::exists(job_dir_));
+  EXPECT_TRUE(std::filesystem::is_empty(state_ + "/removed"));
+}
+
+// A job that never started (PENDING, cancelled) has a plain errors/, root's.
+TEST_F(ErrorDirTest, ANeverOpenedDirClosesAsRootsPlainDir) {
+  Job job;
+  job.id = "1";
+  EXPECT_FALSE(CloseJobErrorDir(*store_, job));
+  EXPECT_EQ(job.errors, ErrorsDir{});
+  struct stat st {};
+  ASSERT_EQ(stat((job_dir_ + "/errors").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+}
+
+}  // namespace
+}  // namespace ltd::test
