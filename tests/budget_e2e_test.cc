@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "mount_scan.h"
 #include "two_users_fixture.h"
 
 namespace ltd::test {

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "cgroup_fs.h"
+#include "mount_scan.h"
 #include "process_scan.h"
 #include "state_tag.h"
 #include "str_util.h"
@@ -405,6 +406,8 @@ Daemon::~Daemon() {
         [&] { return Supervisors(state_dir()).empty() && SpareSupervisors(state_dir()).empty(); },
         10s);
   }
+  // A mount left below the temp dir (a job's errors/ tmpfs) fails the
+  // test, unless a KillHard left it for a next ltd that never came.
   if (!dir_.empty()) {
     for (const std::string& m : MountsUnder(dir_)) {
       if (!killed_hard_) ADD_FAILURE() << "a mount is left behind: " << m;

@@ -128,9 +128,6 @@ std::vector<pid_t> SpareSupervisors(const std::string& state_dir);
 // sets after every fd it holds for it is open. 0 until then.
 pid_t ReadySpare(const std::string& state_dir);
 int CountOpenFds(pid_t pid);
-// Mount points at or below `dir` in this process's mount namespace (a
-// job's errors/ tmpfs), deepest first.
-std::vector<std::string> MountsUnder(const std::string& dir);
 
 std::string TestChildPath();
 std::string LtdPath();
@@ -142,8 +139,7 @@ class Daemon {
   Daemon();
   // Stops ltd if running; after a KillHard that no Start followed, removes
   // what that ltd and its supervisors left (nobody else would: the next
-  // ltd's start-up sweep would); removes the temp dir. A mount left below
-  // it otherwise (a job's errors/ tmpfs) fails the test, and is unmounted.
+  // ltd's start-up sweep would); removes the temp dir.
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
