@@ -82,7 +82,9 @@ class Budget : public TwoUsersTest {
 // says errors/ was full; a restart of ltd in between changes nothing, and
 // no mount is left once the job ended.
 TEST_F(Budget, ARankFillingErrorsStaysWithinItsJobsBudget) {
-  const std::vector<std::string> args = {"--job-max-log-bytes", "10M", "--max-state-bytes", "40M"};
+  // Jobs outlive ltd (the harness's default is --restore-window 0).
+  const std::vector<std::string> args = {"--job-max-log-bytes", "10M", "--max-state-bytes", "40M",
+                                         "--restore-window",    "1m"};
   ASSERT_TRUE(d_.Start(args)) << d_.log();
   const std::string quiet = SubmitAs(*b_, {"--devices", "1", "--", child_, "print:3"});
   ASSERT_EQ(d_.WaitEnded(quiet).value("state", ""), "SUCCEEDED");
