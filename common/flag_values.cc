@@ -10,8 +10,19 @@ namespace ltd {
 absl::StatusOr<Millis> DurationFlag(const std::string& flag, const std::string& text) {
   auto d = ParseDuration(text);
   if (!d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", text,
+                     "' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain seconds"));
+  }
+  return *d;
+}
+
+absl::StatusOr<Millis> TimeLimitFlag(const std::string& flag, const std::string& text) {
+  auto d = ParseTimeLimit(text);
+  if (!d) {
     return absl::InvalidArgumentError(absl::StrCat(
-        flag, " '", text, "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"));
+        flag, " '", text,
+        "' is not a duration; use e.g. 2h, 1h30m, 90 (minutes), 01:30:00 or 1-12:00:00"));
   }
   return *d;
 }

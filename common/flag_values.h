@@ -1,7 +1,7 @@
 // Values as users type them after a flag, checked the same way for ltd,
 // ltctl and ltrun: a refusal is one line of one shape, naming the flag,
 // what was given and what to give instead ("--grace '5x' is not a
-// duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds").
+// duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain seconds").
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ namespace ltd {
 
 // A duration (duration.h's spellings).
 absl::StatusOr<Millis> DurationFlag(const std::string& flag, const std::string& text);
+// A time limit (`--time`): a duration, a plain number being minutes as
+// with sbatch.
+absl::StatusOr<Millis> TimeLimitFlag(const std::string& flag, const std::string& text);
 
 // A size (byte_size.h's spellings) of at least `at_least` bytes, which
 // the message names as the size it was given as, `at_least_text` ("1M").

@@ -64,15 +64,19 @@ TEST(DaemonConfig, EachRefusedValueIsOneLineNamingTheFlag) {
       {[](Options& o) { o.log_level = "loud"; },
        "unknown --log-level 'loud'; use trace, debug, info, warn or error"},
       {[](Options& o) { o.stack_budget = "5x"; },
-       "--stack-budget '5x' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"},
+       "--stack-budget '5x' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "seconds"},
       {[](Options& o) { o.idle_timeout = "-1s"; },
-       "--idle-timeout '-1s' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"},
+       "--idle-timeout '-1s' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "seconds"},
       {[](Options& o) { o.restart_backoff = ""; },
-       "--restart-backoff '' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"},
+       "--restart-backoff '' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "seconds"},
       {[](Options& o) { o.restore_window = "soon"; },
-       "--restore-window 'soon' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain seconds"},
-      {[](Options& o) { o.auto_heartbeat_timeout = "1d"; },
-       "--auto-heartbeat-timeout '1d' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain "
+       "--restore-window 'soon' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "seconds"},
+      {[](Options& o) { o.auto_heartbeat_timeout = "1y"; },
+       "--auto-heartbeat-timeout '1y' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain "
        "seconds"},
       {[](Options& o) { o.gpu_sample_interval = "fast"; },
        "--gpu-sample-interval 'fast' is not a duration; use e.g. 500ms, 10s, 5m, 2h or plain "
@@ -91,7 +95,8 @@ TEST(DaemonConfig, EachRefusedValueIsOneLineNamingTheFlag) {
       {[](Options& o) { o.unkillable_program = "reboot-node"; },
        "--unkillable-program 'reboot-node' is not an absolute path; give its full path"},
       {[](Options& o) { o.unkillable_program_timeout = "never"; },
-       "--unkillable-program-timeout 'never' is not a duration; use e.g. 500ms, 10s, 5m, 2h or "
+       "--unkillable-program-timeout 'never' is not a duration; use e.g. 500ms, 10s, 1h30m, "
+       "01:30:00 or "
        "plain seconds"},
   };
   for (const auto& [change, message] : cases) {

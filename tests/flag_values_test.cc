@@ -10,12 +10,31 @@ namespace {
 TEST(FlagValues, DurationsAsDurationHasThem) {
   EXPECT_EQ(*DurationFlag("--grace", "500ms"), Millis(500));
   EXPECT_EQ(*DurationFlag("--grace", "1.5"), Millis(1500));
-  for (const char* bad : {"", "5x", "-1s", "1d"}) {
+  EXPECT_EQ(*DurationFlag("--grace", "1m30s"), Millis(90'000));
+  EXPECT_EQ(*DurationFlag("--grace", "01:30"), Millis(90'000));
+  for (const char* bad : {"", "5x", "-1s", "1y", "30m1h"}) {
     auto d = DurationFlag("--grace", bad);
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_EQ(d.status().message(), std::string("--grace '") + bad +
-                                        "' is not a duration; use e.g. 500ms, 10s, 5m, 2h or "
-                                        "plain seconds");
+                                        "' is not a duration; use e.g. 500ms, 10s, 1h30m, "
+                                        "01:30:00 or plain seconds");
+  }
+}
+
+// sbatch's --time: a plain number is minutes; every other spelling is a
+// duration's.
+TEST(FlagValues, TimeLimitsAsSbatchHasThem) {
+  EXPECT_EQ(*TimeLimitFlag("--time", "90"), Millis(90 * 60'000));
+  EXPECT_EQ(*TimeLimitFlag("--time", "90s"), Millis(90'000));
+  EXPECT_EQ(*TimeLimitFlag("--time", "1h30m"), Millis(90 * 60'000));
+  EXPECT_EQ(*TimeLimitFlag("--time", "01:30:00"), Millis(90 * 60'000));
+  EXPECT_EQ(*TimeLimitFlag("--time", "0"), Millis(0));
+  for (const char* bad : {"", "soon", "1:2:3:4", "-1"}) {
+    auto d = TimeLimitFlag("--time", bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().message(),
+              std::string("--time '") + bad +
+                  "' is not a duration; use e.g. 2h, 1h30m, 90 (minutes), 01:30:00 or 1-12:00:00");
   }
 }
 
