@@ -25,6 +25,7 @@
 
 #include "auto_instrument.h"
 #include "bytes.h"
+#include "cli_options.h"
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "duration.h"
@@ -227,7 +228,7 @@ int Run(const Options& opt) {
   spec.heartbeat_timeout = OrDie(DurationFlag("--heartbeat-timeout", opt.heartbeat_timeout));
   spec.startup_timeout = OrDie(DurationFlag("--startup-timeout", opt.startup_timeout));
   spec.grace = OrDie(DurationFlag("--grace", opt.grace));
-  spec.time_limit = OrDie(DurationFlag("--time", opt.time_limit));
+  spec.time_limit = OrDie(TimeLimitFlag("--time", opt.time_limit));
   spec.hold_on_hang = OrDie(DurationFlag("--hold-on-hang", opt.hold_on_hang));
   if (!opt.warn_signal.empty())
     spec.warn_signal = OrDie(ParseWarnSignal("--signal", opt.warn_signal));
@@ -444,7 +445,9 @@ int main(int argc, char** argv) {
   app.add_option("--mem", opt.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
   app.add_option("--mem-per-rank", opt.mem_per_rank, "memory of each rank with its children");
   app.add_option("--cpus", opt.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
-  app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)");
+  // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
+  app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--output,-o", opt.output,
                  "also write every rank's output to this file: %j job id, %r rank, %n name");
   app.add_option("--error,-e", opt.error, "stderr to this file instead (as --output)");
@@ -476,10 +479,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--die-with-parent", opt.die_with_parent,
                "tear the job down when the process that started ltrun dies");
+  // Hidden: parse the command line and stop (the docs' examples are
+  // checked against the parser with it: tests/docs/).
+  bool check_args = false;
+  app.add_flag("--check-args", check_args)->group("");
   // Everything from PROGRAM on is the program's (`--` before it is optional).
   app.set_version_flag("--version", LTD_VERSION_LINE("ltrun"));
   app.prefix_command();
   app.footer("usage: ltrun [options] [--] PROGRAM [ARGS...]");
+  if (ltd::ListOptionsAsked(argc, argv, app)) return 0;  // for the bash completion
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -502,6 +510,7 @@ int main(int argc, char** argv) {
                  "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
     return ltd::kErrorExit;
   }
+  if (check_args) return 0;
   if (opt.die_with_parent) {
     // SIGTERM, not SIGKILL: ltrun's handler tears the job down with its
     // grace period. A parent that died before prctl took effect left ltrun

@@ -174,6 +174,24 @@ TEST_P(Ltrun, BadCommandLinesAreOneLine) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
+// --env takes one KEY=VALUE per use: PROGRAM right after it is PROGRAM,
+// and its own options (`sh -c`) are its own, as with ltctl submit.
+TEST_P(Ltrun, EnvTakesOneKeyValueAndLeavesTheProgram) {
+  if (GetParam() != "cgroup") GTEST_SKIP() << "one mode is enough";
+  CmdResult r = Run({"--env", "LT_TEST_EXTRA=first", "--env", "LT_TEST_OTHER=second",
+                     TestChildPath(), "getenv:LT_TEST_EXTRA,getenv:LT_TEST_OTHER,exit:0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] LT_TEST_EXTRA=first\n[0] LT_TEST_OTHER=second\n") << r.err;
+  CmdResult sh = Run({"--env", "LT_TEST_EXTRA=x", "/bin/sh", "-c", "echo \"got $LT_TEST_EXTRA\""});
+  EXPECT_EQ(sh.exit_code, 0) << sh.err;
+  EXPECT_EQ(sh.out, "[0] got x\n") << sh.err;
+  for (const char* bad : {"NOEQUALS", "=value"}) {
+    CmdResult r = Run({"--env", bad, "/bin/true"});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_EQ(r.err, std::string("ltrun: --env takes KEY=VALUE, got '") + bad + "'\n");
+  }
+}
+
 // Each rank holds four of ltrun's fds: under the usual soft limit of 1,024
 // a job of 400 ranks needs ltrun to raise its own, while its ranks keep the
 // limit ltrun was started with. A hard limit too low is one line, exit 1.

@@ -12,6 +12,7 @@ import os
 import signal as _signal
 import socket as _socket
 import struct as _struct
+import sys
 import time
 from typing import List
 
@@ -38,6 +39,57 @@ _CODES = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.LimitReached,
     grpc.StatusCode.UNAVAILABLE: errors.Unreachable,
 }
+
+
+# rpc/ltd_status.h: ltd marks every error it answers with (the status's
+# details), so that its own line is shown and gRPC's wording ("Socket
+# closed", "Cancelling all calls") never is.
+_LTD_STATUS_MARK = b"ltd.v1"
+# Codes that only ltd's own checks give.
+_LTD_ONLY_CODES = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.OUT_OF_RANGE,
+)
+# The connection broke: ltd went away, or is on its way out.
+_TRANSPORT_CODES = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+)
+_GRPC_OWN = {
+    grpc.StatusCode.DEADLINE_EXCEEDED:
+        "ltd did not answer in time (it is busy or stuck); try again in a moment",
+    grpc.StatusCode.UNIMPLEMENTED:
+        "this ltd does not know the request (it is older than this client); use the client "
+        "that came with it, or upgrade ltd",
+    grpc.StatusCode.RESOURCE_EXHAUSTED:
+        "ltd's answer is larger than this client takes; ask for less (ps(state=...), "
+        "logs(tail=...))",
+}
+
+
+def _going_away(e):
+    """Whether an RPC failed because ltd is on its way out (not a refusal of ltd's)."""
+    code = e.code()
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return False
+    return (code != grpc.StatusCode.UNAVAILABLE or not _ltds_own(e)
+            or (e.details() or "").startswith("ltd is shutting down"))
+
+
+def _ltds_own(e):
+    """Whether ltd said this error itself (its mark), rather than gRPC."""
+    try:
+        metadata = e.trailing_metadata() or ()
+    except Exception:  # an error raised before any call was made
+        return False
+    return any(k == "grpc-status-details-bin" and v == _LTD_STATUS_MARK for k, v in metadata)
 
 
 def _try_connect(path):
@@ -91,9 +143,12 @@ def _job_ref(job):
 
 
 def _env_list(env, what):
-    """``env`` (a mapping or K=V items) as K=V bytes."""
+    """``env`` (a mapping, K=V items, or one K=V text, as one ``--env``) as K=V bytes."""
     if env is None:
         return []
+    if isinstance(env, (str, bytes, os.PathLike)):
+        # One KEY=VALUE, as one --env: never its characters, one by one.
+        env = [env]
     items = env.items() if hasattr(env, "items") else None
     out = []
     if items is not None:
@@ -207,15 +262,26 @@ class Client:
             raise self._unreachable(err)
 
     def _error(self, e):
-        """A grpc.RpcError as the ltd.Error that says it."""
+        """A grpc.RpcError as the ltd.Error that says it, in ltd's words or ours, never gRPC's."""
         code = e.code()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        cls = _CODES.get(code, errors.Error)
+        if _ltds_own(e) and e.details():
+            return cls(e.details(), code.name)
+        if code in _LTD_ONLY_CODES and e.details():
+            return cls(e.details(), code.name)  # an ltd older than the mark
+        if code in _TRANSPORT_CODES:
             err = _try_connect(self.socket)
             if err:
                 self._reset()
                 return self._unreachable(err)
-        cls = _CODES.get(code, errors.Error)
-        return cls(e.details() or code.name, code.name)
+            if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+                return cls("ltd failed the request; try again, and see its log "
+                           "(`journalctl -u ltd`) if it fails again", code.name)
+            return errors.Unreachable("ltd is stopping or restarting; try again in a moment",
+                                      code.name)
+        return cls(_GRPC_OWN.get(code, "ltd refused the request (%s); try again, and see its log "
+                                 "(`journalctl -u ltd`) if it fails again" % code.value[0]),
+                   code.name)
 
     def _unary(self, method, request):
         self._check_reachable()
@@ -232,7 +298,8 @@ class Client:
         ``say``: a function that tells the user (one line), or None.
         """
         if say:
-            say("ltd: lost ltd (%s); waiting for it to come back" % (lost.details() or lost.code().name))
+            # Not gRPC's words for it ("Cancelling all calls", "Socket closed").
+            say("ltd: lost ltd (it stopped or restarted); waiting for it to come back")
         self._reset()
         deadline = time.monotonic() + self.reconnect_for
         time.sleep(0.1)  # a stopping ltd may still accept for a moment
@@ -278,6 +345,7 @@ class Client:
         mem_per_rank=None,
         cpus=None,
         signal=None,
+        label=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -298,6 +366,8 @@ class Client:
         job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
+        ``label``: what ``ps`` and ``show`` print as the job's command instead of
+        ``argv``.
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -319,7 +389,7 @@ class Client:
                 heartbeat_timeout_ms=to_ms(heartbeat_timeout, "heartbeat_timeout"),
                 startup_timeout_ms=to_ms(startup_timeout, "startup_timeout"),
                 grace_ms=to_ms(grace, "grace"),
-                time_limit_ms=to_ms(time_limit, "time_limit"),
+                time_limit_ms=to_ms(time_limit, "time_limit", bare_ms=60_000),
                 hold_on_hang_ms=to_ms(hold_on_hang, "hold_on_hang"),
                 max_restarts=max_restarts,
                 detach=detach,
@@ -334,6 +404,7 @@ class Client:
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
                 output=_bytes(output or "", "output"),
                 error=_bytes(error or "", "error"),
+                label=_bytes(label or "", "label"),
             )
         except ValueError as e:
             raise errors.InvalidArgument(str(e)) from None
@@ -358,19 +429,47 @@ class Client:
             if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not 0 < cpus <= 1e6:
                 raise errors.InvalidArgument("cpus must be a number of CPUs such as 4 or 1.5")
             req.cpu_millis = max(1, int(round(cpus * 1000)))
-        self._check_reachable()
-        stream = self._api().Submit(req)
-        try:
-            first = next(stream)
-        except grpc.RpcError as e:
-            raise self._error(e) from None
-        except StopIteration:
-            raise errors.Error("ltd ended the submit without accepting the job") from None
+        # A token of our own: a submit that loses ltd before its answer is
+        # sent again with it, and ltd answers with the job it made, if any.
+        req.submit_token = os.urandom(16).hex().encode()
+        stream, first = self._send_submit(req)
         job_id = first.accepted
         if detach:
             stream.cancel()
             stream = None
         return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect)
+
+    def _send_submit(self, req):
+        """Sends ``req`` until ltd accepts it; (stream, its first event).
+
+        When ltd goes away before it answers (it stops, restarts or
+        crashes), waits for it (bounded by ``reconnect_for``) and sends the
+        same request, token and all, as ltctl does.
+        """
+        if _try_connect(self.socket) == _errno.ECONNREFUSED:
+            # Nothing listens on the socket: ltd crashed, or is between two
+            # runs of a restart.
+            print("ltd: ltd at %s does not answer (it is restarting, or it crashed); waiting up to "
+                  "a minute for it" % self.socket, file=sys.stderr, flush=True)
+            deadline = time.monotonic() + 60
+            while _try_connect(self.socket) == _errno.ECONNREFUSED and time.monotonic() < deadline:
+                time.sleep(0.1)
+        told = False
+        while True:
+            self._check_reachable()
+            stream = self._api().Submit(req)
+            try:
+                return stream, next(stream)
+            except grpc.RpcError as e:
+                if not _going_away(e):
+                    raise self._error(e) from None
+                if not told:
+                    print("ltd: ltd went away before it answered (it is stopping or restarting); "
+                          "waiting for it to come back to submit again", file=sys.stderr, flush=True)
+                    told = True
+                self._wait_for_ltd(e, "ps", None)
+            except StopIteration:
+                raise errors.Error("ltd ended the submit without accepting the job") from None
 
     def ps(self, all=False, *, me=False, user=None, state=None, no_trunc=False) -> List[JobInfo]:
         """Running and pending jobs (``all``: finished ones too), oldest first.

@@ -1,0 +1,43 @@
+// `--list-options` (hidden) of ltctl and ltrun: every verb and option of
+// the program's CLI11 parser, one per line, which the bash completion
+// (packaging/completion/) reads, so that it offers exactly what the
+// parser takes and never falls behind it:
+//
+//   verb VERB
+//   option VERB NAME flag|value      (VERB "-": the program's own options)
+//
+// NAME is each of an option's names ("-d", "--detach"); hidden ones (no
+// group) are left out, as --help leaves them out.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+namespace ltd {
+
+inline void PrintCliOptions(const CLI::App& app, const std::string& verb, std::FILE* out) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_group().empty() || opt->nonpositional() == false) continue;
+    const char* kind = opt->get_expected_max() == 0 ? "flag" : "value";
+    for (const std::string& s : opt->get_snames())
+      std::fprintf(out, "option %s -%s %s\n", verb.c_str(), s.c_str(), kind);
+    for (const std::string& l : opt->get_lnames())
+      std::fprintf(out, "option %s --%s %s\n", verb.c_str(), l.c_str(), kind);
+  }
+  if (verb != "-") return;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_group().empty()) continue;
+    std::fprintf(out, "verb %s\n", sub->get_name().c_str());
+    PrintCliOptions(*sub, sub->get_name(), out);
+  }
+}
+
+// `PROGRAM --list-options` alone: prints the list and returns true.
+inline bool ListOptionsAsked(int argc, char** argv, const CLI::App& app) {
+  if (argc != 2 || std::string(argv[1]) != "--list-options") return false;
+  PrintCliOptions(app, "-", stdout);
+  return true;
+}
+
+}  // namespace ltd
