@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "bytes.h"
+#include "rpc_error.h"
 
 namespace ltd {
 
@@ -79,11 +80,7 @@ std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
 }
 
 [[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s) {
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      s.error_message().find("connect") != std::string::npos) {
-    Die("cannot reach ltd at " + g.socket + ": " + s.error_message());
-  }
-  Die(s.error_message());
+  Die(RpcErrorLine(s, g.socket, [&g] { return TryConnect(g.socket); }));
 }
 
 v1::Job ShowJob(const Globals& g, const std::string& job) {

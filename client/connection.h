@@ -21,7 +21,7 @@ struct Globals {
 
 // One line on stderr, whatever bytes `message` quotes; exits kErrorExit.
 [[noreturn]] void Die(const std::string& message);
-// A failed RPC as one line ("cannot reach ltd at ..." for a transport one).
+// A failed RPC as one line: ltd's own, or rpc_error.h's for gRPC's.
 [[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s);
 
 // 0 when ltd's socket at `path` takes a connection; else why not (errno).

@@ -9,6 +9,7 @@
 #include "event_pump.h"
 #include "rank_console.h"
 #include "render.h"
+#include "rpc_error.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -99,10 +100,10 @@ constexpr auto kReconnectFor = std::chrono::minutes(10);
 // After a stream broke because ltd went away: waits, bounded, until ltd
 // accepts connections again (its jobs live on meanwhile). `say`: tell the
 // user once; `resume`: the verb to run by hand should ltd not come back.
-void WaitForLtd(const Globals& g, const grpc::Status& lost, bool say, const std::string& resume) {
+void WaitForLtd(const Globals& g, bool say, const std::string& resume) {
   if (say) {
-    Console().Notice(
-        Cat("ltctl: lost ltd (", lost.error_message(), "); waiting for it to come back"));
+    // Not gRPC's words for it ("Cancelling all calls", "Socket closed").
+    Console().Notice("ltctl: lost ltd (it stopped or restarted); waiting for it to come back");
   }
   const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
   // A stopping ltd may still accept for a moment: wait for it to go first.
@@ -148,10 +149,8 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
         [] { Console().Idle(); });
     if (code) return *code;
     if (s.ok()) return 0;
-    const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                      s.error_code() == grpc::StatusCode::CANCELLED;
-    if (!gone) DieRpc(g, s);
-    WaitForLtd(g, s, /*say=*/!again || !first_event, "attach " + id);
+    if (!LostLtd(s)) DieRpc(g, s);
+    WaitForLtd(g, /*say=*/!again || !first_event, "attach " + id);
     reader = nullptr;
   }
 }
@@ -215,11 +214,8 @@ int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_
         // As `tail -f`: out as it comes, into a pipe or file too.
         [] { Console().Idle(); });
     if (s.ok()) return 0;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-        s.error_code() != grpc::StatusCode::CANCELLED) {
-      DieRpc(g, s);
-    }
-    WaitForLtd(g, s, /*say=*/!again || told, "logs -f " + id);
+    if (!LostLtd(s)) DieRpc(g, s);
+    WaitForLtd(g, /*say=*/!again || told, "logs -f " + id);
   }
 }
 

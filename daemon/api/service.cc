@@ -13,6 +13,7 @@
 #include "job_store.h"
 #include "list_filter.h"
 #include "log_replay.h"
+#include "ltd_status.h"
 #include "output_files.h"
 #include "page_stream.h"
 #include "spdlog/spdlog.h"
@@ -31,10 +32,12 @@ grpc::Status ToGrpc(const absl::Status& s) {
   static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
                 static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
   if (s.ok()) return grpc::Status::OK;
-  // Messages may quote what a user sent (a name, a path): one line of text.
+  // Messages may quote what a user sent (a name, a path): one line of text,
+  // marked as ltd's own so that clients show it (rpc/ltd_status.h).
   return grpc::Status(
       static_cast<grpc::StatusCode>(s.code()),
-      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape));
+      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape),
+      std::string(kLtdStatusMark));
 }
 
 std::string UserName(uid_t uid) {
@@ -280,7 +283,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   auto who = StreamCaller(ctx, stream);
   if (!who) return stream;
   if (closed_) {
-    out->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is shutting down"));
+    out->Finish(ToGrpc(absl::UnavailableError("ltd is shutting down")));
     return stream;
   }
   auto checked = SpecFromRequest(*req);
@@ -454,9 +457,9 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   if (req->signal() < 0 || req->signal() >= NSIG) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 Cat("no signal ", req->signal(), "; use one of 1..", NSIG - 1,
-                                     ", or 0 to tear the job down")));
+    reactor->Finish(
+        ToGrpc(absl::InvalidArgumentError(Cat("no signal ", req->signal(), "; use one of 1..",
+                                              NSIG - 1, ", or 0 to tear the job down"))));
     return reactor;
   }
   KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
@@ -518,14 +521,13 @@ grpc::ServerUnaryReactor* LtdService::Shutdown(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   auto who = listener_.Lookup(ctx->peer());
   if (!who || who->uid != 0) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                                 "only root may shut ltd down; ask an administrator"));
+    reactor->Finish(
+        ToGrpc(absl::PermissionDeniedError("only root may shut ltd down; ask an administrator")));
     return reactor;
   }
   loop_.Post([this, reactor] {
     if (!shutdown_ || closed_) {
-      return reactor->Finish(
-          grpc::Status(grpc::StatusCode::UNAVAILABLE, "ltd is stopping already"));
+      return reactor->Finish(ToGrpc(absl::UnavailableError("ltd is stopping already")));
     }
     shutdown_([reactor] { reactor->Finish(grpc::Status::OK); });
   });
@@ -586,8 +588,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
   auto who = StreamCaller(ctx, stream, &req->job());
   if (!who) return stream;
   if (req->tail() < 0) {
-    out->Finish(
-        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "--tail must be >= 0 (0: everything)"));
+    out->Finish(ToGrpc(absl::InvalidArgumentError("--tail must be >= 0 (0: everything)")));
     return stream;
   }
   loop_.Post([this, r = *req, out, who = *who] {
@@ -595,9 +596,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     const Job& j = **job;
     if (r.rank() >= j.spec.devices || r.rank() < -1) {
-      return out->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      Cat("--rank ", r.rank(), " is out of range: job ", j.id,
-                                          " has ranks 0..", j.spec.devices - 1)));
+      return out->Finish(
+          ToGrpc(absl::InvalidArgumentError(Cat("--rank ", r.rank(), " is out of range: job ", j.id,
+                                                " has ranks 0..", j.spec.devices - 1))));
     }
     LogQuery query;
     query.rank = r.rank();
@@ -620,19 +621,17 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   auto who = listener_.Lookup(ctx->peer());
   if (!who || !IsAdmin(*who)) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
+    reactor->Finish(ToGrpc(absl::PermissionDeniedError(
         Cat("only root", admin_group_.empty() ? "" : Cat(" or the group ", admin_group_), " may ",
-            reason ? "drain" : "resume", " ltd; ask an administrator")));
+            reason ? "drain" : "resume", " ltd; ask an administrator"))));
     return reactor;
   }
   constexpr size_t kMaxReasonBytes = 1024;
   if (reason && (reason->size() > kMaxReasonBytes || reason->find('\0') != std::string::npos)) {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, Cat("--reason is ", reason->size(),
-                                                             " bytes or has a NUL byte; "
-                                                             "give at most ",
-                                                             kMaxReasonBytes, " bytes of text")));
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError(Cat("--reason is ", reason->size(),
+                                                          " bytes or has a NUL byte; "
+                                                          "give at most ",
+                                                          kMaxReasonBytes, " bytes of text"))));
     return reactor;
   }
   constexpr Millis kMaxDeadline{30LL * 24 * 3600 * 1000};
