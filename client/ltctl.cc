@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "bytes.h"
+#include "cli_options.h"
 #include "connection.h"
 #include "duration.h"
 #include "flag_values.h"
@@ -28,6 +29,7 @@
 #include "ltd.grpc.pb.h"
 #include "render.h"
 #include "stack_cmd.h"
+#include "submit.h"
 #include "version.h"
 #include "warn_signal.h"
 
@@ -38,13 +40,6 @@ namespace {
 
 void PrintJson(const nlohmann::json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-}
-
-// A flag's value (flag_values.h), or ltctl ends with why.
-template <typename T>
-T OrDie(absl::StatusOr<T> value) {
-  if (!value.ok()) Die(std::string(value.status().message()));
-  return *std::move(value);
 }
 
 int ParseSignal(const std::string& text) {
@@ -104,139 +99,6 @@ v1::LogsRequest LogFilters(bool timestamps, const std::string& since) {
   req.mutable_since()->set_seconds(us / 1000000);
   req.mutable_since()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
   return req;
-}
-
-struct SubmitArgs {
-  int devices = 0;
-  std::string name;
-  bool detach = false;
-  bool no_auto_heartbeat = false;
-  std::string heartbeat_timeout, startup_timeout, grace = "10s";
-  std::string time_limit, hold_on_hang;
-  std::vector<std::string> env;
-  int max_restarts = 0;
-  // A multi-node run (torchrun's flags); see SubmitRequest.
-  int nnodes = 1;
-  std::optional<int> node_rank;
-  std::string master_addr, run_id, rdzv, rdzv_timeout;
-  int master_port = 0;
-  std::vector<std::string> after;
-  std::string output, error;  // --output, --error patterns
-  std::string mem, mem_per_rank, cpus;
-  std::string warn_signal;  // --signal SIG@DUR
-  std::vector<std::string> command;
-};
-
-int Submit(const Globals& g, const SubmitArgs& a) {
-  v1::SubmitRequest req;
-  req.set_devices(a.devices);
-  req.set_name(a.name);
-  // Bytes as the OS gave them, UTF-8 or not; ltd checks them.
-  for (const auto& arg : a.command) req.add_argv(arg);
-  char cwd[PATH_MAX];
-  if (getcwd(cwd, sizeof cwd) == nullptr)
-    Die(std::string("cannot read the working directory: ") + std::strerror(errno));
-  req.set_cwd(cwd);
-  for (char** e = environ; *e != nullptr; ++e) req.add_env(*e);
-  for (const auto& kv : a.env) {
-    if (absl::Status s = EnvFlag(kv); !s.ok()) Die(std::string(s.message()));
-    req.add_extra_env(kv);
-  }
-  if (!a.heartbeat_timeout.empty())
-    req.set_heartbeat_timeout_ms(
-        OrDie(DurationFlag("--heartbeat-timeout", a.heartbeat_timeout)).count());
-  req.set_no_auto_heartbeat(a.no_auto_heartbeat);
-  if (!a.startup_timeout.empty())
-    req.set_startup_timeout_ms(OrDie(DurationFlag("--startup-timeout", a.startup_timeout)).count());
-  req.set_grace_ms(OrDie(DurationFlag("--grace", a.grace)).count());
-  if (!a.time_limit.empty())
-    req.set_time_limit_ms(OrDie(DurationFlag("--time", a.time_limit)).count());
-  if (!a.hold_on_hang.empty())
-    req.set_hold_on_hang_ms(OrDie(DurationFlag("--hold-on-hang", a.hold_on_hang)).count());
-  if (!a.warn_signal.empty()) {
-    const WarnSignal w = OrDie(ParseWarnSignal("--signal", a.warn_signal));
-    req.set_warn_signal(w.signal);
-    req.set_warn_signal_before_ms(w.before.count());
-  }
-  req.set_max_restarts(a.max_restarts);
-  req.set_detach(a.detach);
-  req.set_nnodes(a.nnodes);
-  if (a.node_rank) req.set_node_rank(*a.node_rank);
-  req.set_master_addr(a.master_addr);
-  req.set_master_port(a.master_port);
-  req.set_run_id(a.run_id);
-  req.set_rdzv(a.rdzv);
-  if (!a.rdzv_timeout.empty()) {
-    req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
-  }
-  for (const auto& job : a.after) req.add_after(job);
-  req.set_output(a.output);
-  req.set_error(a.error);
-  if (!a.mem.empty())
-    req.set_mem_bytes(OrDie(ByteSizeFlag("--mem", a.mem, kMinJobMemory, kMinJobMemoryText)));
-  if (!a.mem_per_rank.empty()) {
-    req.set_mem_per_rank_bytes(
-        OrDie(ByteSizeFlag("--mem-per-rank", a.mem_per_rank, kMinJobMemory, kMinJobMemoryText)));
-  }
-  if (!a.cpus.empty()) req.set_cpu_millis(OrDie(CpusFlag("--cpus", a.cpus)));
-  // This process's resource limits: the ranks get them (ltd lowers them to
-  // its own), as a login's limits.conf meant for this user.
-  static constexpr std::pair<__rlimit_resource, const char*> kLimits[] = {
-      {RLIMIT_AS, "AS"},         {RLIMIT_CORE, "CORE"},   {RLIMIT_CPU, "CPU"},
-      {RLIMIT_DATA, "DATA"},     {RLIMIT_FSIZE, "FSIZE"}, {RLIMIT_MEMLOCK, "MEMLOCK"},
-      {RLIMIT_NOFILE, "NOFILE"}, {RLIMIT_NPROC, "NPROC"}, {RLIMIT_RSS, "RSS"},
-      {RLIMIT_STACK, "STACK"}};
-  for (const auto& [resource, name] : kLimits) {
-    rlimit lim{};
-    if (getrlimit(resource, &lim) != 0) continue;
-    v1::ResourceLimit* l = req.add_rlimits();
-    l->set_resource(name);
-    l->set_soft(lim.rlim_cur);
-    l->set_hard(lim.rlim_max);
-  }
-
-  // Ctrl-C while attached: the first tears the job down, ltctl stays to
-  // report the outcome; a second one leaves at once. Blocked before gRPC
-  // starts any thread, so that only the waiting thread below takes it.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  if (!a.detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  auto api = Connect(g);
-  grpc::ClientContext ctx;
-  auto reader = api->Submit(&ctx, req);
-  v1::JobEvent ev;
-  if (!reader->Read(&ev)) DieRpc(g, reader->Finish());
-  const std::string id = ev.accepted();
-  if (a.detach) {
-    std::printf("%s\n", id.c_str());
-    while (reader->Read(&ev)) {
-    }
-    grpc::Status s = reader->Finish();
-    if (!s.ok()) DieRpc(g, s);
-    return 0;
-  }
-  std::thread([&g, id, set] {
-    int sig = 0;
-    int presses = 0;
-    while (sigwait(&set, &sig) == 0) {
-      if (++presses > 1) {
-        std::fflush(stdout);  // what was printed, out before leaving
-        std::_Exit(130);
-      }
-      std::fprintf(stderr, "ltctl: tearing down job %s (Ctrl-C again to leave without waiting)\n",
-                   id.c_str());
-      auto killer = v1::Ltd::NewStub(
-          grpc::CreateChannel("unix:" + g.socket, grpc::InsecureChannelCredentials()));
-      grpc::ClientContext kctx;
-      kctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      v1::KillRequest kreq;
-      kreq.set_job(id);
-      v1::KillReply kreply;
-      (void)killer->Kill(&kctx, kreq, &kreply);
-    }
-  }).detach();
-  return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get());
 }
 
 // `ps`'s filters, as squeue's: --me, --user U, --state S[,S]; --no-trunc.
@@ -547,6 +409,7 @@ int main(int argc, char** argv) {
                     "comes its DUR before");
   auto* resume = app.add_subcommand("resume", "root or admin group: end a drain; jobs start again");
 
+  if (ListOptionsAsked(argc, argv, app)) return 0;  // for the bash completion
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

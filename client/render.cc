@@ -97,12 +97,18 @@ bool Hidden(const v1::Job& job, std::string_view path) {
   return std::find(job.hidden().begin(), job.hidden().end(), path) != job.hidden().end();
 }
 
-std::string Command(const v1::Job& job) {
+std::string Argv(const v1::Job& job) {
   std::string cmd;
   for (const auto& a : job.argv()) cmd += (cmd.empty() ? "" : " ") + a;
   cmd = DisplayEscape(cmd, Controls::kEscape);
   if (Hidden(job, "argv")) cmd += std::string(" ... arguments ") + kHiddenNote;
   return cmd;
+}
+
+// The command as the client labelled it (ltd.launch's "launch train(...)"),
+// else its argv.
+std::string Command(const v1::Job& job) {
+  return job.label().empty() ? Argv(job) : DisplayEscape(job.label(), Controls::kEscape);
 }
 
 // What became of a rank's stack, for `show`: "taken (eu-stack)", "timed
@@ -341,6 +347,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
   }
   field("Exit code:", Opt(j.has_exit_code(), j.exit_code()));
   field("Command:", Command(j));
+  if (!j.label().empty()) field("Runs:", Argv(j));
   field("Devices:", std::to_string(j.devices()) +
                         (j.cuda_visible_devices().empty()
                              ? ""

@@ -443,6 +443,8 @@ nlohmann::json ToJson(const Job& job) {
   if (s.limits.memory_per_rank_bytes != 0)
     out["mem_per_rank_bytes"] = s.limits.memory_per_rank_bytes;
   if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
+  if (!s.submit_token.empty()) out["submit_token"] = BytesToJson(s.submit_token);
+  if (!s.label.empty()) out["label"] = BytesToJson(s.label);
   return out;
 }
 
@@ -497,6 +499,10 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
   s.output = BytesField(j, "output").value_or("");
   s.error = BytesField(j, "error").value_or("");
+  s.submit_token = BytesField(j, "submit_token").value_or("");
+  if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
+  s.label = BytesField(j, "label").value_or("");
+  if (s.label.size() > kMaxLabelBytes) s.label.clear();
   if (auto it = j.find("rlimits"); it != j.end() && it->is_array()) {
     for (const auto& lj : *it) {
       auto resource = ResourceByName(Field<std::string>(lj, "resource").value_or(""));

@@ -223,7 +223,15 @@ struct JobSpec {
   std::string output, error;
   // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
   JobLimits limits;
+  // The client's token for the submit that made the job (at most
+  // kMaxSubmitTokenBytes; "": none): a repeat of it gets this job
+  // (daemon/jobs/submit_tokens.h).
+  std::string submit_token;
+  // What ps and show print as its command instead of argv ("": argv).
+  std::string label;
 };
+inline constexpr size_t kMaxSubmitTokenBytes = 64;
+inline constexpr size_t kMaxLabelBytes = 256;
 
 // What a job may ask for here: ltd's slots and restart limit.
 struct SpecLimits {

@@ -176,6 +176,8 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_cpu_millis(s.limits.cpu_millis);
   out->set_output(s.output);
   out->set_error(s.error);
+  out->set_submit_token(s.submit_token);
+  out->set_label(s.label);
   for (const UnkillableProcess& p : job.unkillable) {
     pb::Record::Unkillable* o = out->add_unkillable();
     o->set_rank(p.rank);
@@ -339,6 +341,8 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.limits.cpu_millis = r.cpu_millis();
   s.output = r.output();
   s.error = r.error();
+  if (r.submit_token().size() <= kMaxSubmitTokenBytes) s.submit_token = r.submit_token();
+  if (r.label().size() <= kMaxLabelBytes) s.label = r.label();
   for (const pb::Record::Unkillable& o : r.unkillable()) {
     UnkillableProcess p;
     p.rank = o.rank();

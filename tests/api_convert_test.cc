@@ -161,6 +161,26 @@ TEST(JobToProto, AHugeCommandIsCutWithAMarkAndAFlag) {
   EXPECT_EQ(small.argv_size(), 2);
 }
 
+// A rank that ran shows its recent pace; one that ended, its average over
+// its run, not 0.
+TEST(JobToProto, StepsPerSecondIsTheRecentPaceThenTheAverage) {
+  Job job = SomeJob();
+  const WallTime start = WallTime(std::chrono::seconds(1'800'000'000));
+  job.ranks[0].started_at = start;
+  job.ranks[0].last_heartbeat_at = start + std::chrono::seconds(20);
+  job.ranks[0].last_step = 50;
+  job.ranks[0].steps_per_second = 4;
+  v1::Job out;
+  ToProto(job, kShowLimits, &out);
+  EXPECT_DOUBLE_EQ(out.ranks(0).steps_per_second(), 4);
+  job.state = JobState::kSucceeded;
+  job.ranks[0].state = RankState::kExited;
+  out.Clear();
+  ToProto(job, kShowLimits, &out);
+  EXPECT_DOUBLE_EQ(out.ranks(0).steps_per_second(), 2.5);
+  EXPECT_DOUBLE_EQ(out.ranks(1).steps_per_second(), 0);  // never stepped
+}
+
 TEST(JobToProto, EndedCarriesTheTypedStateAndCause) {
   Job job = SomeJob();
   job.state = JobState::kCancelled;

@@ -469,6 +469,47 @@ TEST_F(JobManagerTest, OnlyTheNewestFinishedJobsAreKept) {
   EXPECT_EQ(Submit(Spec(1)), "5");
 }
 
+// A client that lost ltd before the job's id came back submits again with
+// the same token: it gets the job made then, after a restart of ltd too;
+// another user's token, another token, or one past its hour makes a job.
+TEST_F(JobManagerTest, ARepeatedSubmitTokenGetsTheJobItMade) {
+  JobSpec spec = Spec(1);
+  spec.name = "tok";
+  spec.submit_token = "0123456789abcdef";
+  const std::string id = Submit(spec);
+  EXPECT_EQ(Submit(spec), id);  // its name in use is no refusal: it is the same submit
+  EXPECT_EQ(manager_->List(true).size(), 1u);
+  Reset();  // a new ltd on the same state dir: the token is in the record
+  manager_->Recover();
+  EXPECT_EQ(Submit(spec), id);
+  spec.name = "";
+  JobSpec others = spec;
+  others.uid = spec.uid + 1;
+  EXPECT_NE(Submit(others), id);
+  JobSpec fresh = spec;
+  fresh.submit_token = "another";
+  EXPECT_NE(Submit(fresh), id);
+  clock_.Advance(SubmitTokens::kMaxAge + Millis(1));
+  EXPECT_NE(Submit(spec), id);
+  EXPECT_EQ(manager_->List(true).size(), 4u);
+}
+
+TEST(SubmitTokens, BoundedInNumberAndAge) {
+  SubmitTokens tokens;
+  const WallTime t0 = WallTime(std::chrono::seconds(1'800'000'000));
+  for (size_t i = 0; i <= SubmitTokens::kPerUser; ++i) {
+    tokens.Remember(7, "t" + std::to_string(i), std::to_string(i), t0 + Millis(i));
+  }
+  EXPECT_FALSE(tokens.Find(7, "t0", t0));  // the oldest went first
+  EXPECT_EQ(tokens.Find(7, "t1", t0), "1");
+  EXPECT_FALSE(tokens.Find(8, "t1", t0));  // another user's
+  EXPECT_FALSE(tokens.Find(7, "", t0));
+  EXPECT_EQ(tokens.Find(7, "t5", t0 + SubmitTokens::kMaxAge), "5");
+  EXPECT_FALSE(tokens.Find(7, "t5", t0 + SubmitTokens::kMaxAge + Millis(6)));
+  tokens.Remember(7, "", "x", t0);  // no token: nothing kept
+  EXPECT_FALSE(tokens.Find(7, "", t0));
+}
+
 TEST_F(JobManagerTest, ShutdownTearsEverythingDownThenReports) {
   const std::string a = Submit(Spec(2));
   Submit(Spec(8));  // pending

@@ -305,6 +305,33 @@ TEST_F(SupervisorE2E, AnAttachedClientFollowsTheJobThroughAnLtdRestart) {
   EXPECT_EQ(job["exit_code"], 3);
 }
 
+// An attach across a stop of ltd (SIGTERM: its gRPC server cancels every
+// call) says so in ltctl's words, not gRPC's ("Cancelling all calls"),
+// then follows the job on under the next ltd.
+TEST_F(SupervisorE2E, AnAttachAcrossAnLtdStopSaysSoInItsOwnWords) {
+  ASSERT_TRUE(Start("10m")) << d_.log();
+  const std::string go = d_.dir() + "/GO";
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--", kChild, "waitfile:" + go + ",exit:0"});
+  ASSERT_EQ(WaitRunning(id, 1).size(), 1u);
+  const std::string out = d_.dir() + "/attach.out", err = d_.dir() + "/attach.err";
+  std::future<int> attach = AttachInBackground(id, out, err);
+  const std::string opened = "job=" + id + " attach stream opened";
+  ASSERT_TRUE(WaitFor([&] { return Count(d_.log(), opened) == 1; }, 10s)) << d_.log();
+  EXPECT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadWhole(err).find("waiting for it to come back") != std::string::npos; }, 10s))
+      << ReadWhole(err);
+  ASSERT_TRUE(Start("10m")) << d_.log();
+  ASSERT_TRUE(WaitFor([&] { return Count(d_.log(), opened) == 2; }, 20s)) << ReadWhole(err);
+  Touch(go);
+  EXPECT_EQ(attach.get(), 0);
+  EXPECT_EQ(ReadWhole(err),
+            "ltctl: lost ltd (it stopped or restarted); waiting for it to come back\n"
+            "ltctl: ltd is back; following job " +
+                id + " again\n");
+}
+
 // `logs -f` goes on through a restart of ltd from where it was: every
 // line once, none twice.
 TEST_F(SupervisorE2E, LogsFollowGoesOnThroughAnLtdRestartWithoutRepeatingALine) {

@@ -227,7 +227,8 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     if (r.last_step >= 0) pr->set_last_step(r.last_step);
     SetTime(r.last_heartbeat_at, [&] { return pr->mutable_last_heartbeat_at(); });
     SetTime(r.started_at, [&] { return pr->mutable_started_at(); });
-    pr->set_steps_per_second(r.state == RankState::kRunning ? r.steps_per_second : 0);
+    pr->set_steps_per_second(r.state == RankState::kRunning ? r.steps_per_second
+                                                            : AverageStepsPerSecond(r));
     pr->set_straggler(job.state == JobState::kRunning && stragglers[i]);
     pr->set_error(DisplayEscapeElided(r.error_message, limits.text));
   }
@@ -268,6 +269,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
   out->set_output(DisplayEscapeElided(s.output, limits.text));
+  out->set_label(DisplayEscapeElided(s.label, limits.text));
   out->set_error(DisplayEscapeElided(s.error, limits.text));
   if (job.state == JobState::kPending) {
     out->set_pending_reason(DisplayEscapeElided(job.table.pending_reason, limits.text));
@@ -313,6 +315,13 @@ void FillEnded(const Job& job, v1::Ended* out) {
   out->set_state(ToProto(job.state));
   out->set_exit_code(job.exit_code.value_or(1));
   if (job.root_cause) ToProto(*job.root_cause, kShowLimits.text, out->mutable_root_cause());
+}
+
+double AverageStepsPerSecond(const Rank& r) {
+  if (r.last_step <= 0 || !r.started_at || !r.last_heartbeat_at) return 0;
+  const double seconds =
+      std::chrono::duration<double>(*r.last_heartbeat_at - *r.started_at).count();
+  return seconds > 0 ? static_cast<double>(r.last_step) / seconds : 0;
 }
 
 absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
@@ -425,6 +434,17 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) return s;
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
+  if (req.submit_token().size() > kMaxSubmitTokenBytes) {
+    return absl::InvalidArgumentError(Cat("submit_token is ", req.submit_token().size(),
+                                          " bytes; send at most ", kMaxSubmitTokenBytes));
+  }
+  spec.submit_token = req.submit_token();
+  if (req.label().size() > kMaxLabelBytes || req.label().find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(Cat("label is ", req.label().size(),
+                                          " bytes or has a NUL byte; send at most ", kMaxLabelBytes,
+                                          " bytes of text"));
+  }
+  spec.label = req.label();
   return spec;
 }
 

@@ -29,6 +29,9 @@ inline constexpr ViewLimits kShowLimits{64 * 1024, 64 * 1024};
 
 // The job for the API, with live progress marks (stragglers, rates).
 void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out);
+// A rank that no longer runs: its steps per second over its run, from its
+// start to its last heartbeat (0 without a step or a heartbeat).
+double AverageStepsPerSecond(const Rank& r);
 // Each of the model's enum values as the proto's value of its name.
 v1::Job::State ToProto(JobState state);
 v1::Rank::State ToProto(RankState state);

@@ -89,6 +89,7 @@ void JobManager::Recover(const Adopter& adopt) {
     std::string id = loaded.id;
     Job& job =
         *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
+    tokens_.Remember(job.spec.uid, job.spec.submit_token, job.id, job.submitted_at);
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
     if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
     if (IsFinal(job.state)) {
@@ -136,6 +137,12 @@ void JobManager::Recover(const Adopter& adopt) {
 absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (shutting_down_)
     return absl::UnavailableError("ltd is shutting down; submit again once it is back");
+  // A repeat of a submit whose answer the client lost: the job made then.
+  if (auto made = tokens_.Find(spec.uid, spec.submit_token, clock_.Now());
+      made && jobs_.count(*made) != 0) {
+    spdlog::info("job={} submitted again by {} (same token): the same job", *made, user);
+    return *made;
+  }
   SpecLimits limits;
   limits.slots = config_.placement.slots;
   limits.max_restarts = config_.max_restarts_limit;
@@ -179,6 +186,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   const std::string id = job->id;
   Job& ref = *job;
   jobs_.emplace(id, std::move(job));
+  tokens_.Remember(ref.spec.uid, ref.spec.submit_token, id, ref.submitted_at);
   spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
                ForLog(ref.spec.argv.front()));
   uint64_t seq = 0;

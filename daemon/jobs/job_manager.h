@@ -26,6 +26,7 @@
 #include "job_store.h"
 #include "ports.h"
 #include "scheduler.h"
+#include "submit_tokens.h"
 #include "supervision.h"
 #include "unkillable_watch.h"
 
@@ -279,6 +280,7 @@ class JobManager {
   std::vector<std::pair<std::string, std::string>> failed_dependents_;
   Clock::TimerId fail_dependents_timer_ = 0;
   std::set<int> ports_in_use_;
+  SubmitTokens tokens_;  // a repeated submit gets the job it made
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;

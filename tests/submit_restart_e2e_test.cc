@@ -1,0 +1,128 @@
+// A submit that meets an ltd that stops, restarts or crashes: ltctl waits
+// for ltd to come back and sends the same request with the same token,
+// and ltd answers a repeat with the job it made, so that every submit ends
+// with exactly one job and its id, never an error in gRPC's words. A real
+// ltd (with per-job supervisors) and the real ltctl.
+#include <signal.h>
+
+#include <atomic>
+#include <future>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+// What gRPC says when a connection breaks; none of it may reach a user.
+void ExpectNoGrpcWords(const std::string& err) {
+  for (const char* word : {"Socket closed", "Cancelling", "Connection reset", "failed to connect",
+                           "Deadline Exceeded", "Stream removed", "GOAWAY", "RST_STREAM"}) {
+    EXPECT_EQ(err.find(word), std::string::npos) << err;
+  }
+}
+
+class SubmitRestartE2E : public E2E {
+ protected:
+  // Each test starts ltd itself; its jobs outlive its restarts.
+  void SetUp() override {}
+  void TearDown() override {
+    if (d_.pid() > 0) {
+      EXPECT_EQ(d_.Ctl({"shutdown"}, 60s).exit_code, 0);
+      EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(d_.pid()); }, 30s)) << "ltd did not stop";
+      EXPECT_EQ(d_.Stop(), 0);
+    }
+    EXPECT_TRUE(WaitFor([&] { return Supervisors(d_.state_dir()).empty(); }, 10s));
+    E2E::TearDown();
+  }
+  bool Start() { return d_.Start({"--restore-window", "10m"}); }
+
+  // Every job ltd has, by id.
+  std::set<std::string> JobIds() {
+    CmdResult r = d_.Ctl({"ps", "-a", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::set<std::string> ids;
+    for (const auto& j : nlohmann::json::parse(r.out, nullptr, false))
+      ids.insert(j.value("id", ""));
+    return ids;
+  }
+};
+
+// `ltctl shutdown` tears a job down that takes its grace period to go;
+// a submit meanwhile is refused by the stopping ltd, waits, and is made
+// by the next ltd: one line saying so, one job, its id on stdout.
+TEST_F(SubmitRestartE2E, ASubmitDuringAShutdownWaitsForTheNextLtd) {
+  ASSERT_TRUE(Start()) << d_.log();
+  const std::string slow =
+      SubmitDetached({"--devices", "1", "--grace", "3s", "--", kChild, "ignore-term,hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(slow).value("state", "") == "RUNNING"; }, 10s));
+  std::future<CmdResult> shutdown =
+      std::async(std::launch::async, [&] { return d_.Ctl({"shutdown"}, 60s); });
+  ASSERT_TRUE(WaitFor([&] { return Has(d_.log(), "shutdown asked for"); }, 10s)) << d_.log();
+  std::future<CmdResult> submit = std::async(std::launch::async, [&] {
+    return d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "exit:0"}, 60s);
+  });
+  EXPECT_EQ(shutdown.get().exit_code, 0);
+  EXPECT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(Start()) << d_.log();
+  CmdResult r = submit.get();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = TrimEnd(r.out);
+  EXPECT_EQ(r.err,
+            "ltctl: ltd went away before it answered (it is stopping or restarting); waiting for "
+            "it to come back to submit again\nltctl: ltd is back: job " +
+                id + "\n");
+  ExpectNoGrpcWords(r.err);
+  EXPECT_EQ(JobIds(), (std::set<std::string>{slow, id}));
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
+// The soak: 120 detached submits one after another while ltd is SIGKILLed
+// (and started again) every 25 submits, at a random moment of a submit:
+// each submit exits 0 with a job id, and ltd has exactly one job per
+// submit. About 30 s on a 2-core VM.
+TEST_F(SubmitRestartE2E, SubmitsThroughSigkillsOfLtdMakeExactlyOneJobEach) {
+  constexpr int kSubmits = 120, kEvery = 25;
+  ASSERT_TRUE(Start()) << d_.log();
+  std::atomic<int> started{0};
+  std::vector<CmdResult> results(kSubmits);
+  std::thread submitter([&] {
+    for (int i = 0; i < kSubmits; ++i) {
+      started = i + 1;
+      results[i] = d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "exit:0"}, 120s);
+    }
+  });
+  std::mt19937 random(std::random_device{}());
+  for (int kill = 1; kill * kEvery < kSubmits; ++kill) {
+    ASSERT_TRUE(WaitFor([&] { return started >= kill * kEvery; }, 120s));
+    // Somewhere in the life of that submit: ltctl's start, its connect,
+    // the request in ltd, the answer on its way.
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 40));
+    d_.KillHard();
+    ASSERT_TRUE(Start()) << d_.log();
+  }
+  submitter.join();
+  std::set<std::string> ids;
+  int waited = 0;
+  for (int i = 0; i < kSubmits; ++i) {
+    const CmdResult& r = results[i];
+    EXPECT_EQ(r.exit_code, 0) << "submit " << i << ": " << r.err;
+    ExpectNoGrpcWords(r.err);
+    const std::string id = TrimEnd(r.out);
+    EXPECT_FALSE(id.empty()) << "submit " << i;
+    EXPECT_EQ(id.find_first_not_of("0123456789"), std::string::npos) << id;
+    ids.insert(id);
+    if (!r.err.empty()) ++waited;
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kSubmits));
+  EXPECT_EQ(JobIds(), ids);  // no job without its submit, none twice
+  std::printf("[  NOTE    ] %d of %d submits met a killed ltd and waited for the next\n", waited,
+              kSubmits);
+}
+
+}  // namespace
+}  // namespace ltd::test
