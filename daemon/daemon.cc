@@ -30,6 +30,8 @@ namespace {
 // A supervisor answers in microseconds; the ones that do not within this
 // are taken for dead, and their jobs are LOST.
 constexpr std::chrono::milliseconds kProbeTimeout{1000};
+// How long a stopping ltd gives the calls in flight (see Stop).
+constexpr std::chrono::milliseconds kStopGrace{100};
 
 // Each client connection and each job's supervisor holds fds of ltd's;
 // the usual soft limit of 1,024 would cap a busy server, so take what the
@@ -408,9 +410,12 @@ void Daemon::Run() {
 
 void Daemon::Stop() {
   listener_->Stop();
-  // Calls in flight finish on the loop (their last step was posted there).
-  loop_->RunWhile(
-      [&] { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2)); });
+  // Calls in flight finish on the loop (their last step was posted there),
+  // within kStopGrace; streams that would go on (attach, logs -f) are
+  // cancelled then, and their clients follow the next ltd. Shutdown waits
+  // its whole deadline for a client's idle connection (a Python
+  // ltd.Client holds one open): with 2 s, every stop with one took 2 s.
+  loop_->RunWhile([&] { server_->Shutdown(std::chrono::system_clock::now() + kStopGrace); });
   stop_handlers_.clear();
   uv_run(loop_->get(), UV_RUN_NOWAIT);  // their close callbacks, while they still exist
   // Every record is on disk (supervisors write their own; ltd saved the

@@ -17,6 +17,7 @@ the caller; either way nothing of it outlives the call:
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -151,21 +152,46 @@ class _Outcome:
         self.hang_report = hang_report
 
 
+def _job_name(fn):
+    """A job name after the function: its name as a job name may be ("train"; "lambda")."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "", getattr(fn, "__name__", "") or "") or "launch"
+    return name if not name.isdigit() else "fn" + name
+
+
 def _via_ltd(client, argv, devices, opts, env, extra, detach, printer):
     from ltd.job import Ended, Notice, Output
 
-    job = client.submit(
-        argv,
-        devices,
-        name=opts["name"],
-        environ=env,
-        env=extra,
-        heartbeat_timeout=opts["heartbeat_timeout"],
-        startup_timeout=opts["startup_timeout"],
-        grace=opts["grace"],
-        auto_heartbeat=opts["auto_heartbeat"],
-        cancel_on_disconnect=not detach,
-    )
+    def submit(name):
+        return client.submit(
+            argv,
+            devices,
+            name=name,
+            environ=env,
+            env=extra,
+            heartbeat_timeout=opts["heartbeat_timeout"],
+            startup_timeout=opts["startup_timeout"],
+            grace=opts["grace"],
+            auto_heartbeat=opts["auto_heartbeat"],
+            cancel_on_disconnect=not detach,
+            label=opts["label"],
+        )
+
+    if opts["name"]:
+        job = submit(opts["name"])
+    else:
+        # Named after the function; while a launch of it still runs, the
+        # next is train-2, train-3, ... (a user's live jobs have names of
+        # their own).
+        for n in range(1, 101):
+            name = opts["default_name"] if n == 1 else "%s-%d" % (opts["default_name"], n)
+            try:
+                job = submit(name)
+                break
+            except errors.Error as e:
+                if e.code != "ALREADY_EXISTS":
+                    raise
+        else:
+            job = submit(None)
     events = queue.Queue()
 
     def read():
@@ -217,8 +243,7 @@ def _via_ltrun(ltrun, argv, devices, opts, env, extra, workdir, printer):
     report = os.path.join(workdir, "report.json")
     cmd = [ltrun, "--devices", str(devices), "--die-with-parent", "--report", report,
            "--grace", to_text(opts["grace"], "grace")]
-    if opts["name"]:
-        cmd += ["--name", opts["name"]]
+    cmd += ["--name", opts["name"] or opts["default_name"]]
     if opts["heartbeat_timeout"] is not None:
         cmd += ["--heartbeat-timeout", to_text(opts["heartbeat_timeout"], "heartbeat_timeout")]
     if opts["startup_timeout"] is not None:
@@ -366,7 +391,8 @@ def launch(
         argv = [python or sys.executable, "-m", "ltd._rank", workdir]
         environ, extra = _rank_env(env)
         opts = dict(name=name, heartbeat_timeout=heartbeat_timeout, startup_timeout=startup_timeout,
-                    grace=grace, auto_heartbeat=auto_heartbeat)
+                    grace=grace, auto_heartbeat=auto_heartbeat, default_name=_job_name(fn),
+                    label="launch %s(%s)" % (_job_name(fn), "..." if args else ""))
         printer = _Printer(stdout, stderr)
         if via == "ltd":
             outcome, interrupts = _via_ltd(client, argv, devices, opts, environ, extra, detach, printer)

@@ -242,6 +242,7 @@ class JobInfo:
     hidden: List[str] = dataclasses.field(default_factory=list)
     # Its ranks filled errors/ (TORCHELASTIC_ERROR_FILE's dir): writes past it failed.
     errors_full: bool = False
+    label: str = ""  # what ps shows as COMMAND instead of argv ("": argv)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -278,6 +279,7 @@ class JobInfo:
                 for r in j.ranks
             ],
             argv=list(j.argv),
+            label=j.label,
             cwd=None if "cwd" in j.hidden else j.cwd,
             pending_reason=j.pending_reason,
             heartbeat_mode=ltd_pb2.Job.HeartbeatMode.Name(j.heartbeat_mode),

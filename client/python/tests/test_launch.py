@@ -6,6 +6,7 @@ plain interpreters, about 1 s under either.
 
 import io
 import os
+import subprocess
 import sys
 import unittest
 
@@ -155,6 +156,18 @@ class LaunchUnderLtd(LaunchBase, unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.d.stop()
+
+    def test_the_job_is_named_after_the_function(self):
+        client = ltd.Client(self.socket)
+        before = {j.id for j in client.ps(all=True)}
+        self.launch(rank_and_world, devices=1)
+        made = [j for j in client.ps(all=True) if j.id not in before]
+        self.assertEqual([j.name for j in made], ["rank_and_world"])
+        self.assertEqual(client.show(made[0].id).label, "launch rank_and_world()")
+        ps = subprocess.run([fixture.LTCTL_BIN, "--socket", self.socket, "ps", "-a"],
+                            capture_output=True, text=True, check=True).stdout
+        self.assertIn("launch rank_and_world()", ps)
+        client.close()
 
 
 @fixture.needs_binaries
