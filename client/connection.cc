@@ -56,7 +56,9 @@ int TryConnect(const std::string& path) {
   return 0;
 }
 
-std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
+std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) { return Connect(g, nullptr); }
+
+std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g, int* gone) {
   constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
   if (g.socket.size() > kMaxPath) {
     Die("socket path " + g.socket + " is longer than the " + std::to_string(kMaxPath) +
@@ -68,6 +70,10 @@ std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g) {
   if (fd == -EAGAIN) {
     Die("ltd at " + g.socket + " took no connection within " + std::to_string(kConnectWaitSeconds) +
         "s (its listen queue is full); try again");
+  }
+  if (fd < 0 && gone != nullptr) {
+    *gone = -fd;
+    return nullptr;
   }
   if (fd < 0) {
     Die("cannot reach ltd at " + g.socket + ": " + std::strerror(-fd) +

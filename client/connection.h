@@ -29,6 +29,8 @@ int TryConnect(const std::string& path);
 // A client of ltd on one connection to g.socket, made at once; dies with
 // the OS's words if ltd is not there.
 std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g);
+// As Connect, but when ltd is not there: nullptr and the errno in *gone.
+std::unique_ptr<v1::Ltd::Stub> Connect(const Globals& g, int* gone);
 // JOB (an id or a name) as ltd has it now; dies with ltd's one line.
 v1::Job ShowJob(const Globals& g, const std::string& job);
 // JOB (an id or a name) as the id ltd resolves it to now.

@@ -177,7 +177,16 @@ Sent Send(const Globals& g, const v1::SubmitRequest& req, const sigset_t* interr
   std::optional<std::chrono::steady_clock::time_point> lost_since;
   for (;;) {
     Sent sent;
-    sent.api = Connect(g);
+    // Once ltd went away, it may go again between its answer to the
+    // probe and this connect: then wait again.
+    int gone = 0;
+    sent.api = Connect(g, lost_since ? &gone : nullptr);
+    if (sent.api == nullptr) {
+      WaitForLtd(g, *lost_since + kWaitForLtd, interrupt,
+                 "ltd did not come back within 10 minutes; if it took the job before it went, "
+                 "`ltctl ps` shows it once it is back");
+      continue;
+    }
     sent.ctx = std::make_unique<grpc::ClientContext>();
     sent.reader = sent.api->Submit(sent.ctx.get(), req);
     v1::JobEvent ev;
