@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "ltd.grpc.pb.h"
 
 namespace ltd {
@@ -21,6 +22,12 @@ struct Globals {
 
 // One line on stderr, whatever bytes `message` quotes; exits kErrorExit.
 [[noreturn]] void Die(const std::string& message);
+// A flag's value (flag_values.h), or ltctl ends with why.
+template <typename T>
+T OrDie(absl::StatusOr<T> value) {
+  if (!value.ok()) Die(std::string(value.status().message()));
+  return *std::move(value);
+}
 // A failed RPC as one line: ltd's own, or rpc_error.h's for gRPC's.
 [[noreturn]] void DieRpc(const Globals& g, const grpc::Status& s);
 

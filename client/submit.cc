@@ -25,13 +25,6 @@ extern char** environ;
 namespace ltd {
 namespace {
 
-// A flag's value (flag_values.h), or ltctl ends with why.
-template <typename T>
-T OrDie(absl::StatusOr<T> value) {
-  if (!value.ok()) Die(std::string(value.status().message()));
-  return *std::move(value);
-}
-
 v1::SubmitRequest Request(const SubmitArgs& a) {
   v1::SubmitRequest req;
   req.set_devices(a.devices);
