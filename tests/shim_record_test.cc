@@ -178,8 +178,9 @@ Job RichJob() {
   n.root_cause = job.root_cause;
   n.root_cause->reason = CauseReason::kOom;
   job.nodes.push_back(n);
-  job.spec.limits =
-      JobLimits{.memory_bytes = 64u << 20, .memory_per_rank_bytes = 16u << 20, .cpu_millis = 1500};
+  job.spec.limits.memory_bytes = 64u << 20;
+  job.spec.limits.memory_per_rank_bytes = 16u << 20;
+  job.spec.limits.cpu_millis = 1500;
   UnkillableProcess u;
   u.rank = 1;
   u.pid = 1001;
