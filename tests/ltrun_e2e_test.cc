@@ -192,7 +192,7 @@ TEST_P(Ltrun, EnvTakesOneKeyValueAndLeavesTheProgram) {
   }
 }
 
-// Each rank holds four of ltrun's fds: under the usual soft limit of 1,024
+// Each rank holds five of ltrun's fds: under the usual soft limit of 1,024
 // a job of 400 ranks needs ltrun to raise its own, while its ranks keep the
 // limit ltrun was started with. A hard limit too low is one line, exit 1.
 // Cgroup mode only (the fds are the same in every mode); about 5 s.
@@ -209,7 +209,7 @@ TEST_P(Ltrun, ManyRanksUnderTheUsualFdLimit) {
       {"/bin/sh", "-c", "ulimit -n 512 && exec " + ltrun + " --devices 400 -- /bin/true"},
       {marker_}, 60s);
   EXPECT_EQ(low.exit_code, 1) << low.err;
-  EXPECT_NE(low.err.find("--devices 400: the job needs about 1728 open files, and the hard "
+  EXPECT_NE(low.err.find("--devices 400: the job needs about 2128 open files, and the hard "
                          "limit is 512"),
             std::string::npos)
       << low.err;

@@ -274,7 +274,7 @@ TEST_F(Security, NonUtf8ErrorLineIsEscaped) {
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["root_cause"]["rank"], 1);
   EXPECT_TRUE(Has(job["root_cause"].value("message", ""), "caf\\xE9")) << job["root_cause"];
-  CmdResult show = CtlAs(*b_, {"show", "1"});  // anyone's view of it
+  CmdResult show = CtlAs(*a_, {"show", "1"});  // the owner's view (others see no message)
   EXPECT_EQ(show.exit_code, 0) << show.err;
   EXPECT_TRUE(Has(show.out, "caf\\xE9")) << show.out;
 }
