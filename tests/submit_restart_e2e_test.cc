@@ -71,6 +71,9 @@ TEST_F(SubmitRestartE2E, ASubmitDuringAShutdownWaitsForTheNextLtd) {
     return d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "exit:0"}, 60s);
   });
   EXPECT_EQ(shutdown.get().exit_code, 0);
+  // shutdown answers before ltd has exited: wait for it to go by itself
+  // (a SIGTERM from Stop() in its last steps would end it by the signal).
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(d_.pid()); }, 30s)) << "ltd did not stop";
   EXPECT_EQ(d_.Stop(), 0);
   ASSERT_TRUE(Start()) << d_.log();
   CmdResult r = submit.get();
