@@ -39,6 +39,10 @@ class EventPrinter {
         console.Line(o.rank(), o.stderr(), o.data());
         return std::nullopt;
       }
+      case v1::JobEvent::kLines:
+        for (const v1::OutputLine& o : ev.lines().lines())
+          console.Line(o.rank(), o.stderr(), o.data());
+        return std::nullopt;
       case v1::JobEvent::kLog:
         console.Raw(ev.log());
         return std::nullopt;
@@ -126,12 +130,18 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> owned;
   grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
   EventPrinter printer(/*prefix=*/true, quiet_end);
+  // Where in the job's log the last line printed ends: a stream opened
+  // again goes on from there, so nothing is missed or printed twice.
+  std::optional<v1::LogPosition> at;
+  if (first != nullptr) at.emplace();  // an attached submit's: from the start
   for (bool again = false;; again = true) {
     if (reader == nullptr) {
       api = Connect(g);
       ctx = std::make_unique<grpc::ClientContext>();
       v1::JobRef req;
       req.set_job(id);
+      req.set_batched(true);
+      if (output && at) *req.mutable_from() = *at;
       owned = output ? api->Attach(ctx.get(), req) : api->Wait(ctx.get(), req);
       reader = owned.get();
     }
@@ -145,10 +155,21 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
           }
           first_event = false;
           if (auto c = printer.Print(ev)) code = c;
+          if (ev.has_at()) {
+            const uint64_t log_id = at && ev.at().log_id() == 0 ? at->log_id() : ev.at().log_id();
+            at = ev.at();
+            at->set_log_id(log_id);
+          }
         },
         [] { Console().Idle(); });
     if (code) return *code;
     if (s.ok()) return 0;
+    if (again && s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      FlushConsole();
+      Die("job " + id +
+          " is gone from ltd (pruned while ltd was away); its output past the last "
+          "line printed here cannot be shown");
+    }
     if (!LostLtd(s)) DieRpc(g, s);
     WaitForLtd(g, /*say=*/!again || !first_event, "attach " + id);
     reader = nullptr;

@@ -58,6 +58,7 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   }
   req.set_max_restarts(a.max_restarts);
   req.set_detach(a.detach);
+  req.set_batched(true);  // output lines come many to an event
   req.set_nnodes(a.nnodes);
   if (a.node_rank) req.set_node_rank(*a.node_rank);
   req.set_master_addr(a.master_addr);

@@ -24,10 +24,13 @@
 namespace ltd {
 
 struct ShimEventTraits {
+  static constexpr int kLinesDroppedOnTheWay = -2;
   static bool Droppable(const shim::v1::Event& event) { return event.has_output(); }
   static shim::v1::Event Notice(uint64_t dropped) {
     shim::v1::Event notice;
-    notice.mutable_output()->set_rank(-1);
+    // -2: not a notice for users (the job's log has every line; a reader
+    // of ltd's takes them from there), only a sign that the log grew.
+    notice.mutable_output()->set_rank(kLinesDroppedOnTheWay);
     notice.mutable_output()->set_stderr(true);
     notice.mutable_output()->set_data("ltd: " + std::to_string(dropped) +
                                       " output line(s) dropped: ltd was too slow to take them");

@@ -70,15 +70,6 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-// The stamp a stored line starts with (without its space), or "".
-std::string_view StampOf(std::string_view line) {
-  if (line.size() < kLogStampBytes || line[kLogStampBytes - 1] != ' ' ||
-      line[kLogStampBytes - 2] != 'Z' || line[10] != 'T' || line[0] < '0' || line[0] > '9') {
-    return {};
-  }
-  return line.substr(0, kLogStampBytes - 1);
-}
-
 // Whether a stored line belongs to `rank` (marker lines belong to all);
 // `line` is then what to show, without its stamp.
 bool Keep(int rank, std::string_view& line) {
@@ -92,6 +83,19 @@ bool Keep(int rank, std::string_view& line) {
 }
 
 }  // namespace
+
+std::string_view StampOf(std::string_view line) {
+  if (line.size() < kLogStampBytes || line[kLogStampBytes - 1] != ' ' ||
+      (line[kLogStampBytes - 2] != 'Z' && line[kLogStampBytes - 2] != 'z') || line[10] != 'T' ||
+      line[0] < '0' || line[0] > '9') {
+    return {};
+  }
+  return line.substr(0, kLogStampBytes - 1);
+}
+
+bool StoredStderr(std::string_view line) {
+  return !StampOf(line).empty() && line[kLogStampBytes - 2] == 'z';
+}
 
 std::string LogStamp(WallTime t) {
   // One strftime a second: a supervisor stamps every chunk of output.
@@ -205,11 +209,33 @@ LogSnapshot LogSnapshot::Take(const std::string& dir) {
     snap.files.push_back({std::move(fd), size});
   };
   add(dir + "/" + kHead);
+  if (!snap.files.empty()) {
+    struct stat st {};
+    if (fstat(snap.files[0].fd.get(), &st) == 0) snap.id = static_cast<uint64_t>(st.st_ino);
+  }
   const std::vector<uint64_t> seqs = TailSeqs(dir);
   for (size_t i = seqs.size() > 2 ? seqs.size() - 2 : 0; i < seqs.size(); ++i)
     add(Cat(dir, "/", kTailPrefix, seqs[i]));
   snap.cut = ReadCut(dir);
   return snap;
+}
+
+uint64_t LogSnapshot::LastLineEnd() const {
+  uint64_t end = 0;
+  for (size_t i = 0; i < files.size(); ++i) end += files[i].size + (i == 1 ? cut : 0);
+  // The writer appends whole lines, so only the newest file may end inside
+  // one (being written): back to its last newline.
+  for (size_t i = files.size(); i-- > 0;) {
+    if (files[i].size == 0) continue;
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, files[i].size));
+    std::string buf(len, '\0');
+    const ssize_t n =
+        pread(files[i].fd.get(), buf.data(), len, static_cast<off_t>(files[i].size - len));
+    if (n != static_cast<ssize_t>(len)) return end;
+    const size_t nl = buf.rfind('\n');
+    return nl == std::string::npos ? end : end - (len - nl - 1);
+  }
+  return end;
 }
 
 LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_t> from)
@@ -246,8 +272,9 @@ LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_
 }
 
 uint64_t LogCursor::position() const {
-  // A held line (whole_lines) is not read yet.
-  const uint64_t held = query_.whole_lines ? carry_.size() : 0;
+  // A held line (whole_lines, or the part of a line a chunk ended in) is
+  // not returned yet.
+  const uint64_t held = carry_.size();
   if (seg_ >= segs_.size()) {
     for (size_t i = segs_.size(); i-- > 0;) {
       if (segs_[i].fd >= 0) return segs_[i].logical + segs_[i].size - held;
@@ -341,11 +368,6 @@ bool LogCursor::Next(std::string* chunk) {
       break;
     }
     off_ += len;
-    // Every rank's lines, stamps and all, as stored.
-    if (query_.rank < 0 && query_.timestamps && query_.since.empty() && carry_.empty()) {
-      chunk->swap(buf);
-      return true;
-    }
     carry_.append(buf);
     size_t start = 0;
     for (size_t nl; (nl = carry_.find('\n', start)) != std::string::npos; start = nl + 1) {
@@ -363,11 +385,18 @@ bool LogCursor::Next(std::string* chunk) {
 }
 
 bool LogCursor::Show(std::string_view line, std::string* out) {
+  if (query_.stored) {
+    out->append(line);
+    return true;
+  }
   const std::string_view stamp = StampOf(line);
-  if (!stamp.empty()) last_stamp_.assign(stamp);
+  if (!stamp.empty()) {
+    last_stamp_.assign(stamp);
+    last_stamp_.back() = 'Z';  // stderr's "z" reads as any other
+  }
   if (!query_.since.empty() && !last_stamp_.empty() && last_stamp_ < query_.since) return false;
   if (!Keep(query_.rank, line)) return false;
-  if (query_.timestamps && !stamp.empty()) out->append(stamp).push_back(' ');
+  if (query_.timestamps && !stamp.empty()) out->append(last_stamp_).push_back(' ');
   out->append(line);
   return true;
 }

@@ -11,6 +11,7 @@
 //                  last quarter and at most the last half
 //   log.cut        how many bytes were dropped between head and tail
 //
+// Each stored line is "TIME [R] line" (LogStamp; stderr marked there).
 // Readers see one stream: head, a marker line if anything was cut, tail.
 // The writer only ever appends to the newest file and unlinks the oldest,
 // so a reader that opened the files at one moment reads exactly what was
@@ -64,8 +65,18 @@ class JobLogWriter {
 // When a line reached ltd, as the log keeps it before the line: RFC 3339
 // in UTC with microseconds and a space ("2026-12-01T17:02:03.123456Z "),
 // fixed width, so that comparing two as text compares the times.
+// A line the rank wrote to stderr has "z" for the "Z" (RFC 3339 allows
+// either), so that an attach reading the log prints it to stderr again;
+// readers show "Z" for both.
 inline constexpr size_t kLogStampBytes = 28;
 std::string LogStamp(WallTime t);
+inline void MarkStderr(std::string& stamp) {
+  if (stamp.size() == kLogStampBytes) stamp[kLogStampBytes - 2] = 'z';
+}
+// The stamp a stored line starts with (without its space), or "".
+std::string_view StampOf(std::string_view line);
+// Whether a stored line was the rank's stderr.
+bool StoredStderr(std::string_view line);
 
 // What `ltctl logs` asks for.
 struct LogQuery {
@@ -78,6 +89,9 @@ struct LogQuery {
   // A last line without its newline (still being written) is held back,
   // and position() stops before it, for the next cursor to read whole.
   bool whole_lines = false;
+  // Every line as stored, stamp, rank and all (an attach parses them); the
+  // other fields but whole_lines do not apply.
+  bool stored = false;
 };
 
 // The files of a log as they were at one moment, open: the writer may go
@@ -90,6 +104,12 @@ struct LogSnapshot {
   };
   std::vector<File> files;  // head, then tails oldest first
   uint64_t cut = 0;         // dropped between the head and the first tail
+  // Which log this is: the head's inode (0: no log yet). The same log keeps
+  // it across restarts of ltd; a pruned job's or a replaced state dir's
+  // new log has another.
+  uint64_t id = 0;
+  // Where the last whole line of the log ends (every byte written counts).
+  uint64_t LastLineEnd() const;
   static LogSnapshot Take(const std::string& dir);
 };
 

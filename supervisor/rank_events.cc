@@ -13,7 +13,9 @@ void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
   RankRuntime& rr = rt.ranks[static_cast<size_t>(rank)];
   LineSplitter& lines = stream == Stream::kStdout ? rr.stdout_lines : rr.stderr_lines;
   // The chunk's lines arrived now: one stamp for them all.
-  const std::string prefix = LogStamp(clock_.Now()) + Cat("[", rank, "] ");
+  std::string stamp = LogStamp(clock_.Now());
+  if (stream == Stream::kStderr) MarkStderr(stamp);
+  const std::string prefix = stamp + Cat("[", rank, "] ");
   std::string stored;  // this chunk's lines as the log keeps them: one write
   auto emit = [&](std::string_view line, bool) {
     if (rr.capturing_stack && stream == Stream::kStderr) {

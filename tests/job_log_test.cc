@@ -178,5 +178,49 @@ TEST_F(JobLogTest, AFollowerNeverShowsATornLine) {
   EXPECT_EQ(got, "[0] two\n");
 }
 
+// An attach reads the lines as stored, stderr marked in the stamp (shown
+// as any other by `logs -t`), from the end of the last whole line, and
+// goes on from each chunk's position: every line once across cursors,
+// across the cut too (where the marker says what was dropped).
+TEST_F(JobLogTest, StoredLinesFromAPositionAcrossTheCut) {
+  const uint64_t bound = 1 << 18;
+  auto w = JobLogWriter::Open(dir_, bound);
+  ASSERT_TRUE(w.ok());
+  std::string out = LogStamp(WallTime(std::chrono::seconds(1764608523)));
+  std::string err = out;
+  MarkStderr(err);
+  EXPECT_TRUE(StoredStderr(err + "[0] x"));
+  EXPECT_FALSE(StoredStderr(out + "[0] x"));
+  w->Append(out + "[0] first\n" + err + "[1] oops\n" + out.substr(0, 7));
+  LogSnapshot snap = LogSnapshot::Take(dir_);
+  EXPECT_NE(snap.id, 0u);
+  EXPECT_EQ(snap.LastLineEnd(), 2 * (kLogStampBytes + 4) + 10);
+  EXPECT_EQ(Read(Q(-1, 0, true)), out.substr(0, 27) + " [0] first\n" + out.substr(0, 27) +
+                                      " [1] oops\n" + out.substr(0, 7));
+  LogQuery stored;
+  stored.stored = true;
+  stored.whole_lines = true;
+  LogCursor first(std::move(snap), stored, 0);
+  std::string got, chunk;
+  while (first.Next(&chunk)) got += chunk;
+  EXPECT_EQ(got, out + "[0] first\n" + err + "[1] oops\n");
+  EXPECT_EQ(first.position(), got.size());
+  // Past the bound: the cut comes between the positions, and is said.
+  w->Append(out.substr(7) + "[0] torn\n");
+  for (int i = 0; i < 20000; ++i) w->Append(Cat(out, "[0] line ", i, "\n"));
+  LogCursor next(LogSnapshot::Take(dir_), stored, first.position());
+  got.clear();
+  uint64_t last = first.position();
+  while (next.Next(&chunk)) {
+    got += chunk;
+    EXPECT_GT(next.position(), last);
+    last = next.position();
+  }
+  EXPECT_TRUE(got.starts_with(out + "[0] torn\n")) << got.substr(0, 100);
+  EXPECT_NE(got.find("[ltd] "), std::string::npos);
+  EXPECT_TRUE(got.ends_with(out + "[0] line 19999\n"));
+  EXPECT_EQ(last, w->written());
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -1,5 +1,6 @@
-// The stream of a client's attached submit, attach, logs or wait: live
-// output past the bound is dropped, with a notice (`logs` has every line).
+// The stream of a client's attached submit, attach, logs or wait. Nothing
+// is dropped: output comes from the job's log (LogReplay), read only while
+// the queue has room, so a slow client lags rather than loses lines.
 #pragma once
 
 #include "ltd.grpc.pb.h"
@@ -8,13 +9,8 @@
 namespace ltd {
 
 struct JobEventTraits {
-  static bool Droppable(const v1::JobEvent& event) { return event.has_output(); }
-  static v1::JobEvent Notice(uint64_t dropped) {
-    v1::JobEvent notice;
-    notice.set_notice("ltd: " + std::to_string(dropped) +
-                      " output line(s) dropped: the client was too slow");
-    return notice;
-  }
+  static bool Droppable(const v1::JobEvent&) { return false; }
+  static v1::JobEvent Notice(uint64_t) { return {}; }  // never: nothing is dropped
 };
 
 using EventStream = WriteStream<v1::JobEvent, JobEventTraits>;

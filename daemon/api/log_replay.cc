@@ -1,24 +1,66 @@
 #include "log_replay.h"
 
+#include <deque>
+
 #include "api_convert.h"
+#include "bytes.h"
+#include "stored_lines.h"
+#include "str_util.h"
 
 namespace ltd {
 
-// Tells the replay that the log grew or the job ended; carries no output.
+// Tells the replay that the log grew or the job ended; carries no output
+// but ltd's own notices (an attach's), which are not in the log.
 class LogReplay::Follower final : public JobObserver {
  public:
-  explicit Follower(LogReplay* replay) : replay_(replay) {}
-  void OnOutput(int, Stream, std::string_view) override {
-    if (replay_ != nullptr) replay_->OnGrew();
+  Follower(LogReplay* replay, bool attach) : replay_(replay), attach_(attach) {}
+  // A replay whose client's queue is full wants no lines until it has room
+  // again: when nobody else wants them, the supervisor stops sending the
+  // job's lines (they are in the log), and a stalled reader costs nothing.
+  bool WantsOutput() const override { return !waiting_; }
+  void OnOutput(int rank, Stream, std::string_view line) override {
+    if (replay_ == nullptr) return;
+    // rank -1: ltd's words for the job's users (a teardown, a hold), not in
+    // the log; -2 and below: the supervisor's word that live lines did not
+    // reach ltd, which is nothing to a reader of the log.
+    if (rank == -1) {
+      if (!attach_) return;
+      // After the lines the log holds now: the next snapshot has them.
+      if (notices_.size() >= kMaxNotices) return;
+      notices_.push_back({replay_->generation_ + 1, DisplayEscape(line)});
+    }
+    replay_->OnGrew();
   }
   // The lines written while the job's output was off are in the log too.
   void OnOutputResumed() override {
     if (replay_ != nullptr) replay_->OnGrew();
   }
+  void OnStarted(const Job& job) override {
+    if (replay_ == nullptr || !attach_) return;
+    v1::JobEvent ev;
+    ev.set_started(job.id);
+    replay_->out_->Push(std::move(ev));
+  }
   void OnEnded(const Job& job) override {
     if (replay_ != nullptr) replay_->OnEnded(job);
   }
+  // The notices of snapshots up to `generation`, read now.
+  void Flush(uint64_t generation) {
+    while (!notices_.empty() && notices_.front().first <= generation) {
+      v1::JobEvent ev;
+      ev.set_notice(std::move(notices_.front().second));
+      notices_.pop_front();
+      replay_->out_->Push(std::move(ev));
+    }
+  }
+
+  // ltd's notices are a few a job (teardown, holds): past this many
+  // waiting for a reader that is behind, the rest are not kept.
+  static constexpr size_t kMaxNotices = 64;
   LogReplay* replay_;  // null once the replay is gone
+  const bool attach_;
+  bool waiting_ = false;
+  std::deque<std::pair<uint64_t, std::string>> notices_;
 };
 
 void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query, bool follow,
@@ -26,31 +68,79 @@ void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery 
   std::shared_ptr<LogReplay> owner(new LogReplay(loop, manager, job.id, query, std::move(out)));
   LogReplay* r = owner.get();
   r->self_ = std::move(owner);
-  std::weak_ptr<LogReplay> weak = r->self_;
+  // A follower's snapshot may end inside a line the supervisor is still
+  // writing: that line waits for the next snapshot, whole.
+  r->query_.whole_lines = follow && !IsFinal(job.state);
+  r->Begin(job, follow, std::nullopt, manager.TakeLog(job.id));
+}
+
+absl::Status LogReplay::StartAttach(Loop& loop, JobManager& manager, const Job& job, Attach attach,
+                                    std::shared_ptr<EventStream::Handle> out) {
+  LogSnapshot snapshot = manager.TakeLog(job.id);
+  uint64_t from = 0;
+  if (attach.from) {
+    const uint64_t end = snapshot.LastLineEnd();
+    if ((attach.from->log_id() != 0 && attach.from->log_id() != snapshot.id) ||
+        attach.from->offset() > end) {
+      return absl::FailedPreconditionError(
+          Cat("job ", job.id, "'s log is not the one this client was reading (",
+              snapshot.id == 0 ? "it has none now" : "it was replaced", "); `ltctl logs ", job.id,
+              "` shows what it has"));
+    }
+    from = attach.from->offset();
+  } else if (!attach.from_start) {
+    from = snapshot.LastLineEnd();  // as `docker attach`: from now on
+  }
+  // Where it starts, so that a client that loses ltd before the first
+  // line knows where to go on from.
+  v1::JobEvent start;
+  start.mutable_at()->set_offset(from);
+  start.mutable_at()->set_log_id(snapshot.id);
+  out->Push(std::move(start));
+  LogQuery query;
+  query.stored = true;
+  query.whole_lines = !IsFinal(job.state);
+  std::shared_ptr<LogReplay> owner(new LogReplay(loop, manager, job.id, query, std::move(out)));
+  LogReplay* r = owner.get();
+  r->self_ = std::move(owner);
+  r->attach_ = true;
+  r->batched_ = attach.batched;
+  r->sent_log_id_ = snapshot.id;
+  r->on_gone_ = std::move(attach.on_gone);
+  if (IsFinal(job.state)) {
+    v1::JobEvent ev;
+    FillEnded(job, ev.mutable_ended());
+    r->ended_event_ = std::move(ev);
+  }
+  r->Begin(job, /*follow=*/true, from, std::move(snapshot));
+  return absl::OkStatus();
+}
+
+void LogReplay::Begin(const Job& job, bool follow, std::optional<uint64_t> from,
+                      LogSnapshot snapshot) {
+  std::weak_ptr<LogReplay> weak = self_;
   // The snapshot is taken and the follower registered in this one loop
   // turn: every line before is in the snapshot, every line after makes the
   // follower take another.
-  // A follower's snapshot may end inside a line the supervisor is still
-  // writing: that line waits for the next snapshot, whole.
-  const bool following = follow && !IsFinal(job.state);
-  r->query_.whole_lines = following;
-  r->cursor_.emplace(manager.TakeLog(job.id), r->query_);
-  if (following) {
-    r->follower_ = std::make_shared<Follower>(r);
-    r->observer_ = manager.Observe(job.id, r->follower_);
-    r->following_ = r->observer_.has_value();
-    if (r->following_) {
-      // OnGone runs on a gRPC thread; the loop takes it from there.
-      if (!r->out_->OnGone([&loop, weak] {
-            loop.Post([weak] {
-              if (auto live = weak.lock()) live->OnGone();
-            });
-          })) {
-        r->gone_ = true;
-      }
+  log_id_ = snapshot.id;
+  cursor_.emplace(std::move(snapshot), query_, from);
+  if (follow && !IsFinal(job.state)) {
+    follower_ = std::make_shared<Follower>(this, attach_);
+    observer_ = manager_.Observe(job.id, follower_);
+    following_ = observer_.has_value();
+  }
+  if (following_ || attach_) {
+    // OnGone runs on a gRPC thread; the loop takes it from there.
+    Loop& loop = loop_;
+    if (!out_->OnGone([&loop, weak] {
+          loop.Post([weak] {
+            if (auto live = weak.lock()) live->OnGone();
+          });
+        })) {
+      gone_ = true;
     }
   }
-  r->Step();
+  Step();
 }
 
 LogReplay::LogReplay(Loop& loop, JobManager& manager, std::string job_id, LogQuery query,
@@ -72,30 +162,53 @@ void LogReplay::Step() {
       [](uv_work_t* w) {
         auto* r = static_cast<LogReplay*>(w->data);
         r->more_ = r->cursor_->Next(&r->chunk_);
+        r->chunk_end_ = r->cursor_->position();
       },
       [](uv_work_t* w, int) { static_cast<LogReplay*>(w->data)->Deliver(); });
+}
+
+bool LogReplay::Push(std::string chunk) {
+  if (!attach_) {
+    v1::JobEvent ev;
+    ev.set_log(std::move(chunk));
+    return out_->Push(std::move(ev));
+  }
+  std::vector<v1::JobEvent> events;
+  const uint64_t id = log_id_ != sent_log_id_ ? log_id_ : 0;
+  sent_log_id_ = log_id_;
+  StoredLinesToEvents(chunk, chunk_end_, id, batched_, &events);
+  for (v1::JobEvent& ev : events) {
+    if (!out_->Push(std::move(ev))) return false;
+  }
+  return true;
 }
 
 void LogReplay::Deliver() {
   reading_ = false;
   if (gone_) return Done(false);
   if (more_) {
-    v1::JobEvent ev;
-    ev.set_log(std::move(chunk_));
-    chunk_.clear();
-    if (!out_->Push(std::move(ev))) return Done(false);  // the client is gone
-    reading_ = true;                                     // until the stream has room
+    if (!Push(std::exchange(chunk_, {}))) return Done(false);  // the client is gone
+    reading_ = true;                                           // until the stream has room
     std::weak_ptr<LogReplay> weak = self_;
     if (!out_->OnRoom([this, weak] {
           loop_.Post([weak] {
-            if (auto live = weak.lock()) live->Step();
+            if (auto live = weak.lock()) {
+              live->SetWaiting(false);
+              live->Step();
+            }
           });
         })) {
       Step();
+    } else {
+      SetWaiting(true);
     }
     return;
   }
-  if (!following_) return Done(true);
+  if (follower_) follower_->Flush(generation_);
+  if (!following_) {
+    if (ended_event_) out_->Push(std::move(*ended_event_));
+    return Done(true);
+  }
   if (grew_ || (ended_ && !snapshot_after_end_)) return Snapshot();
   if (ended_) {
     // Every line up to the job's end is sent: now its end.
@@ -110,13 +223,25 @@ void LogReplay::Deliver() {
   cursor_.reset();
 }
 
+// A reader whose queue is full wants no live lines (Follower::WantsOutput);
+// once it has room it reads the log again, which has what it missed.
+void LogReplay::SetWaiting(bool waiting) {
+  if (!follower_ || !observer_ || follower_->waiting_ == waiting) return;
+  follower_->waiting_ = waiting;
+  if (!waiting) grew_ = true;  // the lines written meanwhile told nobody
+  manager_.WantsOutputChanged(job_id_);
+}
+
 void LogReplay::Snapshot() {
   const uint64_t from = cursor_ ? cursor_->position() : position_;
   grew_ = false;
+  ++generation_;
   snapshot_after_end_ = ended_;
   query_.tail = 0;               // past the first snapshot, everything new
   query_.whole_lines = !ended_;  // the last one has every byte, a torn last line too
-  cursor_.emplace(manager_.TakeLog(job_id_), query_, from);
+  LogSnapshot snapshot = manager_.TakeLog(job_id_);
+  log_id_ = snapshot.id;
+  cursor_.emplace(std::move(snapshot), query_, from);
   Step();
 }
 
@@ -136,6 +261,7 @@ void LogReplay::OnEnded(const Job& job) {
 
 void LogReplay::OnGone() {
   gone_ = true;
+  if (on_gone_ && !ended_) std::exchange(on_gone_, nullptr)();
   if (!reading_) Done(false);  // else the read in flight ends it
 }
 

@@ -1,12 +1,18 @@
-// `ltctl logs` on the server: a job's log sent as fast as its client takes
-// it, one chunk read on libuv's pool at a time, the next once the stream
-// has room, so a replay holds one chunk whatever the size of the log or
-// the speed of the client. Following (`-f`), it reads the log file as it
-// grows, like `tail -f`, never a copy of the live output: nothing a slow
-// client misses is lost, and nothing is held for it. Loop thread only.
+// A job's log sent to a client as fast as it takes it, one chunk read on
+// libuv's pool at a time, the next once the stream has room, so a replay
+// holds one chunk whatever the size of the log or the speed of the client.
+// Following, it reads the log file as it grows, like `tail -f`, never a
+// copy of the live output: a client that falls behind lags and catches up
+// from disk, and misses only what the job's log itself dropped at its
+// budget (it is told where). `ltctl logs` gets the log's text; an attach
+// (an attached submit, `attach`) gets its lines as events, each with its
+// place in the log, so that it can go on from there after ltd restarted.
+// Loop thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "event_stream.h"
@@ -18,22 +24,40 @@ namespace ltd {
 
 class LogReplay {
  public:
+  // What an attach asks for on top of a following `logs`.
+  struct Attach {
+    // Where to start: a position an earlier attach reached (JobRef.from);
+    // none: the log's end (`attach`), or its start (an attached submit).
+    std::optional<v1::LogPosition> from;
+    bool from_start = false;
+    bool batched = false;  // JobRef.batched
+    // On the loop when the client goes away before the job's end.
+    std::function<void()> on_gone;
+  };
+
   // Owns itself until the log (and, following, the job) has ended or the
   // client is gone.
   static void Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query, bool follow,
                     std::shared_ptr<EventStream::Handle> out);
+  // An attach: follows the job to its end (its `ended` after its last
+  // line). FAILED_PRECONDITION when `from` is not in this job's log.
+  static absl::Status StartAttach(Loop& loop, JobManager& manager, const Job& job, Attach attach,
+                                  std::shared_ptr<EventStream::Handle> out);
 
  private:
   class Follower;
   LogReplay(Loop& loop, JobManager& manager, std::string job_id, LogQuery query,
             std::shared_ptr<EventStream::Handle> out);
+  void Begin(const Job& job, bool follow, std::optional<uint64_t> from, LogSnapshot snapshot);
   void Step();     // read the next chunk
   void Deliver();  // what the read brought
+  bool Push(std::string chunk);
   void Snapshot();
   void OnGrew();
   void OnEnded(const Job& job);
   void OnGone();
   void Done(bool finish);
+  void SetWaiting(bool waiting);
 
   Loop& loop_;
   JobManager& manager_;
@@ -42,8 +66,12 @@ class LogReplay {
   std::shared_ptr<EventStream::Handle> out_;
   std::optional<LogCursor> cursor_;  // none while idle
   uint64_t position_ = 0;            // idle: where the cursor was
+  uint64_t log_id_ = 0;              // of the snapshot being read
+  uint64_t sent_log_id_ = 0;         // the last told to the client
+  uint64_t generation_ = 0;          // snapshots taken
   uv_work_t req_{};
   std::string chunk_;
+  uint64_t chunk_end_ = 0;  // the log position the chunk reaches
   bool more_ = false;
   bool reading_ = false;  // a read is on the pool, or the stream is full
   bool idle_ = false;     // following, at the end, waiting for more
@@ -52,6 +80,9 @@ class LogReplay {
   bool ended_ = false;  // the job ended
   bool snapshot_after_end_ = false;
   bool gone_ = false;  // the client is gone
+  bool attach_ = false;
+  bool batched_ = false;
+  std::function<void()> on_gone_;
   std::optional<v1::JobEvent> ended_event_;
   std::optional<JobManager::ObserverId> observer_;
   std::shared_ptr<Follower> follower_;

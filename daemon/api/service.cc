@@ -65,148 +65,29 @@ absl::Status MayControl(const PeerCreds& who, const Job& job) {
       Cat("job ", job.id, " belongs to ", job.user, "; only its owner or root may do that"));
 }
 
-// Forwards a job's live events to one stream. Loop thread only. While
-// `held`, events wait here so that a log file's older bytes go out first.
-class StreamObserver final : public JobObserver,
-                             public std::enable_shared_from_this<StreamObserver> {
+// A `wait`'s stream: the job's start and end, no output (an attach reads
+// the log: LogReplay). Loop thread only.
+class EndObserver final : public JobObserver {
  public:
-  StreamObserver(std::shared_ptr<EventStream::Handle> out, bool output, int rank)
-      : out_(std::move(out)), output_(output), rank_(rank) {}
-
-  // An attach streams from the moment the job's supervisor sends output
-  // again, as `docker attach` streams from now: what came before is in
-  // the log, not here. A client whose queue is full wants nothing until
-  // it has room again: when every attach of a job is stalled so (clients
-  // stopped, or on a slow link), the supervisor stops sending the job's
-  // lines, which ltd would only drop, at a cost to everyone of its CPU.
-  bool WantsOutput() const override { return output_ && !stalled_; }
-  void OnOutputResumed() override {
-    if (!opened_.empty()) spdlog::debug("{}", opened_);
-    opened_.clear();
-  }
-  // `changed` runs on the loop when WantsOutput changes.
-  void OnWantChanged(std::function<void()> changed,
-                     std::function<void(std::function<void()>)> post) {
-    changed_ = std::move(changed);
-    post_ = std::move(post);
-  }
-  // Logs `line` once the output flows: from then on nothing is missed.
-  void LogWhenFlowing(std::string line) { opened_ = std::move(line); }
-
-  void OnOutput(int rank, Stream stream, std::string_view line) override {
-    if (!output_ || (rank_ >= 0 && rank != rank_)) return;
-    if (rank >= 0 && !held_) {
-      if (stalled_) return;  // said when it has room again
-      // A reader that is behind costs a count, not a copy of the line;
-      // one that stays behind stalls (Stall).
-      if (out_->DropIfFull()) return Stall();
-    }
-    v1::JobEvent ev;
-    if (rank < 0) {
-      ev.set_notice(DisplayEscape(line));  // ltd's words, maybe quoting a rank's
-    } else {
-      auto* out = ev.mutable_output();
-      out->set_rank(rank);
-      out->set_stderr(stream == Stream::kStderr);
-      out->set_data(std::string(line));
-    }
-    Send(std::move(ev));
-  }
-
+  // `hide`: the ended event without what HideOthersDetails hides.
+  EndObserver(std::shared_ptr<EventStream::Handle> out, bool hide)
+      : out_(std::move(out)), hide_(hide) {}
+  bool WantsOutput() const override { return false; }
+  void OnOutput(int, Stream, std::string_view) override {}
   void OnStarted(const Job& job) override {
     v1::JobEvent ev;
     ev.set_started(job.id);
-    Send(std::move(ev));
+    out_->Push(std::move(ev));
   }
-
-  // The ended event without what HideOthersDetails hides.
-  void HideDetails() { hide_ = true; }
-
   void OnEnded(const Job& job) override {
-    Send(EndedEvent(job, hide_));
-    ended_ = true;
-    if (!held_) out_->Finish(grpc::Status::OK);
+    out_->Push(EndedEvent(job, hide_));
+    out_->Finish(grpc::Status::OK);
   }
-
-  void Release() {
-    held_ = false;
-    if (held_dropped_ > 0) {
-      v1::JobEvent notice;
-      notice.set_notice(Cat("ltd: ", held_dropped_,
-                            " output line(s) dropped while the log was sent: the client was too "
-                            "slow; `ltctl logs` has them"));
-      out_->Push(std::move(notice));
-    }
-    for (auto& ev : backlog_) out_->Push(std::move(ev));
-    backlog_.clear();
-    if (ended_) out_->Finish(grpc::Status::OK);
-  }
-  void Hold() { held_ = true; }
 
  private:
-  // The queue is full: no more lines for it until it has drained to half
-  // (OnRoom), then a notice that lines are missing here.
-  void Stall() {
-    if (changed_ == nullptr || stalled_) return;
-    std::weak_ptr<StreamObserver> weak = weak_from_this();
-    auto post = post_;
-    if (!out_->OnRoom([weak, post] {
-          post([weak] {
-            if (auto self = weak.lock()) self->Unstall();
-          });
-        })) {
-      return;  // room already, or the stream is gone
-    }
-    stalled_ = true;
-    changed_();
-  }
-  void Unstall() {
-    if (!stalled_) return;
-    stalled_ = false;
-    v1::JobEvent notice;
-    notice.set_notice(
-        "ltd: output lines dropped here: the client was too slow; `ltctl logs` has every line");
-    out_->Push(std::move(notice));
-    changed_();
-  }
-
-  void Send(v1::JobEvent ev) {
-    if (!held_) {
-      out_->Push(std::move(ev));
-      return;
-    }
-    // Held while the log before it goes out: bounded like any stream.
-    const size_t size = ev.ByteSizeLong();
-    if (ev.has_output() && held_bytes_ + size > EventStream::kMaxQueuedBytes) {
-      ++held_dropped_;
-      return;
-    }
-    held_bytes_ += size;
-    backlog_.push_back(std::move(ev));
-  }
-
   std::shared_ptr<EventStream::Handle> out_;
-  const bool output_;
-  const int rank_;
-  std::function<void()> changed_;
-  std::function<void(std::function<void()>)> post_;  // onto the loop
-  bool stalled_ = false;
-  bool held_ = false;
-  bool ended_ = false;
-  bool hide_ = false;  // HideDetails
-  std::string opened_;
-  std::vector<v1::JobEvent> backlog_;
-  size_t held_bytes_ = 0;
-  uint64_t held_dropped_ = 0;
+  const bool hide_;
 };
-
-// A stalled attach tells the job's supervision (JobManager) that it
-// wants no lines for now, and again when it has room.
-void WhenStalledTellSupervision(StreamObserver& observer, JobManager& manager, Loop& loop,
-                                const std::string& id) {
-  observer.OnWantChanged([&manager, id] { manager.WantsOutputChanged(id); },
-                         [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
-}
 
 }  // namespace
 
@@ -255,24 +136,25 @@ absl::StatusOr<const Job*> LtdService::JobFor(const std::string& ref, const Peer
   return job;
 }
 
+void LtdService::CancelLaunched(const std::string& id) {
+  // A stream that ends with the job (its `ended` went out) or because
+  // ltd stops (the job is the next ltd's) cancels nothing.
+  if (closed_) return;
+  auto job = manager_.Resolve(id);
+  if (!job.ok() || IsFinal((*job)->state)) return;
+  spdlog::info("job={} its client went away: tearing it down (cancel_on_disconnect)", id);
+  manager_.Kill(
+      id, KillOrder::Teardown((*job)->user, "cancelled: the client that launched it went away"),
+      [id](absl::Status s) {
+        if (!s.ok()) {
+          spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
+        }
+      });
+}
+
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
-                                   JobManager::ObserverId oid, bool cancel) {
-  auto gone = [this, id, oid, cancel] {
-    manager_.Unobserve(id, oid);
-    // A stream that ends with the job (its `ended` went out) or because
-    // ltd stops (the job is the next ltd's) cancels nothing.
-    if (!cancel || closed_) return;
-    auto job = manager_.Resolve(id);
-    if (!job.ok() || IsFinal((*job)->state)) return;
-    spdlog::info("job={} its client went away: tearing it down (cancel_on_disconnect)", id);
-    manager_.Kill(
-        id, KillOrder::Teardown((*job)->user, "cancelled: the client that launched it went away"),
-        [id](absl::Status s) {
-          if (!s.ok()) {
-            spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
-          }
-        });
-  };
+                                   JobManager::ObserverId oid) {
+  auto gone = [this, id, oid] { manager_.Unobserve(id, oid); };
   if (!out.OnGone([this, gone] { loop_.Post(gone); })) gone();  // gone already; we are on the loop
 }
 
@@ -300,7 +182,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   }
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
-  loop_.Post([this, spec = std::move(spec), out, detach, cancel,
+  const bool batched = req->batched();
+  loop_.Post([this, spec = std::move(spec), out, detach, cancel, batched,
               user = UserName(who->uid)]() mutable {
     auto id = manager_.Submit(std::move(spec), user);
     if (!id.ok()) return out->Finish(ToGrpc(id.status()));
@@ -308,17 +191,18 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     accepted.set_accepted(*id);
     out->Push(std::move(accepted));
     if (detach) return out->Finish(grpc::Status::OK);
-    auto observer = std::make_shared<StreamObserver>(out, true, -1);
-    WhenStalledTellSupervision(*observer, manager_, loop_, *id);
-    auto oid = manager_.Observe(*id, observer);
-    if (!oid) {  // ended already (the program could not start)
-      auto job = manager_.Resolve(*id);
-      if (job.ok()) out->Push(EndedEvent(**job));
-      return out->Finish(grpc::Status::OK);
+    // Every line of the job from its first, read from its log; the client
+    // may go away first (and the job with it, when it asked for that).
+    auto submitted = manager_.Resolve(*id);
+    if (!submitted.ok()) return out->Finish(ToGrpc(submitted.status()));
+    LogReplay::Attach attach;
+    attach.from_start = true;
+    attach.batched = batched;
+    if (cancel) attach.on_gone = [this, id = *id] { CancelLaunched(id); };
+    if (auto s = LogReplay::StartAttach(loop_, manager_, **submitted, std::move(attach), out);
+        !s.ok()) {
+      return out->Finish(ToGrpc(s));
     }
-    // The client may go away first; its observer must go with it (and
-    // the job too, when it asked for that).
-    UnobserveWhenGone(*out, *id, *oid, cancel);
     // A job that waits says so at once, as srun does: a silent ltctl looks hung.
     if (auto job = manager_.Resolve(*id);
         job.ok() && (*job)->state == JobState::kPending && !(*job)->table.pending_reason.empty()) {
@@ -536,47 +420,48 @@ grpc::ServerUnaryReactor* LtdService::Shutdown(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerContext* ctx,
                                                            const v1::JobRef* req) {
-  return Follow(ctx, req->job(), /*output=*/true, req->cancel_on_disconnect());
+  auto* stream = new EventStream();
+  auto out = stream->handle();
+  auto who = StreamCaller(ctx, stream, &req->job());
+  if (!who) return stream;
+  loop_.Post([this, r = *req, out, who = *who] {
+    // An attach is the owner's or root's.
+    auto job = JobFor(r.job(), who, /*control=*/true);
+    if (!job.ok()) return out->Finish(ToGrpc(job.status()));
+    const std::string id = (*job)->id;
+    LogReplay::Attach attach;
+    if (r.has_from()) attach.from = r.from();
+    attach.batched = r.batched();
+    if (r.cancel_on_disconnect()) attach.on_gone = [this, id] { CancelLaunched(id); };
+    if (auto s = LogReplay::StartAttach(loop_, manager_, **job, std::move(attach), out); !s.ok()) {
+      return out->Finish(ToGrpc(s));
+    }
+    // From here on every line the job writes reaches it (from its log).
+    spdlog::debug("job={} attach stream opened by uid {}", id, who.uid);
+  });
+  return stream;
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerContext* ctx,
                                                          const v1::JobRef* req) {
-  return Follow(ctx, req->job(), /*output=*/false);
-}
-
-grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Follow(grpc::CallbackServerContext* ctx,
-                                                           const std::string& ref, bool output,
-                                                           bool cancel_on_disconnect) {
   auto* stream = new EventStream();
   auto out = stream->handle();
-  auto who = StreamCaller(ctx, stream, &ref);
+  auto who = StreamCaller(ctx, stream, &req->job());
   if (!who) return stream;
   const bool all = SeesAllDetails(*who);
-  loop_.Post([this, ref, output, cancel_on_disconnect, out, who = *who, all] {
-    // A wait is anyone's; an attach (output) is the owner's or root's.
-    auto job = JobFor(ref, who, /*control=*/output);
+  loop_.Post([this, ref = req->job(), out, who = *who, all] {
+    // A wait is anyone's.
+    auto job = JobFor(ref, who, /*control=*/false);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     const std::string id = (*job)->id;
     const bool hide = !all && (*job)->spec.uid != who.uid;
-    auto observer = std::make_shared<StreamObserver>(out, output, -1);
-    if (hide) observer->HideDetails();
-    if (output) WhenStalledTellSupervision(*observer, manager_, loop_, id);
-    auto oid = manager_.Observe(id, observer);
+    auto oid = manager_.Observe(id, std::make_shared<EndObserver>(out, hide));
     if (!oid) {
       out->Push(EndedEvent(**job, hide));
       return out->Finish(grpc::Status::OK);
     }
-    // An attach is open once the supervisor sends output again (Observe
-    // asked it to): every line from then on reaches it.
-    std::string opened =
-        Cat("job=", id, " ", output ? "attach" : "wait", " stream opened by uid ", who.uid);
-    if (!output || manager_.OutputFlowing(id)) {
-      spdlog::debug("{}", opened);
-    } else {
-      observer->LogWhenFlowing(std::move(opened));
-    }
-    // JobFor above checked an attach: only the owner or root gets here.
-    UnobserveWhenGone(*out, id, *oid, output && cancel_on_disconnect);
+    spdlog::debug("job={} wait stream opened by uid {}", id, who.uid);
+    UnobserveWhenGone(*out, id, *oid);
   });
   return stream;
 }

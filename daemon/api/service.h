@@ -72,10 +72,12 @@ class LtdService final : public v1::Ltd::CallbackService {
   void Close() { closed_ = true; }
 
  private:
-  // Unobserves once the client is gone; with `cancel`, also tears the job
-  // down if it has not ended and ltd is not stopping. Loop thread.
+  // Unobserves once the client is gone. Loop thread.
   void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
-                         JobManager::ObserverId oid, bool cancel = false);
+                         JobManager::ObserverId oid);
+  // The client of a cancel_on_disconnect stream went away: tears its job
+  // down if it has not ended and ltd is not stopping. Loop thread.
+  void CancelLaunched(const std::string& id);
   // Who calls; refused when the listener cannot tell.
   absl::StatusOr<PeerCreds> Caller(grpc::CallbackServerContext* ctx) const;
   // The opening checks of a call about one job, on gRPC's thread: who
@@ -92,9 +94,6 @@ class LtdService final : public v1::Ltd::CallbackService {
   // unless `who` owns it or is root.
   absl::StatusOr<const Job*> JobFor(const std::string& ref, const PeerCreds& who,
                                     bool control) const;
-  grpc::ServerWriteReactor<v1::JobEvent>* Follow(grpc::CallbackServerContext* ctx,
-                                                 const std::string& ref, bool output,
-                                                 bool cancel_on_disconnect = false);
 
   // Root, or a member of the admin group. May ask NSS: not on the loop.
   bool IsAdmin(const PeerCreds& who) const;

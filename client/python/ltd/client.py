@@ -380,6 +380,7 @@ class Client:
             raise errors.InvalidArgument("devices must be an integer of at least 1")
         try:
             req = ltd_pb2.SubmitRequest(
+                batched=True,  # output lines come many to an event
                 devices=devices,
                 name=_bytes(name or "", "name"),
                 argv=argv,

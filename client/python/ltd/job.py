@@ -136,15 +136,31 @@ class Job:
         stream, self._stream = self._stream, None
         attach = output or self._cancel
         again = False
+        # Where in the job's log the last event ends: an attach opened again
+        # goes on from there, so no line is missed or given twice.
+        at = ltd_pb2.LogPosition() if stream is not None else None
         while True:
             seen = False
             if stream is None:
                 self.client._check_reachable()
-                ref = ltd_pb2.JobRef(job=self.id.encode(), cancel_on_disconnect=self._cancel)
+                ref = ltd_pb2.JobRef(job=self.id.encode(), cancel_on_disconnect=self._cancel, batched=True)
+                if attach and at is not None:
+                    getattr(ref, "from").CopyFrom(at)  # `from` is a keyword
                 api = self.client._api()
                 stream = api.Attach(ref) if attach else api.Wait(ref)
             try:
                 for ev in stream:
+                    if ev.HasField("at"):
+                        log_id = ev.at.log_id or (at.log_id if at is not None else 0)
+                        at = ltd_pb2.LogPosition(offset=ev.at.offset, log_id=log_id)
+                    if ev.WhichOneof("event") == "lines":
+                        if again and not seen:
+                            say("ltd: ltd is back; following job %s again" % self.id)
+                        seen = True
+                        if output:
+                            for o in ev.lines.lines:
+                                yield Output(o.rank, o.data, o.stderr)
+                        continue
                     event = _event(ev)
                     if again and not seen:
                         say("ltd: ltd is back; following job %s again" % self.id)
@@ -158,6 +174,11 @@ class Job:
                         return
                 return
             except grpc.RpcError as e:
+                if again and e.code() == grpc.StatusCode.NOT_FOUND:
+                    raise errors.NotFound(
+                        "job %s is gone from ltd (pruned while ltd was away); its output past "
+                        "the last line given cannot be shown" % self.id
+                    ) from None
                 if e.code() not in GONE:
                     raise self.client._error(e) from None
                 self.client._wait_for_ltd(e, "attach " + self.id, say if not again or seen else None)

@@ -37,6 +37,34 @@ def wait_for(pred, timeout, step=0.05):
         time.sleep(step)
 
 
+class CpuHogs:
+    """Two processes that spin while in use: a machine as busy as one with another job beside."""
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(2)]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def every_line_once(lines, ranks, n):
+    """'' if ``lines`` has "[R] n I" for I in 0..n-1 of each rank, once each, in order; else what is wrong."""
+    at = {r: 0 for r in range(ranks)}
+    for line in lines:
+        if not line.startswith("[") or "] n " not in line:
+            continue
+        r, i = line[1:].split("] n ")
+        r, i = int(r), int(i)
+        if r not in at or i != at[r]:
+            return "%r: rank %s was at line %s" % (line, r, at.get(r))
+        at[r] += 1
+    short = {r: i for r, i in at.items() if i != n}
+    return "" if not short else "ranks stopped short (rank: lines): %r" % short
+
+
 def _live(pid):
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:

@@ -123,6 +123,14 @@ class ClientTest(unittest.TestCase):
             job.kill()
         self.assertIn("already ended", str(e.exception))
 
+    def test_following_logs_of_a_busy_job_on_a_busy_machine_gets_every_line(self):
+        code = "for i in range(50000): print('n', i)"
+        with fixture.CpuHogs():
+            job = self.client.submit([fixture.PYTHON, "-c", code], 4, detach=True)
+            lines = list(job.logs(follow=True))
+        self.assertEqual(fixture.every_line_once(lines, 4, 50000), "")
+        self.assertEqual(job.wait(), 0)
+
     def test_hang_has_a_hang_report(self):
         job = self.client.submit([SH, "-c", "echo hb 1 >&3; exec sleep 60"], 2, heartbeat_timeout="1s",
                                  grace="1s", detach=True)

@@ -60,6 +60,12 @@ class GateOpener(io.StringIO):
         return super().write(text)
 
 
+def print_numbered(n):
+    for i in range(n):
+        print("n", i)
+    return n
+
+
 def unpicklable():
     import threading
 
@@ -102,6 +108,12 @@ class LaunchBase:
             value, _ = self.launch(print_then_wait, gate, stdout=out)
         self.assertEqual(value, "through")
         self.assertIn("[0] waiting for the gate", out.getvalue())
+
+    def test_every_line_of_every_rank_arrives_on_a_busy_machine(self):
+        with fixture.CpuHogs():
+            value, out = self.launch(print_numbered, 50000, devices=4)
+        self.assertEqual(value, 50000)
+        self.assertEqual(fixture.every_line_once(out.getvalue().splitlines(), 4, 50000), "")
 
     def test_an_exception_on_rank_1_raises_job_failed(self):
         with self.assertRaises(ltd.JobFailed) as e:
