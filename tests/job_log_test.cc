@@ -194,7 +194,7 @@ TEST_F(JobLogTest, StoredLinesFromAPositionAcrossTheCut) {
   w->Append(out + "[0] first\n" + err + "[1] oops\n" + out.substr(0, 7));
   LogSnapshot snap = LogSnapshot::Take(dir_);
   EXPECT_NE(snap.id, 0u);
-  EXPECT_EQ(snap.LastLineEnd(), 2 * (kLogStampBytes + 4) + 10);
+  EXPECT_EQ(snap.LastLineEnd(), 2 * kLogStampBytes + 10 + 9);
   EXPECT_EQ(Read(Q(-1, 0, true)), out.substr(0, 27) + " [0] first\n" + out.substr(0, 27) +
                                       " [1] oops\n" + out.substr(0, 7));
   LogQuery stored;

@@ -39,7 +39,7 @@ TEST(StoredLines, EachLineWithItsRankStreamAndPlace) {
   EXPECT_EQ(events[0].lines().lines_size(), 2);
   EXPECT_EQ(events[0].lines().lines(1).data(), "b c");
   EXPECT_TRUE(events[0].lines().lines(1).stderr());
-  EXPECT_EQ(events[0].at().offset(), 2 * out.size() + 6 + 10);
+  EXPECT_EQ(events[0].at().offset(), 2 * out.size() + 6 + 9);
   EXPECT_EQ(events[1].at().offset(), chunk.size() - 8);
   EXPECT_EQ(events[2].lines().lines(0).rank(), 1);
 }
