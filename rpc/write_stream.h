@@ -7,6 +7,7 @@
 // `Traits` says what may be dropped and how to say so:
 //   static bool Droppable(const Event&);      // live output, say
 //   static Event Notice(uint64_t dropped);    // "N lines dropped"
+//   static size_t Parts(const Event&);        // optional: lines in one event
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -169,7 +170,12 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
   // messages, string and queue slot around them (measured: ~200 bytes for
   // a short output line). Lines are short; counting only their bytes
   // would let a queue of them hold many times its bound.
-  static size_t Cost(const Event& event) { return event.ByteSizeLong() + 256; }
+  // An event of many parts (a run of output lines) costs that per part.
+  static size_t Cost(const Event& event) {
+    size_t cost = event.ByteSizeLong() + 256;
+    if constexpr (requires { Traits::Parts(event); }) cost += 256 * Traits::Parts(event);
+    return cost;
+  }
 
   bool PushLocked(Event event) {
     std::lock_guard lock(mu_);
