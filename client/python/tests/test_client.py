@@ -330,8 +330,8 @@ class RestartTest(unittest.TestCase):
             self.assertTrue(fixture.wait_for(lambda: c.job(job.id).state == "RUNNING", 30))
             d.terminate()
             d.start()
-            # The new ltd streams the job to the attach from the moment it
-            # says so; a line before that is in the log only (as ltctl attach).
+            # The attach goes on from where it was in the job's log once
+            # the new ltd has it (its debug log says so).
             self.assertTrue(fixture.wait_for(lambda: "attach stream opened" in d.log(None) or not t.is_alive(), 60),
                             d.log())
             open(gate, "w").close()
