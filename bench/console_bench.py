@@ -1,19 +1,25 @@
 #!/usr/bin/python3
 """What live output costs: rank lines through an attached `ltctl submit`
-(which reads the job's log through ltd) and through `ltrun`, into a file
-(the per-line path a user's terminal, pipe or Slurm output file sees).
+and through `ltrun`, into a file (the per-line path a user's terminal,
+pipe or Slurm output file sees).
 
 Prints, for a 2-rank job printing LINES lines per rank as fast as it can,
-written to a file: the attached client's and ltd's CPU time per line that
-reached the file, and those lines/s from submit to exit; quiet, and with
-two processes spinning beside it (`sh -c 'while :; do :; done'`, a busy
-machine). With --baseline-build, the same through another build's ltd and
-ltctl (a build from before a change), in turns, and the ratios. An ltd
-that drops lines for a client that falls behind shows it as fewer lines.
+written to a file: the client's CPU time per line it wrote (the per-line
+cost live output could add), and the lines/s from submit to exit. ltd
+drops lines for a client that falls behind (with a notice), so lines/s
+counts the lines that reached the file. With --baseline-ltctl, the same
+through another ltctl binary (a build from before a change) against the
+same ltd, in turns, and the ratios. With --output, every job also writes
+an `--output` file (as the user-side writer, lt-userio, does now): lines/s
+then counts the lines that reached that file, and with --baseline-build
+ltrun of another build (one from before a change) runs in turns with
+this one's, the ratios printed (ltrun's CPU is the supervisor's, its
+writer's and its ranks').
 
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
-Usage: bench/console_bench.py [--build DIR] [--baseline-build DIR] [--runs N]
-                              [--lines N] [--modes quiet,hogs]
+Usage: bench/console_bench.py [--build DIR] [--runs N] [--lines N]
+                              [--baseline-ltctl PATH] [--output]
+                              [--baseline-build DIR]
 """
 
 import argparse
@@ -28,30 +34,19 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from core_bench import Ltd  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 
-
-def proc_cpu(pid):
-    """A process's CPU time so far (user + system), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def timed(argv, out_path, ltd_pid=None):
-    """Wall time, the command's CPU time and ltd's over the run."""
+def timed(argv, out_path):
+    """Wall time and the command's CPU time (user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ltd_before = proc_cpu(ltd_pid) if ltd_pid else 0.0
     with open(out_path, "wb") as out:
         start = time.monotonic()
-        r = subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL, timeout=900)
+        r = subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL, timeout=600)
         took = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ltd_cpu = proc_cpu(ltd_pid) - ltd_before if ltd_pid else 0.0
     if r.returncode != 0:
         sys.exit(f"{argv[0]} exited {r.returncode}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return took, cpu, ltd_cpu
+    return took, cpu
 
 
 def count_lines(path):
@@ -59,80 +54,80 @@ def count_lines(path):
         return sum(1 for _ in f)
 
 
-def report(name, rows):
-    rates = sorted(r[0] for r in rows)
-    cpus = sorted(r[1] for r in rows)
-    ltds = sorted(r[2] for r in rows)
-    reached = min(r[3] for r in rows)
-    med = (statistics.median(rates), statistics.median(cpus), statistics.median(ltds))
-    print(f"  {name:<16} client {med[1]:6.2f} us CPU/line (min {cpus[0]:.2f}, max {cpus[-1]:.2f})"
-          f"  ltd {med[2]:6.2f} us/line  {med[0]:10,.0f} lines/s "
-          f"(min {rates[0]:,.0f}, max {rates[-1]:,.0f}), lines reached >= {reached:.0%}, "
-          f"n={len(rates)}")
-    return med
-
-
-def hogs(n):
-    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+def report(name, rates, cpus):
+    rates, cpus = sorted(rates), sorted(cpus)
+    med, cpu = statistics.median(rates), statistics.median(cpus)
+    print(f"{name:<24} {cpu:8.2f} us CPU/line (min {cpus[0]:.2f}, max {cpus[-1]:.2f})  "
+          f"{med:12,.0f} lines/s (min {rates[0]:,.0f}, max {rates[-1]:,.0f}), n={len(rates)}")
+    return med, cpu
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
-    p.add_argument("--baseline-build", default="")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--lines", type=int, default=100000)
-    p.add_argument("--modes", default="quiet,hogs")
+    p.add_argument("--baseline-ltctl", default="")
+    p.add_argument("--output", action="store_true")
+    p.add_argument("--baseline-build", default="")
     args = p.parse_args()
-    builds = {"this": os.path.abspath(args.build)}
-    if args.baseline_build:
-        builds["baseline"] = os.path.abspath(args.baseline_build)
-    child = f"{builds['this']}/tests/lt_test_child"
-    ltrun = next((f"{b}/daemon/ltrun" for b in builds.values() if os.path.exists(f"{b}/daemon/ltrun")),
-                 None)
+    build = os.path.abspath(args.build)
+    child = f"{build}/tests/lt_test_child"
     ranks = 2
     tmp = tempfile.mkdtemp(prefix="console-bench.")
     out = os.path.join(tmp, "out.txt")
-    ltds = {name: Ltd(build, devices=4) for name, build in builds.items()}
-    print(f"{ranks} ranks x {args.lines:,} lines, submit to exit, into a file; CPU per line "
-          f"that reached the file (ltrun's includes its ranks'):")
+    ltctls = {"this ltctl": f"{build}/client/ltctl"}
+    if args.baseline_ltctl:
+        ltctls["baseline ltctl"] = os.path.abspath(args.baseline_ltctl)
+    rates = {name: [] for name in ltctls}
+    ltruns = {"ltrun": f"{build}/daemon/ltrun"}
+    if args.baseline_build:
+        ltruns["baseline ltrun"] = os.path.abspath(args.baseline_build) + "/daemon/ltrun"
+    for name in ltruns:
+        rates[name] = []
+    cpus = {name: [] for name in rates}
+    file = os.path.join(tmp, "file.log")
+    # With --output, what counts is what reached the --output file.
+    to_file = ["--output", file] if args.output else []
+
+    def reached():
+        got = count_lines(file if args.output else out)
+        if args.output:
+            os.unlink(file)
+        return got
+
+    ltd = Ltd(build, devices=4)
     try:
-        for mode in args.modes.split(","):
-            spinning = hogs(2 if mode == "hogs" else 0)
-            rows = {name: [] for name in list(builds) + ["ltrun"]}
-            try:
-                for _ in range(args.runs):
-                    for name, build in builds.items():
-                        ltd = ltds[name]
-                        took, cpu, ltd_cpu = timed(
-                            [f"{build}/client/ltctl", "--socket", ltd.sock, "submit", "--devices",
-                             str(ranks), "--", child, f"print:{args.lines}"], out, ltd.proc.pid)
-                        got = max(count_lines(out), 1)
-                        rows[name].append((got / took, cpu / got * 1e6, ltd_cpu / got * 1e6,
-                                           got / (ranks * args.lines)))
-                    if ltrun is None:
-                        continue
-                    took, cpu, _ = timed([ltrun, "--devices", str(ranks), "--", child,
-                                          f"print:{args.lines}"], out)
-                    got = max(count_lines(out), 1)
-                    rows["ltrun"].append((got / took, cpu / got * 1e6, 0.0,
-                                          got / (ranks * args.lines)))
-            finally:
-                for h in spinning:
-                    h.kill()
-                    h.wait()
-            print(f" {mode}{' (two CPU hogs)' if mode == 'hogs' else ''}:")
-            meds = {name: report(name, r) for name, r in rows.items() if r}
-            if "baseline" in meds:
-                (rate, cpu, ltd_cpu), (brate, bcpu, bltd) = meds["this"], meds["baseline"]
-                print(f"  this / baseline: lines/s {rate / brate:.2f}x, client CPU/line "
-                      f"{cpu / bcpu:.2f}x, ltd CPU/line {ltd_cpu / max(bltd, 1e-9):.2f}x")
+        for _ in range(args.runs):
+            for name, ltctl in ltctls.items():
+                took, cpu = timed([ltctl, "--socket", ltd.sock, "submit", "--devices", str(ranks)]
+                                  + to_file + ["--", child, f"print:{args.lines}"], out)
+                got = reached()
+                rates[name].append(got / took)
+                cpus[name].append(cpu / max(got, 1) * 1e6)
+            for name, ltrun in ltruns.items():
+                took, cpu = timed([ltrun, "--devices", str(ranks)] + to_file
+                                  + ["--", child, f"print:{args.lines}"], out)
+                got = reached()
+                rates[name].append(got / took)
+                cpus[name].append(cpu / max(got, 1) * 1e6)  # ltrun runs the ranks too
     finally:
-        for ltd in ltds.values():
-            ltd.stop()
-        if os.path.exists(out):
-            os.unlink(out)
+        ltd.stop()
+        for f in (out, file):
+            if os.path.exists(f):
+                os.unlink(f)
         os.rmdir(tmp)
+    print(f"{ranks} ranks x {args.lines:,} lines, submit to exit, into "
+          f"{'an --output file' if args.output else 'a file'} (ltrun's CPU includes its ranks'):")
+    meds = {name: report(f"  {name}", rates[name], cpus[name]) for name in rates}
+    if "baseline ltctl" in meds:
+        (rate, cpu), (base_rate, base_cpu) = meds["this ltctl"], meds["baseline ltctl"]
+        print(f"  this / baseline: CPU per line {cpu / base_cpu:.2f}x, lines/s "
+              f"{rate / base_rate:.2f}x")
+    if "baseline ltrun" in meds:
+        (rate, cpu), (base_rate, base_cpu) = meds["ltrun"], meds["baseline ltrun"]
+        print(f"  ltrun this / baseline: CPU per line {cpu / base_cpu:.2f}x, lines/s "
+              f"{rate / base_rate:.2f}x")
 
 
 if __name__ == "__main__":
