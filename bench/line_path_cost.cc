@@ -30,11 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "helper_reaper.h"
 #include "job_log.h"
 #include "line_splitter.h"
 #include "output_files.h"
 #include "str_util.h"
-#include "helper_reaper.h"
 #include "user_io.h"
 
 namespace {

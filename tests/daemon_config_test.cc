@@ -76,10 +76,12 @@ TEST(DaemonConfig, EachRefusedValueIsOneLineNamingTheFlag) {
        "--restore-window 'soon' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
        "seconds"},
       {[](Options& o) { o.auto_heartbeat_timeout = "1y"; },
-       "--auto-heartbeat-timeout '1y' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "--auto-heartbeat-timeout '1y' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or "
+       "plain "
        "seconds"},
       {[](Options& o) { o.gpu_sample_interval = "fast"; },
-       "--gpu-sample-interval 'fast' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+       "--gpu-sample-interval 'fast' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or "
+       "plain "
        "seconds"},
       {[](Options& o) { o.gpu_sample_interval = "99ms"; },
        "--gpu-sample-interval must be at least 100ms"},
