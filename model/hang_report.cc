@@ -210,7 +210,7 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
   return out;
 }
 
-int AttributeHang(HangReport& report) {
+int AttributeHang(HangReport& report, bool peers_wait) {
   // Only meaningful when the ranks that missed their deadline wait in a
   // collective: then they wait for a peer, and the peers whose stacks show
   // no collective are the ones that stopped, whatever their deadlines said.
@@ -221,7 +221,7 @@ int AttributeHang(HangReport& report) {
     if (r.stalled && r.in_collective) stalled_wait = true;
     if (StackIsEvidence(r) && !r.in_collective) culprits.push_back(r.rank);
   }
-  if (!stalled_wait || culprits.empty()) return -1;
+  if (!(stalled_wait || peers_wait) || culprits.empty()) return -1;
   for (HangReportRank& r : report.ranks) {
     r.stalled = std::find(culprits.begin(), culprits.end(), r.rank) != culprits.end();
   }

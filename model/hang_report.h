@@ -57,7 +57,9 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
 // collective, they wait for a peer; the ranks whose stacks show no
 // collective are the ones that stalled. Marks `in_collective` on every
 // rank; returns the rank to blame, or -1 to keep the deadline order.
-int AttributeHang(HangReport& report);
+// `peers_wait`: ranks elsewhere (another node of the run) are known to
+// wait in a collective, whether or not a rank here does.
+int AttributeHang(HangReport& report, bool peers_wait = false);
 
 // When every rank with a stack waits in a collective, says so and whether
 // they disagree about which one ("rank 0 in all_reduce (distributed_c10d.py:1536),

@@ -1,8 +1,10 @@
 #include "etcd_fence.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "bytes.h"
+#include "run_verdict.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -107,14 +109,37 @@ void EtcdFence::Enqueue(std::function<void()> task) {
 void EtcdFence::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-    if (tasks_.empty()) return;  // stopped, and every write done
-    auto task = std::move(tasks_.front());
-    tasks_.pop_front();
-    lock.unlock();
-    task();
-    lock.lock();
+    auto woken = [this] { return stop_ || !tasks_.empty(); };
+    if (due_) {
+      cv_.wait_until(lock, *due_, woken);
+    } else {
+      cv_.wait(lock, woken);
+    }
+    if (!tasks_.empty()) {
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+      continue;
+    }
+    if (stop_) return;  // stopped, and every write done
+    if (due_ && Clock::now() >= *due_) {
+      due_.reset();
+      lock.unlock();
+      DecideDue();
+      lock.lock();
+    }
   }
+}
+
+void EtcdFence::WakeAt(Clock::time_point when) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (due_ && *due_ <= when) return;
+    due_ = when;
+  }
+  cv_.notify_all();
 }
 
 void EtcdFence::Deliver(std::function<void(RunFenceEvents&)> fn) {
@@ -128,14 +153,20 @@ void EtcdFence::Notice(std::string line) {
   Deliver([line = std::move(line)](RunFenceEvents& e) { e.OnFenceNotice(line); });
 }
 
-void EtcdFence::Publish(int attempt, const RootCause& cause) {
-  nlohmann::json j = ToJson(cause);
-  j["node"] = node_rank();
-  j["host"] = BytesToJson(rdzv_->config().host);
+std::chrono::milliseconds EtcdFence::verdict_window() const {
+  return VerdictWindow(rdzv_->config().lease_ttl);
+}
+
+void EtcdFence::Publish(int attempt, const NodeReport& report) {
+  nlohmann::json j{{"kind", ToString(report.kind)},
+                   {"what", report.what},
+                   {"cause", ToJson(report.cause)},
+                   {"host", BytesToJson(rdzv_->config().host)}};
   Enqueue([this, attempt, value = j.dump()] {
-    auto put = rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/cause")), value);
+    auto put =
+        rdzv_->client().Put(rdzv_->Key(Cat("attempts/", attempt, "/report/", node_rank())), value);
     if (!put.ok()) {
-      Notice(Cat("cannot tell the other nodes of this node's failure: ", put.status().message()));
+      Notice(Cat("cannot tell the other nodes of this node's failure: ", put.message()));
     }
   });
 }
@@ -159,7 +190,7 @@ void EtcdFence::BeginAttempt(int attempt, std::function<void(absl::Status)> read
 }
 
 void EtcdFence::NodeLost(int node) {
-  // Every node that sees it writes the cause; the first one counts.
+  // Every node that sees it says so; the first word counts (they agree).
   const std::string host = nodes_.count(node) ? nodes_[node].host : "";
   RootCause cause;
   cause.node = node;
@@ -167,13 +198,115 @@ void EtcdFence::NodeLost(int node) {
   cause.exit_code = 1;
   cause.at = std::chrono::system_clock::now();
   cause.message = Cat("node ", node, host.empty() ? "" : Cat(" (", host, ")"),
-                      " is gone: its etcd lease expired");
-  nlohmann::json j = ToJson(cause);
-  j["node"] = node;
-  j["host"] = BytesToJson(host);
+                      " is gone: its supervisor and ranks vanished (its etcd lease expired)");
+  nlohmann::json j{{"kind", ToString(Evidence::kNodeGone)},
+                   {"cause", ToJson(cause)},
+                   {"host", BytesToJson(host)}};
   const int attempt = attempt_;
-  Enqueue([this, attempt, value = j.dump()] {
-    (void)rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/cause")), value);
+  Enqueue([this, attempt, node, value = j.dump()] {
+    (void)rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/gone/", node)), value);
+  });
+}
+
+void EtcdFence::OnReport(int attempt, NodeReport report, bool gone) {
+  // Attempts far from this node's are nobody's: a writer cannot make the
+  // map grow.
+  const int current = attempt_;
+  if (attempt < current - 1 || attempt > current + 1) return;
+  std::optional<RootCause> failing;
+  bool ready = false;
+  std::optional<Clock::time_point> wake;
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    while (!evidence_.empty() && evidence_.begin()->first < current - 1) {
+      evidence_.erase(evidence_.begin());
+    }
+    AttemptEvidence& ev = evidence_[attempt];
+    const int node = report.node;
+    if (!ev.failing_told && node != node_rank()) {
+      ev.failing_told = true;
+      failing = report.cause;
+    }
+    (gone ? ev.gone : ev.reports)[node] = std::move(report);
+    if (!ev.window_end) {
+      ev.window_end = Clock::now() + verdict_window();
+      wake = ev.window_end;
+    }
+    std::vector<NodeReport> all;
+    for (const auto& [n, r] : ev.reports) all.push_back(r);
+    for (const auto& [n, r] : ev.gone) all.push_back(r);
+    ready = !ev.decided && VerdictReady(all, rdzv_->config().nnodes, false);
+  }
+  if (failing) {
+    Deliver([attempt, cause = std::move(*failing)](RunFenceEvents& ev) {
+      ev.OnRunCause(attempt, cause);
+    });
+  }
+  if (wake) WakeAt(*wake);
+  if (ready) Enqueue([this, attempt] { Decide(attempt); });
+}
+
+void EtcdFence::DecideDue() {
+  std::vector<int> due;
+  std::optional<Clock::time_point> next;
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    const auto now = Clock::now();
+    for (const auto& [attempt, ev] : evidence_) {
+      if (ev.decided || !ev.window_end) continue;
+      if (*ev.window_end <= now) {
+        due.push_back(attempt);
+      } else if (!next || *ev.window_end < *next) {
+        next = ev.window_end;
+      }
+    }
+  }
+  for (int attempt : due) Decide(attempt);
+  if (next) WakeAt(*next);
+}
+
+void EtcdFence::Decide(int attempt) {
+  NodeReport chosen;
+  std::string note;
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    auto it = evidence_.find(attempt);
+    if (it == evidence_.end() || it->second.decided) return;
+    AttemptEvidence& ev = it->second;
+    std::vector<NodeReport> all;
+    for (const auto& [n, r] : ev.reports) all.push_back(r);
+    for (const auto& [n, r] : ev.gone) all.push_back(r);
+    const bool closed = ev.window_end && Clock::now() >= *ev.window_end;
+    if (!VerdictReady(all, rdzv_->config().nnodes, closed)) return;
+    ev.decided = true;
+    chosen = *Strongest(all);
+    if (chosen.kind != Evidence::kPrimary && chosen.kind != Evidence::kNodeGone) {
+      note =
+          closed ? StandingNote(verdict_window()) : "every node reported, none a cause of its own";
+    }
+  }
+  nlohmann::json j{{"node", chosen.node},
+                   {"kind", ToString(chosen.kind)},
+                   {"what", chosen.what},
+                   {"note", note},
+                   {"cause", ToJson(chosen.cause)}};
+  auto put =
+      rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/verdict")), j.dump());
+  // etcd unreachable: the other nodes cannot hear of it, but this node's
+  // record need not wait for what will not come.
+  if (!put.ok()) OnVerdict(attempt, std::move(chosen), std::move(note));
+}
+
+void EtcdFence::OnVerdict(int attempt, NodeReport verdict, std::string note) {
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    AttemptEvidence& ev = evidence_[attempt];
+    if (ev.verdict_told) return;
+    ev.verdict_told = true;
+    ev.decided = true;
+  }
+  Deliver([attempt, verdict = std::move(verdict), note = std::move(note)](RunFenceEvents& ev) {
+    ev.OnRunVerdict(attempt, verdict, note);
   });
 }
 
@@ -221,16 +354,35 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       }
       nodes_changed = true;
     } else if (rest.rfind("attempts/", 0) == 0 && !e.deleted) {
-      // attempts/<k>/cause
+      // attempts/<k>/report/<r>, attempts/<k>/gone/<r>, attempts/<k>/verdict
       const size_t slash = rest.find('/', 9);
-      if (slash == std::string::npos || rest.substr(slash) != "/cause") continue;
+      if (slash == std::string::npos) continue;
       const int attempt = NumberAfter(rest.substr(0, slash), "attempts/");
+      const std::string what = rest.substr(slash);
+      const int reporter = std::max(NumberAfter(what, "/report/"), NumberAfter(what, "/gone/"));
+      if (attempt < 0 || (what != "/verdict" && (reporter < 0 || reporter >= nnodes))) continue;
       auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-      std::optional<RootCause> cause = ParseCause(j);
-      if (attempt < 0 || !cause) continue;
-      Deliver([attempt, cause = std::move(*cause)](RunFenceEvents& ev) {
-        ev.OnRunCause(attempt, cause);
-      });
+      if (!j.is_object()) continue;
+      NodeReport report;
+      std::optional<RootCause> cause = ParseCause(j.contains("cause") ? j["cause"] : j);
+      std::optional<Evidence> kind = ParseEvidence(JsonText(j, "kind", 32));
+      if (!cause || !kind) continue;
+      report.cause = std::move(*cause);
+      report.kind = *kind;
+      report.what = JsonText(j, "what");
+      report.order = e.kv.mod_revision;
+      if (what == "/verdict") {
+        report.node = static_cast<int>(JsonInt(j, "node").value_or(-1));
+        if (report.node < 0 || report.node >= nnodes) continue;
+        report.cause.node = report.node;
+        OnVerdict(attempt, std::move(report), JsonText(j, "note"));
+        continue;
+      }
+      // The key says whose it is; a value cannot speak for another node.
+      report.node = reporter;
+      report.cause.node = reporter;
+      if (what.rfind("/gone/", 0) == 0) report.kind = Evidence::kNodeGone;
+      OnReport(attempt, std::move(report), what.rfind("/gone/", 0) == 0);
     }
   }
   if (nodes_changed) {

@@ -1,9 +1,14 @@
 // The fence of a multi-node run on etcd (supervisor/run_fence.h): after the
-// rendezvous, a watch on the run's prefix brings the run's root cause, the
-// nodes' states and the loss of a node to this node's runner; a worker
-// thread writes this node's cause and state and waits at restart barriers.
-// Both post what they learn to the loop; the loop thread never blocks on
-// etcd.
+// rendezvous, a watch on the run's prefix brings the nodes' reports, the
+// run's verdict, the nodes' states and the loss of a node to this node's
+// runner; a worker thread writes this node's report and state, decides the
+// run's verdict when it is due, and waits at restart barriers. Both post
+// what they learn to the loop; the loop thread never blocks on etcd.
+//
+// The verdict (docs/design.md, "The run's root cause"): every node applies
+// the same ranking (run_verdict.h) to the reports under attempts/<k>/ once
+// it is ready, and writes the result to attempts/<k>/verdict if no node did
+// yet; every node records what that key says, so all agree.
 #pragma once
 
 #include <atomic>
@@ -13,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "etcd_client.h"
@@ -31,7 +37,8 @@ class EtcdFence final : public RunFence {
   ~EtcdFence() override;  // Close()
 
   void SetEvents(RunFenceEvents* events) override;
-  void Publish(int attempt, const RootCause& cause) override;
+  void Publish(int attempt, const NodeReport& report) override;
+  std::chrono::milliseconds verdict_window() const override;
   void SetState(JobState state, const std::optional<RootCause>& cause) override;
   void BeginAttempt(int attempt, std::function<void(absl::Status)> ready) override;
 
@@ -49,7 +56,26 @@ class EtcdFence final : public RunFence {
     RunFenceEvents* events = nullptr;  // loop thread only
   };
 
+  using Clock = std::chrono::steady_clock;
+  // What the watch thread has heard of one attempt; guarded by ev_mu_.
+  struct AttemptEvidence {
+    std::map<int, NodeReport> reports;  // node -> its own report
+    std::map<int, NodeReport> gone;     // node -> it vanished
+    std::optional<Clock::time_point> window_end;
+    bool failing_told = false;  // the runner heard that the run fails
+    bool decided = false;       // this node wrote (or tried to) its verdict
+    bool verdict_told = false;  // the runner heard the run's verdict
+  };
+
   EtcdFence(std::unique_ptr<Rendezvous> rdzv, Post post);
+  // A report or a vanished node of `attempt` came in (watch thread).
+  void OnReport(int attempt, NodeReport report, bool gone);
+  void OnVerdict(int attempt, NodeReport verdict, std::string note);
+  // Chooses the run's cause of `attempt` if it is ready (worker thread).
+  void Decide(int attempt);
+  // Attempts whose window has passed (worker thread).
+  void DecideDue();
+  void WakeAt(Clock::time_point when);
   void Enqueue(std::function<void()> task);
   void WorkerLoop();
   void Deliver(std::function<void(RunFenceEvents&)> fn);
@@ -69,12 +95,16 @@ class EtcdFence final : public RunFence {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
   bool stop_ = false;                        // guarded by mu_
+  std::optional<Clock::time_point> due_;     // guarded by mu_: a window ends
   std::thread worker_;
 
   // The watch thread's view of the run.
   std::map<int, NodeStatus> nodes_;
   std::map<int, bool> members_;  // node -> its nodes/<r> key exists
   std::unique_ptr<etcd::Watch> watch_;
+
+  std::mutex ev_mu_;                         // never held with mu_
+  std::map<int, AttemptEvidence> evidence_;  // by attempt; a few at most
 };
 
 }  // namespace ltd::rdzv

@@ -9,7 +9,12 @@
 //   master                  {addr, port}, put by node 0
 //   status/<r>              {state, host, root_cause}: what `show` lists per node
 //   attempts/<k>/ready/<r>  node r is ready to start attempt k, on its lease
-//   attempts/<k>/cause      attempt k's root cause: the first writer wins
+//   attempts/<k>/report/<r> node r's root cause of attempt k and its kind of
+//                           evidence (model/run_verdict.h), or a hang's, pending
+//   attempts/<k>/gone/<r>   node r vanished in attempt k (its lease expired), by
+//                           whichever node saw it first
+//   attempts/<k>/verdict    attempt k's root cause as the run chose it from the
+//                           reports: the first node to decide writes it
 //   abort                   why the run cannot start (a node set up wrong)
 #pragma once
 

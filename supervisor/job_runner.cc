@@ -41,6 +41,8 @@ std::string_view ToString(Phase p) {
       return "backoff";
     case Phase::kAwaitingRun:
       return "awaiting the run";
+    case Phase::kAwaitingVerdict:
+      return "awaiting the run's verdict";
     case Phase::kEnded:
       return "ended";
   }
@@ -316,7 +318,8 @@ void JobRunner::Abandon(CauseReason reason, std::string why) {
   cause.at = clock_.Now();
   cause.message = std::move(why);
   spdlog::warn("job={} abandoned: {}", job_.id, cause.message);
-  if (attempt_ == nullptr || At().phase == Phase::kBackoff || At().phase == Phase::kAwaitingRun) {
+  if (attempt_ == nullptr || At().phase == Phase::kBackoff || At().phase == Phase::kAwaitingRun ||
+      At().phase == Phase::kAwaitingVerdict) {
     return Finish(std::move(cause));
   }
   // A verdict already made (a hang being investigated) stays the cause;

@@ -72,6 +72,7 @@ class JobRunner final : public RunFenceEvents {
   // The run could not be joined: the job ends before any rank started.
   void FailToJoin(std::string why);
   void OnRunCause(int attempt, RootCause cause) override;
+  void OnRunVerdict(int attempt, NodeReport verdict, std::string note) override;
   void OnNodes(std::vector<NodeStatus> nodes) override;
   void OnFenceNotice(std::string line) override;
 
@@ -126,8 +127,12 @@ class JobRunner final : public RunFenceEvents {
   // `deadline`: the (monotonic) heartbeat deadline that passed.
   // `stops`: when each stalled rank stopped beating (none for the
   // job-level automatic verdict), to single out one that clearly stopped first.
+  // `remote`: a hang found on another node of the run (OnRunCause), not
+  // here: this node's stacks say whether one of its ranks is what the run
+  // waits for, and the investigation says so in its words.
   void ReportHang(std::vector<int> stalled, std::vector<std::pair<Millis, int>> stops,
-                  CauseReason reason, Millis deadline, Millis noise = kBeatNoise);
+                  CauseReason reason, Millis deadline, Millis noise = kBeatNoise,
+                  std::string remote = "");
   // How long the automatic verdict waits for ranks not watched yet.
   static constexpr Millis kAutoStartupLimit{5 * 60 * 1000};
   Millis AutoStartupLimit() const;
@@ -165,8 +170,16 @@ class JobRunner final : public RunFenceEvents {
   void Restart();
   // --time ran out.
   void OnTimeLimit();
-  // This node's own root cause of the attempt, to the other nodes.
-  void Announce(const RootCause& cause);
+  // This node's own root cause of the attempt, to the other nodes, with
+  // the kind of evidence it is (run_verdict.h); `pending`: a hang whose
+  // stacks are still being taken (announced again once they are in).
+  void Announce(const RootCause& cause, bool pending = false);
+  // The run's root cause as this node records it: its own cause, or
+  // another node's (remote_failure).
+  RootCause RemoteCause(const RootCause& remote) const;
+  // The attempt's record is final: with the run's verdict where the run
+  // has one, else once it comes (or its window passed).
+  void FinishRun(std::optional<RootCause> cause);
   // This node's end, in its own list of nodes and to the other nodes.
   void NodeEnded();
   void Finish(std::optional<RootCause> cause);

@@ -27,15 +27,16 @@ namespace ltd {
 // Where an attempt is, from its start to its end. Every change goes
 // through JobRunner::Enter, which logs it.
 enum class Phase {
-  kRunning,        // ranks run; the watchdog watches them
-  kInvestigating,  // a hang found: stacks are taken before anything is signalled
-  kHeld,           // the hang report is taken; the ranks are left as they are (--hold-on-hang)
-  kTearingDown,    // SIGTERM sent, SIGKILL after the grace; ranks still to be reaped
-                   // (one still there as long again after it would not die: left)
-  kEmptying,       // every rank reaped; what they left behind still to go
-  kBackoff,        // ended; the next attempt waits its backoff
-  kAwaitingRun,    // ended; the next attempt waits for every node of the run
-  kEnded,          // the job's last attempt: the job ended
+  kRunning,          // ranks run; the watchdog watches them
+  kInvestigating,    // a hang found: stacks are taken before anything is signalled
+  kHeld,             // the hang report is taken; the ranks are left as they are (--hold-on-hang)
+  kTearingDown,      // SIGTERM sent, SIGKILL after the grace; ranks still to be reaped
+                     // (one still there as long again after it would not die: left)
+  kEmptying,         // every rank reaped; what they left behind still to go
+  kBackoff,          // ended; the next attempt waits its backoff
+  kAwaitingRun,      // ended; the next attempt waits for every node of the run
+  kAwaitingVerdict,  // ended; the record waits for the run's root cause (multi-node)
+  kEnded,            // the job's last attempt: the job ended
 };
 std::string_view ToString(Phase p);
 
@@ -69,6 +70,11 @@ struct RankRuntime {
   bool auto_reported = false;
   bool explicit_beats = false;
   std::string auto_stack;  // where its main thread stopped, until it moves again
+  // Its first line on stderr that says a peer went away or a collective
+  // timed out (run_verdict.h's PeerLossIn): a failure that follows is a
+  // consequence of another rank's. Bounded.
+  std::string peer_loss;
+  static constexpr size_t kMaxPeerLoss = 512;
   // Its main thread's CPU time (clock ticks) at the last probe of a quiet
   // spell (JobRunner::ProbeCpu); nullopt when not read in this spell.
   std::optional<uint64_t> cpu_mark;
@@ -117,6 +123,9 @@ struct Investigation {
   std::string what;
   // The verdict names a stopped rank: no stack can overrule that.
   bool settled = false;
+  // A hang found on another node: the ranks there wait in a collective,
+  // so a rank here whose stack shows none is what they wait for.
+  bool remote = false;
   // Answers still to come: each Python rank's traceback, and the sampler's
   // (one for every native rank).
   int pending = 0;
@@ -127,7 +136,7 @@ class LiveAttempt {
   LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
   ~LiveAttempt() {
     for (Clock::TimerId* t : {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer,
-                              &investigation_timer, &hold_timer, &cpu_probe_timer})
+                              &investigation_timer, &hold_timer, &cpu_probe_timer, &verdict_timer})
       Cancel(*t);
   }
   LiveAttempt(const LiveAttempt&) = delete;
@@ -161,6 +170,11 @@ class LiveAttempt {
   Clock::TimerId investigation_timer = 0;
   Clock::TimerId hold_timer = 0;       // a hung job held for a look ends
   Clock::TimerId cpu_probe_timer = 0;  // automatic heartbeats: JobRunner::ProbeCpu
+  // A multi-node run: the run's root cause, chosen from every node's
+  // evidence (OnRunVerdict), as this node records it; the record of a
+  // failed attempt waits for it, up to verdict_timer.
+  std::optional<RootCause> verdict;
+  Clock::TimerId verdict_timer = 0;
   std::optional<Millis> watchdog_at;
   // The verdict on the deadline `verdict_held_for` waits until
   // `verdict_hold_until` for ranks that may have stopped with it.

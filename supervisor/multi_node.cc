@@ -1,11 +1,23 @@
 // The runner's side of a multi-node run: its root cause goes to the other
-// nodes through the fence, and the run's root cause, when another node's,
-// tears this node's ranks down through the same path as a local failure.
+// nodes through the fence with the kind of evidence it is; the first word
+// of another node's failure tears this node's ranks down at once; the
+// record's root cause is the run's verdict, chosen from every node's
+// evidence (run_verdict.h), for which a failed node's record waits.
+#include "bytes.h"
+#include "duration.h"
 #include "job_runner.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// How long past the fence's window a record waits for the verdict before
+// it keeps this node's own cause: the fence's etcd calls take a second at
+// most each.
+constexpr Millis kVerdictSlack{2000};
+
+}  // namespace
 
 void JobRunner::SetFence(RunFence* fence) {
   fence_ = fence;
@@ -29,12 +41,38 @@ void JobRunner::FailToJoin(std::string why) {
   Finish(std::move(cause));
 }
 
-void JobRunner::Announce(const RootCause& cause) {
+void JobRunner::Announce(const RootCause& cause, bool pending) {
   const Job& job = job_;
-  if (fence_ == nullptr || cause.reason == CauseReason::kRemoteFailure) return;
-  RootCause mine = cause;
-  mine.node = NodeRankOf(job.spec.nodes);
-  fence_->Publish(job.restart_count, mine);
+  if (fence_ == nullptr || attempt_ == nullptr) return;
+  NodeReport report;
+  report.node = NodeRankOf(job.spec.nodes);
+  report.cause = cause;
+  report.cause.node = report.node;
+  const std::string peer_loss =
+      cause.rank >= 0 && static_cast<size_t>(cause.rank) < At().ranks.size()
+          ? At().ranks[static_cast<size_t>(cause.rank)].peer_loss
+          : "";
+  Classified kind = ClassifyCause(cause, job.hang_report, peer_loss);
+  report.kind = pending ? Evidence::kPending : kind.kind;
+  report.what = std::move(kind.what);
+  fence_->Publish(job.restart_count, report);
+}
+
+RootCause JobRunner::RemoteCause(const RootCause& remote) const {
+  const Job& job = job_;
+  RootCause cause;
+  cause.node = remote.node;
+  cause.rank = remote.rank;
+  cause.reason = CauseReason::kRemoteFailure;
+  cause.exit_code = ExitCodeFor(remote);
+  cause.at = remote.at;
+  const std::string global =
+      remote.rank >= 0 ? Cat(" rank ", remote.node * job.spec.devices + remote.rank) : "";
+  // A vanished node's message names it already.
+  cause.message = remote.reason == CauseReason::kSupervisorLost
+                      ? remote.message
+                      : Cat("node ", remote.node, global, ": ", remote.message);
+  return cause;
 }
 
 void JobRunner::NodeEnded() {
@@ -53,35 +91,92 @@ void JobRunner::OnRunCause(int attempt, RootCause remote) {
   if (ended() || attempt_ == nullptr || attempt != job.restart_count) return;
   if (remote.node < 0 || remote.node == NodeRankOf(job.spec.nodes)) return;  // ours
   LiveAttempt& rt = At();
-  RootCause cause;
-  cause.node = remote.node;
-  cause.rank = remote.rank;
-  cause.reason = CauseReason::kRemoteFailure;
-  cause.exit_code = ExitCodeFor(remote);
-  cause.at = remote.at;
-  const std::string global =
-      remote.rank >= 0 ? Cat(" rank ", remote.node * job.spec.devices + remote.rank) : "";
-  cause.message = Cat("node ", remote.node, global, ": ", remote.message);
+  // This node's own failure, or a hang investigated here, stays its cause
+  // until the run's verdict: the first word from elsewhere is no evidence
+  // that it is the root cause.
+  if (rt.cause || rt.phase != Phase::kRunning) return;
+  if ((remote.reason == CauseReason::kHang || remote.reason == CauseReason::kStartupTimeout) &&
+      rt.live > 0) {
+    // The run is hung, found there; whether a rank here is what it waits
+    // for only this node's stacks can say: they are taken before the
+    // teardown, as for a hang found here.
+    std::vector<int> ranks;
+    for (size_t r = 0; r < rt.ranks.size(); ++r) {
+      if (rt.ranks[r].alive) ranks.push_back(static_cast<int>(r));
+    }
+    spdlog::warn("job={} node {} found the run hung: taking this node's stacks", job.id,
+                 remote.node);
+    return ReportHang(std::move(ranks), {}, CauseReason::kHang, clock_.Monotonic(), kBeatNoise,
+                      Cat("the run is hung (node ", remote.node, " found no progress)"));
+  }
+  RootCause cause = RemoteCause(remote);
   rt.run_cancelled = remote.reason == CauseReason::kCancelled;
-  spdlog::warn("job={} the run's root cause is on another node: {}", job.id, cause.message);
+  spdlog::warn("job={} another node failed: {}", job.id, ForLog(cause.message));
+  Output(-1, Stream::kStderr, Cat("ltd: tearing down: ", cause.message));
+  Fail(std::move(cause));
+}
+
+void JobRunner::OnRunVerdict(int attempt, NodeReport verdict, std::string note) {
+  Job& job = job_;
+  if (ended() || attempt_ == nullptr || attempt != job.restart_count) return;
+  LiveAttempt& rt = At();
+  if (rt.verdict) return;  // one verdict an attempt
+  const int me = NodeRankOf(job.spec.nodes);
+  RootCause cause = verdict.node == me && rt.cause ? *rt.cause : RemoteCause(verdict.cause);
+  if (verdict.kind != Evidence::kPrimary && verdict.kind != Evidence::kNodeGone) {
+    // A consequence stood: say so, and what was not found.
+    const RootCause& c = verdict.cause;
+    const std::string who =
+        Cat("node ", verdict.node,
+            c.rank >= 0 ? Cat(" rank ", verdict.node * job.spec.devices + c.rank) : "");
+    cause.message = Cat(who, " ", verdict.what.empty() ? "failed" : verdict.what,
+                        note.empty() ? "" : Cat("; ", note), " (", c.message, ")");
+  }
+  rt.run_cancelled = verdict.cause.reason == CauseReason::kCancelled;
+  spdlog::warn("job={} the run's root cause ({}): {}", job.id, ToString(verdict.kind),
+               ForLog(cause.message));
+  rt.verdict = cause;
   if (rt.phase == Phase::kBackoff || rt.phase == Phase::kAwaitingRun) {
-    // This attempt already ended here, for what was a consequence.
     job.attempts.back().root_cause = cause;
     return Persist();
   }
-  if (rt.cause && rt.phase != Phase::kInvestigating && rt.phase != Phase::kHeld) {
-    // This node failed too, as a consequence (gloo noticing its peer gone):
-    // the run's first cause is the root cause of every node.
-    rt.cause = cause;
-    job.root_cause = cause;
-    Persist();
-    return;
+  if (rt.phase == Phase::kAwaitingVerdict) {
+    rt.Cancel(rt.verdict_timer);
+    job.attempts.back().root_cause = cause;
+    return Finish(std::move(cause));
   }
-  if (rt.cause) return;  // a hang investigation here goes on; its verdict stays
-  Output(-1, Stream::kStderr, Cat("ltd: tearing down: ", cause.message));
-  // Ranks that all ended already are on their way out (OnRanksGone ran):
-  // the cause is all this changes.
-  Fail(std::move(cause));
+  if (!rt.cause) {
+    // Nothing here failed yet: the verdict tears it down.
+    Output(-1, Stream::kStderr, Cat("ltd: tearing down: ", cause.message));
+    return Fail(std::move(cause));
+  }
+  if (rt.phase == Phase::kInvestigating || rt.phase == Phase::kHeld) return;  // at its end
+  rt.cause = cause;
+  job.root_cause = cause;
+  Persist();
+}
+
+void JobRunner::FinishRun(std::optional<RootCause> cause) {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  if (fence_ == nullptr || !cause || rt.lost) return Finish(std::move(cause));
+  if (rt.verdict) {
+    job.attempts.back().root_cause = rt.verdict;
+    return Finish(rt.verdict);
+  }
+  // The ranks are gone; the record waits for the run's verdict (which
+  // the other nodes' evidence decides), at most its window and a slack.
+  Enter(Phase::kAwaitingVerdict);
+  const Millis wait = fence_->verdict_window() + kVerdictSlack;
+  rt.verdict_timer = clock_.StartTimer(wait, [this, self = std::weak_ptr(attempt_), wait] {
+    if (!Current(self) || At().phase != Phase::kAwaitingVerdict) return;
+    At().verdict_timer = 0;
+    Output(-1, Stream::kStderr,
+           Cat("ltd: the run chose no root cause within ", FormatDuration(wait),
+               " (etcd unreachable?); this node's record keeps its own"));
+    Finish(job_.attempts.back().root_cause);
+  });
+  Persist();
 }
 
 void JobRunner::OnNodes(std::vector<NodeStatus> nodes) {

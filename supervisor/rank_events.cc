@@ -25,6 +25,10 @@ void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
       // where it went).
       return CaptureStack(rank, line);
     }
+    if (fence_ != nullptr && stream == Stream::kStderr && rr.peer_loss.empty() &&
+        !PeerLossIn(line).empty()) {
+      rr.peer_loss = std::string(line.substr(0, RankRuntime::kMaxPeerLoss));
+    }
     stored.append(prefix).append(line).push_back('\n');
   };
   if (data.empty()) {

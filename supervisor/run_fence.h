@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "job.h"
+#include "run_verdict.h"
 
 namespace ltd {
 
@@ -18,10 +19,14 @@ namespace ltd {
 class RunFenceEvents {
  public:
   virtual ~RunFenceEvents() = default;
-  // Attempt `attempt`'s root cause as the run agreed it (the first one
-  // written), from node `cause.node`; the runner tears this node's ranks
-  // down for it unless it is this node's own.
+  // Another node (`cause.node`) failed in attempt `attempt`, or vanished:
+  // the first such word, which may not be the run's root cause. The runner
+  // tears this node's ranks down at once; its record waits for the verdict.
   virtual void OnRunCause(int attempt, RootCause cause) = 0;
+  // Attempt `attempt`'s root cause as the run chose it from every node's
+  // evidence (run_verdict.h), the same on every node. `note`: for a
+  // consequence that stood, why nothing better was found.
+  virtual void OnRunVerdict(int attempt, NodeReport verdict, std::string note) = 0;
   // The nodes' states changed.
   virtual void OnNodes(std::vector<NodeStatus> nodes) = 0;
   // A line for the job's output (etcd gone, the lease lost).
@@ -33,9 +38,13 @@ class RunFence {
   virtual ~RunFence() = default;
   // Events go to `events` from now on (nullptr: nowhere).
   virtual void SetEvents(RunFenceEvents* events) = 0;
-  // This node's root cause of `attempt` (`cause.node` set), for every node;
-  // the first cause of an attempt written wins. Does not block.
-  virtual void Publish(int attempt, const RootCause& cause) = 0;
+  // This node's report of `attempt` (its root cause, `cause.node` set, and
+  // the kind of evidence it is), for every node; a later one replaces it (a
+  // hang's, once its stacks are in). Does not block.
+  virtual void Publish(int attempt, const NodeReport& report) = 0;
+  // How long the run's verdict may take after the first report: a
+  // consequence waits this long for something better.
+  virtual std::chrono::milliseconds verdict_window() const = 0;
   // This node's state, for the others' `show`. Does not block.
   virtual void SetState(JobState state, const std::optional<RootCause>& cause) = 0;
   // Before a restart: `ready` runs on the loop once every node is ready to

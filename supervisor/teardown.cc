@@ -269,7 +269,7 @@ void JobRunner::OnJobEmpty() {
     Persist();
     return;
   }
-  Finish(std::move(cause));
+  FinishRun(std::move(cause));
 }
 
 void JobRunner::Restart() {

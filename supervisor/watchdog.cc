@@ -165,7 +165,7 @@ Millis JobRunner::BeatNoise(int rank) const {
 }
 
 void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Millis, int>> stops,
-                           CauseReason reason, Millis deadline, Millis noise) {
+                           CauseReason reason, Millis deadline, Millis noise, std::string remote) {
   Job& job = job_;
   LiveAttempt& rt = At();
   Enter(Phase::kInvestigating);
@@ -227,6 +227,12 @@ void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Milli
                 : Cat(RankSet(stalled), " sent no first heartbeat within ", FormatDuration(waited)),
             reason == CauseReason::kHang ? Cat(" (", inv.what, ")") : "");
   }
+  if (!remote.empty()) {
+    inv.what = std::move(remote);
+    inv.remote = true;
+    cause.rank = -1;
+    cause.message = inv.what;
+  }
   if (stopped_rank >= 0) {
     cause.rank = stopped_rank;
     cause.message = Cat("rank ", stopped_rank, " is ",
@@ -241,7 +247,9 @@ void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Milli
   job.root_cause = cause;
   rt.cause = std::move(cause);
   Persist();
-  Announce(*rt.cause);
+  // Its stacks decide what kind of evidence it is: the others hear of it
+  // now, and of its kind once they are in.
+  Announce(*rt.cause, /*pending=*/true);
 
   std::vector<pid_t> native(rt.ranks.size(), 0);
   bool any_native = false;
@@ -366,7 +374,7 @@ void JobRunner::FinishInvestigation(bool may_hold) {
     rr.capturing_stack = false;
     rr.faulthandler_asked = false;
   }
-  const int culprit = inv.settled ? -1 : AttributeHang(report);
+  const int culprit = inv.settled ? -1 : AttributeHang(report, inv.remote);
   const std::string missing = MissingStacks(report, config_.stack_budget);
   std::string& m = rt.cause->message;
   if (inv.settled) {
@@ -408,6 +416,7 @@ void JobRunner::FinishInvestigation(bool may_hold) {
   }
   job->root_cause = rt.cause;
   Persist();
+  if (rt.cause->reason != CauseReason::kRemoteFailure) Announce(*rt.cause);
   if (may_hold && job->spec.hold_on_hang.count() > 0 && rt.live > 0) return Hold();
   SignalTeardown();
 }

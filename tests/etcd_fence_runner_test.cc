@@ -1,7 +1,8 @@
 // The runner's side of a multi-node run with a fake fence, a fake launcher
 // and a fake clock: its own root cause goes out with its node, another
-// node's tears it down (remote_failure), a consequence takes the run's
-// cause, restarts wait for every node. No etcd, no process, no sleep.
+// node's tears it down at once (remote_failure), a consequence here waits
+// for the run's verdict, which the record names; restarts wait for every
+// node. No etcd, no process, no sleep.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,9 +17,11 @@ namespace {
 class FakeFence final : public RunFence {
  public:
   void SetEvents(RunFenceEvents* e) override { events = e; }
-  void Publish(int attempt, const RootCause& cause) override {
-    published.emplace_back(attempt, cause);
+  void Publish(int attempt, const NodeReport& report) override {
+    published.emplace_back(attempt, report.cause);
+    kinds.push_back(report.kind);
   }
+  Millis verdict_window() const override { return Millis(6000); }
   void SetState(JobState state, const std::optional<RootCause>&) override {
     states.push_back(state);
   }
@@ -28,6 +31,7 @@ class FakeFence final : public RunFence {
   }
   RunFenceEvents* events = nullptr;
   std::vector<std::pair<int, RootCause>> published;
+  std::vector<Evidence> kinds;
   std::vector<JobState> states;
   std::vector<int> barriers;
   std::function<void(absl::Status)> ready;
@@ -94,6 +98,15 @@ class FenceRunnerTest : public ::testing::Test {
   FakeFence fence_;
   Events events_;
   std::unique_ptr<JobRunner> runner_;
+
+  NodeReport Verdict(int node, int rank, Evidence kind = Evidence::kPrimary,
+                     CauseReason reason = CauseReason::kExited, int code = 3) {
+    NodeReport r;
+    r.node = node;
+    r.kind = kind;
+    r.cause = Remote(node, rank, reason, code);
+    return r;
+  }
 };
 
 TEST_F(FenceRunnerTest, OwnRootCauseGoesToTheRunWithItsNode) {
@@ -105,23 +118,34 @@ TEST_F(FenceRunnerTest, OwnRootCauseGoesToTheRunWithItsNode) {
   EXPECT_EQ(fence_.published[0].first, 0);
   EXPECT_EQ(fence_.published[0].second.node, 1);
   EXPECT_EQ(fence_.published[0].second.rank, 1);
-  // The run's cause comes back: it is this node's own, nothing changes.
-  runner_->OnRunCause(0, fence_.published[0].second);
+  EXPECT_EQ(fence_.kinds[0], Evidence::kPrimary);
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
+  // The ranks are gone; the record waits for the run's verdict.
+  EXPECT_FALSE(events_.ended);
+  // The run's cause comes back: it is this node's own, nothing changes.
+  NodeReport own;
+  own.node = 1;
+  own.cause = fence_.published[0].second;
+  runner_->OnRunVerdict(0, own, "");
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kExited);
+  EXPECT_EQ(events_.ended->root_cause->message, "rank 1 exited with code 3");
   EXPECT_EQ(events_.ended->exit_code, 3);
   EXPECT_EQ(fence_.states.back(), JobState::kFailed);
 }
 
-TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDown) {
+TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDownAtOnce) {
   Start(0);
   runner_->OnRunCause(0, Remote(1, 1));
+  // The teardown does not wait for the verdict.
   EXPECT_EQ(launcher_.Signalled(15).size(), 2u);
-  EXPECT_TRUE(fence_.published.empty());  // a remote cause is not sent back
+  ASSERT_EQ(fence_.kinds.size(), 1u);
+  EXPECT_EQ(fence_.kinds[0], Evidence::kTornDown);  // counted, never chosen over a cause
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
+  EXPECT_FALSE(events_.ended);
+  runner_->OnRunVerdict(0, Verdict(1, 1), "");
   ASSERT_TRUE(events_.ended);
   const RootCause& c = *events_.ended->root_cause;
   EXPECT_EQ(c.reason, CauseReason::kRemoteFailure);
@@ -135,22 +159,84 @@ TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDown) {
 TEST_F(FenceRunnerTest, ACauseOfAnotherAttemptIsIgnored) {
   Start(0);
   runner_->OnRunCause(1, Remote(1, 0));
+  runner_->OnRunVerdict(1, Verdict(1, 0), "");
   EXPECT_TRUE(launcher_.Signalled(15).empty());
   EXPECT_FALSE(events_.ended);
 }
 
-TEST_F(FenceRunnerTest, AConsequenceHereTakesTheRunsCause) {
+TEST_F(FenceRunnerTest, APeerLossHereIsAConsequenceAndTheVerdictNamesTheCulprit) {
   Start(0);
-  // gloo noticed the dead peer first: a rank here fails as a consequence.
+  // gloo noticed the dead peer first: a rank here fails as a consequence,
+  // before the other node's cause arrives.
+  launcher_.Output("1", 0, Stream::kStderr,
+                   "RuntimeError: [gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+                   "[10.213.0.4]:4711\n");
   launcher_.Exit("1", 0, 1);
-  ASSERT_EQ(fence_.published.size(), 1u);
-  // The run's first cause was node 1's.
-  runner_->OnRunCause(0, Remote(1, 1));
+  ASSERT_EQ(fence_.kinds.size(), 1u);
+  EXPECT_EQ(fence_.kinds[0], Evidence::kConsequence);
+  runner_->OnRunCause(0, Remote(1, 1));  // the first word changes nothing here
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
+  EXPECT_FALSE(events_.ended);
+  EXPECT_EQ(runner_->job().root_cause->reason, CauseReason::kExited);
+  NodeReport gone = Verdict(1, -1, Evidence::kNodeGone, CauseReason::kSupervisorLost, 1);
+  gone.cause.message = "node 1 is gone: its supervisor and ranks vanished (its etcd lease expired)";
+  runner_->OnRunVerdict(0, gone, "");
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kRemoteFailure);
   EXPECT_EQ(events_.ended->root_cause->node, 1);
+  EXPECT_EQ(events_.ended->root_cause->message, gone.cause.message);
+}
+
+TEST_F(FenceRunnerTest, ALoneConsequenceStandsSayingSo) {
+  Start(1);
+  launcher_.Output("1", 1, Stream::kStderr, "RuntimeError: Connection reset by peer\n");
+  launcher_.Exit("1", 1, 1);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  EXPECT_FALSE(events_.ended);
+  NodeReport own;
+  own.node = 1;
+  own.kind = Evidence::kConsequence;
+  own.what = "lost its peer";
+  own.cause = fence_.published[0].second;
+  runner_->OnRunVerdict(0, own, "no node reported a cause within 6s");
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kExited);
+  EXPECT_EQ(events_.ended->root_cause->message,
+            "node 1 rank 3 lost its peer; no node reported a cause within 6s (rank 1 exited with "
+            "code 1)");
+}
+
+TEST_F(FenceRunnerTest, AHangFoundElsewhereIsInvestigatedHereFirst) {
+  Start(0);
+  runner_->OnRunCause(0, Remote(1, -1, CauseReason::kHang, 124));
+  // This node's own hang report, with its stacks (none to be had here),
+  // says what kind of evidence it is: a pending report, then its kind.
+  ASSERT_EQ(fence_.kinds.size(), 2u);
+  EXPECT_EQ(fence_.kinds[0], Evidence::kPending);
+  EXPECT_EQ(fence_.kinds[1], Evidence::kConsequence);
+  EXPECT_EQ(fence_.published[1].second.reason, CauseReason::kHang);
+  EXPECT_NE(fence_.published[1].second.message.find("the run is hung (node 1 found no progress)"),
+            std::string::npos)
+      << fence_.published[1].second.message;
+  ASSERT_TRUE(runner_->job().hang_report);
+  EXPECT_EQ(launcher_.Signalled(15).size(), 2u);  // then the teardown, at once
+}
+
+TEST_F(FenceRunnerTest, TheRecordWaitsNoLongerThanTheWindow) {
+  Start(0);
+  launcher_.Exit("1", 0, 2);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  EXPECT_FALSE(events_.ended);
+  clock_.Advance(Millis(6000 + 1000));
+  EXPECT_FALSE(events_.ended);
+  clock_.Advance(Millis(1000));  // the window and the slack
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->root_cause->message, "rank 0 exited with code 2");
+  EXPECT_NE(events_.lines.back().find("the run chose no root cause within 8s"), std::string::npos)
+      << events_.lines.back();
 }
 
 TEST_F(FenceRunnerTest, RestartsWaitForEveryNode) {
@@ -185,6 +271,7 @@ TEST_F(FenceRunnerTest, ACancelOnAnotherNodeIsNoRestart) {
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
   EXPECT_TRUE(fence_.barriers.empty());
+  runner_->OnRunVerdict(0, Verdict(1, -1, Evidence::kPrimary, CauseReason::kCancelled, 0), "");
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->exit_code, 130);
 }
