@@ -68,7 +68,7 @@ int FreeTcpPort() {
   return port;
 }
 
-EtcdServer::EtcdServer() {
+EtcdServer::EtcdServer(std::string host) : host_(std::move(host)) {
   const char* bin = "/usr/bin/etcd";
   if (access(bin, X_OK) != 0) {
     error_ = "etcd is not installed (/usr/bin/etcd; apt-get install etcd-server)";
@@ -82,18 +82,20 @@ EtcdServer::EtcdServer() {
   dir_ = tmpl;
   client_port_ = FreeTcpPort();
   const int peer_port = FreeTcpPort();
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string loopback = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string client = "http://" + host_ + ":" + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
-  std::vector<std::string> args = {bin,
-                                   "--name=ltdtest",
-                                   "--data-dir=" + dir_ + "/data",
-                                   "--listen-client-urls=" + client,
-                                   "--advertise-client-urls=" + client,
-                                   "--listen-peer-urls=" + peer,
-                                   "--initial-advertise-peer-urls=" + peer,
-                                   "--initial-cluster=ltdtest=" + peer,
-                                   "--log-level=error",
-                                   "--logger=zap"};
+  std::vector<std::string> args = {
+      bin,
+      "--name=ltdtest",
+      "--data-dir=" + dir_ + "/data",
+      "--listen-client-urls=" + loopback + (client != loopback ? "," + client : ""),
+      "--advertise-client-urls=" + client,
+      "--listen-peer-urls=" + peer,
+      "--initial-advertise-peer-urls=" + peer,
+      "--initial-cluster=ltdtest=" + peer,
+      "--log-level=error",
+      "--logger=zap"};
   std::vector<char*> argv = CStrings(args);
   const std::string log = dir_ + "/etcd.log";
   posix_spawn_file_actions_t fa;

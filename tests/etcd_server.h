@@ -6,25 +6,30 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 
 namespace ltd::test {
 
 class EtcdServer {
  public:
-  EtcdServer();  // starts it and waits until it answers (10 s at most)
+  // Starts it and waits until it answers (10 s at most), on loopback and,
+  // given, on `host` too (an address of the machine), which its endpoint
+  // then names.
+  explicit EtcdServer(std::string host = "127.0.0.1");
   ~EtcdServer();
   EtcdServer(const EtcdServer&) = delete;
   EtcdServer& operator=(const EtcdServer&) = delete;
 
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }  // why not ok
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+  std::string endpoint() const { return host_ + ":" + std::to_string(client_port_); }
   std::string url() const { return "etcd://" + endpoint(); }
   // Stops it now (etcd "going away"); the destructor then only cleans up.
   void Stop();
 
  private:
   pid_t pid_ = 0;
+  std::string host_;
   int client_port_ = 0;
   std::string dir_;
   bool ok_ = false;
