@@ -191,6 +191,14 @@ class ProcessLauncher {
   // Where the job's --output/--error files are opened and written, as
   // its user (nullptr: this launcher cannot).
   virtual UserFiles* user_files() { return nullptr; }
+
+  // Runs `work` where it may block (a user's file system: UserFiles waits
+  // up to its deadline), off the loop, then `after` on the loop. The
+  // default runs both at once, for launchers without a loop (the tests').
+  virtual void OffLoop(std::function<void()> work, std::function<void()> after) {
+    work();
+    after();
+  }
 };
 
 // One rank's stack as the sampler could (or could not) take it.

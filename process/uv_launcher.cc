@@ -479,4 +479,27 @@ void UvLauncher::EndJob(const std::string& job_id, std::function<void()> on_empt
   containment_->EndJob(job_id, std::move(on_empty));
 }
 
+void UvLauncher::OffLoop(std::function<void()> work, std::function<void()> after) {
+  struct Work {
+    uv_work_t req;
+    std::function<void()> work, after;
+  };
+  auto* w = new Work{{}, std::move(work), std::move(after)};
+  w->req.data = w;
+  const int rc = uv_queue_work(
+      loop_, &w->req, [](uv_work_t* req) { static_cast<Work*>(req->data)->work(); },
+      [](uv_work_t* req, int) {
+        std::unique_ptr<Work> done(static_cast<Work*>(req->data));
+        done->after();
+      });
+  if (rc != 0) {
+    // Only for a loop that is closing: the work is done here, late rather
+    // than never.
+    spdlog::error("uv_queue_work: {}; running it on the loop", uv_strerror(rc));
+    std::unique_ptr<Work> done(w);
+    done->work();
+    done->after();
+  }
+}
+
 }  // namespace ltd

@@ -46,6 +46,8 @@ class UvLauncher final : public ProcessLauncher {
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   void ReadHeartbeats() override { control_->ReadNow(); }
   UserFiles* user_files() override { return &user_io_; }
+  // On libuv's thread pool (uv_queue_work).
+  void OffLoop(std::function<void()> work, std::function<void()> after) override;
 
   size_t live_children() const { return children_.size(); }
   const ControlReader& control() const { return *control_; }

@@ -148,20 +148,34 @@ uint64_t JobRunner::LogBudget() const {
 }
 
 void JobRunner::BeginAttempt() {
+  if (job_.spec.output.empty() && job_.spec.error.empty()) return StartAttempt(std::nullopt);
+  // As the user, before anything of the job exists; appended to on
+  // restarts. Off the loop: the user's file system may take the whole
+  // deadline, and the job stays killable meanwhile (a kill ends it, and
+  // the files opened late are closed unused).
+  auto opened = std::make_shared<absl::StatusOr<OutputFiles>>(absl::UnknownError("not opened"));
+  const uint64_t seq = ++opening_;
+  launcher_.OffLoop(
+      [opened, job = job_, user = launcher_.user_files()] {
+        *opened = OutputFiles::Open(job, /*truncate=*/job.attempts.empty(), user);
+      },
+      [this, alive = std::weak_ptr<int>(alive_), seq, opened] {
+        if (alive.expired() || seq != opening_ || ended()) return;
+        StartAttempt(std::move(*opened));
+      });
+}
+
+void JobRunner::StartAttempt(std::optional<absl::StatusOr<OutputFiles>> files) {
   Job& job = job_;
   // A fresh attempt: the last one's timers and late answers go with it.
   attempt_ = std::make_shared<LiveAttempt>(clock_, static_cast<size_t>(job.spec.devices));
   LiveAttempt& rt = At();
   const WallTime now = clock_.Now();
   absl::Status s = absl::OkStatus();
-  if (!job.spec.output.empty() || !job.spec.error.empty()) {
-    // As the user, before anything of the job exists; appended to on restarts.
-    auto files = OutputFiles::Open(job, /*truncate=*/job.attempts.empty(), launcher_.user_files());
-    if (files.ok()) {
-      rt.outputs.emplace(std::move(*files));
-    } else {
-      s = files.status();
-    }
+  if (files && files->ok()) {
+    rt.outputs.emplace(std::move(**files));
+  } else if (files) {
+    s = files->status();
   }
   if (s.ok()) {
     JobLimits limits = job.spec.limits;

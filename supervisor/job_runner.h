@@ -104,7 +104,11 @@ class JobRunner final : public RunFenceEvents {
   void OpenErrorDir();
   // The rank log's part of job_max_log_bytes: errors/ has the rest.
   uint64_t LogBudget() const;
+  // Opens the job's --output/--error files (off the loop), then
+  // StartAttempt: the ranks.
   void BeginAttempt();
+  // `files`: what opening them gave (nullopt: the job has none).
+  void StartAttempt(std::optional<absl::StatusOr<OutputFiles>> files);
   void SpawnRanks();
   void OnOutput(int rank, Stream stream, std::string_view data);
   void OnControl(int rank, std::string_view data);
@@ -199,6 +203,10 @@ class JobRunner final : public RunFenceEvents {
   SupervisionEvents& events_;
   Job job_;
   std::shared_ptr<LiveAttempt> attempt_;  // the current one; null before the first
+  // Answers from off the loop find the runner through this (gone: dropped).
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // The files being opened for the next attempt: only the latest answer counts.
+  uint64_t opening_ = 0;
   RunFence* fence_ = nullptr;
   Clock::TimerId time_limit_timer_ = 0;
   Clock::TimerId warn_timer_ = 0;  // --signal before --time ends

@@ -4,7 +4,7 @@
 // uninterruptible sleep once the request was read here, as a dead NFS
 // server or a user's malicious FUSE server would:
 //
-//   /stuck   its lookup is never answered (a stat or an open hangs)
+//   /stuck*  its lookup is never answered (a stat or an open hangs)
 //   /slow*   opens and truncates, but a write to it is never answered
 //            (each name a file of its own: a write that waits holds its
 //            file's lock, and would stall the next open of that file)
@@ -39,7 +39,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, ENOENT);
     return;
   }
-  if (std::strcmp(name, "stuck") == 0) return;  // never answered
+  if (std::strncmp(name, "stuck", 5) == 0) return;  // never answered
   if (std::strncmp(name, "slow", 4) != 0) {
     fuse_reply_err(req, ENOENT);
     return;

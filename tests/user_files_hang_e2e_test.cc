@@ -39,6 +39,30 @@ std::vector<pid_t> ShimsOf(pid_t parent) {
   return found;
 }
 
+// The comm of `pid` ("" once it is gone).
+std::string CommOf(pid_t pid) {
+  std::string comm = ReadWhole("/proc/" + std::to_string(pid) + "/comm");
+  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  return comm;
+}
+
+// Processes of `uid` named lt-userio whose parent is a supervisor.
+size_t WritersUnderSupervisors(uid_t uid) {
+  size_t n = 0;
+  for (pid_t pid : ProcessesOfUser(uid)) {
+    if (CommOf(pid) != "lt-userio") continue;
+    const std::string stat = ReadWhole("/proc/" + std::to_string(pid) + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (CommOf(ppid) == "lt-shim") ++n;
+  }
+  return n;
+}
+
 class HangingFiles : public Security {
  protected:
   void SetUp() override {
@@ -165,6 +189,26 @@ TEST_F(HangingFiles, JobsWhoseFileNeverTakesAWriteLeaveNoSupervisorBehind) {
   // And ltd serves on.
   const std::string id = SubmitAs(*b_, {"--devices", "1", "--", child_, "print:1"});
   EXPECT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
+}
+
+// A file whose place answers at submit (its directory) but whose open
+// hangs when the job starts: the supervisor opens it off its loop, so the
+// job is killable meanwhile, and ends as its owner asked (CANCELLED), not
+// as the open's deadline would have it (FAILED, the kill coming too late).
+TEST_F(HangingFiles, AJobIsKillableWhileItsOutputFileHangs) {
+  ASSERT_TRUE(StartLtd()) << d_.log();
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "1", "--output", mnt_ + "/stuck-%j", "--", child_, "print:1"});
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor([&] { return WritersUnderSupervisors(a_->uid()) > 0; }, 30s))
+      << "the supervisor's writer never reached the mount";
+  const CmdResult kill = CtlAs(*a_, {"kill", id});
+  EXPECT_EQ(kill.exit_code, 0) << kill.err;
+  const nlohmann::json ended = d_.WaitEnded(id, 30s);
+  EXPECT_EQ(ended.value("state", ""), "CANCELLED") << ended.dump();
+  // ltd serves on, for a_ too.
+  const std::string next = SubmitAs(*a_, {"--devices", "1", "--", child_, "print:1"});
+  EXPECT_EQ(d_.WaitEnded(next).value("state", ""), "SUCCEEDED");
 }
 
 }  // namespace
