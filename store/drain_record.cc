@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "absl/strings/numbers.h"
+#include "bytes.h"
 #include "fd.h"
 #include "file_io.h"
 #include "posix_error.h"
@@ -14,8 +16,39 @@ namespace ltd {
 namespace {
 
 constexpr size_t kMaxReasonBytes = 4096;
+constexpr size_t kMaxDeadlineBytes = 32;
 
 std::string PathIn(const std::string& state_dir) { return state_dir + "/drain"; }
+std::string DeadlinePathIn(const std::string& state_dir) { return state_dir + "/drain-deadline"; }
+
+// `data` as the whole of `path` (a new file renamed over it, synced), or,
+// with nullopt, no file at `path`.
+absl::Status Replace(const std::string& path, const std::optional<std::string_view>& data) {
+  if (!data) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink", path, errno);
+    return absl::OkStatus();
+  }
+  const std::string tmp = path + ".tmp";
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return PosixError("open", tmp, errno);
+  std::string_view rest = *data;
+  while (!rest.empty()) {
+    const ssize_t n = write(fd.get(), rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      unlink(tmp.c_str());
+      return PosixError("write", tmp, err);
+    }
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+  if (fdatasync(fd.get()) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return PosixError("rename", path, err);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -28,31 +61,33 @@ std::optional<std::string> LoadDrain(const std::string& state_dir) {
 }
 
 absl::Status SaveDrain(const std::string& state_dir, const std::optional<std::string>& reason) {
-  const std::string path = PathIn(state_dir);
-  if (!reason) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink", path, errno);
-    return absl::OkStatus();
-  }
-  const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return PosixError("open", tmp, errno);
-  std::string_view data = std::string_view(*reason).substr(0, kMaxReasonBytes);
-  while (!data.empty()) {
-    const ssize_t n = write(fd.get(), data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      unlink(tmp.c_str());
-      return PosixError("write", tmp, err);
+  if (!reason) return Replace(PathIn(state_dir), std::nullopt);
+  return Replace(PathIn(state_dir), std::string_view(*reason).substr(0, kMaxReasonBytes));
+}
+
+std::optional<WallTime> LoadDrainDeadline(const std::string& state_dir) {
+  const std::string path = DeadlinePathIn(state_dir);
+  auto text = ReadWholeFile(path, kMaxDeadlineBytes);
+  if (!text.ok()) {
+    if (!absl::IsNotFound(text.status())) {
+      spdlog::warn("{}: the drain's deadline is forgotten", std::string(text.status().message()));
     }
-    data.remove_prefix(static_cast<size_t>(n));
+    return std::nullopt;
   }
-  if (fdatasync(fd.get()) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return PosixError("rename", path, err);
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(*text, &ms) || ms <= 0) {
+    spdlog::warn("{}: not a time ('{}'); the drain's deadline is forgotten", path, ForLog(*text));
+    return std::nullopt;
   }
-  return absl::OkStatus();
+  return WallTime(std::chrono::milliseconds(ms));
+}
+
+absl::Status SaveDrainDeadline(const std::string& state_dir,
+                               const std::optional<WallTime>& deadline) {
+  if (!deadline) return Replace(DeadlinePathIn(state_dir), std::nullopt);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline->time_since_epoch()).count();
+  return Replace(DeadlinePathIn(state_dir), std::to_string(ms));
 }
 
 }  // namespace ltd

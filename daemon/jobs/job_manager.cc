@@ -131,6 +131,8 @@ void JobManager::Recover(const Adopter& adopt) {
   }
   finished_.SortById();
   PruneFinished();
+  // An earlier ltd's drain --deadline comes when it said (at once if past).
+  if (drain_deadline_) ArmDrainDeadline();
   Schedule();
 }
 

@@ -288,6 +288,9 @@ class JobManager {
   std::optional<WallTime> drain_deadline_;
   std::vector<Clock::TimerId> drain_timers_;  // its --signals and its teardown
   void CancelDrainTimers();
+  // The drain's deadline (drain_deadline_): each job's --signal its DUR
+  // before, then the running jobs' teardown.
+  void ArmDrainDeadline();
   // --signal to job `id`'s ranks now, because `why` (its end is near).
   void SendWarnSignal(const std::string& id, const std::string& why);
   std::vector<Clock::TimerId> shutdown_timers_;  // teardowns after a --signal
