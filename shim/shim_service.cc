@@ -26,7 +26,7 @@ ShimService::ShimService(Loop& loop, Clock& clock, Options options)
     : loop_(loop), clock_(clock), options_(std::move(options)) {}
 
 ShimService::~ShimService() {
-  if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
+  CancelRestoreWindow();
   if (progress_timer_ != 0) clock_.CancelTimer(progress_timer_);
 }
 
@@ -63,8 +63,7 @@ grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServ
     if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
     // ltd is here: the job is watched again.
     if (restore_timer_ != 0) {
-      clock_.CancelTimer(restore_timer_);
-      restore_timer_ = 0;
+      CancelRestoreWindow();
       if (ever_watched_) spdlog::info("job={} ltd is back", options_.job_id);
     }
     ever_watched_ = true;
@@ -227,8 +226,7 @@ void ShimService::OnOutput(int rank, ltd::Stream stream, std::string_view line) 
 
 void ShimService::OnEnded(const Job& job) {
   ended_ = true;
-  if (restore_timer_ != 0) clock_.CancelTimer(restore_timer_);
-  restore_timer_ = 0;
+  CancelRestoreWindow();
   // The whole record, in each watcher's form; a typed one says whether it
   // is saved, so that ltd saves what the disk refused here.
   std::optional<shim::v1::Event> forms[2];  // [typed]
@@ -257,7 +255,32 @@ void ShimService::WatcherGone(Stream::Handle* raw) {
     spdlog::warn("job={} ltd went away; the job runs on for {} without it", options_.job_id,
                  FormatDuration(options_.restore_window));
     ArmRestoreWindow(options_.restore_window);
+    ArmRestoreWarning();
   }
+}
+
+void ShimService::CancelRestoreWindow() {
+  for (Clock::TimerId* t : {&restore_timer_, &restore_warn_timer_}) {
+    if (*t != 0) clock_.CancelTimer(*t);
+    *t = 0;
+  }
+}
+
+void ShimService::ArmRestoreWarning() {
+  const WarnSignal warn = runner_->job().spec.warn_signal;
+  const Millis window = options_.restore_window;
+  if (warn.signal == 0 || window.count() == 0) return;
+  const Millis before = std::min(warn.before, window);
+  restore_warn_timer_ = clock_.StartTimer(window - before, [this, warn, before] {
+    restore_warn_timer_ = 0;
+    if (runner_ == nullptr || ended_) return;
+    KillOrder order = KillOrder::Signal(warn.signal, false);
+    order.warn = Cat("ltd is away; the job is torn down in ", FormatDuration(before),
+                     " unless it comes back (its --restore-window)");
+    if (absl::Status s = runner_->Kill(std::move(order)); !s.ok()) {
+      spdlog::info("job={} --signal not sent: {}", options_.job_id, std::string(s.message()));
+    }
+  });
 }
 
 void ShimService::ArmRestoreWindow(Millis window) {

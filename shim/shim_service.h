@@ -92,6 +92,9 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   void SendProgress();
   void WatcherGone(Stream::Handle* handle);
   void ArmRestoreWindow(Millis window);
+  // The job's --signal its DUR before the restore window ends (ltd away).
+  void ArmRestoreWarning();
+  void CancelRestoreWindow();
   void MaybeDone();
 
   Loop& loop_;
@@ -109,6 +112,7 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   };
   std::map<std::shared_ptr<Stream::Handle>, Watching> watchers_;
   Clock::TimerId restore_timer_ = 0;
+  Clock::TimerId restore_warn_timer_ = 0;
   Clock::TimerId progress_timer_ = 0;
   bool record_dirty_ = false;  // a Change::kDetail waits for the progress timer
   bool beats_dirty_ = false;   // a Change::kBeats does

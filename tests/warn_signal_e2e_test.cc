@@ -81,5 +81,61 @@ TEST_F(WarnSignalE2E, DrainDeadlineSignalsThenTearsDown) {
   EXPECT_EQ(d_.Ctl({"resume"}).exit_code, 0);
 }
 
+// Jobs outlive ltd for 5 s: a restart keeps them; ltd away (SIGKILLed)
+// longer ends them, the supervisor sending the job's --signal its DUR
+// before.
+class WarnSignalRestoreE2E : public WarnSignalE2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--restore-window", "5s"}; }
+};
+
+// The deadline is kept in the state dir: an ltd stopped and started again
+// in between still sends the --signal and tears the job down when the
+// drain said.
+TEST_F(WarnSignalRestoreE2E, DrainDeadlineOutlivesARestartOfLtd) {
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--signal", "USR1@2s", "--", "/bin/sh", "-c", kTrapUsr1});
+  ASSERT_TRUE(WaitFor([&] { return After(d_.Ctl({"logs", id}).out, "start") > 0; }, 20s));
+  CmdResult drain = d_.Ctl({"drain", "--reason", "test", "--deadline", "8s"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  EXPECT_NE(d_.log().find("running jobs are torn down in "), std::string::npos) << d_.log();
+  nlohmann::json job = d_.WaitEnded(id, 30s);
+  EXPECT_EQ(job["state"], "CANCELLED") << job.dump(1);
+  EXPECT_NE(job["root_cause"]["message"].get<std::string>().find("the drain's deadline came"),
+            std::string::npos)
+      << job.dump(1);
+  EXPECT_NE(d_.Ctl({"logs", id}).out.find("usr1 "), std::string::npos)
+      << "the --signal was not sent";
+  EXPECT_EQ(job["warn_signal_why"], "the drain's deadline is in 2s");
+  // resume forgets it: the next ltd has no deadline to keep.
+  EXPECT_EQ(d_.Ctl({"resume"}).exit_code, 0);
+  EXPECT_NE(access((d_.state_dir() + "/drain").c_str(), F_OK), 0);
+  EXPECT_NE(access((d_.state_dir() + "/drain-deadline").c_str(), F_OK), 0);
+}
+
+TEST_F(WarnSignalRestoreE2E, TheSignalComesBeforeTheRestoreWindowEnds) {
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--signal", "USR1@3s", "--", "/bin/sh", "-c", kTrapUsr1});
+  ASSERT_TRUE(WaitFor([&] { return After(d_.Ctl({"logs", id}).out, "start") > 0; }, 20s));
+  d_.KillHard();
+  // The supervisor's teardown ends it once the window is over.
+  const std::vector<pid_t> supervisors = Supervisors(d_.state_dir(), id);
+  ASSERT_EQ(supervisors.size(), 1u);
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(supervisors[0]); }, 30s))
+      << "the supervisor did not end after its restore window";
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  nlohmann::json job = d_.WaitEnded(id, 30s);
+  EXPECT_EQ(job["root_cause"]["reason"], "daemon_lost") << job.dump(1);
+  EXPECT_EQ(job["warn_signal_why"],
+            "ltd is away; the job is torn down in 3s unless it comes back (its --restore-window)")
+      << job.dump(1);
+  const std::string out = d_.Ctl({"logs", id}).out;
+  const double start = After(out, "start"), usr1 = After(out, "usr1");
+  ASSERT_GT(usr1, 0) << "the handler never ran:\n" << out;
+  EXPECT_GT(usr1 - start, 1.0) << out;  // not at once: ~2 s after ltd went
+}
+
 }  // namespace
 }  // namespace ltd::test
