@@ -31,7 +31,7 @@ TRAIN_PY = os.path.join(ROOT, "tests", "ranks", "auto_train.py")
 
 def slowest_step(ltd, job):
     ranks = ltd.show(job).get("ranks", [])
-    steps = [int(r.get("last_step", 0)) for r in ranks]
+    steps = [int(r.get("last_step") or 0) for r in ranks]
     return min(steps) if len(steps) == 8 else 0
 
 
@@ -51,7 +51,7 @@ def bench(ltd, name, argv, runs, window):
     job = ltd.ctl("submit", "-d", "--devices", "8", "--", *argv).stdout.strip()
     deadline = time.time() + 600
     while slowest_step(ltd, job) < 3:
-        if time.time() > deadline or ltd.show(job)["state"] != "RUNNING":
+        if time.time() > deadline or ltd.show(job)["state"] not in ("PENDING", "RUNNING"):
             sys.exit(f"{name}: the job did not start training: {ltd.show(job)}")
         time.sleep(0.5)
     times, framed, ratios = [], [], []
