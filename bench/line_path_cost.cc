@@ -115,8 +115,10 @@ double Run(Variant v, size_t lines, size_t per_read, const std::string& dir) {
   const bool output = files.has_value();
   const uint64_t dropped = output ? files->dropped() : 0;
   files.reset();
-  // The writer has exited; its CPU counts once the reaper has it.
-  for (int i = 0; i < 1000 && ltd::HelperReaper::Get().alive(geteuid()) > 0; ++i) {
+  // The writer has exited; its CPU counts once the reaper has it. It may
+  // still be writing for a while (the disk): a CPU second it spends after
+  // the run would be counted in the next variant's.
+  for (int i = 0; i < 30000 && ltd::HelperReaper::Get().alive(geteuid()) > 0; ++i) {
     usleep(1000);
   }
   const double secs = CpuSeconds() - start;
