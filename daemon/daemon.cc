@@ -19,6 +19,7 @@
 #include "helpers.h"
 #include "log_rate.h"
 #include "resource_limits.h"
+#include "shim_probe.h"
 #include "socket_activation.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -30,6 +31,9 @@ namespace {
 // A supervisor answers in microseconds; the ones that do not within this
 // are taken for dead, and their jobs are LOST.
 constexpr std::chrono::milliseconds kProbeTimeout{1000};
+// How long ltd's start waits in all for supervisors an earlier ltd was
+// starting as it died (AwaitStartingShims): they decide in milliseconds.
+constexpr std::chrono::milliseconds kStartingTimeout{2000};
 // How long a stopping ltd gives the calls in flight (see Stop).
 constexpr std::chrono::milliseconds kStopGrace{100};
 
@@ -186,9 +190,15 @@ absl::Status Daemon::TakeOverEarlier() {
   plan_.emplace(PlanContainment(*store_));
   // Supervisors an earlier ltd left: those that answer for their job keep
   // it; the rest of what earlier processes left is swept.
-  std::vector<std::string> running;
+  std::vector<std::string> running, pending;
   for (const Job& job : store_->LoadAll()) {
     if (job.state == JobState::kRunning) running.push_back(job.id);
+    if (job.state == JobState::kPending) pending.push_back(job.id);
+  }
+  // A supervisor the earlier ltd started as it died is going, or starting
+  // its job: which, before the sweep (that would kill a starting one).
+  for (std::string& id : AwaitStartingShims(*store_, pending, kStartingTimeout)) {
+    running.push_back(std::move(id));
   }
   {
     ShimSupervisorHost probe_host(*loop_, *store_, *plan_, shim_config_);

@@ -1,9 +1,13 @@
 #include "shim_probe.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "pidfd.h"
 #include "shim_watcher.h"
@@ -81,6 +85,40 @@ std::map<std::string, FoundShim> ProbeShims(const JobStore& store,
     found.emplace(c->job_id, std::move(f));
   }
   return found;
+}
+
+std::vector<std::string> AwaitStartingShims(const JobStore& store,
+                                            const std::vector<std::string>& pending,
+                                            std::chrono::milliseconds deadline) {
+  const auto give_up = std::chrono::steady_clock::now() + deadline;
+  std::vector<std::string> started;
+  for (const std::string& id : pending) {
+    const std::string path = store.SupervisorLock(id);
+    // No lock file: no supervisor was ever started for the job.
+    Fd lock(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+    if (!lock.valid()) continue;
+    for (;;) {
+      if (flock(lock.get(), LOCK_EX | LOCK_NB) == 0) break;  // none there now
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        spdlog::warn("job={} flock({}): {}", id, path, std::strerror(errno));
+        break;
+      }
+      auto job = store.Load(id);
+      if (job.ok() && job->state != JobState::kPending) {
+        if (job->state == JobState::kRunning) started.push_back(id);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= give_up) {
+        spdlog::warn(
+            "job={} a supervisor an earlier ltd started neither went nor started the job "
+            "within {} ms; the job is queued again",
+            id, deadline.count());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return started;
 }
 
 }  // namespace ltd

@@ -31,4 +31,14 @@ std::map<std::string, FoundShim> ProbeShims(const JobStore& store,
                                             const std::vector<std::string>& job_ids,
                                             std::chrono::milliseconds timeout);
 
+// Of the PENDING jobs `pending`, waits (up to `deadline` in all) for each
+// supervisor that an earlier ltd started and had not yet seen RUNNING: it
+// holds the job's lock, and either goes (that ltd died before it watched
+// it) or has been watched and is starting the job. Returns the jobs whose
+// record is RUNNING now, whose supervisors are to be probed and kept.
+// Blocks (ltd's start-up, before its loop runs).
+std::vector<std::string> AwaitStartingShims(const JobStore& store,
+                                            const std::vector<std::string>& pending,
+                                            std::chrono::milliseconds deadline);
+
 }  // namespace ltd

@@ -4,8 +4,9 @@
 // them, and records the job, whether or not ltd is there. ltd watches it
 // over the socket pair it was started with (fd 3); a later ltd finds it
 // again at <job dir>/shim.sock. With ltd gone for longer than the restore
-// window it tears its job down. Its ranks die with it (PDEATHSIG); what
-// they leave, ltd kills.
+// window it tears its job down; should the ltd that started it go before
+// it watched it, it goes too, the job still PENDING (first_contact.h). Its
+// ranks die with it (PDEATHSIG); what they leave, ltd kills.
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
@@ -24,6 +25,7 @@
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "fd_limit.h"
+#include "first_contact.h"
 #include "job_runner.h"
 #include "job_store.h"
 #include "join_run.h"
@@ -60,6 +62,9 @@ struct Options {
 constexpr int kLtdFd = 3;
 constexpr int kAssignFd = 4;
 constexpr size_t kMaxJobIdDigits = 20;  // a uint64 in decimal
+// How long a supervisor waits for an earlier one of its job to go: one
+// whose ltd went before watching it, which notices in milliseconds.
+constexpr std::chrono::seconds kLockWait{10};
 
 // A spare waits here, before anything starts a thread (ltd runs it at idle
 // priority until it gives it a job, and threads would keep that policy),
@@ -120,6 +125,20 @@ int Run(const Options& opt) {
     spdlog::critical("state dir {}: {}", resolved, std::string(store.status().message()));
     return 1;
   }
+  // Before anything of the job's is touched: this supervisor's turn on
+  // it, and its ltd still there to watch it (first_contact.h).
+  auto lock = LockJob(store->SupervisorLock(opt.job), opt.ltd_fd, kLockWait);
+  if (!lock.ok()) {
+    spdlog::critical("job={} {}", opt.job, std::string(lock.status().message()));
+    return 1;
+  }
+  if (!lock->has_value() || (opt.ltd_fd >= 0 && PeerGone(opt.ltd_fd))) {
+    spdlog::warn(
+        "job={} the ltd that started this supervisor is gone; the job stays PENDING "
+        "for the next ltd",
+        opt.job);
+    return 0;
+  }
   auto job = store->Load(opt.job);
   if (!job.ok() || job->state != JobState::kPending) {
     spdlog::critical("job={} has no record to start from: {}", opt.job,
@@ -179,9 +198,35 @@ int Run(const Options& opt) {
       spdlog::critical("job={} cannot serve on {}", opt.job, socket_path);
       return 1;
     }
-    if (opt.ltd_fd >= 0) grpc::AddInsecureChannelFromFd(server.get(), opt.ltd_fd);
+    // Until ltd watches the job (and its ranks start), ltd's going ends
+    // this supervisor: the job is PENDING still, and the next ltd starts it.
+    std::unique_ptr<FirstContact> first_contact;
+    bool unwatched = false;
+    auto leave_unwatched = [&] {
+      if (unwatched) return;
+      unwatched = true;
+      spdlog::warn(
+          "job={} the ltd that started this supervisor went before it started the job; the "
+          "job stays PENDING for the next ltd",
+          opt.job);
+      loop.Stop();
+    };
+    if (opt.ltd_fd >= 0) {
+      auto contact = FirstContact::Watch(loop.get(), opt.ltd_fd, leave_unwatched);
+      if (!contact.ok()) {
+        spdlog::critical("job={} {}", opt.job, std::string(contact.status().message()));
+        return 1;
+      }
+      first_contact = std::move(*contact);
+      grpc::AddInsecureChannelFromFd(server.get(), opt.ltd_fd);
+    }
 
     auto start = [&] {
+      // A watch that came as ltd went starts nothing: the next ltd may
+      // have read the record as PENDING already, and starts the job.
+      if (first_contact && first_contact->Gone()) leave_unwatched();
+      if (unwatched) return;
+      if (first_contact) first_contact->Watched();
       if (runner.job().spec.nodes.rdzv.empty()) return runner.Start();
       joiner = std::thread([&, job = runner.job()]() mutable {
         auto post = [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); };

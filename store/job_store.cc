@@ -78,6 +78,10 @@ std::string JobStore::JobDir(const std::string& job_id) const {
   return state_dir_ + "/jobs/" + job_id;
 }
 
+std::string JobStore::SupervisorLock(const std::string& job_id) const {
+  return JobDir(job_id) + "/supervisor.lock";
+}
+
 std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
   return Cat(JobDir(job_id), "/errors/error-", rank, ".json");
 }

@@ -62,6 +62,9 @@ class JobStore {
   absl::Status ReturnReservedIds();
 
   std::string JobDir(const std::string& job_id) const;
+  // The lock a supervisor of the job holds for its life (flock): one at a
+  // time, and ltd sees whether one is there (shim/first_contact.h).
+  std::string SupervisorLock(const std::string& job_id) const;
   // The job's dir (fails if it exists: ids are never reused) and its
   // errors/ dir, root's until the job starts (error_dir.h).
   absl::Status CreateJobDir(const std::string& job_id) const;

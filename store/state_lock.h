@@ -2,7 +2,8 @@
 // first one's running jobs for leftovers of a dead one and sweep them, so
 // ltd holds an exclusive lock on <state-dir>/ltd.lock for its whole life,
 // whatever happens to its socket file. The kernel drops the lock when ltd
-// dies, however it dies.
+// dies, however it dies, and the last child that shares its fd (one that
+// ltd was starting as it died) has reached its exec.
 #pragma once
 
 #include <string>
@@ -14,7 +15,8 @@ namespace ltd {
 
 class StateLock {
  public:
-  // Fails with a message naming the holder's pid when another ltd has it.
+  // Fails with a message naming the holder's pid when another ltd has it
+  // (still, after a second).
   static absl::StatusOr<StateLock> Acquire(const std::string& state_dir);
 
  private:

@@ -1,13 +1,18 @@
 // ltd and ltctl end to end: real daemon, real client, real ranks.
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -484,6 +489,43 @@ TEST_F(E2E, SecondLtdOnTheSameSocketIsRefused) {
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("another ltd is already listening"), std::string::npos) << second.err;
   EXPECT_EQ(d_.Ctl({"ps"}).exit_code, 0);  // the first keeps running
+}
+
+// A killed ltd's listening socket and state lock outlive it while a child
+// it was starting has not yet reached its exec: the next ltd, started
+// right after the SIGKILL, waits that out (up to a second) rather than
+// take them for another ltd's and refuse to start.
+TEST_F(E2E, ASocketAndLockThatADeadLtdsChildHoldsAMomentLongerAreTakenOver) {
+  Daemon other;
+  std::filesystem::create_directories(other.state_dir());
+  // What the child holds: the lock, and the socket, listening.
+  const int lock =
+      open((other.state_dir() + "/ltd.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, other.socket().c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  std::atomic<pid_t> ltd{0};
+  std::future<CmdResult> run = std::async(std::launch::async, [&] {
+    return RunCommand({LtdPath(), "--socket", other.socket(), "--state-dir", other.state_dir(),
+                       "--devices", "1", "--restore-window", "0"},
+                      {}, 60s, [&](pid_t pid) { ltd = pid; });
+  });
+  std::this_thread::sleep_for(300ms);
+  close(lock);  // the child has reached its exec
+  // Once ltd has found the socket answering, it goes too.
+  pollfd probed{listener, POLLIN, 0};
+  EXPECT_EQ(poll(&probed, 1, 20000), 1) << "ltd never tried the socket";
+  close(listener);
+  EXPECT_TRUE(WaitFor([&] { return other.Ctl({"ps"}).exit_code == 0; }, 20s));
+  if (ltd > 0) kill(ltd, SIGTERM);
+  CmdResult r = run.get();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Has(r.err, "another ltd")) << r.err;
 }
 
 TEST_F(E2E, SigtermToLtdWithNoRestoreWindowTearsJobsDownAndRecordsThem) {

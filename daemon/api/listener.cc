@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "job_store.h"
@@ -22,6 +24,13 @@
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// How long a socket that accepts connections must go on doing so before
+// ltd takes it for another ltd's (see Bind).
+constexpr std::chrono::milliseconds kStaleListenerWait{1000};
+
+}  // namespace
 
 absl::Status CheckSocketPath(const std::string& path) {
   constexpr size_t kMax = sizeof(sockaddr_un::sun_path) - 1;
@@ -45,11 +54,20 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   if (!fd.valid()) return PosixError("socket", "AF_UNIX", errno);
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     if (errno != EADDRINUSE) return PosixError("bind", path, errno);
-    // A socket file is there: is an ltd behind it, or is it stale?
-    Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      return absl::AlreadyExistsError(Cat("another ltd is already listening on ", path,
-                                          "; stop it first or give this one another --socket"));
+    // A socket file is there: is an ltd behind it, or is it stale? A
+    // killed ltd's listening socket outlives it while a child it was
+    // starting has not yet reached its exec (which closes it): a restart
+    // right after a SIGKILL must not take that for another ltd. A live
+    // ltd still listens after kStaleListenerWait.
+    const auto give_up = std::chrono::steady_clock::now() + kStaleListenerWait;
+    for (;;) {
+      Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) break;
+      if (std::chrono::steady_clock::now() >= give_up) {
+        return absl::AlreadyExistsError(Cat("another ltd is already listening on ", path,
+                                            "; stop it first or give this one another --socket"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     struct stat st {};
     if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {

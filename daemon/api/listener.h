@@ -36,8 +36,8 @@ class Listener {
  public:
   static constexpr int kListenBacklog = 256;
 
-  // Binds `path`, refusing when another ltd answers there; replaces a
-  // stale socket file left by an ltd that died. A user (root excepted) may
+  // Binds `path`, refusing when another ltd answers there (still, after a
+  // second); replaces a stale socket file left by an ltd that died. A user (root excepted) may
   // hold at most `max_per_user` connections at once (0: no limit); more are
   // closed at accept. When ltd runs out of fds, waiting connections are
   // refused at a bounded rate rather than left to spin the accept loop.
