@@ -104,6 +104,12 @@ class HangingFiles : public Security {
     // Every request still waiting fails, so every process waiting on the
     // mount (the users' helpers) ends; then the mount goes.
     if (!connection_.empty()) {
+      // fusectl unmounted meanwhile (by someone else): mounted again, to
+      // reach the abort file.
+      if (access((connection_ + "/abort").c_str(), W_OK) != 0 &&
+          mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr) == 0) {
+        mounted_fusectl_ = true;
+      }
       std::ofstream(connection_ + "/abort") << "1";
     }
     if (!mnt_.empty()) {
