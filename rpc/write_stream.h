@@ -86,15 +86,17 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
       std::lock_guard inner(stream->mu_);
       return stream->queued_bytes_ < kMaxQueuedBytes;
     }
-    // Runs `fn` (on a gRPC thread) once the queue has drained to half, or
-    // the RPC ended; false (and `fn` dropped) when there is room already.
-    bool OnRoom(std::function<void()> fn) {
+    // Runs `fn` (on a gRPC thread) once every event pushed has been
+    // written, or the RPC ended; false (and `fn` dropped) when nothing is
+    // queued now. A sender that can wait (a log replay) pushes its next
+    // event then: a reader that stopped reading holds the one write gRPC
+    // has not finished, and costs no work until that write completes.
+    bool OnDrained(std::function<void()> fn) {
       std::lock_guard lock(mu);
       if (stream == nullptr) return false;
       std::lock_guard inner(stream->mu_);
-      if (stream->queued_bytes_ < kMaxQueuedBytes || stream->broken_ || stream->finished_)
-        return false;
-      stream->on_room_ = std::move(fn);
+      if (stream->queue_.empty() || stream->broken_ || stream->finished_) return false;
+      stream->on_drained_ = std::move(fn);
       return true;
     }
   };
@@ -118,7 +120,7 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
   }
 
   void OnWriteDone(bool ok) override {
-    std::function<void()> on_room;
+    std::function<void()> on_drained;
     {
       std::lock_guard lock(mu_);
       writing_ = false;
@@ -128,12 +130,10 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
         broken_ = true;  // the reader went away; finish now
         queue_.clear();
       }
-      if (on_room_ && (broken_ || queued_bytes_ <= kMaxQueuedBytes / 2)) {
-        on_room = std::move(on_room_);
-      }
+      if (on_drained_ && (broken_ || queue_.empty())) on_drained = std::move(on_drained_);
       WriteNextLocked();
     }
-    if (on_room) on_room();
+    if (on_drained) on_drained();
   }
 
   void OnCancel() override {
@@ -150,16 +150,16 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
   }
 
   void OnDone() override {
-    std::function<void()> on_gone, on_room;
+    std::function<void()> on_gone, on_drained;
     {
       std::lock_guard hl(handle_->mu);
       handle_->stream = nullptr;
       std::lock_guard lock(mu_);
       on_gone = std::move(on_gone_);
-      on_room = std::move(on_room_);  // a waiting sender learns the end by pushing
+      on_drained = std::move(on_drained_);  // a waiting sender learns the end by pushing
     }
     if (on_gone) on_gone();
-    if (on_room) on_room();
+    if (on_drained) on_drained();
     delete this;
     --write_stream_internal::live_streams;
     write_stream_internal::TrimAfterEnd();
@@ -227,7 +227,7 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
   std::optional<grpc::Status> finish_;  // guarded by mu_: finish once drained
   bool finished_ = false;               // guarded by mu_
   std::function<void()> on_gone_;       // guarded by mu_
-  std::function<void()> on_room_;       // guarded by mu_
+  std::function<void()> on_drained_;    // guarded by mu_
   std::shared_ptr<void> kept_;
 };
 

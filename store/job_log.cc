@@ -354,7 +354,17 @@ bool LogCursor::Next(std::string* chunk) {
     if (query_.tail > 0) SeekToTail();
   }
   chunk->clear();
+  // Sized once: a replay may hold a chunk while its client does not read,
+  // so it holds what it read, not twice that from growing by doubling.
+  uint64_t left = 0;
+  for (size_t i = seg_; i < segs_.size(); ++i) {
+    left += segs_[i].size - (i == seg_ ? std::min(off_, segs_[i].size) : 0);
+  }
+  chunk->reserve(static_cast<size_t>(std::min<uint64_t>(kChunk, left)) + carry_.size());
   std::string buf;
+  auto show = [&](std::string_view line) {
+    if (Show(line, chunk)) chunk->push_back('\n');
+  };
   while (seg_ < segs_.size()) {
     const uint64_t size = segs_[seg_].size;
     if (off_ >= size) {
@@ -368,12 +378,22 @@ bool LogCursor::Next(std::string* chunk) {
       break;
     }
     off_ += len;
-    carry_.append(buf);
+    // Lines are shown from `buf` where they lie; only a line split by the
+    // chunk's end is kept (carry_), so a cursor between reads holds a part
+    // of one line, not a chunk.
     size_t start = 0;
-    for (size_t nl; (nl = carry_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (Show(std::string_view(carry_.data() + start, nl - start), chunk)) chunk->push_back('\n');
+    size_t nl = buf.find('\n');
+    if (!carry_.empty()) {
+      carry_.append(buf, 0, nl == std::string::npos ? buf.size() : nl);
+      if (nl == std::string::npos) continue;
+      show(carry_);
+      start = nl + 1;
+      nl = buf.find('\n', start);
     }
-    carry_.erase(0, start);
+    for (; nl != std::string::npos; start = nl + 1, nl = buf.find('\n', start)) {
+      show(std::string_view(buf.data() + start, nl - start));
+    }
+    carry_ = buf.substr(start);
     if (!chunk->empty()) return true;
   }
   if (!carry_.empty() && !query_.whole_lines) {

@@ -14,12 +14,19 @@ namespace ltd {
 class LogReplay::Follower final : public JobObserver {
  public:
   Follower(LogReplay* replay, bool attach) : replay_(replay), attach_(attach) {}
-  // A replay whose client's queue is full wants no lines until it has room
-  // again: when nobody else wants them, the supervisor stops sending the
-  // job's lines (they are in the log), and a stalled reader costs nothing.
+  // A replay far behind its job wants no lines until it has caught up:
+  // when nobody else wants them, the supervisor stops sending the job's
+  // lines (they are in the log), and a stalled reader costs nothing.
   bool WantsOutput() const override { return !waiting_; }
   void OnOutput(int rank, Stream, std::string_view line) override {
     if (replay_ == nullptr) return;
+    if (rank != -1 && !replay_->idle_) {
+      // Lines the replay reads from the log anyway, not a wake-up: counted
+      // as a stream's queue counts them. Lines dropped on their way to ltd
+      // (rank -2) say that ltd is behind the job already.
+      behind_ += rank >= 0 ? line.size() + kLineCost : kBehindBytes;
+      if (behind_ >= kBehindBytes) replay_->SetWaiting(true);
+    }
     // rank -1: ltd's words for the job's users (a teardown, a hold), not in
     // the log; -2 and below: the supervisor's word that live lines did not
     // reach ltd, which is nothing to a reader of the log.
@@ -57,9 +64,15 @@ class LogReplay::Follower final : public JobObserver {
   // ltd's notices are a few a job (teardown, holds): past this many
   // waiting for a reader that is behind, the rest are not kept.
   static constexpr size_t kMaxNotices = 64;
+  // Output a replay that is reading the log saw go by meanwhile: past this
+  // much it reads on from the log without being told of each line, until
+  // it reaches the log's end.
+  static constexpr uint64_t kBehindBytes = 1 << 20;
+  static constexpr uint64_t kLineCost = 256;
   LogReplay* replay_;  // null once the replay is gone
   const bool attach_;
-  bool waiting_ = false;
+  bool waiting_ = false;  // wants no live lines: far behind
+  uint64_t behind_ = 0;   // bytes of output seen while not at the log's end
   std::deque<std::pair<uint64_t, std::string>> notices_;
 };
 
@@ -186,28 +199,21 @@ bool LogReplay::Push(std::string chunk) {
 void LogReplay::Deliver() {
   reading_ = false;
   if (gone_) return Done(false);
-  if (more_) {
-    if (!Push(std::exchange(chunk_, {}))) return Done(false);  // the client is gone
-    reading_ = true;                                           // until the stream has room
-    std::weak_ptr<LogReplay> weak = self_;
-    if (!out_->OnRoom([this, weak] {
-          loop_.Post([weak] {
-            if (auto live = weak.lock()) {
-              live->SetWaiting(false);
-              live->Step();
-            }
-          });
-        })) {
-      Step();
-    } else {
-      SetWaiting(true);
-    }
-    return;
-  }
+  if (more_) return Send();
   if (follower_) follower_->Flush(generation_);
   if (!following_) {
     if (ended_event_) out_->Push(std::move(*ended_event_));
     return Done(true);
+  }
+  if (follower_ && follower_->waiting_) {
+    // Nobody told it of the lines written since its snapshot: another one
+    // says. One that brought nothing new is the log's end: from there, lines
+    // wake it up again.
+    if (cursor_->position() == snapshot_from_) {
+      SetWaiting(false);
+    } else {
+      grew_ = true;
+    }
   }
   if (grew_ || (ended_ && !snapshot_after_end_)) return Snapshot();
   if (ended_) {
@@ -219,21 +225,48 @@ void LogReplay::Deliver() {
   // idle follower holds only its position, so followers cost ltd no fd
   // while their jobs are quiet.
   idle_ = true;
+  if (follower_) follower_->behind_ = 0;
   position_ = cursor_->position();
   cursor_.reset();
 }
 
-// A reader whose queue is full wants no live lines (Follower::WantsOutput);
-// once it has room it reads the log again, which has what it missed.
+// One chunk in the stream at a time: the next, read ahead, waits as the
+// log's text until gRPC has written every event before it. A client that
+// stopped reading holds one write gRPC has not finished and one chunk of
+// text, and costs no work: nothing polls, the write's completion wakes
+// the replay.
+void LogReplay::Send() {
+  std::weak_ptr<LogReplay> weak = self_;
+  Loop& loop = loop_;
+  if (!out_->OnDrained([&loop, weak] {
+        loop.Post([weak] {
+          if (auto live = weak.lock()) live->Drained();
+        });
+      })) {
+    Drained();  // nothing queued: at once
+  }
+}
+
+void LogReplay::Drained() {
+  if (gone_) return Done(false);
+  if (!Push(std::exchange(chunk_, {}))) return Done(false);  // the client is gone
+  Step();  // the next chunk, read while this one is written
+}
+
+// A reader far behind wants no live lines (Follower::WantsOutput); once it
+// reaches the log's end it wants them again, and the log has what was
+// written meanwhile.
 void LogReplay::SetWaiting(bool waiting) {
   if (!follower_ || !observer_ || follower_->waiting_ == waiting) return;
   follower_->waiting_ = waiting;
+  follower_->behind_ = 0;
   if (!waiting) grew_ = true;  // the lines written meanwhile told nobody
   manager_.WantsOutputChanged(job_id_);
 }
 
 void LogReplay::Snapshot() {
   const uint64_t from = cursor_ ? cursor_->position() : position_;
+  snapshot_from_ = from;
   grew_ = false;
   ++generation_;
   snapshot_after_end_ = ended_;
@@ -262,7 +295,7 @@ void LogReplay::OnEnded(const Job& job) {
 void LogReplay::OnGone() {
   gone_ = true;
   if (on_gone_ && !ended_) std::exchange(on_gone_, nullptr)();
-  if (!reading_) Done(false);  // else the read in flight ends it
+  if (!reading_) Done(false);  // else the read in flight ends it (the pool holds `this`)
 }
 
 void LogReplay::Done(bool finish) {

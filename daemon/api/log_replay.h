@@ -51,6 +51,8 @@ class LogReplay {
   void Begin(const Job& job, bool follow, std::optional<uint64_t> from, LogSnapshot snapshot);
   void Step();     // read the next chunk
   void Deliver();  // what the read brought
+  void Send();     // the chunk read, once the stream has sent what it has
+  void Drained();  // the stream sent it all
   bool Push(std::string chunk);
   void Snapshot();
   void OnGrew();
@@ -66,6 +68,7 @@ class LogReplay {
   std::shared_ptr<EventStream::Handle> out_;
   std::optional<LogCursor> cursor_;  // none while idle
   uint64_t position_ = 0;            // idle: where the cursor was
+  uint64_t snapshot_from_ = 0;       // where the snapshot being read starts
   uint64_t log_id_ = 0;              // of the snapshot being read
   uint64_t sent_log_id_ = 0;         // the last told to the client
   uint64_t generation_ = 0;          // snapshots taken
@@ -73,7 +76,7 @@ class LogReplay {
   std::string chunk_;
   uint64_t chunk_end_ = 0;  // the log position the chunk reaches
   bool more_ = false;
-  bool reading_ = false;  // a read is on the pool, or the stream is full
+  bool reading_ = false;  // a read is on the pool
   bool idle_ = false;     // following, at the end, waiting for more
   bool grew_ = false;     // the log grew since the snapshot being read
   bool following_ = false;
