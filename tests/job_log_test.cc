@@ -132,6 +132,39 @@ TEST_F(JobLogTest, TailOfRandomLinesMatchesAForwardRead) {
   }
 }
 
+// A replay whose client stopped reading holds the chunk it read (and the
+// cursor) until the client reads again: a chunk costs about what it holds,
+// not twice that from growing, and lines longer than a read come back
+// whole, across reads.
+TEST_F(JobLogTest, AChunkHoldsWhatItReadAndLongLinesComeBackWhole) {
+  auto w = JobLogWriter::Open(dir_, 8 << 20);
+  ASSERT_TRUE(w.ok());
+  std::string all;
+  for (int i = 0; i < 20000; ++i) {
+    std::string line = Cat("[0] line ", i, "\n");
+    if (i == 7000) line = Cat("[1] ", std::string(150 * 1024, 'y'), "\n");  // three reads long
+    w->Append(line);
+    all += line;
+  }
+  LogCursor cursor(LogSnapshot::Take(dir_), Q(-1));
+  std::string got;
+  int chunks = 0;
+  for (;;) {
+    std::string chunk;  // new each time, as a replay's
+    if (!cursor.Next(&chunk)) break;
+    got += chunk;
+    // A read (64 KiB) and the end of a short line split by the one before.
+    constexpr size_t kRead = 64 * 1024 + 64;
+    if (chunk.size() <= kRead) {
+      ++chunks;
+      EXPECT_LE(chunk.capacity(), kRead)
+          << "chunk " << chunks << " of " << chunk.size() << " bytes";
+    }
+  }
+  EXPECT_EQ(got, all);
+  EXPECT_GT(chunks, 3);
+}
+
 // Lines stamped with when they came; logs written before stamps existed
 // ("[R] line") read as they always did, and mixed with stamped ones.
 TEST_F(JobLogTest, StampsAreShownOnAskAndSinceFiltersByThem) {
