@@ -220,9 +220,14 @@ LogSnapshot LogSnapshot::Take(const std::string& dir) {
   return snap;
 }
 
-uint64_t LogSnapshot::LastLineEnd() const {
+uint64_t LogSnapshot::End() const {
   uint64_t end = 0;
   for (size_t i = 0; i < files.size(); ++i) end += files[i].size + (i == 1 ? cut : 0);
+  return end;
+}
+
+uint64_t LogSnapshot::LastLineEnd() const {
+  const uint64_t end = End();
   // The writer appends whole lines, so only the newest file may end inside
   // one (being written): back to its last newline.
   for (size_t i = files.size(); i-- > 0;) {

@@ -110,6 +110,8 @@ struct LogSnapshot {
   uint64_t id = 0;
   // Where the last whole line of the log ends (every byte written counts).
   uint64_t LastLineEnd() const;
+  // Where its last byte ends, a line being written too; no I/O.
+  uint64_t End() const;
   static LogSnapshot Take(const std::string& dir);
 };
 

@@ -233,7 +233,9 @@ TEST_F(Console, AStalledAttachStopsTheJobsLinesUntilItReadsAgain) {
   std::ofstream(go).close();
   const bool stalled = WaitFor([&] { return off_after_open(d_.log()) != std::string::npos; }, 30s);
   // Read again: the queue drains, the lines come back, with the notice.
-  // Each line is the one after the last: "[0] line I of N".
+  // Each line is the one after the last: "[0] line I of N". The rank is
+  // killed while it prints, so its last line may be cut short (as it wrote
+  // it): a line without its " of N" is not one of the numbered lines.
   long lines = 0, gaps = 0;
   std::string first_gap;
   std::thread reader([fd = out[0], &lines, &gaps, &first_gap] {
@@ -245,8 +247,9 @@ TEST_F(Console, AStalledAttachStopsTheJobsLinesUntilItReadsAgain) {
       size_t at = 0;
       for (size_t nl; (nl = pending.find('\n', at)) != std::string::npos; at = nl + 1) {
         const std::string line = pending.substr(at, nl - at);
-        long i = -1;
-        if (std::sscanf(line.c_str(), "[0] line %ld of", &i) != 1) continue;
+        long i = -1, of = -1;
+        if (std::sscanf(line.c_str(), "[0] line %ld of %ld", &i, &of) != 2 || of != 300000)
+          continue;
         if (last >= 0 && i != last + 1 && gaps++ == 0) first_gap = line;
         last = i;
         ++lines;

@@ -8,6 +8,14 @@
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// How far behind the log's end (at its last snapshot) a replay whose client
+// has not taken its last write is taken to be behind its job: a read's
+// worth (a replay that keeps up holds a few new lines at most).
+constexpr uint64_t kBehindLogBytes = 64 * 1024;
+
+}  // namespace
 
 // Tells the replay that the log grew or the job ended; carries no output
 // but ltd's own notices (an attach's), which are not in the log.
@@ -136,6 +144,7 @@ void LogReplay::Begin(const Job& job, bool follow, std::optional<uint64_t> from,
   // turn: every line before is in the snapshot, every line after makes the
   // follower take another.
   log_id_ = snapshot.id;
+  snapshot_end_ = snapshot.End();
   cursor_.emplace(std::move(snapshot), query_, from);
   if (follow && !IsFinal(job.state)) {
     follower_ = std::make_shared<Follower>(this, attach_);
@@ -243,8 +252,12 @@ void LogReplay::Send() {
           if (auto live = weak.lock()) live->Drained();
         });
       })) {
-    Drained();  // nothing queued: at once
+    return Drained();  // nothing queued: at once
   }
+  // Its client has not taken the last write, and more of the log waits
+  // behind this chunk: the replay is behind its job, not keeping up with it,
+  // and wants no live lines until it reaches the log's end.
+  if (snapshot_end_ - std::min(snapshot_end_, chunk_end_) >= kBehindLogBytes) SetWaiting(true);
 }
 
 void LogReplay::Drained() {
@@ -274,6 +287,7 @@ void LogReplay::Snapshot() {
   query_.whole_lines = !ended_;  // the last one has every byte, a torn last line too
   LogSnapshot snapshot = manager_.TakeLog(job_id_);
   log_id_ = snapshot.id;
+  snapshot_end_ = snapshot.End();
   cursor_.emplace(std::move(snapshot), query_, from);
   Step();
 }

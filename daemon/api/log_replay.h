@@ -69,6 +69,7 @@ class LogReplay {
   std::optional<LogCursor> cursor_;  // none while idle
   uint64_t position_ = 0;            // idle: where the cursor was
   uint64_t snapshot_from_ = 0;       // where the snapshot being read starts
+  uint64_t snapshot_end_ = 0;        // and where it ends
   uint64_t log_id_ = 0;              // of the snapshot being read
   uint64_t sent_log_id_ = 0;         // the last told to the client
   uint64_t generation_ = 0;          // snapshots taken
