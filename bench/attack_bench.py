@@ -3,7 +3,8 @@
 
 User A attacks a real ltd; user B runs `ltctl ps` meanwhile. For each
 attack, and at rest, prints: ltd's peak RSS (MiB, sampled every 50 ms),
-its most fds, B's `ps` latency (median, max, ms) and how many of B's
+its most fds, its CPU while B's `ps` ran and over the seconds before
+(the attack alone), B's `ps` latency (median, max, ms) and how many of B's
 `ps` succeeded; for the etcd attack, how long the job's root supervisor
 outlived `ltctl kill`. Targets: B's ps N of N with a median under 3x the
 idle median; ltd's RSS under 300 MiB; no root supervisor outliving its
@@ -126,7 +127,13 @@ class Bench:
         sampler = Sampler(self.ltd.pid)
         sampler.start()
         cleanup = attack() if attack else None
-        time.sleep(settle)
+        # ltd's CPU over the second half of the settling time, before B's ps:
+        # what the attack alone costs it (the ps window is a few tenths of a
+        # second, 100 Hz ticks: 5 % steps).
+        time.sleep(settle / 2)
+        quiet0, quiet_wall0 = cpu_seconds(self.ltd.pid), time.monotonic()
+        time.sleep(settle / 2)
+        quiet = 100 * (cpu_seconds(self.ltd.pid) - quiet0) / (time.monotonic() - quiet_wall0)
         times, ok, errs = [], 0, set()
         cpu0, wall0 = cpu_seconds(self.ltd.pid), time.monotonic()
         for _ in range(self.ps_runs):
@@ -148,7 +155,7 @@ class Bench:
         sampler.stop = True
         sampler.join()
         print(f"{name:10} rss_peak={sampler.rss:5d} MiB fds_max={sampler.fds:6d} "
-              f"ltd_cpu={cpu:3.0f}% "
+              f"ltd_cpu={cpu:3.0f}% ltd_cpu_before_ps={quiet:4.1f}% "
               f"ps_median={statistics.median(times):7.1f} ms ps_max={max(times):7.1f} ms "
               f"ps_ok={ok}/{self.ps_runs}{extra}", flush=True)
         for e in errs:
