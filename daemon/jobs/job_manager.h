@@ -104,7 +104,8 @@ class JobManager {
   void Recover(const Adopter& adopt = nullptr);
 
   // Validates and queues a job; returns its id. A program that cannot run
-  // still makes a job, which ends FAILED with reason spawn_failed.
+  // still makes a job, which ends FAILED with reason spawn_failed
+  // (job_submit.cc).
   absl::StatusOr<std::string> Submit(JobSpec spec, std::string user);
 
   // JOB as `caller` typed it: an id, or a name. A name means the caller's
@@ -196,7 +197,8 @@ class JobManager {
   void Start(Job& job);
   void StartSupervision(Job& job);
   // A pending job's environment out of memory (its record has it), and
-  // back, read from the record, before it starts or is saved again.
+  // back, read from the record, before it starts or is saved again
+  // (job_submit.cc).
   void SpillEnv(Job& job);
   absl::Status ReloadEnv(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);

@@ -1,0 +1,96 @@
+// A submit (JobManager): its checks, its id and record, its place in the
+// queue or among the jobs it waits for; a queued job's environment waits
+// on disk, not in memory, until the job starts.
+#include "absl/strings/numbers.h"
+#include "bytes.h"
+#include "job_manager.h"
+#include "spdlog/spdlog.h"
+#include "str_util.h"
+
+namespace ltd {
+
+absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
+  if (shutting_down_)
+    return absl::UnavailableError("ltd is shutting down; submit again once it is back");
+  // A repeat of a submit whose answer the client lost: the job made then.
+  if (auto made = tokens_.Find(spec.uid, spec.submit_token, clock_.Now());
+      made && jobs_.count(*made) != 0) {
+    spdlog::info("job={} submitted again by {} (same token): the same job", *made, user);
+    return *made;
+  }
+  SpecLimits limits;
+  limits.slots = config_.placement.slots;
+  limits.max_restarts = config_.max_restarts_limit;
+  limits.max_time = config_.max_time;
+  // A job that asks for no --time runs for at most ltd's --max-time.
+  if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
+  limits.no_memory_limit = config_.no_memory_limit;
+  limits.no_cpu_limit = config_.no_cpu_limit;
+  limits.cpus = config_.cpus;
+  if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
+  if (auto s = NameFree(spec); !s.ok()) return s;
+  if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
+  if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
+  std::vector<std::string> after_ids;
+  auto unmet = ResolveAfter(spec, &after_ids);
+  if (!unmet.ok()) return unmet.status();
+  spec.after = std::move(after_ids);
+  // Ids are reserved on disk 64 at a time: a submit costs no synced write
+  // of next-id but once in 64.
+  auto taken = store_.TakeId(next_id_, /*reserve=*/64);
+  if (!taken.ok()) {
+    return absl::UnavailableError(Cat("cannot record the job (", taken.status().message(),
+                                      "); free space in ", store_.state_dir(),
+                                      " and submit again"));
+  }
+  next_id_ = *taken + 1;
+  auto job = std::make_unique<Job>();
+  job->id = std::to_string(*taken);
+  job->user = std::move(user);
+  job->submitted_at = clock_.Now();
+  job->containment = std::string(supervisors_.containment());
+  job->spec = std::move(spec);
+  absl::Status saved = store_.CreateJobDir(job->id);
+  if (saved.ok()) saved = store_.Save(*job);
+  if (!saved.ok()) {
+    (void)store_.Remove(job->id);
+    return absl::UnavailableError(Cat("cannot record the job (", saved.message(),
+                                      "); free space in ", store_.state_dir(),
+                                      " and submit again"));
+  }
+  const std::string id = job->id;
+  Job& ref = *job;
+  jobs_.emplace(id, std::move(job));
+  tokens_.Remember(ref.spec.uid, ref.spec.submit_token, id, ref.submitted_at);
+  spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
+               ForLog(ref.spec.argv.front()));
+  uint64_t seq = 0;
+  (void)absl::SimpleAtoi(id, &seq);
+  if (unmet->empty()) {
+    scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
+  } else {
+    deps_.Add(id, ref.spec.uid, *unmet);
+  }
+  Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
+  Schedule();
+  // Queued (not being started): its environment waits on disk.
+  if (ref.state == JobState::kPending && supervised_.count(id) == 0) SpillEnv(ref);
+  return id;
+}
+
+void JobManager::SpillEnv(Job& job) {
+  if (job.table.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
+  std::vector<std::string>().swap(job.spec.env);
+  job.table.env_on_disk = true;
+}
+
+absl::Status JobManager::ReloadEnv(Job& job) {
+  if (!job.table.env_on_disk) return absl::OkStatus();
+  auto record = store_.Load(job.id);
+  if (!record.ok()) return record.status();
+  job.spec.env = std::move(record->spec.env);
+  job.table.env_on_disk = false;
+  return absl::OkStatus();
+}
+
+}  // namespace ltd
