@@ -18,6 +18,8 @@ std::string_view ToString(Evidence e) {
       return "pending";
     case Evidence::kConsequence:
       return "consequence";
+    case Evidence::kUndetermined:
+      return "undetermined";
     case Evidence::kNodeGone:
       return "node_gone";
     case Evidence::kPrimary:
@@ -28,7 +30,7 @@ std::string_view ToString(Evidence e) {
 
 std::optional<Evidence> ParseEvidence(std::string_view s) {
   for (Evidence e : {Evidence::kTornDown, Evidence::kPending, Evidence::kConsequence,
-                     Evidence::kNodeGone, Evidence::kPrimary}) {
+                     Evidence::kUndetermined, Evidence::kNodeGone, Evidence::kPrimary}) {
     if (s == ToString(e)) return e;
   }
   return std::nullopt;
@@ -106,7 +108,7 @@ Classified ClassifyCause(const RootCause& cause, const std::optional<HangReport>
         }
         return {Evidence::kPrimary, ""};
       }
-      return {Evidence::kConsequence, "made no progress, and its stacks single out no rank"};
+      return {Evidence::kUndetermined, "made no progress, and its stacks single out no rank"};
     }
     case CauseReason::kDaemonLost:
     case CauseReason::kSupervisorLost:

@@ -25,8 +25,11 @@ enum class Evidence {
   kTornDown,     // this node was torn down for another node's report
   kPending,      // a hang whose stacks are still being taken: not a report yet
   kConsequence,  // this node failed because another did
-  kNodeGone,     // a node vanished: its supervisor and ranks with it
-  kPrimary,      // this node's own failure
+  // A hang whose stacks single out no rank (not taken, or none shows
+  // where it stopped): not known to be a consequence, so it beats one.
+  kUndetermined,
+  kNodeGone,  // a node vanished: its supervisor and ranks with it
+  kPrimary,   // this node's own failure
 };
 std::string_view ToString(Evidence e);
 std::optional<Evidence> ParseEvidence(std::string_view s);
@@ -53,14 +56,18 @@ Classified ClassifyCause(const RootCause& cause, const std::optional<HangReport>
 struct NodeReport {
   int node = 0;
   Evidence kind = Evidence::kPrimary;
-  RootCause cause;    // cause.node is `node`
-  std::string what;   // Classified::what
-  int64_t order = 0;  // when it arrived (etcd's revision): ties go to the first
+  RootCause cause;   // cause.node is `node`
+  std::string what;  // Classified::what
+  // When the node first reported (etcd's create revision of its key, so a
+  // hang's report counts from its verdict, not from its stacks): ties go
+  // to the first.
+  int64_t order = 0;
 };
 
 // The strongest report (nullptr when there is none): primary, then a
-// vanished node, then a consequence, then a hang still investigated, then a
-// node torn down for another; the first to arrive among equals.
+// vanished node, then a hang whose stacks single out no rank, then a
+// consequence, then a hang still investigated, then a node torn down for
+// another; the first to arrive among equals.
 const NodeReport* Strongest(const std::vector<NodeReport>& reports);
 
 // Whether the run's root cause can be chosen now: a primary cause is in

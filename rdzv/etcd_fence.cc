@@ -370,7 +370,7 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       report.cause = std::move(*cause);
       report.kind = *kind;
       report.what = JsonText(j, "what");
-      report.order = e.kv.mod_revision;
+      report.order = e.kv.create_revision;
       if (what == "/verdict") {
         report.node = static_cast<int>(JsonInt(j, "node").value_or(-1));
         if (report.node < 0 || report.node >= nnodes) continue;

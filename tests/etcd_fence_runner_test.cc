@@ -215,7 +215,7 @@ TEST_F(FenceRunnerTest, AHangFoundElsewhereIsInvestigatedHereFirst) {
   // says what kind of evidence it is: a pending report, then its kind.
   ASSERT_EQ(fence_.kinds.size(), 2u);
   EXPECT_EQ(fence_.kinds[0], Evidence::kPending);
-  EXPECT_EQ(fence_.kinds[1], Evidence::kConsequence);
+  EXPECT_EQ(fence_.kinds[1], Evidence::kUndetermined);
   EXPECT_EQ(fence_.published[1].second.reason, CauseReason::kHang);
   EXPECT_NE(fence_.published[1].second.message.find("the run is hung (node 1 found no progress)"),
             std::string::npos)

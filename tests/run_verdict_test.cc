@@ -75,6 +75,22 @@ TEST(RunVerdict, AHangStillInvestigatedIsNoReportYet) {
   EXPECT_EQ(Strongest(thin)->node, 2);
 }
 
+TEST(RunVerdict, AHangWithoutEvidenceBeatsNodesThatOnlyWait) {
+  RootCause hang;
+  hang.reason = CauseReason::kHang;
+  HangReport unknown;  // --stack-budget 0: no stack taken
+  unknown.ranks = {HangReportRank{}, HangReportRank{}};
+  unknown.ranks[1].rank = 1;
+  Classified c = ClassifyCause(hang, unknown, "");
+  EXPECT_EQ(c.kind, Evidence::kUndetermined);
+  // Node 0's ranks all wait in a collective and said so first: node 1,
+  // which found the hang and cannot tell, is still the likelier culprit.
+  std::vector<NodeReport> reports = {Report(0, Evidence::kConsequence, 1), Report(1, c.kind, 2)};
+  EXPECT_EQ(Strongest(reports)->node, 1);
+  reports.push_back(Report(2, Evidence::kNodeGone, 3, -1));
+  EXPECT_EQ(Strongest(reports)->node, 2);
+}
+
 TEST(RunVerdict, AmongEqualsTheFirstToArrive) {
   std::vector<NodeReport> reports = {Report(3, Evidence::kPrimary, 8),
                                      Report(1, Evidence::kPrimary, 5)};
