@@ -22,8 +22,16 @@ stop beating at the same time, so node 0 may reach its verdict as early as
 node 1); torchrun and gloo alone never notice one within the bench's
 patience, so their row says "never (killed after X s)".
 
+Then 4 nodes x 2 ranks, each node in a network namespace of its own
+(bench/netns_run.py; as root): a crash, a hang outside a collective and a
+SIGKILL of the whole of node 2, from the fault to the last survivor's rank
+gone and to every node's final record, and whether every record names node
+2 (the run's verdict waits for a better cause than a survivor's, up to the
+lease TTL plus 1 s; the teardown does not).
+
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
 Usage: bench/multinode_bench.py [--build DIR] [--runs N] [--hang-timeout S] [--patience S]
+                                [--four-nodes-only]
 """
 
 import argparse
@@ -221,8 +229,11 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--hang-timeout", type=float, default=3.0, help="ltrun --heartbeat-timeout, s")
     ap.add_argument("--patience", type=float, default=20.0, help="give up on a hang after this, s")
+    ap.add_argument("--four-nodes-only", action="store_true", help="only the 4-node netns cases")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
+    if args.four_nodes_only:
+        return four_nodes(build, args.runs)
     print(f"fault on node 1 (rank 3 of 2 nodes x 2 gloo ranks) -> last rank of node 0 gone; "
           f"ltrun --heartbeat-timeout {args.hang_timeout:g} s; medians of {args.runs}", flush=True)
     row("", "crash", "hang")
@@ -263,6 +274,28 @@ def main():
     crash = measure_bare(args.runs, False, args.patience)
     hang = measure_bare(1, True, args.patience)
     row("gloo alone (no launcher)", cell(*crash, args.patience), cell(*hang, args.patience))
+    four_nodes(build, args.runs)
+
+
+def four_nodes(build, runs):
+    """The 4-node cases in network namespaces (bench/netns_run.py)."""
+    print(f"\n4 nodes x 2 ranks, a network namespace each, etcd fence, ltrun --heartbeat-timeout 5s, "
+          f"lease 5 s; fault on node 2; medians of {runs}", flush=True)
+    print(f"{'fault':<10}{'to last survivor gone':<40}{'to every record final':<40}named node 2",
+          flush=True)
+    if os.getuid() != 0:
+        print("skipped: needs root (network namespaces)")
+        return
+    sys.path.insert(0, HERE)
+    import netns_run
+    try:
+        results = netns_run.measure(build, runs)
+    except Exception as e:  # noqa: BLE001 (a bench reports, it does not crash)
+        print(f"skipped: {e}")
+        return
+    for fault, (gone, final, right, n) in results.items():
+        print(f"{fault:<10}{cell(gone, n - len(gone), 60):<40}{cell(final, n - len(final), 60):<40}"
+              f"{right} of {n}", flush=True)
 
 
 if __name__ == "__main__":

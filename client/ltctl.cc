@@ -325,6 +325,8 @@ int main(int argc, char** argv) {
   submit->add_option("--rdzv", sa.rdzv, "meet the other nodes at etcd://HOST:PORT");
   submit->add_option("--rdzv-timeout,--rdzv_timeout", sa.rdzv_timeout,
                      "fail when the nodes have not met within this (default 10m)");
+  submit->add_option("--rdzv-lease", sa.rdzv_lease,
+                     "a node that dies is known gone this long after (default 5s)");
   submit
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")

@@ -68,6 +68,9 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   if (!a.rdzv_timeout.empty()) {
     req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
   }
+  if (!a.rdzv_lease.empty()) {
+    req.set_rdzv_lease_ms(OrDie(DurationFlag("--rdzv-lease", a.rdzv_lease)).count());
+  }
   for (const auto& job : a.after) req.add_after(job);
   req.set_output(a.output);
   req.set_error(a.error);

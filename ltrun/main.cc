@@ -82,7 +82,7 @@ struct Options {
   // Slurm's variables inside a job step, unless --no-slurm.
   std::optional<int> nnodes, node_rank, master_port;
   std::optional<std::string> master_addr, run_id;
-  std::string rdzv, rdzv_timeout = "10m";
+  std::string rdzv, rdzv_timeout = "10m", rdzv_lease = "5s";
   bool slurm = true;
   // Tear the job down when ltrun's parent dies (a notebook kernel that
   // crashed or was shut down), as a SIGTERM to ltrun would.
@@ -245,6 +245,7 @@ int Run(const Options& opt) {
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
+  spec.nodes.rdzv_lease = OrDie(DurationFlag("--rdzv-lease", opt.rdzv_lease));
   if (!opt.mem.empty())
     spec.limits.memory_bytes =
         OrDie(ByteSizeFlag("--mem", opt.mem, kMinJobMemory, kMinJobMemoryText));
@@ -474,6 +475,9 @@ int main(int argc, char** argv) {
                "ignore Slurm's variables (by default a job step's nodes are the run's)");
   app.add_option("--rdzv-timeout,--rdzv_timeout", opt.rdzv_timeout,
                  "fail when the nodes have not met within this")
+      ->capture_default_str();
+  app.add_option("--rdzv-lease", opt.rdzv_lease,
+                 "a node that dies is known gone this long after (etcd lease TTL)")
       ->capture_default_str();
   app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
       ->capture_default_str();

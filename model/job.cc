@@ -401,6 +401,7 @@ nlohmann::json ToJson(const Job& job) {
       {"run_id", BytesToJson(s.nodes.run_id)},
       {"rdzv", BytesToJson(s.nodes.rdzv)},
       {"rdzv_timeout_ms", s.nodes.rdzv_timeout.count()},
+      {"rdzv_lease_ms", s.nodes.rdzv_lease.count()},
       {"nodes", nodes},
   };
   // The environment while the job may still (re)start: a PENDING job
@@ -485,6 +486,8 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   n.rdzv = BytesField(j, "rdzv").value_or("");
   n.rdzv_timeout = std::chrono::milliseconds(
       Field<int64_t>(j, "rdzv_timeout_ms").value_or(NodeSpec{}.rdzv_timeout.count()));
+  n.rdzv_lease = std::chrono::milliseconds(
+      Field<int64_t>(j, "rdzv_lease_ms").value_or(NodeSpec{}.rdzv_lease.count()));
   if (auto it = j.find("nodes"); it != j.end() && it->is_array()) {
     for (const auto& nj : *it) {
       if (!nj.is_object()) continue;

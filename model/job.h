@@ -183,6 +183,10 @@ struct NodeSpec {
   std::string run_id;       // empty: the job id
   std::string rdzv;         // "" static, or "etcd://HOST:PORT"
   std::chrono::milliseconds rdzv_timeout{10 * 60 * 1000};
+  // The etcd lease of each node (--rdzv-lease): a node that dies is known
+  // gone this long after, and a node whose supervisor cannot reach etcd
+  // for this long counts as gone. Whole seconds (etcd's).
+  std::chrono::milliseconds rdzv_lease{5000};
 };
 
 // The node rank a job's ranks run as: a static launch's own, 0 for a

@@ -15,6 +15,11 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 constexpr Millis kMaxTimeout = std::chrono::hours(24 * 365);
+// etcd refuses a lease shorter than 1.5 election timeouts (2 s as it
+// rounds, by default); past a few minutes a dead node holds the run's
+// record, and the other nodes' verdict, for as long.
+constexpr Millis kMinRdzvLease = std::chrono::seconds(2);
+constexpr Millis kMaxRdzvLease = std::chrono::minutes(5);
 constexpr Millis kMaxGrace = std::chrono::hours(24);
 constexpr Millis kMaxTime = std::chrono::hours(24 * 365);
 // execve takes about this much argv and environment together.
@@ -100,6 +105,12 @@ absl::Status ValidateNodes(const NodeSpec& n, int devices, int max_restarts) {
     if (n.rdzv_timeout.count() <= 0 || n.rdzv_timeout > kMaxTimeout) {
       return absl::InvalidArgumentError(
           Cat("--rdzv-timeout must be between 1ms and ", FormatDuration(kMaxTimeout)));
+    }
+    if (n.rdzv_lease < kMinRdzvLease || n.rdzv_lease > kMaxRdzvLease ||
+        n.rdzv_lease.count() % 1000 != 0) {
+      return absl::InvalidArgumentError(Cat("--rdzv-lease must be whole seconds from ",
+                                            FormatDuration(kMinRdzvLease), " to ",
+                                            FormatDuration(kMaxRdzvLease), " (etcd's lease TTL)"));
     }
   }
   return absl::OkStatus();

@@ -147,6 +147,7 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_run_id(s.nodes.run_id);
   out->set_rdzv(s.nodes.rdzv);
   out->set_rdzv_timeout_ms(s.nodes.rdzv_timeout.count());
+  out->set_rdzv_lease_ms(s.nodes.rdzv_lease.count());
   for (const NodeStatus& n : job.nodes) {
     pb::Record::Node* o = out->add_nodes();
     o->set_node_rank(n.node_rank);
@@ -314,6 +315,7 @@ std::optional<Job> FromProto(const pb::Record& r) {
   n.run_id = r.run_id();
   n.rdzv = r.rdzv();
   n.rdzv_timeout = std::chrono::milliseconds(r.rdzv_timeout_ms());
+  if (r.rdzv_lease_ms() != 0) n.rdzv_lease = std::chrono::milliseconds(r.rdzv_lease_ms());
   for (const pb::Record::Node& o : r.nodes()) {
     NodeStatus ns;
     ns.node_rank = o.node_rank();

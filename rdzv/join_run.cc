@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> JoinRun(Job& job, EtcdFence::Post pos
     c.master_port = *port;
   }
   c.timeout = nodes.rdzv_timeout;
+  c.lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(nodes.rdzv_lease);
   c.abandon = std::move(abandon);
   auto joined = Rendezvous::Join(std::move(c));
   if (!joined.ok()) return joined.status();

@@ -97,6 +97,18 @@ TEST(MultiNodeSpec, BadInputGetsOneLineSayingWhatToDo) {
               s.nodes.rdzv_timeout = std::chrono::milliseconds(0);
             }),
        "--rdzv-timeout must be between 1ms and"},
+      {with(GoodSpec(),
+            [](JobSpec& s) {
+              s.nodes.rdzv = "etcd://h:1";
+              s.nodes.rdzv_lease = std::chrono::milliseconds(1000);
+            }),
+       "--rdzv-lease must be whole seconds from 2s to 5m"},
+      {with(GoodSpec(),
+            [](JobSpec& s) {
+              s.nodes.rdzv = "etcd://h:1";
+              s.nodes.rdzv_lease = std::chrono::milliseconds(2500);
+            }),
+       "--rdzv-lease must be whole seconds"},
       {with(StaticNode(0, 65536), [](JobSpec& s) { s.devices = 512; }),
        "--nnodes 65536 x --devices 512 ranks is more than 16777216"},
   };
@@ -185,6 +197,7 @@ TEST(MultiNodeRecord, JsonRoundTripKeepsNodesAndRemoteCause) {
   job.spec.nodes.run_id = "run-1";
   job.spec.nodes.rdzv = "etcd://10.0.0.1:2379";
   job.spec.nodes.rdzv_timeout = std::chrono::milliseconds(30'000);
+  job.spec.nodes.rdzv_lease = std::chrono::milliseconds(3000);
   RootCause remote;
   remote.reason = CauseReason::kRemoteFailure;
   remote.node = 1;
@@ -209,12 +222,13 @@ TEST(MultiNodeRecord, JsonRoundTripKeepsNodesAndRemoteCause) {
   // A record from before multi-node is a single-node job.
   nlohmann::json old = j;
   for (const char* key : {"nnodes", "node_rank", "master_addr", "requested_master_port", "run_id",
-                          "rdzv", "rdzv_timeout_ms", "nodes"}) {
+                          "rdzv", "rdzv_timeout_ms", "rdzv_lease_ms", "nodes"}) {
     old.erase(key);
   }
   auto single = JobFromJson(old);
   ASSERT_TRUE(single);
   EXPECT_FALSE(IsMultiNode(single->spec.nodes));
+  EXPECT_EQ(single->spec.nodes.rdzv_lease, std::chrono::milliseconds(5000));
   EXPECT_EQ(NodeRankOf(single->spec.nodes), 0);
 }
 
@@ -234,6 +248,7 @@ TEST(MultiNodeApi, SubmitRequestCarriesTorchrunsFlags) {
   req.set_run_id("r");
   req.set_rdzv("etcd://e:2379");
   req.set_rdzv_timeout_ms(5000);
+  req.set_rdzv_lease_ms(3000);
   auto spec = SpecFromRequest(req);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->nodes.nnodes, 2);
@@ -243,6 +258,7 @@ TEST(MultiNodeApi, SubmitRequestCarriesTorchrunsFlags) {
   EXPECT_EQ(spec->nodes.run_id, "r");
   EXPECT_EQ(spec->nodes.rdzv, "etcd://e:2379");
   EXPECT_EQ(spec->nodes.rdzv_timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(spec->nodes.rdzv_lease, std::chrono::milliseconds(3000));
   req.set_master_addr(std::string(5000, 'a'));
   EXPECT_FALSE(SpecFromRequest(req).ok());
 }

@@ -129,6 +129,9 @@ class NetnsRun : public ::testing::Test {
   }
 
   std::vector<std::string> Node(int i, const std::vector<std::string>& train) {
+    std::vector<std::string> flags = lease_.empty()
+                                         ? std::vector<std::string>{}
+                                         : std::vector<std::string>{"--rdzv-lease", lease_};
     std::vector<std::string> argv = {"/usr/bin/nsenter",
                                      "--net=/run/netns/" + netns_[static_cast<size_t>(i)],
                                      "--",
@@ -155,6 +158,7 @@ class NetnsRun : public ::testing::Test {
                                      kTrain,
                                      "--mark-dir",
                                      marks_};
+    argv.insert(argv.begin() + 4, flags.begin(), flags.end());  // after ltrun
     argv.insert(argv.end(), train.begin(), train.end());
     return argv;
   }
@@ -206,6 +210,7 @@ class NetnsRun : public ::testing::Test {
   std::unique_ptr<EtcdServer> etcd_;
   std::string dir_, marks_, marker_, run_id_;
   pid_t killed_ = 0;
+  std::string lease_;  // --rdzv-lease, when given
 };
 
 TEST_F(NetnsRun, RankExitingOnNode2IsNamedOnEveryNode) {
@@ -228,6 +233,7 @@ TEST_F(NetnsRun, RankStalledOutsideACollectiveOnNode2IsNamedOnEveryNode) {
 }
 
 TEST_F(NetnsRun, Node2KilledWholeIsNamedOnEveryNode) {
+  lease_ = "3s";  // named sooner than the default 5s would
   std::atomic<pid_t> node2{0};
   auto killer = std::async(std::launch::async, [&] {
     // Once the run trains (every rank's pid is marked), node 2's ltrun and

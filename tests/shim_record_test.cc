@@ -145,6 +145,7 @@ Job RichJob() {
   job.spec.nodes.run_id = "run\x01";
   job.spec.nodes.rdzv = "etcd://10.0.0.2:2379";
   job.spec.nodes.rdzv_timeout = std::chrono::milliseconds(30000);
+  job.spec.nodes.rdzv_lease = std::chrono::milliseconds(3000);
   job.spec.rlimits = {ResourceLimit{*ResourceByName("NOFILE"), 1024, 4096}};
   job.spec.time_limit = std::chrono::milliseconds(3'600'000);
   job.spec.hold_on_hang = std::chrono::milliseconds(600'000);

@@ -418,6 +418,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   n.run_id = req.run_id();
   n.rdzv = req.rdzv();
   if (req.rdzv_timeout_ms() != 0) n.rdzv_timeout = Millis(req.rdzv_timeout_ms());
+  if (req.rdzv_lease_ms() != 0) n.rdzv_lease = Millis(req.rdzv_lease_ms());
   if (req.after_size() > kMaxAfter) {
     return absl::InvalidArgumentError(Cat("--after is given ", req.after_size(),
                                           " times; a job may wait for at most ", kMaxAfter));
