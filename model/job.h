@@ -57,6 +57,8 @@ enum class HeartbeatMode { kNone, kExplicit, kAutomatic };
 std::string_view ToString(HeartbeatMode m);
 std::optional<HeartbeatMode> ParseHeartbeatMode(std::string_view s);
 std::optional<JobState> ParseJobState(std::string_view s);
+std::optional<RankState> ParseRankState(std::string_view s);
+std::optional<CauseReason> ParseCauseReason(std::string_view s);
 bool IsFinal(JobState s);
 
 // The first failure of a job; every other rank's end is a consequence of it.
