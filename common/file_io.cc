@@ -49,4 +49,20 @@ absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
   return absl::OkStatus();
 }
 
+absl::Status ReplaceFile(const std::string& path, std::string_view data) {
+  const std::string tmp = path + ".tmp";
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return PosixError("open", tmp, errno);
+  absl::Status s = absl::OkStatus();
+  while (!data.empty() && s.ok()) {
+    const ssize_t n = write(fd.get(), data.data(), data.size());
+    if (n < 0 && errno != EINTR) s = PosixError("write", tmp, errno);
+    if (n > 0) data.remove_prefix(static_cast<size_t>(n));
+  }
+  if (s.ok() && fdatasync(fd.get()) != 0) s = PosixError("fdatasync", tmp, errno);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename", tmp, errno);
+  if (!s.ok()) unlink(tmp.c_str());
+  return s;
+}
+
 }  // namespace ltd

@@ -7,7 +7,6 @@
 
 #include "absl/strings/numbers.h"
 #include "bytes.h"
-#include "fd.h"
 #include "file_io.h"
 #include "posix_error.h"
 #include "spdlog/spdlog.h"
@@ -21,32 +20,10 @@ constexpr size_t kMaxDeadlineBytes = 32;
 std::string PathIn(const std::string& state_dir) { return state_dir + "/drain"; }
 std::string DeadlinePathIn(const std::string& state_dir) { return state_dir + "/drain-deadline"; }
 
-// `data` as the whole of `path` (a new file renamed over it, synced), or,
-// with nullopt, no file at `path`.
+// `data` as the whole of `path`, or, with nullopt, no file at `path`.
 absl::Status Replace(const std::string& path, const std::optional<std::string_view>& data) {
-  if (!data) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink", path, errno);
-    return absl::OkStatus();
-  }
-  const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return PosixError("open", tmp, errno);
-  std::string_view rest = *data;
-  while (!rest.empty()) {
-    const ssize_t n = write(fd.get(), rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      unlink(tmp.c_str());
-      return PosixError("write", tmp, err);
-    }
-    rest.remove_prefix(static_cast<size_t>(n));
-  }
-  if (fdatasync(fd.get()) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return PosixError("rename", path, err);
-  }
+  if (data) return ReplaceFile(path, *data);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink", path, errno);
   return absl::OkStatus();
 }
 

@@ -112,14 +112,7 @@ namespace {
 
 // next-id says `next`, atomically and durably.
 absl::Status WriteNextId(const std::string& path, uint64_t next) {
-  const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd.valid()) return PosixError("open", tmp, errno);
-  absl::Status s = WriteAll(fd.get(), Cat(next, "\n"), tmp);
-  if (s.ok() && fdatasync(fd.get()) != 0) s = PosixError("fdatasync", tmp, errno);
-  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename", tmp, errno);
-  if (!s.ok()) unlink(tmp.c_str());
-  return s;
+  return ReplaceFile(path, Cat(next, "\n"));
 }
 
 // Held while next-id is read and written: several ltrun may share a state
