@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -387,6 +389,30 @@ int CountOpenFds(pid_t pid) {
     ++n;
   }
   return n;
+}
+
+std::string DescribeOpenFds(pid_t pid) {
+  std::map<std::string, int> kinds;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::string target = std::filesystem::read_symlink(it->path(), ec).string();
+    if (ec) continue;
+    // "socket:[123]" and "pipe:[456]" by kind; "anon_inode:[eventfd]" and
+    // files by name.
+    if (const size_t bracket = target.find(":[");
+        bracket != std::string::npos && std::isdigit(target[bracket + 2])) {
+      target.resize(bracket);
+    }
+    ++kinds[target];
+  }
+  std::string out;
+  for (const auto& [kind, n] : kinds) {
+    if (!out.empty()) out += ", ";
+    out += n > 1 ? kind + " x" + std::to_string(n) : kind;
+  }
+  return out;
 }
 
 Daemon::Daemon() {

@@ -128,6 +128,8 @@ std::vector<pid_t> SpareSupervisors(const std::string& state_dir);
 // sets after every fd it holds for it is open. 0 until then.
 pid_t ReadySpare(const std::string& state_dir);
 int CountOpenFds(pid_t pid);
+// What those fds are, for a failure message: "socket x5, pipe x2, /dev/null".
+std::string DescribeOpenFds(pid_t pid);
 
 std::string TestChildPath();
 std::string LtdPath();
