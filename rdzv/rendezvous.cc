@@ -29,6 +29,7 @@ struct Member {
   std::string host;
   int nnodes = 0;
   int devices = 0;
+  int fence = 1;
 };
 
 std::optional<Member> ParseMember(const std::string& prefix, const etcd::KeyValue& kv) {
@@ -41,6 +42,7 @@ std::optional<Member> ParseMember(const std::string& prefix, const etcd::KeyValu
     m.host = JsonText(j, "host");
     m.nnodes = static_cast<int>(JsonInt(j, "nnodes").value_or(0));
     m.devices = static_cast<int>(JsonInt(j, "devices").value_or(0));
+    m.fence = static_cast<int>(JsonInt(j, "fence").value_or(1));
   } catch (const std::exception&) {
     return std::nullopt;  // not ours: ignored
   }
@@ -153,8 +155,9 @@ absl::Status Rendezvous::ClaimRank() {
   const std::string me = nlohmann::json{
       {"host", config_.host},
       {"nnodes", config_.nnodes},
-      {"devices",
-       config_.devices}}.dump();
+      {"devices", config_.devices},
+      {"fence",
+       kFenceVersion}}.dump();
   auto claim = [&](int rank, etcd::KeyValue* existing) {
     return client_->PutIfAbsent(Key("nodes/" + std::to_string(rank)), me, lease_, existing);
   };
@@ -216,6 +219,13 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
             "node " + std::to_string(m->rank) + " (" + m->host + ") of run " + config_.run_id +
             " runs " + std::to_string(m->devices) + " ranks per node, this node " +
             std::to_string(config_.devices) + "; every node must give the same --devices");
+      }
+      if (m->fence != kFenceVersion) {
+        return absl::FailedPreconditionError(
+            "node " + std::to_string(m->rank) + " (" + m->host + ") of run " + config_.run_id +
+            " runs an ltd release whose nodes agree on a failure's cause another way (version " +
+            std::to_string(m->fence) + ", this node " + std::to_string(kFenceVersion) +
+            "); run the same ltd release on every node");
       }
     }
     if (agreement_.node_rank == 0 && !master) {

@@ -5,7 +5,7 @@
 // fence's) or for ltrun before its loop runs.
 //
 // Keys under the run's prefix:
-//   nodes/<r>               a node of the run: {host, nnodes, devices}, on its lease
+//   nodes/<r>               a node of the run: {host, nnodes, devices, fence}, on its lease
 //   master                  {addr, port}, put by node 0
 //   status/<r>              {state, host, root_cause}: what `show` lists per node
 //   attempts/<k>/ready/<r>  node r is ready to start attempt k, on its lease
@@ -33,6 +33,12 @@
 namespace ltd::rdzv {
 
 using Millis = std::chrono::milliseconds;
+
+// How the nodes of a run agree on what failed (the keys under attempts/):
+// nodes that do it differently would each record a different root cause,
+// so a run's nodes must all speak the same version; a node key without it
+// is version 1's (one create-only `cause` per attempt, the first to come).
+inline constexpr int kFenceVersion = 2;
 
 struct Config {
   std::string endpoint;  // HOST:PORT of etcd

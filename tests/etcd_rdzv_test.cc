@@ -92,6 +92,29 @@ TEST_F(RdzvTest, MismatchedDevices) {
   EXPECT_NE(r0.status().message().find("--devices"), std::string::npos) << r0.status();
 }
 
+// A node of a release whose nodes chose a run's cause another way (its
+// node key says no version) would record a cause of its own: the run does
+// not start, on either side.
+TEST_F(RdzvTest, ANodeOfAnotherFenceVersionEndsTheStart) {
+  auto client = etcd::Client::Connect(server_->endpoint(), 5s);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(
+      (*client)
+          ->Put("/ltd/runs/" + run_id_ + "/nodes/0", R"({"host":"old","nnodes":2,"devices":2})")
+          .ok());
+  auto r1 = rdzv::Rendezvous::Join(Node(1));
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.status().message(),
+            "node 0 (old) of run " + run_id_ +
+                " runs an ltd release whose nodes agree on a failure's cause another way (version "
+                "1, this node 2); run the same ltd release on every node");
+  // The run's start is ended for the old node too.
+  auto abort = (*client)->Get("/ltd/runs/" + run_id_ + "/abort");
+  ASSERT_TRUE(abort.ok()) << abort.status();
+  ASSERT_TRUE(abort->has_value());
+  EXPECT_EQ((*abort)->value, r1.status().message());
+}
+
 TEST_F(RdzvTest, DuplicateNodeRank) {
   auto c = Node(0);
   c.timeout = 5s;
