@@ -29,9 +29,13 @@ gone and to every node's final record, and whether every record names node
 2 (the run's verdict waits for a better cause than a survivor's, up to the
 lease TTL plus 1 s; the teardown does not).
 
+Last, scale: 8 nodes x 1 rank the same way, the time from launching the
+8 ltruns to the last rank started (the rendezvous) and to the process
+group formed, and a crash on node 2 to every survivor gone.
+
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
 Usage: bench/multinode_bench.py [--build DIR] [--runs N] [--hang-timeout S] [--patience S]
-                                [--four-nodes-only]
+                                [--four-nodes-only | --eight-nodes-only]
 """
 
 import argparse
@@ -230,10 +234,14 @@ def main():
     ap.add_argument("--hang-timeout", type=float, default=3.0, help="ltrun --heartbeat-timeout, s")
     ap.add_argument("--patience", type=float, default=20.0, help="give up on a hang after this, s")
     ap.add_argument("--four-nodes-only", action="store_true", help="only the 4-node netns cases")
+    ap.add_argument("--eight-nodes-only", action="store_true",
+                    help="only the 8 nodes x 1 rank netns scale case (a crash)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     if args.four_nodes_only:
-        return four_nodes(build, args.runs)
+        return netns_nodes(build, args.runs, 4, 2, ("crash", "hang", "kill"))
+    if args.eight_nodes_only:
+        return netns_nodes(build, args.runs, 8, 1, ("crash",))
     print(f"fault on node 1 (rank 3 of 2 nodes x 2 gloo ranks) -> last rank of node 0 gone; "
           f"ltrun --heartbeat-timeout {args.hang_timeout:g} s; medians of {args.runs}", flush=True)
     row("", "crash", "hang")
@@ -274,26 +282,37 @@ def main():
     crash = measure_bare(args.runs, False, args.patience)
     hang = measure_bare(1, True, args.patience)
     row("gloo alone (no launcher)", cell(*crash, args.patience), cell(*hang, args.patience))
-    four_nodes(build, args.runs)
+    netns_nodes(build, args.runs, 4, 2, ("crash", "hang", "kill"))
+    netns_nodes(build, args.runs, 8, 1, ("crash",))
 
 
-def four_nodes(build, runs):
-    """The 4-node cases in network namespaces (bench/netns_run.py)."""
-    print(f"\n4 nodes x 2 ranks, a network namespace each, etcd fence, ltrun --heartbeat-timeout 5s, "
-          f"lease 5 s; fault on node 2; medians of {runs}", flush=True)
-    print(f"{'fault':<10}{'to last survivor gone':<40}{'to every record final':<40}named node 2",
-          flush=True)
+def netns_nodes(build, runs, nodes, ranks_per_node, faults):
+    """Runs of `nodes` x `ranks_per_node` in network namespaces
+    (bench/netns_run.py), a fault on node 2 each."""
+    print(f"\n{nodes} nodes x {ranks_per_node} rank(s), a network namespace each, etcd fence, "
+          f"ltrun --heartbeat-timeout 5s, lease 5 s; fault on node 2; medians of {runs}", flush=True)
     if os.getuid() != 0:
         print("skipped: needs root (network namespaces)")
         return
     sys.path.insert(0, HERE)
     import netns_run
     try:
-        results = netns_run.measure(build, runs)
+        results = netns_run.measure(build, runs, nodes, ranks_per_node, faults)
     except Exception as e:  # noqa: BLE001 (a bench reports, it does not crash)
         print(f"skipped: {e}")
         return
-    for fault, (gone, final, right, n) in results.items():
+    starts = [r for fault_runs in results.values() for r in fault_runs]
+    for what, key in (("rendezvous (last rank started)", "rdzv"),
+                      ("process group formed", "group")):
+        times = [r[key] for r in starts if r[key] is not None]
+        print(f"{what:<34}{cell(times, len(starts) - len(times), 180)}", flush=True)
+    print(f"{'fault':<10}{'to last survivor gone':<40}{'to every record final':<40}named node 2",
+          flush=True)
+    for fault, rs in results.items():
+        gone = [r["gone"] for r in rs if r["gone"] is not None]
+        final = [r["final"] for r in rs if r["final"] is not None]
+        right = sum(1 for r in rs if r["right"])
+        n = len(rs)
         print(f"{fault:<10}{cell(gone, n - len(gone), 60):<40}{cell(final, n - len(final), 60):<40}"
               f"{right} of {n}", flush=True)
 
