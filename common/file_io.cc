@@ -49,9 +49,9 @@ absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
   return absl::OkStatus();
 }
 
-absl::Status ReplaceFile(const std::string& path, std::string_view data) {
+absl::Status ReplaceFile(const std::string& path, std::string_view data, mode_t mode) {
   const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd.valid()) return PosixError("open", tmp, errno);
   absl::Status s = absl::OkStatus();
   while (!data.empty() && s.ok()) {

@@ -2,6 +2,8 @@
 // cgroupfs, records and the files ranks leave.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,7 +23,8 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max = 
 absl::Status WriteWholeFile(const std::string& path, std::string_view text);
 // `data` as the whole of `path`: written to PATH.tmp (no link followed),
 // synced, and renamed over it, so a reader sees the old file or the new,
-// after a crash too. The .tmp is removed on failure.
-absl::Status ReplaceFile(const std::string& path, std::string_view data);
+// after a crash too. The .tmp is removed on failure. `mode` as open(2)'s
+// (the umask applies).
+absl::Status ReplaceFile(const std::string& path, std::string_view data, mode_t mode = 0600);
 
 }  // namespace ltd

@@ -30,6 +30,7 @@
 #include "control_reader.h"
 #include "duration.h"
 #include "fd_limit.h"
+#include "file_io.h"
 #include "flag_values.h"
 #include "helpers.h"
 #include "job_limits.h"
@@ -93,6 +94,26 @@ struct Options {
 // The state dir ltrun made for the job (no --state-dir), which a refusal
 // after it was made removes as the run's end does; "" until then.
 std::string g_temporary_dir;
+
+// The job's final record (--report), whole or not at all: a script polling
+// for the file never reads half of it. A path that is there and is not a
+// plain file (/dev/stdout, a pipe, a link) is written as it is.
+void WriteReport(const std::string& path, const std::string& record) {
+  struct stat st {};
+  absl::Status s;
+  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::ofstream out(path, std::ios::trunc);
+    out << record;
+    if (!out) s = absl::UnknownError(std::strerror(errno));
+  } else {
+    s = ReplaceFile(path, record, 0666);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "ltrun: cannot write the report to %s: %s\n",
+                 DisplayEscape(path, Controls::kEscape).c_str(),
+                 DisplayEscape(std::string(s.message()), Controls::kEscape).c_str());
+  }
+}
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "ltrun: %s\n", DisplayEscape(message, Controls::kEscape).c_str());
@@ -393,11 +414,7 @@ int Run(const Options& opt) {
     const Job& final_job = terminal.ended() ? *terminal.ended() : runner.job();
     PrintEnd(final_job);
     exit_code = final_job.exit_code.value_or(1);
-    if (!opt.report.empty()) {
-      std::ofstream out(opt.report, std::ios::trunc);
-      out << ToJson(final_job).dump(2) << "\n";
-      if (!out) std::fprintf(stderr, "ltrun: cannot write the report to %s\n", opt.report.c_str());
-    }
+    if (!opt.report.empty()) WriteReport(opt.report, ToJson(final_job).dump(2) + "\n");
   }
   // This node's end goes to the others before it leaves the run.
   if (fence) fence->Close();

@@ -3,6 +3,7 @@
 // `systemd-run --user --scope -p Delegate=yes` gives), and as an
 // unprivileged user in subreaper mode: a clean job, a crash, a hang,
 // Ctrl-C. Nothing of a job outlives ltrun.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -106,6 +107,38 @@ TEST_P(Ltrun, ACrashTearsTheOthersDownWithTheRanksExitCode) {
   EXPECT_EQ(j["state"], "FAILED");
   EXPECT_EQ(j["root_cause"]["rank"], 1);
   EXPECT_EQ(j["root_cause"]["reason"], "exited");
+}
+
+// The report replaces the file whole (a reader that polls for it never
+// reads half a record): a reader of the old file keeps the old one. Where
+// it is not a plain file (a link, /dev/stdout), it is written as it is.
+TEST_P(Ltrun, TheReportReplacesItsFileWholeAndGoesToStdoutAsItIs) {
+  const std::string report = dir_ + "/report.json";
+  std::ofstream(report) << "old\n";
+  const int old = open(report.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(old, 0);
+  CmdResult r = Run({"--devices", "1", "--report", report, "--", TestChildPath(), "print:1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  char buf[16] = {};
+  EXPECT_EQ(pread(old, buf, sizeof buf, 0), 4);
+  EXPECT_STREQ(buf, "old\n") << "the report was written into the old file, not replacing it";
+  close(old);
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << ReadWhole(report);
+  EXPECT_EQ(j["state"], "SUCCEEDED");
+  EXPECT_FALSE(std::filesystem::exists(report + ".tmp"));
+
+  // A link (to stdout, say) is written through, not replaced.
+  const std::string target = dir_ + "/target.json";
+  std::ofstream(target) << "";
+  ASSERT_EQ(chmod(target.c_str(), 0666), 0);
+  const std::string link = dir_ + "/link.json";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  r = Run({"--devices", "1", "--report", link, "--", TestChildPath(), "print:1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_NE(ReadWhole(target).find("\"state\": \"SUCCEEDED\""), std::string::npos) << r.err;
 }
 
 TEST_P(Ltrun, AHangIsFoundReportedAndEndsWith124) {
