@@ -51,13 +51,28 @@ std::vector<uint64_t> TailSeqs(const std::string& dir) {
   return seqs;
 }
 
-uint64_t ReadCut(const std::string& dir) {
-  uint64_t cut = 0;
-  if (FILE* f = fopen((dir + "/" + kCut).c_str(), "re")) {
-    unsigned long long v = 0;
-    if (fscanf(f, "%llu", &v) == 1) cut = v;
-    fclose(f);
-  }
+// log.cut, "BYTES LINES FIRST": the bytes and lines cut, every one before
+// the tail file FIRST. LINES is "-" where not known; a log of an older
+// release has BYTES alone.
+struct Cut {
+  uint64_t bytes = 0;
+  std::optional<uint64_t> lines = 0;
+  std::optional<uint64_t> first = 0;  // none: not said (an older log)
+};
+Cut ReadCut(const std::string& dir) {
+  Cut cut;
+  FILE* f = fopen((dir + "/" + kCut).c_str(), "re");
+  if (f == nullptr) return cut;
+  char text[128] = {};
+  if (fgets(text, sizeof text, f) == nullptr) text[0] = 0;
+  fclose(f);
+  unsigned long long bytes = 0, lines = 0, first = 0;
+  char said[24] = {};
+  const int n = std::sscanf(text, "%llu %23s %llu", &bytes, said, &first);
+  cut.bytes = n >= 1 ? bytes : 0;
+  cut.lines = n >= 2 && std::sscanf(said, "%llu", &lines) == 1 ? std::optional<uint64_t>(lines)
+                                                               : std::nullopt;
+  cut.first = n >= 3 ? std::optional<uint64_t>(first) : std::nullopt;
   return cut;
 }
 
@@ -122,10 +137,33 @@ std::string LogStamp(WallTime t) {
   return std::string(buf, kLogStampBytes);
 }
 
-std::string CutMarker(uint64_t cut) {
-  return Cat("[ltd] ", cut,
-             " bytes of output cut here: the job printed more than ltd keeps "
-             "(--job-max-log-bytes); the head and the tail are kept\n");
+namespace {
+constexpr std::string_view kCutHere = " of output cut here: ";
+}  // namespace
+
+std::string CutMarker(uint64_t cut, std::optional<uint64_t> lines) {
+  return Cat("[ltd] ", lines ? Cat(*lines, " lines (", cut, " bytes)") : Cat(cut, " bytes"),
+             kCutHere,
+             "the job printed more than ltd keeps (--job-max-log-bytes); the head and the tail "
+             "are kept\n");
+}
+
+std::string CutOfMarker(std::string_view line) {
+  const size_t here = line.find(kCutHere);
+  if (here == std::string_view::npos) return "";
+  const std::string what(line.substr(0, here));
+  unsigned long long lines = 0, bytes = 0;
+  int end = -1;
+  if (std::sscanf(what.c_str(), "%llu lines (%llu bytes)%n", &lines, &bytes, &end) == 2 &&
+      end == static_cast<int>(what.size())) {
+    return Cat(lines, " lines (", bytes, " bytes)");
+  }
+  end = -1;
+  if (std::sscanf(what.c_str(), "%llu bytes%n", &bytes, &end) == 1 &&
+      end == static_cast<int>(what.size())) {
+    return Cat(bytes, " bytes");
+  }
+  return "";
 }
 
 absl::StatusOr<JobLogWriter> JobLogWriter::Open(const std::string& dir, uint64_t max_bytes) {
@@ -135,8 +173,16 @@ absl::StatusOr<JobLogWriter> JobLogWriter::Open(const std::string& dir, uint64_t
     return absl::UnavailableError(Cat("open(", dir, "/", kHead, "): ", std::strerror(errno)));
   }
   w.head_size_ = FileSize(w.head_.get());
-  w.cut_ = ReadCut(dir);
-  const std::vector<uint64_t> seqs = TailSeqs(dir);
+  const Cut cut = ReadCut(dir);
+  w.cut_ = cut.bytes;
+  w.cut_lines_ = cut.lines;
+  std::vector<uint64_t> seqs = TailSeqs(dir);
+  // A cut the last attempt said but did not finish (its file not unlinked
+  // yet): finished now; the cut counts it already.
+  while (cut.first && !seqs.empty() && seqs.front() < *cut.first) {
+    unlink(Cat(dir, "/", kTailPrefix, seqs.front()).c_str());
+    seqs.erase(seqs.begin());
+  }
   w.written_ = w.head_size_ + w.cut_;
   if (!seqs.empty()) {
     // An earlier attempt got as far as the tail: go on there.
@@ -144,7 +190,9 @@ absl::StatusOr<JobLogWriter> JobLogWriter::Open(const std::string& dir, uint64_t
     w.tail_seq_ = seqs.back();
     w.tail_ = OpenAppend(Cat(dir, "/", kTailPrefix, w.tail_seq_));
     w.tail_size_ = w.tail_.valid() ? FileSize(w.tail_.get()) : 0;
-    if (seqs.size() > 1) {
+    w.tail_lines_.reset();  // the last attempt's lines: not read again to count
+    w.has_prev_ = seqs.size() > 1;
+    if (w.has_prev_) {
       struct stat st {};
       if (stat(Cat(dir, "/", kTailPrefix, seqs[seqs.size() - 2]).c_str(), &st) == 0)
         w.prev_tail_size_ = static_cast<uint64_t>(st.st_size);
@@ -174,19 +222,32 @@ void JobLogWriter::Append(std::string_view lines) {
   if (!tail_.valid()) return;
   WriteAll(tail_.get(), lines);
   tail_size_ += lines.size();
+  // Counted as they go by (the bytes are in the cache already): what a cut
+  // drops is then told in lines too.
+  if (tail_lines_)
+    *tail_lines_ += static_cast<uint64_t>(std::count(lines.begin(), lines.end(), '\n'));
 }
 
 void JobLogWriter::Rotate() {
   if (tail_.valid()) {
-    // The one before the current goes: that is the cut.
-    if (tail_seq_ > 0 && unlink(Cat(dir_, "/", kTailPrefix, tail_seq_ - 1).c_str()) == 0) {
+    // The one before the current goes: that is the cut. Said first, then
+    // unlinked: ltd reads log.cut for which tails are kept
+    // (LogSnapshot::Take), so it never counts a file twice or misses one.
+    if (has_prev_) {
       cut_ += prev_tail_size_;
+      cut_lines_ = cut_lines_ && prev_tail_lines_
+                       ? std::optional<uint64_t>(*cut_lines_ + *prev_tail_lines_)
+                       : std::nullopt;
       WriteCut();
+      unlink(Cat(dir_, "/", kTailPrefix, tail_seq_ - 1).c_str());
     }
     prev_tail_size_ = tail_size_;
+    prev_tail_lines_ = tail_lines_;
+    has_prev_ = true;
     ++tail_seq_;
   }
   tail_size_ = 0;
+  tail_lines_ = 0;
   tail_ = OpenAppend(Cat(dir_, "/", kTailPrefix, tail_seq_));
   if (!tail_.valid()) spdlog::warn("log {}: {}", dir_, std::strerror(errno));
 }
@@ -196,27 +257,64 @@ void JobLogWriter::WriteCut() {
   const std::string tmp = path + ".tmp";
   Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return;
-  WriteAll(fd.get(), Cat(cut_, "\n"));
+  // ltd reads it while this goes on: the first tail kept (the current one)
+  // tells it which files the cut counts.
+  WriteAll(fd.get(), Cat(cut_, " ", cut_lines_ ? Cat(*cut_lines_) : "-", " ", tail_seq_, "\n"));
   if (rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 
-LogSnapshot LogSnapshot::Take(const std::string& dir) {
-  LogSnapshot snap;
+namespace {
+
+// One try at a snapshot; false when the writer cut the log meanwhile, so
+// that its files and log.cut do not match.
+bool TakeOnce(const std::string& dir, LogSnapshot& snap) {
+  snap = LogSnapshot();
+  const Cut cut = ReadCut(dir);
+  bool whole = true;
   auto add = [&](const std::string& path) {
     Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd.valid()) return;
+    if (!fd.valid()) return false;
     const uint64_t size = FileSize(fd.get());
     snap.files.push_back({std::move(fd), size});
+    return true;
   };
-  add(dir + "/" + kHead);
-  if (!snap.files.empty()) {
+  const bool head = add(dir + "/" + kHead);
+  if (head) {
     struct stat st {};
     if (fstat(snap.files[0].fd.get(), &st) == 0) snap.id = static_cast<uint64_t>(st.st_ino);
   }
-  const std::vector<uint64_t> seqs = TailSeqs(dir);
-  for (size_t i = seqs.size() > 2 ? seqs.size() - 2 : 0; i < seqs.size(); ++i)
-    add(Cat(dir, "/", kTailPrefix, seqs[i]));
-  snap.cut = ReadCut(dir);
+  std::vector<uint64_t> seqs = TailSeqs(dir);
+  // One the cut counts already is being unlinked.
+  if (cut.first) std::erase_if(seqs, [&](uint64_t seq) { return seq < *cut.first; });
+  const size_t from = seqs.size() > 2 ? seqs.size() - 2 : 0;
+  // The first tail must be the one the cut ends before: else it was cut
+  // since log.cut was read.
+  if (from < seqs.size() && cut.first && seqs[from] != *cut.first) whole = false;
+  for (size_t i = from; i < seqs.size(); ++i) {
+    // Unlinked since it was listed: cut meanwhile.
+    if (!add(Cat(dir, "/", kTailPrefix, seqs[i]))) whole = false;
+  }
+  // The head's size once the tails are open: the writer fills the head
+  // before it makes the first tail, so with a tail it has all it will.
+  if (head) snap.files[0].size = FileSize(snap.files[0].fd.get());
+  snap.cut = cut.bytes;
+  snap.cut_lines = cut.lines;
+  return whole;
+}
+
+}  // namespace
+
+LogSnapshot LogSnapshot::Take(const std::string& dir) {
+  // The writer is another process (the job's supervisor): it says a cut
+  // in log.cut, then unlinks the file. A snapshot whose files are not the
+  // ones log.cut names (one was unlinked between the read of log.cut and
+  // its open) would place the tail wrongly, and a reader would skip or
+  // repeat lines: it is taken again, and the next read of log.cut names
+  // the files there now. A writer cuts once per quarter of the bound
+  // written, so a few tries are enough; past them it is taken as it is.
+  LogSnapshot snap;
+  for (int i = 0; i < 16 && !TakeOnce(dir, snap); ++i) {
+  }
   return snap;
 }
 
@@ -248,7 +346,9 @@ LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_
   uint64_t logical = 0;
   for (size_t i = 0; i < snapshot_.files.size(); ++i) {
     if (i == 1) logical += snapshot_.cut;  // the tail starts past what was cut
-    if (i == 1 && snapshot_.cut > 0) segs_.push_back({-1, 0, CutMarker(snapshot_.cut), logical});
+    if (i == 1 && snapshot_.cut > 0) {
+      segs_.push_back({-1, 0, CutMarker(snapshot_.cut, snapshot_.cut_lines), logical});
+    }
     segs_.push_back({snapshot_.files[i].fd.get(), snapshot_.files[i].size, {}, logical});
     logical += snapshot_.files[i].size;
   }
@@ -264,6 +364,13 @@ LogCursor::LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_
       if (*from < seg.logical) {  // in what was cut: say so, go on after it
         seg_ = i;
         off_ = 0;
+        // From inside the cut (a reader that had read part of it): what
+        // it missed, in bytes (the lines of that part are not known).
+        const uint64_t head_end = i > 0 ? segs_[i - 1].logical + segs_[i - 1].size : 0;
+        if (*from > head_end) {
+          segs_[i].text = CutMarker(seg.logical - *from);
+          segs_[i].size = segs_[i].text.size();
+        }
         return;
       }
       continue;

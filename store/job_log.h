@@ -9,7 +9,11 @@
 //   log.tail.N     the rest, in files of a quarter of the bound each; only
 //                  the newest two are kept, so the tail holds at least the
 //                  last quarter and at most the last half
-//   log.cut        how many bytes were dropped between head and tail
+//   log.cut        how many bytes and lines were dropped between head and
+//                  tail, and the first tail file kept ("BYTES LINES FIRST";
+//                  LINES "-" where a dropped file was written by an
+//                  earlier attempt and its lines were not counted); written
+//                  before the file it counts is unlinked
 //
 // Each stored line is "TIME [R] line" (LogStamp; stderr marked there).
 // Readers see one stream: head, a marker line if anything was cut, tail.
@@ -58,7 +62,13 @@ class JobLogWriter {
   uint64_t tail_seq_ = 0;
   uint64_t tail_size_ = 0;
   uint64_t prev_tail_size_ = 0;
+  bool has_prev_ = false;  // a tail before the current one is on disk
+  // Lines of the tail files, counted as they are written; none: a file an
+  // earlier attempt wrote (not read again to count them).
+  std::optional<uint64_t> tail_lines_ = 0;
+  std::optional<uint64_t> prev_tail_lines_;
   uint64_t cut_ = 0;
+  std::optional<uint64_t> cut_lines_ = 0;  // none: not known
   uint64_t written_ = 0;
 };
 
@@ -102,8 +112,9 @@ struct LogSnapshot {
     Fd fd;
     uint64_t size = 0;
   };
-  std::vector<File> files;  // head, then tails oldest first
-  uint64_t cut = 0;         // dropped between the head and the first tail
+  std::vector<File> files;            // head, then tails oldest first
+  uint64_t cut = 0;                   // dropped between the head and the first tail
+  std::optional<uint64_t> cut_lines;  // the lines of them, when known
   // Which log this is: the head's inode (0: no log yet). The same log keeps
   // it across restarts of ltd; a pruned job's or a replaced state dir's
   // new log has another.
@@ -159,7 +170,12 @@ class LogCursor {
 void ReadLog(LogSnapshot snapshot, const LogQuery& query,
              const std::function<bool(std::string_view)>& sink);
 
-// The marker a reader sees where bytes were cut.
-std::string CutMarker(uint64_t cut);
+// The marker a reader sees where bytes were cut: "[ltd] L lines (B bytes)
+// of output cut here: ...", or "[ltd] B bytes of output ..." when the
+// lines are not known.
+std::string CutMarker(uint64_t cut, std::optional<uint64_t> lines = std::nullopt);
+// What the marker line `line` (without "[ltd] ") says was cut ("L lines
+// (B bytes)", "B bytes"), or "" when it is no marker.
+std::string CutOfMarker(std::string_view line);
 
 }  // namespace ltd

@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "str_util.h"
 
@@ -93,20 +98,72 @@ TEST_F(JobLogTest, PastTheBoundTheHeadAndTailAreKeptAndTheCutIsSaid) {
   const std::string all = Read();
   EXPECT_TRUE(all.starts_with("[0] line 0\n[1] line 1\n")) << all.substr(0, 100);
   EXPECT_TRUE(all.ends_with(Cat("] line ", n - 1, "\n")));
-  const size_t marker = all.find("bytes of output cut here");
+  const size_t marker = all.find("bytes) of output cut here");
   ASSERT_NE(marker, std::string::npos);
-  const uint64_t cut = std::stoull(all.substr(all.rfind("[ltd] ", marker) + 6));
-  // What is shown and what was cut add up to what was written.
-  EXPECT_EQ(all.size() - CutMarker(cut).size() + cut, total);
+  unsigned long long lines = 0, cut = 0;
+  ASSERT_EQ(std::sscanf(all.c_str() + all.rfind("[ltd] ", marker), "[ltd] %llu lines (%llu bytes)",
+                        &lines, &cut),
+            2);
+  // What is shown and what was cut add up to what was written, in bytes
+  // and in lines.
+  EXPECT_EQ(all.size() - CutMarker(cut, lines).size() + cut, total);
+  EXPECT_EQ(std::count(all.begin(), all.end(), '\n') - 1 + lines, static_cast<uint64_t>(n));
   // Every line shown is whole, and the marker shows for every rank too.
   EXPECT_EQ(Read(Q(-1, 1)), Cat("[", (n - 1) % 3, "] line ", n - 1, "\n"));
-  EXPECT_NE(Read(Q(2, 0)).find("bytes of output cut here"), std::string::npos);
+  EXPECT_NE(Read(Q(2, 0)).find("bytes) of output cut here"), std::string::npos);
   // A restarted job's next attempt goes on in the same bounded log.
   auto again = JobLogWriter::Open(dir_, bound);
   EXPECT_EQ(again->written(), total);
   again->Append("[0] next attempt\n");
   EXPECT_TRUE(Read().ends_with("[0] next attempt\n"));
   EXPECT_LE(BytesOnDisk(), bound + 64 * 1024);
+  // Once it cuts what the last attempt wrote (its lines were not counted),
+  // the cut is told in bytes alone.
+  for (int i = 0; i < 20000; ++i) again->Append(Cat("[0] more ", i, "\n"));
+  const std::string later = Read();
+  EXPECT_EQ(later.find("lines ("), std::string::npos);
+  EXPECT_NE(later.find(" bytes of output cut here"), std::string::npos);
+}
+
+// The supervisor cuts the log while ltd takes snapshots of it (two
+// processes): every snapshot places its tail where the log has it, so a
+// position means the same line in each. Each line here says where it
+// starts in the log.
+TEST_F(JobLogTest, SnapshotsTakenWhileTheLogIsCutPlaceItsTailRight) {
+  auto w = JobLogWriter::Open(dir_, 1 << 18);
+  ASSERT_TRUE(w.ok());
+  std::atomic<bool> done = false;
+  std::thread writer([&] {
+    for (int i = 0; i < 400000; ++i) w->Append(Cat("[0] ", w->written(), " xxxxxxxxxxxx\n"));
+    done = true;
+  });
+  int checked = 0, wrong = 0;
+  while (!done) {
+    LogSnapshot snap = LogSnapshot::Take(dir_);
+    if (snap.files.size() < 2 || snap.files[1].size == 0) continue;
+    char buf[64] = {};
+    if (pread(snap.files[1].fd.get(), buf, sizeof buf - 1, 0) <= 0) continue;
+    unsigned long long at = 0;
+    if (std::sscanf(buf, "[0] %llu ", &at) != 1) continue;
+    ++checked;
+    if (at != snap.files[0].size + snap.cut) ++wrong;
+  }
+  writer.join();
+  EXPECT_GT(checked, 0);
+  EXPECT_EQ(wrong, 0) << "of " << checked << " snapshots";
+}
+
+// What a marker says, read back from its line (an attach's notice).
+TEST(CutMarker, SaysLinesWhenKnownAndReadsBack) {
+  EXPECT_TRUE(CutMarker(4096, 80).starts_with("[ltd] 80 lines (4096 bytes) of output cut here: "));
+  EXPECT_TRUE(CutMarker(4096).starts_with("[ltd] 4096 bytes of output cut here: "));
+  std::string line = CutMarker(4096, 80).substr(6);
+  line.pop_back();
+  EXPECT_EQ(CutOfMarker(line), "80 lines (4096 bytes)");
+  line = CutMarker(4096).substr(6);
+  EXPECT_EQ(CutOfMarker(line), "4096 bytes");
+  EXPECT_EQ(CutOfMarker("job 7 restarted"), "");
+  EXPECT_EQ(CutOfMarker("a lot of output cut here: x"), "");
 }
 
 TEST_F(JobLogTest, TailOfRandomLinesMatchesAForwardRead) {
@@ -253,6 +310,17 @@ TEST_F(JobLogTest, StoredLinesFromAPositionAcrossTheCut) {
   EXPECT_NE(got.find("[ltd] "), std::string::npos);
   EXPECT_TRUE(got.ends_with(out + "[0] line 19999\n"));
   EXPECT_EQ(last, w->written());
+  // A reader that had gone past the head, into what was cut since, is told
+  // the bytes it missed, not the whole cut, and goes on where the tail does.
+  LogSnapshot snap2 = LogSnapshot::Take(dir_);
+  uint64_t head = 0;
+  ASSERT_TRUE(snap2.files.size() > 1 && snap2.cut > 100);
+  head = snap2.files[0].size;
+  const uint64_t tail_starts = head + snap2.cut;
+  LogCursor inside(std::move(snap2), stored, head + 100);
+  ASSERT_TRUE(inside.Next(&chunk));
+  EXPECT_TRUE(chunk.starts_with(CutMarker(tail_starts - head - 100))) << chunk.substr(0, 100);
+  EXPECT_EQ(inside.position(), tail_starts);
 }
 
 }  // namespace

@@ -44,5 +44,16 @@ TEST(StoredLines, EachLineWithItsRankStreamAndPlace) {
   EXPECT_EQ(events[2].lines().lines(0).rank(), 1);
 }
 
+// A cut whose lines the log counted is told in lines too.
+TEST(StoredLines, ACutIsToldInLinesWhenTheLogCountedThem) {
+  std::vector<v1::JobEvent> events;
+  const std::string chunk = CutMarker(4096, 80);
+  StoredLinesToEvents(chunk, chunk.size(), 0, /*batched=*/true, &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].notice(),
+            "ltd: the job's log dropped 80 lines (4096 bytes) of output here at its budget "
+            "(--job-max-log-bytes); its head and tail are kept");
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -12,14 +12,9 @@ namespace {
 // as a notice. Its cut marker says where the job's log dropped lines at
 // its budget: the client lost them there, and only there.
 std::string Notice(std::string_view text) {
-  const size_t space = text.find(' ');
-  uint64_t cut = 0;
-  if (space != std::string_view::npos &&
-      text.substr(space).starts_with(" bytes of output cut here") &&
-      absl::SimpleAtoi(absl::string_view(text.data(), space), &cut)) {
+  if (const std::string cut = CutOfMarker(text); !cut.empty()) {
     return Cat("ltd: the job's log dropped ", cut,
-               " bytes of output here at its budget (--job-max-log-bytes); its head and tail "
-               "are kept");
+               " of output here at its budget (--job-max-log-bytes); its head and tail are kept");
   }
   return Cat("ltd: ", DisplayEscape(text, Controls::kEscape));
 }
