@@ -84,57 +84,56 @@ class LogReplay::Follower final : public JobObserver {
   std::deque<std::pair<uint64_t, std::string>> notices_;
 };
 
-void LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query, bool follow,
-                      std::shared_ptr<EventStream::Handle> out) {
-  std::shared_ptr<LogReplay> owner(new LogReplay(loop, manager, job.id, query, std::move(out)));
-  LogReplay* r = owner.get();
-  r->self_ = std::move(owner);
-  // A follower's snapshot may end inside a line the supervisor is still
-  // writing: that line waits for the next snapshot, whole.
-  r->query_.whole_lines = follow && !IsFinal(job.state);
-  r->Begin(job, follow, std::nullopt, manager.TakeLog(job.id));
-}
-
-absl::Status LogReplay::StartAttach(Loop& loop, JobManager& manager, const Job& job, Attach attach,
-                                    std::shared_ptr<EventStream::Handle> out) {
+absl::Status LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, Request request,
+                              std::shared_ptr<EventStream::Handle> out) {
   LogSnapshot snapshot = manager.TakeLog(job.id);
-  uint64_t from = 0;
-  if (attach.from) {
+  // An attach reads every line as stored; `logs`, what its query shows.
+  LogQuery query = request.attach ? LogQuery() : request.query;
+  query.stored = request.attach;
+  std::optional<uint64_t> from;
+  if (request.follow && request.from) {
     const uint64_t end = snapshot.LastLineEnd();
-    if ((attach.from->log_id() != 0 && attach.from->log_id() != snapshot.id) ||
-        attach.from->offset() > end) {
+    if ((request.from->log_id() != 0 && request.from->log_id() != snapshot.id) ||
+        request.from->offset() > end) {
       return absl::FailedPreconditionError(
           Cat("job ", job.id, "'s log is not the one this client was reading (",
               snapshot.id == 0 ? "it has none now" : "it was replaced", "); `ltctl logs ", job.id,
               "` shows what it has"));
     }
-    from = attach.from->offset();
-  } else if (!attach.from_start) {
+    from = request.from->offset();
+    query.tail = 0;
+  } else if (request.attach && !request.from_start) {
     from = snapshot.LastLineEnd();  // as `docker attach`: from now on
   }
-  // Where it starts, so that a client that loses ltd before the first
-  // line knows where to go on from.
-  v1::JobEvent start;
-  start.mutable_at()->set_offset(from);
-  start.mutable_at()->set_log_id(snapshot.id);
-  out->Push(std::move(start));
-  LogQuery query;
-  query.stored = true;
-  query.whole_lines = !IsFinal(job.state);
+  // A follower's snapshot may end inside a line the supervisor is still
+  // writing: that line waits for the next snapshot, whole.
+  query.whole_lines = request.follow && !IsFinal(job.state);
   std::shared_ptr<LogReplay> owner(new LogReplay(loop, manager, job.id, query, std::move(out)));
   LogReplay* r = owner.get();
   r->self_ = std::move(owner);
-  r->attach_ = true;
-  r->batched_ = attach.batched;
-  r->sent_log_id_ = snapshot.id;
-  r->on_gone_ = std::move(attach.on_gone);
-  if (IsFinal(job.state)) {
+  r->attach_ = request.attach;
+  r->batched_ = request.batched;
+  r->on_gone_ = std::move(request.on_gone);
+  r->log_id_ = snapshot.id;
+  // Where it starts, so that a client that loses ltd before the first
+  // line knows where to go on from (a tail's start is known once read).
+  if (request.follow && (from || query.tail == 0)) r->PushAt(from.value_or(0));
+  if (request.attach && IsFinal(job.state)) {
     v1::JobEvent ev;
     FillEnded(job, ev.mutable_ended());
     r->ended_event_ = std::move(ev);
   }
-  r->Begin(job, /*follow=*/true, from, std::move(snapshot));
+  r->Begin(job, request.follow, from, std::move(snapshot));
   return absl::OkStatus();
+}
+
+void LogReplay::PushAt(uint64_t offset) {
+  v1::JobEvent ev;
+  ev.mutable_at()->set_offset(offset);
+  if (log_id_ != sent_log_id_) ev.mutable_at()->set_log_id(log_id_);
+  sent_log_id_ = log_id_;
+  told_at_ = true;
+  out_->Push(std::move(ev));
 }
 
 void LogReplay::Begin(const Job& job, bool follow, std::optional<uint64_t> from,
@@ -190,14 +189,17 @@ void LogReplay::Step() {
 }
 
 bool LogReplay::Push(std::string chunk) {
+  const uint64_t id = log_id_ != sent_log_id_ ? log_id_ : 0;
+  sent_log_id_ = log_id_;
+  told_at_ = true;
   if (!attach_) {
     v1::JobEvent ev;
     ev.set_log(std::move(chunk));
+    ev.mutable_at()->set_offset(chunk_end_);
+    if (id != 0) ev.mutable_at()->set_log_id(id);
     return out_->Push(std::move(ev));
   }
   std::vector<v1::JobEvent> events;
-  const uint64_t id = log_id_ != sent_log_id_ ? log_id_ : 0;
-  sent_log_id_ = log_id_;
   StoredLinesToEvents(chunk, chunk_end_, id, batched_, &events);
   for (v1::JobEvent& ev : events) {
     if (!out_->Push(std::move(ev))) return false;
@@ -236,6 +238,8 @@ void LogReplay::Deliver() {
   idle_ = true;
   if (follower_) follower_->behind_ = 0;
   position_ = cursor_->position();
+  // A tail that showed nothing yet: where it is now.
+  if (!told_at_) PushAt(position_);
   cursor_.reset();
 }
 

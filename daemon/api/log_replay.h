@@ -5,8 +5,9 @@
 // copy of the live output: a client that falls behind lags and catches up
 // from disk, and misses only what the job's log itself dropped at its
 // budget (it is told where). `ltctl logs` gets the log's text; an attach
-// (an attached submit, `attach`) gets its lines as events, each with its
-// place in the log, so that it can go on from there after ltd restarted.
+// (an attached submit, `attach`) gets its lines as events. Either way each
+// event says where in the log it ends, so that a follower can go on from
+// there after ltd restarted.
 // Loop thread only.
 #pragma once
 
@@ -24,11 +25,19 @@ namespace ltd {
 
 class LogReplay {
  public:
-  // What an attach asks for on top of a following `logs`.
-  struct Attach {
-    // Where to start: a position an earlier attach reached (JobRef.from);
-    // none: the log's end (`attach`), or its start (an attached submit).
+  // What a client asks for.
+  struct Request {
+    // `ltctl logs`' filters; an attach reads every line as stored.
+    LogQuery query;
+    bool follow = false;
+    // Following: where to start, a position an earlier stream of this
+    // log reached (JobRef.from, LogsRequest.from). None: the log's start
+    // (or its last query.tail lines); an attach's, its end unless
+    // `from_start` (an attached submit's).
     std::optional<v1::LogPosition> from;
+    // An attach: the log's lines as events (output, lines, notices), ltd's
+    // notices for the job's users, and the job's end after its last line.
+    bool attach = false;
     bool from_start = false;
     bool batched = false;  // JobRef.batched
     // On the loop when the client goes away before the job's end.
@@ -36,23 +45,21 @@ class LogReplay {
   };
 
   // Owns itself until the log (and, following, the job) has ended or the
-  // client is gone.
-  static void Start(Loop& loop, JobManager& manager, const Job& job, LogQuery query, bool follow,
-                    std::shared_ptr<EventStream::Handle> out);
-  // An attach: follows the job to its end (its `ended` after its last
-  // line). FAILED_PRECONDITION when `from` is not in this job's log.
-  static absl::Status StartAttach(Loop& loop, JobManager& manager, const Job& job, Attach attach,
-                                  std::shared_ptr<EventStream::Handle> out);
+  // client is gone. FAILED_PRECONDITION when `from` is not in this job's
+  // log: nothing is sent then.
+  static absl::Status Start(Loop& loop, JobManager& manager, const Job& job, Request request,
+                            std::shared_ptr<EventStream::Handle> out);
 
  private:
   class Follower;
   LogReplay(Loop& loop, JobManager& manager, std::string job_id, LogQuery query,
             std::shared_ptr<EventStream::Handle> out);
   void Begin(const Job& job, bool follow, std::optional<uint64_t> from, LogSnapshot snapshot);
-  void Step();     // read the next chunk
-  void Deliver();  // what the read brought
-  void Send();     // the chunk read, once the stream has sent what it has
-  void Drained();  // the stream sent it all
+  void PushAt(uint64_t offset);  // an event that says only where the stream is
+  void Step();                   // read the next chunk
+  void Deliver();                // what the read brought
+  void Send();                   // the chunk read, once the stream has sent what it has
+  void Drained();                // the stream sent it all
   bool Push(std::string chunk);
   void Snapshot();
   void OnGrew();
@@ -72,6 +79,7 @@ class LogReplay {
   uint64_t snapshot_end_ = 0;        // and where it ends
   uint64_t log_id_ = 0;              // of the snapshot being read
   uint64_t sent_log_id_ = 0;         // the last told to the client
+  bool told_at_ = false;             // the client knows a position
   uint64_t generation_ = 0;          // snapshots taken
   uv_work_t req_{};
   std::string chunk_;

@@ -195,12 +195,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     // may go away first (and the job with it, when it asked for that).
     auto submitted = manager_.Resolve(*id);
     if (!submitted.ok()) return out->Finish(ToGrpc(submitted.status()));
-    LogReplay::Attach attach;
-    attach.from_start = true;
+    LogReplay::Request attach;
+    attach.follow = attach.attach = attach.from_start = true;
     attach.batched = batched;
     if (cancel) attach.on_gone = [this, id = *id] { CancelLaunched(id); };
-    if (auto s = LogReplay::StartAttach(loop_, manager_, **submitted, std::move(attach), out);
-        !s.ok()) {
+    if (auto s = LogReplay::Start(loop_, manager_, **submitted, std::move(attach), out); !s.ok()) {
       return out->Finish(ToGrpc(s));
     }
     // A job that waits says so at once, as srun does: a silent ltctl looks hung.
@@ -429,11 +428,12 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Attach(grpc::CallbackServerC
     auto job = JobFor(r.job(), who, /*control=*/true);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
     const std::string id = (*job)->id;
-    LogReplay::Attach attach;
-    if (r.has_from()) attach.from = r.from();
+    LogReplay::Request attach;
+    attach.follow = attach.attach = true;
     attach.batched = r.batched();
+    if (r.has_from()) attach.from = r.from();
     if (r.cancel_on_disconnect()) attach.on_gone = [this, id] { CancelLaunched(id); };
-    if (auto s = LogReplay::StartAttach(loop_, manager_, **job, std::move(attach), out); !s.ok()) {
+    if (auto s = LogReplay::Start(loop_, manager_, **job, std::move(attach), out); !s.ok()) {
       return out->Finish(ToGrpc(s));
     }
     // From here on every line the job writes reaches it (from its log).
@@ -476,6 +476,11 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     out->Finish(ToGrpc(absl::InvalidArgumentError("--tail must be >= 0 (0: everything)")));
     return stream;
   }
+  if (req->has_from() && (!req->follow() || req->tail() != 0)) {
+    out->Finish(ToGrpc(absl::InvalidArgumentError(
+        "a log position to go on from is for following a log (logs -f), without --tail")));
+    return stream;
+  }
   loop_.Post([this, r = *req, out, who = *who] {
     auto job = JobFor(r.job(), who, /*control=*/true);
     if (!job.ok()) return out->Finish(ToGrpc(job.status()));
@@ -485,17 +490,21 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
           ToGrpc(absl::InvalidArgumentError(Cat("--rank ", r.rank(), " is out of range: job ", j.id,
                                                 " has ranks 0..", j.spec.devices - 1))));
     }
-    LogQuery query;
-    query.rank = r.rank();
-    query.tail = r.tail();
-    query.timestamps = r.timestamps();
+    LogReplay::Request logs;
+    logs.follow = r.follow();
+    logs.query.rank = r.rank();
+    logs.query.tail = r.tail();
+    logs.query.timestamps = r.timestamps();
     if (r.has_since()) {
       const auto since = WallTime(std::chrono::seconds(r.since().seconds())) +
                          std::chrono::microseconds(r.since().nanos() / 1000);
-      query.since = LogStamp(since);
-      query.since.pop_back();  // its space
+      logs.query.since = LogStamp(since);
+      logs.query.since.pop_back();  // its space
     }
-    LogReplay::Start(loop_, manager_, j, std::move(query), r.follow(), out);
+    if (r.has_from()) logs.from = r.from();
+    if (auto s = LogReplay::Start(loop_, manager_, j, std::move(logs), out); !s.ok()) {
+      return out->Finish(ToGrpc(s));
+    }
   });
   return stream;
 }
