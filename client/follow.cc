@@ -1,7 +1,7 @@
 #include "follow.h"
 
-#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -121,28 +121,30 @@ void WaitForLtd(const Globals& g, bool say, const std::string& resume) {
   }
 }
 
-}  // namespace
+// Opens a job's stream again, from `at` when a stream before reached it.
+using Opener = std::function<std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>>(
+    v1::Ltd::Stub&, grpc::ClientContext&, const std::optional<v1::LogPosition>& at)>;
 
-int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
-                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
+// Prints job `id`'s stream to its end through restarts of ltd: one that
+// breaks because ltd went away is opened again once ltd is back, from the
+// place in the job's log (the `at` of its events) the last event printed
+// reached, so nothing is missed or printed twice. `first`: the stream
+// already open; `at`: where it starts, when known. `what`: the stream, as
+// the user is told it goes on; `resume`: the verb to run by hand should
+// ltd not come back. The job's exit code, or 0 for a stream without it.
+int PrintThroughRestarts(const Globals& g, const std::string& id, EventPrinter& printer,
+                         const Opener& open, grpc::ClientReaderInterface<v1::JobEvent>* first,
+                         std::optional<v1::LogPosition> at, const std::string& what,
+                         const std::string& resume) {
   std::unique_ptr<v1::Ltd::Stub> api;
   std::unique_ptr<grpc::ClientContext> ctx;
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> owned;
   grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
-  EventPrinter printer(/*prefix=*/true, quiet_end);
-  // Where in the job's log the last line printed ends: a stream opened
-  // again goes on from there, so nothing is missed or printed twice.
-  std::optional<v1::LogPosition> at;
-  if (first != nullptr) at.emplace();  // an attached submit's: from the start
   for (bool again = false;; again = true) {
     if (reader == nullptr) {
       api = Connect(g);
       ctx = std::make_unique<grpc::ClientContext>();
-      v1::JobRef req;
-      req.set_job(id);
-      req.set_batched(true);
-      if (output && at) *req.mutable_from() = *at;
-      owned = output ? api->Attach(ctx.get(), req) : api->Wait(ctx.get(), req);
+      owned = open(*api, *ctx, at);
       reader = owned.get();
     }
     std::optional<int> code;
@@ -151,7 +153,7 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
         *reader,
         [&](const v1::JobEvent& ev) {
           if (again && first_event) {
-            Console().Notice(Cat("ltctl: ltd is back; following job ", id, " again"));
+            Console().Notice(Cat("ltctl: ltd is back; following ", what, " again"));
           }
           first_event = false;
           if (auto c = printer.Print(ev)) code = c;
@@ -161,6 +163,7 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
             at->set_log_id(log_id);
           }
         },
+        // As `tail -f`: out as it comes, into a pipe or file too.
         [] { Console().Idle(); });
     if (code) return *code;
     if (s.ok()) return 0;
@@ -170,74 +173,68 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
           " is gone from ltd (pruned while ltd was away); its output past the last "
           "line printed here cannot be shown");
     }
-    if (!LostLtd(s)) DieRpc(g, s);
-    WaitForLtd(g, /*say=*/!again || !first_event, "attach " + id);
+    if (!LostLtd(s)) {
+      FlushConsole();  // what was printed, before why it stops
+      DieRpc(g, s);
+    }
+    WaitForLtd(g, /*say=*/!again || !first_event, resume);
     reader = nullptr;
   }
+}
+
+}  // namespace
+
+int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
+                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
+  EventPrinter printer(/*prefix=*/true, quiet_end);
+  std::optional<v1::LogPosition> at;
+  if (first != nullptr) at.emplace();  // an attached submit's: from the start
+  return PrintThroughRestarts(
+      g, id, printer,
+      [&](v1::Ltd::Stub& api, grpc::ClientContext& ctx, const std::optional<v1::LogPosition>& at) {
+        v1::JobRef req;
+        req.set_job(id);
+        req.set_batched(true);
+        if (output && at) *req.mutable_from() = *at;
+        return output ? api.Attach(&ctx, req) : api.Wait(&ctx, req);
+      },
+      first, at, "job " + id, "attach " + id);
 }
 
 int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail,
          const v1::LogsRequest& filters) {
   if (tail < 0) Die("--tail must be >= 0");
-  if (!follow || tail > 0) {
+  if (!follow) {
     auto api = Connect(g);
     grpc::ClientContext ctx;
     v1::LogsRequest req = filters;
     req.set_job(job);
     req.set_rank(rank);
-    req.set_follow(follow);
     req.set_tail(tail);
     auto reader = api->Logs(&ctx, req);
     Drain(g, *reader, /*prefix=*/rank < 0, /*quiet_end=*/true);
     return 0;
   }
-  // `logs -f` follows the log through restarts of ltd: the log only grows,
-  // so the replay after a reconnect goes on from what was printed (counted
-  // here) and nothing is shown twice. By id, so no name can change jobs.
+  // By id, so that no name can change jobs between streams. The first
+  // stream starts at the log's start or its last `tail` lines; one opened
+  // again, where the last printed ended.
   const std::string id = JobId(g, job);
   EventPrinter printer(/*prefix=*/rank < 0, /*quiet_end=*/true);
-  uint64_t printed_bytes = 0, printed_lines = 0;
-  for (bool again = false;; again = true) {
-    auto api = Connect(g);
-    grpc::ClientContext ctx;
-    v1::LogsRequest req = filters;
-    req.set_job(id);
-    req.set_rank(rank);
-    req.set_follow(true);
-    auto reader = api->Logs(&ctx, req);
-    uint64_t skip_bytes = printed_bytes, skip_lines = printed_lines;
-    bool told = false;
-    grpc::Status s = PumpEvents(
-        *reader,
-        [&](const v1::JobEvent& ev) {
-          if (again && !told) {
-            Console().Notice(Cat("ltctl: ltd is back; following the log of job ", id, " again"));
-            told = true;
-          }
-          if (ev.has_log()) {
-            std::string_view chunk = ev.log();
-            const uint64_t drop = std::min<uint64_t>(skip_bytes, chunk.size());
-            skip_bytes -= drop;
-            chunk.remove_prefix(drop);
-            Console().Raw(chunk);
-            printed_bytes += chunk.size();
-            return;
-          }
-          if (ev.has_output()) {
-            if (skip_lines > 0) {
-              --skip_lines;
-              return;
-            }
-            ++printed_lines;
-          }
-          printer.Print(ev);
-        },
-        // As `tail -f`: out as it comes, into a pipe or file too.
-        [] { Console().Idle(); });
-    if (s.ok()) return 0;
-    if (!LostLtd(s)) DieRpc(g, s);
-    WaitForLtd(g, /*say=*/!again || told, "logs -f " + id);
-  }
+  return PrintThroughRestarts(
+      g, id, printer,
+      [&](v1::Ltd::Stub& api, grpc::ClientContext& ctx, const std::optional<v1::LogPosition>& at) {
+        v1::LogsRequest req = filters;
+        req.set_job(id);
+        req.set_rank(rank);
+        req.set_follow(true);
+        if (at) {
+          *req.mutable_from() = *at;
+        } else {
+          req.set_tail(tail);
+        }
+        return api.Logs(&ctx, req);
+      },
+      nullptr, std::nullopt, "the log of job " + id, "logs -f " + id);
 }
 
 void FlushConsole() { Console().Idle(); }

@@ -254,39 +254,32 @@ class Job:
             since_ts.FromMicroseconds(max(0, int(at * 1e6)))
         r = -1 if rank is None else rank
         show = (lambda b: b) if raw else (lambda b: b.decode("utf-8", "backslashreplace"))
-        # A reconnect replays the log: skip what was given already.
-        given_bytes = given_lines = 0
+        # Where in the job's log the last chunk given ends: a stream opened
+        # again (after ltd restarted) goes on from there, so no line is
+        # missed or given twice; the first starts with the tail asked for.
+        at = None
         pending = b""  # a line not complete yet, across reconnects too
         again = False
         while True:
             self.client._check_reachable()
-            req = ltd_pb2.LogsRequest(
-                job=self.id.encode(), rank=r, follow=follow, tail=tail or 0, timestamps=timestamps
-            )
+            req = ltd_pb2.LogsRequest(job=self.id.encode(), rank=r, follow=follow, timestamps=timestamps)
+            if at is not None:
+                getattr(req, "from").CopyFrom(at)  # `from` is a keyword
+            else:
+                req.tail = tail or 0
             if since_ts is not None:
                 req.since.CopyFrom(since_ts)
             stream = self.client._api().Logs(req)
-            skip_bytes, skip_lines = given_bytes, given_lines
             try:
                 for ev in stream:
-                    kind = ev.WhichOneof("event")
-                    if kind == "log":
-                        chunk = ev.log
-                        drop = min(skip_bytes, len(chunk))
-                        skip_bytes -= drop
-                        chunk = chunk[drop:]
-                        given_bytes += len(chunk)
-                        pending += chunk
+                    if ev.HasField("at"):
+                        log_id = ev.at.log_id or (at.log_id if at is not None else 0)
+                        at = ltd_pb2.LogPosition(offset=ev.at.offset, log_id=log_id)
+                    if ev.WhichOneof("event") == "log":
+                        pending += ev.log
                         *lines, pending = pending.split(b"\n")
                         for line in lines:
                             yield show(line)
-                    elif kind == "output":
-                        if skip_lines > 0:
-                            skip_lines -= 1
-                            continue
-                        given_lines += 1
-                        o = ev.output
-                        yield show((b"[%d] " % o.rank if r < 0 else b"") + o.data)
                 if pending:
                     yield show(pending)
                 return
