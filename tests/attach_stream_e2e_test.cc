@@ -1,7 +1,10 @@
 // An attached client reads its job's log: every line of every rank reaches
 // it once, in each rank's order, on a busy machine, through a client that
 // stops reading for a while, through a SIGKILL and restart of ltd, and up
-// to a crash's last line before the job's end.
+// to a crash's last line before the job's end. `logs -f` (with a tail too)
+// goes on through a restart of ltd from the last line it printed, is told
+// what the log cut meanwhile, and says so in one line when the log it read
+// was replaced.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,6 +13,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -109,6 +113,25 @@ class AttachStream : public E2E {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
+  static size_t LinesOf(const std::string& path) {
+    const std::string text = ReadWhole(path);
+    return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+
+  // Kills ltd hard and lets the job go on (`go` appears) while it is down;
+  // back once the client `err` says it waits for it.
+  void RestartLtdUnder(const std::string& go, const std::string& err,
+                       const std::function<void()>& meanwhile = {}) {
+    d_.KillHard();
+    std::ofstream(go).close();
+    ASSERT_TRUE(WaitFor([&] { return Has(ReadWhole(err), "waiting for it to come back"); }, 10s))
+        << ReadWhole(err);
+    if (meanwhile) {
+      ASSERT_NO_FATAL_FAILURE(meanwhile());
+    }
+    ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  }
+
   static off_t SizeOf(const std::string& path) {
     struct stat st {};
     return stat(path.c_str(), &st) == 0 ? st.st_size : 0;
@@ -189,6 +212,155 @@ TEST_F(AttachStream, ACrashsTracebackReachesAClientThatWasStopped) {
   EXPECT_NE(end, std::string::npos) << e;
   EXPECT_LT(traceback, end) << e;
   EXPECT_EQ(std::count(o.begin(), o.end(), '\n'), 100000);
+}
+
+// `logs -f` through a SIGKILL of ltd while the job prints on: every line
+// once, in each rank's order.
+TEST_F(AttachStream, LogsFollowGoesOnThroughAKilledLtdWithoutAGapOrARepeat) {
+  const std::string go = d_.dir() + "/GO";
+  const std::string out = d_.dir() + "/out", err = d_.dir() + "/err";
+  const std::string id = SubmitDetached(
+      {"--devices", "2", "--", kChild, "print:20000,waitfile:" + go + ",print:30000"});
+  const pid_t pid = Spawn({"logs", "-f", id}, out, err);
+  ASSERT_TRUE(WaitFor([&] { return SizeOf(out) > 1000; }, 30s)) << ReadWhole(err);
+  ASSERT_NO_FATAL_FAILURE(RestartLtdUnder(go, err));
+  EXPECT_EQ(Reap(pid), 0) << ReadWhole(err);
+  EXPECT_EQ(EveryLineOnce(ReadWhole(out), 2, {20000, 30000}), "");
+  const std::string e = ReadWhole(err);
+  EXPECT_TRUE(Has(e, "ltd is back; following the log of job " + id + " again")) << e;
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
+// `logs --tail 5 -f`: the last 5 lines, then, through a SIGKILL of ltd,
+// every line after them once.
+TEST_F(AttachStream, LogsTailFollowGoesOnThroughAKilledLtd) {
+  const std::string go = d_.dir() + "/GO";
+  const std::string out = d_.dir() + "/out", err = d_.dir() + "/err";
+  const std::string id = SubmitDetached(
+      {"--devices", "2", "--", kChild, "print:20000,waitfile:" + go + ",print:30000"});
+  // The first batch is whole in the log: its last 5 lines are known.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const char* rank : {"0", "1"}) {
+          if (d_.Ctl({"logs", "--rank", rank, "--tail", "1", id}).out != "line 19999 of 20000\n")
+            return false;
+        }
+        return true;
+      },
+      60s));
+  const std::string last5 = d_.Ctl({"logs", "--tail", "5", id}).out;
+  const pid_t pid = Spawn({"logs", "--tail", "5", "-f", id}, out, err);
+  ASSERT_TRUE(WaitFor([&] { return LinesOf(out) == 5; }, 30s)) << ReadWhole(err);
+  ASSERT_NO_FATAL_FAILURE(RestartLtdUnder(go, err));
+  EXPECT_EQ(Reap(pid), 0) << ReadWhole(err);
+  const std::string o = ReadWhole(out);
+  size_t fifth = 0;
+  for (int i = 0; i < 5 && fifth != std::string::npos; ++i) fifth = o.find('\n', fifth) + 1;
+  EXPECT_EQ(o.substr(0, fifth), last5);
+  EXPECT_EQ(EveryLineOnce(o.substr(fifth), 2, {30000}), "");
+  EXPECT_TRUE(Has(ReadWhole(err), "ltd is back; following the log of job " + id + " again"))
+      << ReadWhole(err);
+}
+
+// The job's log cut its middle, where a `logs -f` was, while ltd was down:
+// the client goes on at the tail, told how many bytes it missed there,
+// and `logs` tells the lines of the whole cut.
+TEST_F(AttachStream, LogsFollowResumedInsideTheCutIsToldWhatItMissed) {
+  d_.Stop();
+  ASSERT_TRUE(d_.Start({"--restore-window", "10m", "--job-max-log-bytes", "1M"})) << d_.log();
+  const std::string go = d_.dir() + "/GO";
+  const std::string out = d_.dir() + "/out", err = d_.dir() + "/err";
+  // ~620 KB stored: past the log's head (half the budget), nothing cut yet.
+  const std::string id = SubmitDetached(
+      {"--devices", "2", "--", kChild, "print:6000,waitfile:" + go + ",print:40000"});
+  const pid_t pid = Spawn({"logs", "-f", id}, out, err);
+  ASSERT_TRUE(WaitFor([&] { return LinesOf(out) == 12000; }, 60s)) << ReadWhole(err);
+  ASSERT_NO_FATAL_FAILURE(RestartLtdUnder(go, err, [&] {
+    // The second batch cuts the log where the client was.
+    const std::string cut = d_.state_dir() + "/jobs/" + id + "/log.cut";
+    ASSERT_TRUE(WaitFor([&] { return SizeOf(cut) > 0; }, 60s));
+  }));
+  EXPECT_EQ(Reap(pid), 0) << ReadWhole(err);
+  std::istringstream in(ReadWhole(out));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 12001u);
+  std::string first;
+  for (size_t i = 0; i < 12000; ++i) first += lines[i] + "\n";
+  EXPECT_EQ(EveryLineOnce(first, 2, {6000}), "");
+  ASSERT_TRUE(lines[12000].starts_with("[ltd] ")) << lines[12000];
+  // Then each rank's lines on to its last, in order, none twice (a rank
+  // may have none left); a line is missing only where a marker says the
+  // log cut it (where the client was, and again should the log's cut
+  // overtake it as it reads): as stored ("TIME [R] line I of N", TIME 28
+  // bytes), the lines missing add up to the bytes the markers said.
+  unsigned long long said = 0, missing = 0;
+  std::map<int, long> next = {{0, 0}, {1, 0}};  // rank -> line
+  auto skip = [&](int rank, long to) {
+    for (; next[rank] < to; ++next[rank]) {
+      missing +=
+          28 + ("[" + std::to_string(rank) + "] line " + std::to_string(next[rank]) + " of 40000\n")
+                   .size();
+    }
+  };
+  for (size_t i = 12000; i < lines.size(); ++i) {
+    unsigned long long bytes = 0, cut_lines = 0;
+    if (std::sscanf(lines[i].c_str(), "[ltd] %llu bytes of output cut here", &bytes) == 1 ||
+        std::sscanf(lines[i].c_str(), "[ltd] %llu lines (%llu bytes) of output cut here",
+                    &cut_lines, &bytes) == 2) {
+      said += bytes;
+      continue;
+    }
+    int rank = -1;
+    long n = -1, of = -1;
+    ASSERT_EQ(std::sscanf(lines[i].c_str(), "[%d] line %ld of %ld", &rank, &n, &of), 3)
+        << i << ": " << lines[i];
+    ASSERT_TRUE(of == 40000 && (rank == 0 || rank == 1)) << lines[i];
+    ASSERT_GE(n, next[rank]) << i << ": " << lines[i];
+    skip(rank, n);
+    next[rank] = n + 1;
+  }
+  skip(0, 40000);
+  skip(1, 40000);
+  EXPECT_EQ(said, missing);
+  // The whole log says how many lines it dropped.
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+  const std::string all = d_.Ctl({"logs", id}).out;
+  const size_t marker = all.find("\n[ltd] ");
+  ASSERT_NE(marker, std::string::npos);
+  unsigned long long cut_lines = 0, cut_bytes = 0;
+  ASSERT_EQ(std::sscanf(all.c_str() + marker + 1,
+                        "[ltd] %llu lines (%llu bytes) of output cut here", &cut_lines, &cut_bytes),
+            2)
+      << all.substr(marker, 200);
+  EXPECT_EQ(cut_lines + std::count(all.begin(), all.end(), '\n') - 1, 2u * (6000 + 40000));
+}
+
+// The log a `logs -f` read was replaced while ltd was down (a state dir
+// put back from a copy, say): one line says so; nothing of another log is
+// printed as if it went on.
+TEST_F(AttachStream, LogsFollowOfALogReplacedMeanwhileSaysSoInOneLine) {
+  const std::string go = d_.dir() + "/GO";
+  const std::string out = d_.dir() + "/out", err = d_.dir() + "/err";
+  const std::string id =
+      SubmitDetached({"--devices", "1", "--", kChild, "print:10,waitfile:" + go + ",exit:0"});
+  const pid_t pid = Spawn({"logs", "-f", id}, out, err);
+  ASSERT_TRUE(WaitFor([&] { return LinesOf(out) == 10; }, 30s)) << ReadWhole(err);
+  ASSERT_NO_FATAL_FAILURE(RestartLtdUnder(go, err, [&] {
+    const std::string head = d_.state_dir() + "/jobs/" + id + "/log.head";
+    std::ofstream(head + ".copy") << ReadWhole(head);
+    ASSERT_EQ(rename((head + ".copy").c_str(), head.c_str()), 0);
+  }));
+  EXPECT_EQ(Reap(pid, 60s), 1) << ReadWhole(err);
+  EXPECT_EQ(ReadWhole(err),
+            "ltctl: lost ltd (it stopped or restarted); waiting for it to come back\n"
+            "ltctl: job " +
+                id +
+                "'s log is not the one this client was reading (it was "
+                "replaced); `ltctl logs " +
+                id + "` shows what it has\n");
+  EXPECT_EQ(LinesOf(out), 10u);
+  d_.WaitEnded(id);
 }
 
 }  // namespace

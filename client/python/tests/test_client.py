@@ -343,6 +343,49 @@ class RestartTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_logs_with_a_tail_follow_the_job_through_a_restart_of_ltd(self):
+        d = fixture.Daemon("--restore-window", "1m").start()
+        try:
+            c = ltd.Client(d.socket)
+            gate = os.path.join(d.dir, "gate")
+            code = (
+                "import os, sys, time\n"
+                "for i in range(3000): print('n', i)\n"
+                "sys.stdout.flush()\n"
+                "while not os.path.exists(%r): time.sleep(0.05)\n"
+                "for i in range(3000, 6000): print('n', i)\n" % gate
+            )
+            job = c.submit([fixture.PYTHON, "-c", code], 2, detach=True)
+            # The first batch is whole in the log: its last lines are known.
+            self.assertTrue(fixture.wait_for(
+                lambda: all(list(job.logs(rank=r, tail=1)) == ["n 2999"] for r in (0, 1)), 60))
+            last5 = list(job.logs(tail=5))
+            lines = []
+
+            def follow():
+                for line in job.logs(follow=True, tail=5):
+                    lines.append(line)
+
+            t = threading.Thread(target=follow)
+            t.start()
+            self.assertTrue(fixture.wait_for(lambda: len(lines) == 5, 30))
+            d.terminate()
+            d.start()
+            open(gate, "w").close()
+            t.join(120)
+            self.assertFalse(t.is_alive())
+            # The tail, then every line after it once, in each rank's order.
+            self.assertEqual(lines[:5], last5)
+            at = {0: 3000, 1: 3000}
+            for line in lines[5:]:
+                r, i = line[1:].split("] n ")
+                self.assertEqual(int(i), at[int(r)], line)
+                at[int(r)] += 1
+            self.assertEqual(at, {0: 6000, 1: 6000})
+            self.assertEqual(ltd.Client(d.socket).job(job.id).wait(), 0)
+        finally:
+            d.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
