@@ -24,6 +24,19 @@ constexpr char kTailPrefix[] = "log.tail.";
 constexpr char kCut[] = "log.cut";
 constexpr size_t kChunk = 64 * 1024;
 
+// memchr from one newline to the next: ~5 ns a 50-byte line, a sixth of
+// std::count's bytewise loop, and a tenth of a supervisor's cost per line
+// (bench/line_path_cost).
+uint64_t CountLines(std::string_view text) {
+  uint64_t n = 0;
+  for (const char *p = text.data(), *end = p + text.size();
+       (p = static_cast<const char*>(memchr(p, '\n', static_cast<size_t>(end - p)))) != nullptr;
+       ++p) {
+    ++n;
+  }
+  return n;
+}
+
 uint64_t FileSize(int fd) {
   struct stat st {};
   return fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -224,8 +237,7 @@ void JobLogWriter::Append(std::string_view lines) {
   tail_size_ += lines.size();
   // Counted as they go by (the bytes are in the cache already): what a cut
   // drops is then told in lines too.
-  if (tail_lines_)
-    *tail_lines_ += static_cast<uint64_t>(std::count(lines.begin(), lines.end(), '\n'));
+  if (tail_lines_) *tail_lines_ += CountLines(lines);
 }
 
 void JobLogWriter::Rotate() {
