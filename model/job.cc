@@ -180,6 +180,14 @@ int NodeRankOf(const NodeSpec& nodes) {
 
 bool IsMultiNode(const NodeSpec& nodes) { return nodes.nnodes > 1 || !nodes.rdzv.empty(); }
 
+bool IsRunWide(const HangReport& report) {
+  if (!report.missing_nodes.empty()) return true;
+  for (const HangReportRank& r : report.ranks) {
+    if (r.node >= 0) return true;
+  }
+  return false;
+}
+
 std::string FormatTime(WallTime t) {
   // Microseconds: teardowns take milliseconds, and records are read by tools.
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());

@@ -109,7 +109,11 @@ std::string_view ToString(StackStatus s);
 std::optional<StackStatus> ParseStackStatus(std::string_view s);
 
 struct HangReportRank {
-  int rank = 0;
+  int rank = 0;  // its local rank (LOCAL_RANK) on `node`
+  // The node of a multi-node run it runs on, in the run's hang report
+  // (every node's ranks, run_hang.h); -1: this node's own report, or a
+  // record of a release that did not say.
+  int node = -1;
   int64_t last_step = -1;
   std::optional<WallTime> last_heartbeat_at;
   bool stalled = false;        // its deadline passed first
@@ -121,12 +125,25 @@ struct HangReportRank {
   std::string stack_note;  // how it was taken ("eu-stack"), or why it was not
 };
 
+// A node of a multi-node run whose ranks the run's hang report lacks, and
+// why: "no report within 6s", "gone: its etcd lease expired".
+struct MissingNode {
+  int node = 0;
+  std::string why;
+};
+
+// A multi-node run's report (its ranks carry `node`) is the whole run's:
+// every node's ranks, and stalled_ranks and straggler_ranks are global
+// RANKs (node * devices + rank). A single node's names its local ranks.
 struct HangReport {
   WallTime at{};
   std::vector<int> stalled_ranks;
   std::vector<int> straggler_ranks;
   std::vector<HangReportRank> ranks;
+  std::vector<MissingNode> missing_nodes;  // a run's nodes that told nothing of theirs
 };
+// Whether `report` is a multi-node run's, with every node's ranks.
+bool IsRunWide(const HangReport& report);
 
 struct Rank {
   int rank = 0;

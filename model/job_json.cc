@@ -134,6 +134,7 @@ nlohmann::json ToJson(const Job& job) {
     for (const HangReportRank& r : h.ranks) {
       hr.push_back({
           {"rank", r.rank},
+          {"node", r.node >= 0 ? nlohmann::json(r.node) : nlohmann::json(nullptr)},
           {"last_step", r.last_step >= 0 ? nlohmann::json(r.last_step) : nlohmann::json(nullptr)},
           {"last_heartbeat_at", OptTime(r.last_heartbeat_at)},
           {"stalled", r.stalled},
@@ -145,10 +146,15 @@ nlohmann::json ToJson(const Job& job) {
           {"stack_note", BytesToJson(r.stack_note)},
       });
     }
+    nlohmann::json missing = nlohmann::json::array();
+    for (const MissingNode& m : h.missing_nodes) {
+      missing.push_back({{"node", m.node}, {"why", BytesToJson(m.why)}});
+    }
     hang = {{"at", FormatTime(h.at)},
             {"stalled_ranks", h.stalled_ranks},
             {"straggler_ranks", h.straggler_ranks},
-            {"ranks", hr}};
+            {"ranks", hr},
+            {"missing_nodes", missing}};
   }
   const JobSpec& s = job.spec;
   nlohmann::json out = {
@@ -403,6 +409,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       for (const auto& rj : *rs) {
         HangReportRank r;
         r.rank = Field<int>(rj, "rank").value_or(0);
+        r.node = Field<int>(rj, "node").value_or(-1);
         r.last_step = Field<int64_t>(rj, "last_step").value_or(-1);
         r.last_heartbeat_at = TimeField(rj, "last_heartbeat_at");
         r.stalled = Field<bool>(rj, "stalled").value_or(false);
@@ -414,6 +421,14 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
                              .value_or(StackStatus::kUnknown);
         r.stack_note = BytesField(rj, "stack_note").value_or("");
         h.ranks.push_back(std::move(r));
+      }
+    }
+    if (auto ms = it->find("missing_nodes"); ms != it->end() && ms->is_array()) {
+      for (const auto& mj : *ms) {
+        MissingNode m;
+        m.node = Field<int>(mj, "node").value_or(-1);
+        m.why = BytesField(mj, "why").value_or("");
+        h.missing_nodes.push_back(std::move(m));
       }
     }
     job.hang_report = std::move(h);

@@ -104,6 +104,12 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
       o->set_stack(r.stack);
       o->set_stack_status(static_cast<pb::StackStatus>(r.stack_status));
       o->set_stack_note(r.stack_note);
+      if (r.node >= 0) o->set_node(r.node);
+    }
+    for (const MissingNode& m : h.missing_nodes) {
+      pb::Record::MissingNode* o = hr->add_missing_nodes();
+      o->set_node(m.node);
+      o->set_why(m.why);
     }
   }
   out->mutable_ranks()->Reserve(static_cast<int>(job.ranks.size()));
@@ -269,7 +275,11 @@ std::optional<Job> FromProto(const pb::Record& r) {
       rr.stack = o.stack();
       rr.stack_status = EnumOf(o.stack_status(), StackStatus::kFailed, StackStatus::kUnknown);
       rr.stack_note = o.stack_note();
+      rr.node = o.has_node() ? o.node() : -1;
       h.ranks.push_back(std::move(rr));
+    }
+    for (const pb::Record::MissingNode& o : hr.missing_nodes()) {
+      h.missing_nodes.push_back({o.node(), o.why()});
     }
     job.hang_report = std::move(h);
   }

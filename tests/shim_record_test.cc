@@ -171,6 +171,12 @@ Job RichJob() {
   hr.stack_status = StackStatus::kTaken;
   hr.stack_note = "eu-stack";
   h.ranks.push_back(hr);
+  // A multi-node run's report: another node's rank, and a node that told nothing.
+  hr.node = 0;
+  hr.rank = 0;
+  hr.stack.clear();
+  h.ranks.push_back(hr);
+  h.missing_nodes.push_back({2, "no report within 6s\xff"});
   job.hang_report = h;
   NodeStatus n;
   n.node_rank = 0;

@@ -211,6 +211,12 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
       pr->set_stack(DisplayEscapeElided(r.stack, limits.text));
       pr->set_stack_status(ToProto(r.stack_status));
       pr->set_stack_note(DisplayEscapeElided(r.stack_note, limits.text));
+      if (r.node >= 0) pr->set_node(r.node);
+    }
+    for (const MissingNode& m : h.missing_nodes) {
+      auto* pm = hr->add_missing_nodes();
+      pm->set_node(m.node);
+      pm->set_why(DisplayEscapeElided(m.why, limits.text));
     }
   }
   // Progress marks are live: a straggler only while the job runs, a rate
