@@ -62,6 +62,9 @@ struct NodeReport {
   // hang's report counts from its verdict, not from its stacks): ties go
   // to the first.
   int64_t order = 0;
+  // Its hang evidence (run_hang.h's CompactHang: its ranks, `node` set),
+  // when it took its ranks' stacks for a hang in this attempt.
+  std::optional<std::vector<HangReportRank>> hang;
 };
 
 // The strongest report (nullptr when there is none): primary, then a
