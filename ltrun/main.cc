@@ -29,6 +29,7 @@
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "duration.h"
+#include "end_report.h"
 #include "fd_limit.h"
 #include "file_io.h"
 #include "flag_values.h"
@@ -186,46 +187,6 @@ class Terminal final : public SupervisionEvents {
   UvPtr<uv_prepare_t> idle_;
   std::optional<Job> ended_;
 };
-
-void PrintEnd(const Job& job) {
-  std::fflush(stdout);
-  if (job.state == JobState::kSucceeded) return;
-  const std::string why = job.root_cause ? job.root_cause->message : "";
-  // On one node of several, which node, and the failed rank's global RANK.
-  std::string where;
-  if (const NodeSpec& nodes = job.spec.nodes; IsMultiNode(nodes) && NodeRankOf(nodes) >= 0) {
-    where = Cat(" on node ", NodeRankOf(nodes), " of ", nodes.nnodes);
-    const RootCause* cause = job.root_cause ? &*job.root_cause : nullptr;
-    if (cause != nullptr && cause->rank >= 0 && cause->node < 0) {
-      where += Cat(" (global rank ", NodeRankOf(nodes) * job.spec.devices + cause->rank, ")");
-    }
-  }
-  std::fprintf(stderr, "ltrun: job %s%s: %s (exit code %d)\n",
-               std::string(ToString(job.state)).c_str(), where.c_str(),
-               DisplayEscape(why, Controls::kEscape).c_str(), job.exit_code.value_or(1));
-  if (!job.hang_report) return;
-  const HangReport& report = *job.hang_report;
-  std::fprintf(stderr, "ltrun: hang report: stalled rank(s) %s%s\n",
-               Join(report.stalled_ranks, ",").c_str(),
-               report.straggler_ranks.empty()
-                   ? ""
-                   : Cat("; stragglers ", Join(report.straggler_ranks, ",")).c_str());
-  for (const HangReportRank& r : report.ranks) {
-    if (!r.stalled) continue;
-    if (!StackIsEvidence(r)) {
-      // Said, not left out: a verdict without this stack is a weaker one.
-      if (r.stack_status != StackStatus::kUnknown) {
-        std::fprintf(stderr, "ltrun: rank %d's stack was not taken (%s%s%s)\n", r.rank,
-                     std::string(ToString(r.stack_status)).c_str(),
-                     r.stack_note.empty() ? "" : ": ",
-                     DisplayEscape(r.stack_note, Controls::kEscape).c_str());
-      }
-      continue;
-    }
-    std::fprintf(stderr, "ltrun: rank %d was here:\n%s\n", r.rank,
-                 DisplayEscape(r.stack, Controls::kKeepNewlines).c_str());
-  }
-}
 
 int Run(const Options& opt) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("ltrun"));
