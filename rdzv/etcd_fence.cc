@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bytes.h"
+#include "run_hang.h"
 #include "run_verdict.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -162,6 +163,7 @@ void EtcdFence::Publish(int attempt, const NodeReport& report) {
                    {"what", report.what},
                    {"cause", ToJson(report.cause)},
                    {"host", BytesToJson(rdzv_->config().host)}};
+  if (report.hang) j["hang"] = NodeHangToJson(*report.hang, rdzv_->config().devices);
   Enqueue([this, attempt, value = j.dump()] {
     auto put =
         rdzv_->client().Put(rdzv_->Key(Cat("attempts/", attempt, "/report/", node_rank())), value);
@@ -216,6 +218,8 @@ void EtcdFence::OnReport(int attempt, NodeReport report, bool gone) {
   std::optional<RootCause> failing;
   bool ready = false;
   std::optional<Clock::time_point> wake;
+  std::optional<std::pair<NodeReport, std::string>> release;  // a held verdict
+  std::vector<NodeReport> reports;
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     while (!evidence_.empty() && evidence_.begin()->first < current - 1) {
@@ -232,34 +236,81 @@ void EtcdFence::OnReport(int attempt, NodeReport report, bool gone) {
       ev.window_end = Clock::now() + verdict_window();
       wake = ev.window_end;
     }
-    std::vector<NodeReport> all;
-    for (const auto& [n, r] : ev.reports) all.push_back(r);
-    for (const auto& [n, r] : ev.gone) all.push_back(r);
-    ready = !ev.decided && VerdictReady(all, rdzv_->config().nnodes, false);
+    ready = !ev.decided && VerdictReady(AllOf(ev, false), rdzv_->config().nnodes, false);
+    if (ev.held && EvidenceIn(ev, rdzv_->config().nnodes)) {
+      release = std::move(ev.held);
+      ev.held.reset();
+      ev.verdict_told = true;
+      reports = AllOf(ev);
+    }
   }
   if (failing) {
     Deliver([attempt, cause = std::move(*failing)](RunFenceEvents& ev) {
       ev.OnRunCause(attempt, cause);
     });
   }
+  if (release)
+    Tell(attempt, std::move(release->first), std::move(release->second), std::move(reports));
   if (wake) WakeAt(*wake);
   if (ready) Enqueue([this, attempt] { Decide(attempt); });
 }
 
+bool EtcdFence::EvidenceIn(const AttemptEvidence& ev, int nnodes) {
+  int in = 0;
+  for (const auto& [n, r] : ev.reports) {
+    if (n >= 0 && n < nnodes && (r.kind != Evidence::kPending || ev.gone.count(n) > 0)) ++in;
+  }
+  for (const auto& [n, r] : ev.gone) {
+    auto it = ev.reports.find(n);
+    if (n >= 0 && n < nnodes && it == ev.reports.end()) ++in;
+  }
+  return in >= nnodes;
+}
+
+std::vector<NodeReport> EtcdFence::AllOf(const AttemptEvidence& ev, bool with_hang) {
+  std::vector<NodeReport> all;
+  auto add = [&](const NodeReport& r) {
+    if (with_hang) return all.push_back(r);
+    NodeReport c;  // the ranking needs no stacks: 16 KiB a node, for every report
+    c.node = r.node;
+    c.kind = r.kind;
+    c.cause = r.cause;
+    c.what = r.what;
+    c.order = r.order;
+    all.push_back(std::move(c));
+  };
+  for (const auto& [n, r] : ev.reports) add(r);
+  for (const auto& [n, r] : ev.gone) add(r);
+  return all;
+}
+
 void EtcdFence::DecideDue() {
   std::vector<int> due;
+  struct Release {
+    int attempt;
+    std::pair<NodeReport, std::string> verdict;
+    std::vector<NodeReport> reports;
+  };
+  std::vector<Release> released;  // held verdicts whose window passed
   std::optional<Clock::time_point> next;
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     const auto now = Clock::now();
-    for (const auto& [attempt, ev] : evidence_) {
-      if (ev.decided || !ev.window_end) continue;
-      if (*ev.window_end <= now) {
+    for (auto& [attempt, ev] : evidence_) {
+      if ((ev.decided && !ev.held) || !ev.window_end) continue;
+      if (*ev.window_end > now) {
+        if (!next || *ev.window_end < *next) next = ev.window_end;
+      } else if (ev.held) {
+        released.push_back({attempt, std::move(*ev.held), AllOf(ev)});
+        ev.held.reset();
+        ev.verdict_told = true;
+      } else {
         due.push_back(attempt);
-      } else if (!next || *ev.window_end < *next) {
-        next = ev.window_end;
       }
     }
+  }
+  for (Release& r : released) {
+    Tell(r.attempt, std::move(r.verdict.first), std::move(r.verdict.second), std::move(r.reports));
   }
   for (int attempt : due) Decide(attempt);
   if (next) WakeAt(*next);
@@ -273,9 +324,7 @@ void EtcdFence::Decide(int attempt) {
     auto it = evidence_.find(attempt);
     if (it == evidence_.end() || it->second.decided) return;
     AttemptEvidence& ev = it->second;
-    std::vector<NodeReport> all;
-    for (const auto& [n, r] : ev.reports) all.push_back(r);
-    for (const auto& [n, r] : ev.gone) all.push_back(r);
+    std::vector<NodeReport> all = AllOf(ev, false);
     const bool closed = ev.window_end && Clock::now() >= *ev.window_end;
     if (!VerdictReady(all, rdzv_->config().nnodes, closed)) return;
     ev.decided = true;
@@ -298,15 +347,39 @@ void EtcdFence::Decide(int attempt) {
 }
 
 void EtcdFence::OnVerdict(int attempt, NodeReport verdict, std::string note) {
+  // Verdicts of attempts far from this node's are nobody's, as reports.
+  const int current = attempt_;
+  if (attempt < current - 1 || attempt > current + 1) return;
+  std::optional<Clock::time_point> wake;
+  std::vector<NodeReport> reports;
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     AttemptEvidence& ev = evidence_[attempt];
-    if (ev.verdict_told) return;
-    ev.verdict_told = true;
+    if (ev.verdict_told || ev.held) return;
     ev.decided = true;
+    const auto now = Clock::now();
+    if (IsHangCause(verdict.cause) && !EvidenceIn(ev, rdzv_->config().nnodes)) {
+      // The run's hang report waits for every node's stacks, at most the window.
+      if (!ev.window_end) ev.window_end = now + verdict_window();
+      if (*ev.window_end > now) {
+        ev.held.emplace(std::move(verdict), std::move(note));
+        wake = ev.window_end;
+      }
+    }
+    if (!wake) {
+      ev.verdict_told = true;
+      reports = AllOf(ev);
+    }
   }
-  Deliver([attempt, verdict = std::move(verdict), note = std::move(note)](RunFenceEvents& ev) {
-    ev.OnRunVerdict(attempt, verdict, note);
+  if (wake) return WakeAt(*wake);
+  Tell(attempt, std::move(verdict), std::move(note), std::move(reports));
+}
+
+void EtcdFence::Tell(int attempt, NodeReport verdict, std::string note,
+                     std::vector<NodeReport> reports) {
+  Deliver([attempt, verdict = std::move(verdict), note = std::move(note),
+           reports = std::move(reports)](RunFenceEvents& ev) {
+    ev.OnRunVerdict(attempt, verdict, note, reports);
   });
 }
 
@@ -381,7 +454,11 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       // The key says whose it is; a value cannot speak for another node.
       report.node = reporter;
       report.cause.node = reporter;
-      if (what.rfind("/gone/", 0) == 0) report.kind = Evidence::kNodeGone;
+      if (what.rfind("/gone/", 0) == 0) {
+        report.kind = Evidence::kNodeGone;
+      } else if (auto h = j.find("hang"); h != j.end()) {
+        report.hang = NodeHangFromJson(*h, reporter, nnodes, rdzv_->config().devices);
+      }
       OnReport(attempt, std::move(report), what.rfind("/gone/", 0) == 0);
     }
   }

@@ -65,12 +65,22 @@ class EtcdFence final : public RunFence {
     bool failing_told = false;  // the runner heard that the run fails
     bool decided = false;       // this node wrote (or tried to) its verdict
     bool verdict_told = false;  // the runner heard the run's verdict
+    // A hang's verdict, held until every node's evidence is in or the
+    // window has passed: the run's hang report needs every node's.
+    std::optional<std::pair<NodeReport, std::string>> held;  // verdict, note
   };
+  // Whether every node of the run has reported (not pending) or vanished.
+  static bool EvidenceIn(const AttemptEvidence& ev, int nnodes);
+  // Every report and vanished node of the attempt; `with_hang`: with
+  // their hang evidence (for the runner), else without (for the ranking).
+  static std::vector<NodeReport> AllOf(const AttemptEvidence& ev, bool with_hang = true);
 
   EtcdFence(std::unique_ptr<Rendezvous> rdzv, Post post);
   // A report or a vanished node of `attempt` came in (watch thread).
   void OnReport(int attempt, NodeReport report, bool gone);
   void OnVerdict(int attempt, NodeReport verdict, std::string note);
+  // The verdict of `attempt` to the runner, with the reports it came from.
+  void Tell(int attempt, NodeReport verdict, std::string note, std::vector<NodeReport> reports);
   // Chooses the run's cause of `attempt` if it is ready (worker thread).
   void Decide(int attempt);
   // Attempts whose window has passed (worker thread).

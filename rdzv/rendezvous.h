@@ -10,7 +10,8 @@
 //   status/<r>              {state, host, root_cause}: what `show` lists per node
 //   attempts/<k>/ready/<r>  node r is ready to start attempt k, on its lease
 //   attempts/<k>/report/<r> node r's root cause of attempt k and its kind of
-//                           evidence (model/run_verdict.h), or a hang's, pending
+//                           evidence (model/run_verdict.h), or a hang's, pending;
+//                           a hang's with its ranks' evidence (model/run_hang.h)
 //   attempts/<k>/gone/<r>   node r vanished in attempt k (its lease expired), by
 //                           whichever node saw it first
 //   attempts/<k>/verdict    attempt k's root cause as the run chose it from the

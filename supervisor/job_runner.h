@@ -72,7 +72,8 @@ class JobRunner final : public RunFenceEvents {
   // The run could not be joined: the job ends before any rank started.
   void FailToJoin(std::string why);
   void OnRunCause(int attempt, RootCause cause) override;
-  void OnRunVerdict(int attempt, NodeReport verdict, std::string note) override;
+  void OnRunVerdict(int attempt, NodeReport verdict, std::string note,
+                    std::vector<NodeReport> reports) override;
   void OnNodes(std::vector<NodeStatus> nodes) override;
   void OnFenceNotice(std::string line) override;
 
@@ -184,6 +185,9 @@ class JobRunner final : public RunFenceEvents {
   // The attempt's record is final: with the run's verdict where the run
   // has one, else once it comes (or its window passed).
   void FinishRun(std::optional<RootCause> cause);
+  // A hang's verdict came: the record's hang report becomes the run's,
+  // every node's ranks (run_hang.h), once.
+  void RecordRunHang();
   // This node's end, in its own list of nodes and to the other nodes.
   void NodeEnded();
   void Finish(std::optional<RootCause> cause);

@@ -21,6 +21,7 @@
 #include "job_log.h"
 #include "line_splitter.h"
 #include "output_files.h"
+#include "run_verdict.h"
 
 namespace ltd {
 
@@ -175,6 +176,10 @@ class LiveAttempt {
   // failed attempt waits for it, up to verdict_timer.
   std::optional<RootCause> verdict;
   Clock::TimerId verdict_timer = 0;
+  // A hang's verdict: every node's report it came with, and the node it
+  // names, for the run's hang report in the record (JobRunner::RecordRunHang).
+  std::optional<std::vector<NodeReport>> run_reports;
+  int verdict_node = -1;
   std::optional<Millis> watchdog_at;
   // The verdict on the deadline `verdict_held_for` waits until
   // `verdict_hold_until` for ranks that may have stopped with it.

@@ -6,6 +6,7 @@
 #include "bytes.h"
 #include "duration.h"
 #include "job_runner.h"
+#include "run_hang.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -55,6 +56,11 @@ void JobRunner::Announce(const RootCause& cause, bool pending) {
   Classified kind = ClassifyCause(cause, job.hang_report, peer_loss);
   report.kind = pending ? Evidence::kPending : kind.kind;
   report.what = std::move(kind.what);
+  // Its stacks, once in, go with it: every node's record shows the run's.
+  if (!pending && At().investigation && job.hang_report) {
+    report.hang = CompactHang(*job.hang_report, report.node,
+                              cause.node < 0 || cause.node == report.node ? cause.rank : -1);
+  }
   fence_->Publish(job.restart_count, report);
 }
 
@@ -116,11 +122,16 @@ void JobRunner::OnRunCause(int attempt, RootCause remote) {
   Fail(std::move(cause));
 }
 
-void JobRunner::OnRunVerdict(int attempt, NodeReport verdict, std::string note) {
+void JobRunner::OnRunVerdict(int attempt, NodeReport verdict, std::string note,
+                             std::vector<NodeReport> reports) {
   Job& job = job_;
   if (ended() || attempt_ == nullptr || attempt != job.restart_count) return;
   LiveAttempt& rt = At();
   if (rt.verdict) return;  // one verdict an attempt
+  if (IsHangCause(verdict.cause)) {
+    rt.run_reports = std::move(reports);
+    rt.verdict_node = verdict.node;
+  }
   const int me = NodeRankOf(job.spec.nodes);
   RootCause cause = verdict.node == me && rt.cause ? *rt.cause : RemoteCause(verdict.cause);
   if (verdict.kind != Evidence::kPrimary && verdict.kind != Evidence::kNodeGone) {
@@ -138,11 +149,13 @@ void JobRunner::OnRunVerdict(int attempt, NodeReport verdict, std::string note) 
   rt.verdict = cause;
   if (rt.phase == Phase::kBackoff || rt.phase == Phase::kAwaitingRun) {
     job.attempts.back().root_cause = cause;
+    RecordRunHang();
     return Persist();
   }
   if (rt.phase == Phase::kAwaitingVerdict) {
     rt.Cancel(rt.verdict_timer);
     job.attempts.back().root_cause = cause;
+    RecordRunHang();
     return Finish(std::move(cause));
   }
   if (!rt.cause) {
@@ -162,6 +175,7 @@ void JobRunner::FinishRun(std::optional<RootCause> cause) {
   if (fence_ == nullptr || !cause || rt.lost) return Finish(std::move(cause));
   if (rt.verdict) {
     job.attempts.back().root_cause = rt.verdict;
+    RecordRunHang();
     return Finish(rt.verdict);
   }
   // The ranks are gone; the record waits for the run's verdict (which
@@ -177,6 +191,20 @@ void JobRunner::FinishRun(std::optional<RootCause> cause) {
     Finish(job_.attempts.back().root_cause);
   });
   Persist();
+}
+
+void JobRunner::RecordRunHang() {
+  Job& job = job_;
+  LiveAttempt& rt = At();
+  if (!rt.run_reports || fence_ == nullptr) return;
+  // This node's own report, whole, when this attempt made one; an earlier
+  // attempt's is no evidence of this one.
+  std::optional<HangReport> own;
+  if (rt.investigation && job.hang_report) own = std::move(job.hang_report);
+  job.hang_report =
+      MergeRunHang(NodeRankOf(job.spec.nodes), job.spec.nodes.nnodes, job.spec.devices, own,
+                   *rt.run_reports, rt.verdict_node, fence_->verdict_window(), clock_.Now());
+  rt.run_reports.reset();  // once: the report is the run's now
 }
 
 void JobRunner::OnNodes(std::vector<NodeStatus> nodes) {

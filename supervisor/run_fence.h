@@ -25,8 +25,12 @@ class RunFenceEvents {
   virtual void OnRunCause(int attempt, RootCause cause) = 0;
   // Attempt `attempt`'s root cause as the run chose it from every node's
   // evidence (run_verdict.h), the same on every node. `note`: for a
-  // consequence that stood, why nothing better was found.
-  virtual void OnRunVerdict(int attempt, NodeReport verdict, std::string note) = 0;
+  // consequence that stood, why nothing better was found. `reports`: every
+  // node's report of the attempt the fence had then (vanished nodes as
+  // kNodeGone), for the run's hang report (run_hang.h): a hang's verdict
+  // comes once every node's evidence is in, or the window has passed.
+  virtual void OnRunVerdict(int attempt, NodeReport verdict, std::string note,
+                            std::vector<NodeReport> reports) = 0;
   // The nodes' states changed.
   virtual void OnNodes(std::vector<NodeStatus> nodes) = 0;
   // A line for the job's output (etcd gone, the lease lost).

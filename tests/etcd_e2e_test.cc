@@ -1,9 +1,9 @@
 // Multi-node runs over a real etcd, end to end: two ltrun processes stand
 // in for two nodes of 2 ranks each, running a real torch.distributed gloo
 // job across them. A crash or a hang on node 1 tears node 0 down, its
-// record naming node 1's root cause; --max-restarts restarts both nodes
-// together; a node that vanishes is a failure of the run; etcd going away
-// mid-run is reported and the job goes on; bad starts end with one message.
+// record naming node 1's root cause (a hang's, with every node's ranks); --max-restarts restarts
+// both nodes together; a node that vanishes is a failure of the run; etcd going away mid-run is
+// reported and the job goes on; bad starts end with one message.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -153,6 +153,50 @@ TEST_F(EtcdRun, HangOnNode1TearsNode0DownNamingNode1) {
   EXPECT_EQ(n1["root_cause"]["reason"], "hang") << n1.dump(1);
   EXPECT_EQ(n0["root_cause"]["reason"], "remote_failure") << n0["root_cause"].dump();
   EXPECT_EQ(n0["root_cause"]["node"], 1);
+}
+
+TEST_F(EtcdRun, AHangOutsideACollectiveShowsEveryNodesRanksOnEveryNode) {
+  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  // Global rank 2, node 1's rank 0, sleeps outside any collective; every
+  // other rank waits for it in DDP's allreduce. Node 1 finds the hang;
+  // node 0 takes its own ranks' stacks when it hears of it.
+  const auto cmd = Trainer({"--steps", "1000", "--hang-rank", "2"});
+  auto [zero, one] = RunBoth(Node(0, {"--heartbeat-timeout", "10m"}, cmd),
+                             Node(1, {"--heartbeat-timeout", "3s"}, cmd));
+  EXPECT_EQ(one.exit_code, 124) << one.err;
+  EXPECT_EQ(zero.exit_code, 124) << zero.err;
+  for (int node : {0, 1}) {
+    SCOPED_TRACE("node " + std::to_string(node) + "'s record");
+    const nlohmann::json record = Record(node);
+    ASSERT_TRUE(record.is_object());
+    const nlohmann::json& h = record["hang_report"];
+    ASSERT_TRUE(h.is_object()) << record.dump(1);
+    // Every node's ranks, node by node, each with its step.
+    ASSERT_EQ(h["ranks"].size(), 4u) << h.dump(1);
+    for (int i = 0; i < 4; ++i) {
+      const nlohmann::json& r = h["ranks"][i];
+      EXPECT_EQ(r["node"], i / 2) << r.dump();
+      EXPECT_EQ(r["rank"], i % 2) << r.dump();
+      EXPECT_TRUE(r["last_step"].is_number()) << r.dump();
+      // The others wait in a collective; the culprit does not.
+      EXPECT_EQ(r["in_collective"], i != 2) << r.dump();
+      EXPECT_EQ(r["stalled"], i == 2) << r.dump();
+    }
+    EXPECT_EQ(h["stalled_ranks"], nlohmann::json::array({2})) << h.dump(1);
+    EXPECT_TRUE(h["missing_nodes"].empty()) << h.dump(1);
+    // The culprit's stack, on every node's record: where it sleeps.
+    const std::string stack = h["ranks"][2]["stack"].get<std::string>();
+    EXPECT_NE(stack.find("etcd_ddp.py"), std::string::npos) << stack;
+    EXPECT_EQ(record["root_cause"]["node"], node == 0 ? nlohmann::json(1) : nlohmann::json())
+        << record["root_cause"].dump();
+    EXPECT_EQ(record["root_cause"]["rank"], 0) << record["root_cause"].dump();
+  }
+  // And each node says so on stderr: node by node, the culprit's stack.
+  for (const std::string& err : {zero.err, one.err}) {
+    EXPECT_NE(err.find("stalled first: node 1 rank 0 (global 2)"), std::string::npos) << err;
+    EXPECT_NE(err.find("node 0: rank 0 step"), std::string::npos) << err;
+    EXPECT_NE(err.find("node 1 rank 0 (global 2) was here:"), std::string::npos) << err;
+  }
 }
 
 TEST_F(EtcdRun, MaxRestartsRestartsBothNodesTogether) {

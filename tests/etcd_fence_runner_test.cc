@@ -10,6 +10,7 @@
 
 #include "fakes.h"
 #include "job_runner.h"
+#include "run_hang.h"
 
 namespace ltd::test {
 namespace {
@@ -20,6 +21,7 @@ class FakeFence final : public RunFence {
   void Publish(int attempt, const NodeReport& report) override {
     published.emplace_back(attempt, report.cause);
     kinds.push_back(report.kind);
+    reports.push_back(report);
   }
   Millis verdict_window() const override { return Millis(6000); }
   void SetState(JobState state, const std::optional<RootCause>&) override {
@@ -32,6 +34,7 @@ class FakeFence final : public RunFence {
   RunFenceEvents* events = nullptr;
   std::vector<std::pair<int, RootCause>> published;
   std::vector<Evidence> kinds;
+  std::vector<NodeReport> reports;
   std::vector<JobState> states;
   std::vector<int> barriers;
   std::function<void(absl::Status)> ready;
@@ -127,7 +130,7 @@ TEST_F(FenceRunnerTest, OwnRootCauseGoesToTheRunWithItsNode) {
   NodeReport own;
   own.node = 1;
   own.cause = fence_.published[0].second;
-  runner_->OnRunVerdict(0, own, "");
+  runner_->OnRunVerdict(0, own, "", {});
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kExited);
   EXPECT_EQ(events_.ended->root_cause->message, "rank 1 exited with code 3");
@@ -145,7 +148,7 @@ TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDownAtOnce) {
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
   EXPECT_FALSE(events_.ended);
-  runner_->OnRunVerdict(0, Verdict(1, 1), "");
+  runner_->OnRunVerdict(0, Verdict(1, 1), "", {});
   ASSERT_TRUE(events_.ended);
   const RootCause& c = *events_.ended->root_cause;
   EXPECT_EQ(c.reason, CauseReason::kRemoteFailure);
@@ -159,7 +162,7 @@ TEST_F(FenceRunnerTest, AnotherNodesCauseTearsThisOneDownAtOnce) {
 TEST_F(FenceRunnerTest, ACauseOfAnotherAttemptIsIgnored) {
   Start(0);
   runner_->OnRunCause(1, Remote(1, 0));
-  runner_->OnRunVerdict(1, Verdict(1, 0), "");
+  runner_->OnRunVerdict(1, Verdict(1, 0), "", {});
   EXPECT_TRUE(launcher_.Signalled(15).empty());
   EXPECT_FALSE(events_.ended);
 }
@@ -181,7 +184,7 @@ TEST_F(FenceRunnerTest, APeerLossHereIsAConsequenceAndTheVerdictNamesTheCulprit)
   EXPECT_EQ(runner_->job().root_cause->reason, CauseReason::kExited);
   NodeReport gone = Verdict(1, -1, Evidence::kNodeGone, CauseReason::kSupervisorLost, 1);
   gone.cause.message = "node 1 is gone: its supervisor and ranks vanished (its etcd lease expired)";
-  runner_->OnRunVerdict(0, gone, "");
+  runner_->OnRunVerdict(0, gone, "", {});
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kRemoteFailure);
   EXPECT_EQ(events_.ended->root_cause->node, 1);
@@ -200,7 +203,7 @@ TEST_F(FenceRunnerTest, ALoneConsequenceStandsSayingSo) {
   own.kind = Evidence::kConsequence;
   own.what = "lost its peer";
   own.cause = fence_.published[0].second;
-  runner_->OnRunVerdict(0, own, "no node reported a cause within 6s");
+  runner_->OnRunVerdict(0, own, "no node reported a cause within 6s", {});
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kExited);
   EXPECT_EQ(events_.ended->root_cause->message,
@@ -222,6 +225,59 @@ TEST_F(FenceRunnerTest, AHangFoundElsewhereIsInvestigatedHereFirst) {
       << fence_.published[1].second.message;
   ASSERT_TRUE(runner_->job().hang_report);
   EXPECT_EQ(launcher_.Signalled(15).size(), 2u);  // then the teardown, at once
+}
+
+TEST_F(FenceRunnerTest, AHangsRecordHoldsEveryNodesRanksAndTheCulpritsStack) {
+  Start(0);
+  runner_->OnRunCause(0, Remote(1, -1, CauseReason::kHang, 124));
+  // This node's evidence goes out once its stacks are in (none here).
+  ASSERT_EQ(fence_.reports.size(), 2u);
+  EXPECT_FALSE(fence_.reports[0].hang);  // pending: no stacks yet
+  ASSERT_TRUE(fence_.reports[1].hang);
+  ASSERT_EQ(fence_.reports[1].hang->size(), 2u);
+  EXPECT_EQ((*fence_.reports[1].hang)[1].node, 0);
+  EXPECT_EQ((*fence_.reports[1].hang)[1].rank, 1);
+  launcher_.ExitSignalled("1");
+  clock_.Advance(Millis(1));
+  EXPECT_FALSE(events_.ended);
+  // Node 1's rank 0 slept outside any collective; its rank 1 waited in one.
+  NodeReport culprit = Verdict(1, 0, Evidence::kPrimary, CauseReason::kHang, 124);
+  culprit.cause.message = "no heartbeat for 3s from rank(s) 0";
+  HangReport theirs;
+  HangReportRank r;
+  r.rank = 0;
+  r.last_step = 3;
+  r.stalled = true;
+  r.stack =
+      "Current thread 0x1 (most recent call first):\n  File \"/srv/t.py\", line 9 in <module>\n";
+  r.stack_status = StackStatus::kTaken;
+  theirs.ranks.push_back(r);
+  r.rank = 1;
+  r.stalled = false;
+  r.in_collective = true;
+  theirs.ranks.push_back(r);
+  culprit.hang = CompactHang(theirs, 1, 0);
+  runner_->OnRunVerdict(0, culprit, "", {fence_.reports[1], culprit});
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(events_.ended->root_cause->reason, CauseReason::kRemoteFailure);
+  ASSERT_TRUE(events_.ended->hang_report);
+  const HangReport& h = *events_.ended->hang_report;
+  ASSERT_EQ(h.ranks.size(), 4u);
+  EXPECT_EQ(h.ranks[0].node, 0);
+  EXPECT_EQ(h.ranks[0].stack_status, StackStatus::kSkipped);  // this node's own, whole
+  EXPECT_EQ(h.ranks[2].node, 1);
+  EXPECT_EQ(h.ranks[2].rank, 0);
+  EXPECT_TRUE(h.ranks[2].stalled);
+  EXPECT_FALSE(h.ranks[2].in_collective);
+  EXPECT_EQ(h.ranks[2].stack, theirs.ranks[0].stack);
+  EXPECT_TRUE(h.ranks[3].in_collective);
+  EXPECT_EQ(h.stalled_ranks, std::vector<int>{2});
+  EXPECT_TRUE(h.missing_nodes.empty());
+  // The record on disk says the same.
+  auto saved = store_->Load("1");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE(saved->hang_report);
+  EXPECT_EQ(saved->hang_report->ranks.size(), 4u);
 }
 
 TEST_F(FenceRunnerTest, TheRecordWaitsNoLongerThanTheWindow) {
@@ -271,7 +327,7 @@ TEST_F(FenceRunnerTest, ACancelOnAnotherNodeIsNoRestart) {
   launcher_.ExitSignalled("1");
   clock_.Advance(Millis(1));
   EXPECT_TRUE(fence_.barriers.empty());
-  runner_->OnRunVerdict(0, Verdict(1, -1, Evidence::kPrimary, CauseReason::kCancelled, 0), "");
+  runner_->OnRunVerdict(0, Verdict(1, -1, Evidence::kPrimary, CauseReason::kCancelled, 0), "", {});
   ASSERT_TRUE(events_.ended);
   EXPECT_EQ(events_.ended->exit_code, 130);
 }
