@@ -4,7 +4,8 @@
 // `ltrun --rdzv ... --node-rank i --heartbeat-timeout 5s` per node, 2 gloo
 // ranks each (GLOO_SOCKET_IFNAME=eth0), tests/ranks/multinode_train.py.
 // Faults on node 2, and what every node's record must name: a rank that
-// stalls outside a collective (not a node whose ranks only wait for it), a
+// stalls outside a collective (not a node whose ranks only wait for it;
+// with the run's hang report, every node's ranks and its stack), a
 // node SIGKILLed whole (not a survivor whose gloo saw its sockets close),
 // and a rank that exits 3. As root with `ip` and `nsenter`; skipped
 // without them, python3-torch or etcd. Namespaces, veths, the bridge, etcd
@@ -230,6 +231,22 @@ TEST_F(NetnsRun, RankStalledOutsideACollectiveOnNode2IsNamedOnEveryNode) {
   EXPECT_NE(two["root_cause"]["message"].get<std::string>().find("stalled outside a collective"),
             std::string::npos)
       << two["root_cause"].dump();
+  // Every node's record holds the run's hang report: every node's ranks,
+  // node by node, rank 5 (node 2's rank 1) the one outside a collective,
+  // with its stack.
+  for (int i = 0; i < kNodes; ++i) {
+    const nlohmann::json h = Record(i)["hang_report"];
+    ASSERT_TRUE(h.is_object()) << "node " << i;
+    ASSERT_EQ(h["ranks"].size(), 2u * kNodes) << "node " << i << ": " << h.dump(1);
+    EXPECT_TRUE(h["missing_nodes"].empty()) << "node " << i << ": " << h["missing_nodes"].dump();
+    EXPECT_EQ(h["stalled_ranks"], nlohmann::json::array({5})) << "node " << i;
+    const nlohmann::json& culprit = h["ranks"][5];
+    EXPECT_EQ(culprit["node"], 2) << culprit.dump();
+    EXPECT_EQ(culprit["rank"], 1) << culprit.dump();
+    EXPECT_EQ(culprit["in_collective"], false) << culprit.dump();
+    EXPECT_NE(culprit["stack"].get<std::string>().find(".py"), std::string::npos)
+        << "node " << i << ": " << culprit.dump();
+  }
 }
 
 TEST_F(NetnsRun, Node2KilledWholeIsNamedOnEveryNode) {
