@@ -164,6 +164,14 @@ class NetnsRun : public ::testing::Test {
     return argv;
   }
   std::string Report(int i) { return Cat(dir_, "/node", i, ".json"); }
+  // What each node's ltrun said, for a run that went wrong.
+  static std::string NodesSaid(const std::vector<CmdResult>& r) {
+    std::string out;
+    for (size_t i = 0; i < r.size(); ++i) {
+      out += Cat("\n---- node ", i, ": exit code ", r[i].exit_code, "\n", r[i].err);
+    }
+    return out;
+  }
   nlohmann::json Record(int i) { return nlohmann::json::parse(Read(Report(i)), nullptr, false); }
 
   // Every node at once; `node2_started` gets node 2's ltrun pid.
@@ -271,7 +279,8 @@ TEST_F(NetnsRun, Node2KilledWholeIsNamedOnEveryNode) {
     return true;
   });
   auto r = RunAll({"--steps", "100000", "--step-seconds", "0.05", "--timeout", "600"}, &node2);
-  ASSERT_TRUE(killer.get()) << "the run did not start";
+  const bool started = killer.get();
+  ASSERT_TRUE(started) << "the run did not start:" << NodesSaid(r);
   for (int i : {0, 1, 3}) {
     EXPECT_EQ(r[static_cast<size_t>(i)].exit_code, 1)
         << "node " << i << ": " << r[static_cast<size_t>(i)].err;
