@@ -183,7 +183,7 @@ def one_run(cluster, build, fault, run_id, patience, ranks_per_node):
         subprocess.run(["/bin/sh", "-c",
                         f"for d in $(find /sys/fs/cgroup -type d -name 'run-ltrun{killed}' "
                         f"2>/dev/null | sort -r); do find $d -depth -type d -exec rmdir {{}} \\; ; "
-                        f"done"], stderr=subprocess.DEVNULL)
+                        f"rmdir $(dirname $d); done"], stderr=subprocess.DEVNULL)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
