@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "api_convert.h"
+#include "hang_ranks.h"
 #include "render.h"
 #include "run_hang.h"
 
@@ -28,15 +29,7 @@ std::string Shown(const Job& job) {
 }
 
 HangReportRank Rank(int rank, bool stalled, bool in_collective, std::string stack) {
-  HangReportRank r;
-  r.rank = rank;
-  r.last_step = 3;
-  r.stalled = stalled;
-  r.in_collective = in_collective;
-  r.stack = std::move(stack);
-  r.stack_status = StackStatus::kTaken;
-  r.stack_note = "faulthandler";
-  return r;
+  return test::TakenRank(rank, 3, stalled, in_collective, std::move(stack));
 }
 
 Job RunJob() {

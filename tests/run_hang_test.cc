@@ -8,6 +8,8 @@
 
 #include <limits>
 
+#include "hang_ranks.h"
+
 namespace ltd {
 namespace {
 
@@ -25,30 +27,20 @@ const std::string kWaiting =
     "  File \"/usr/lib/python3/dist-packages/torch/autograd/__init__.py\", line 197 in backward\n"
     "  File \"/srv/train.py\", line 45 in <module>\n";
 
-HangReportRank Rank(int rank, int64_t step, bool stalled, bool in_collective, std::string stack) {
-  HangReportRank r;
-  r.rank = rank;
-  r.last_step = step;
-  r.stalled = stalled;
-  r.in_collective = in_collective;
-  r.stack = std::move(stack);
-  r.stack_status = StackStatus::kTaken;
-  r.stack_note = "faulthandler";
-  return r;
-}
+using test::TakenRank;
 
 // A node of 2 ranks whose rank 0 sleeps and rank 1 waits in a collective.
 HangReport Culprits() {
   HangReport h;
   h.stalled_ranks = {0};
-  h.ranks = {Rank(0, 3, true, false, kSleeping), Rank(1, 3, false, true, kWaiting)};
+  h.ranks = {TakenRank(0, 3, true, false, kSleeping), TakenRank(1, 3, false, true, kWaiting)};
   return h;
 }
 
 // A node of 2 ranks both waiting in a collective.
 HangReport Waiting() {
   HangReport h;
-  h.ranks = {Rank(0, 3, false, true, kWaiting), Rank(1, 3, false, true, kWaiting)};
+  h.ranks = {TakenRank(0, 3, false, true, kWaiting), TakenRank(1, 3, false, true, kWaiting)};
   return h;
 }
 
@@ -80,7 +72,7 @@ TEST(RunHang, ANodeSendsEveryRankButOnlyTheStacksOutsideACollective) {
 TEST(RunHang, ANodesStacksAreBoundedTheCulpritsFirst) {
   HangReport h;
   const std::string big(12 * 1024, 'x');
-  for (int r = 0; r < 3; ++r) h.ranks.push_back(Rank(r, 1, false, false, big + "\n" + big));
+  for (int r = 0; r < 3; ++r) h.ranks.push_back(TakenRank(r, 1, false, false, big + "\n" + big));
   const std::vector<HangReportRank> c = CompactHang(h, 0, 2);
   ASSERT_EQ(c.size(), 3u);
   size_t total = 0;
@@ -235,7 +227,7 @@ TEST(RunHang, TheRunsReportIsBoundedAndKeepsTheCulprit) {
   constexpr int kNodes = 300, kDevices = 20;
   HangReport node;
   for (int r = 0; r < kDevices; ++r) {
-    node.ranks.push_back(Rank(r, 1, r == 0, false, std::string(1000, 'f') + "\n"));
+    node.ranks.push_back(TakenRank(r, 1, r == 0, false, std::string(1000, 'f') + "\n"));
   }
   std::vector<NodeReport> reports;
   for (int n = 0; n < kNodes; ++n) reports.push_back(Report(n, Evidence::kPrimary, node, 0));
