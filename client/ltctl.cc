@@ -252,7 +252,7 @@ std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
     if (extra.starts_with("-")) return "unknown option " + extra;
     if (!have_verb) return "unknown verb '" + extra + "'";
   }
-  return e.what();
+  return CliErrorText(e);
 }
 
 }  // namespace

@@ -16,6 +16,30 @@
 
 namespace ltd {
 
+// A command line CLI11 refused, said as ltd's tools say things (what was
+// wrong, in the user's terms) where CLI11's own words are its own ("At
+// Most 1 required but received 2", "Could not convert: --devices = x");
+// its other messages ("--devices is required") pass as they are.
+inline std::string CliErrorText(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (e.get_name() == "ArgumentMismatch") {
+    const std::string option = what.substr(0, what.find(": "));
+    if (what.find("At Most 1 required but received") != std::string::npos) {
+      return option + " is given more than once; give it once";
+    }
+    if (what.ends_with(" missing")) return option + " needs a value";
+  }
+  const std::string convert = "Could not convert: ";
+  if (e.get_name() == "ConversionError" && what.starts_with(convert)) {
+    const std::string rest = what.substr(convert.size());
+    const size_t eq = rest.find(" = ");
+    if (eq != std::string::npos) {
+      return rest.substr(0, eq) + " does not take '" + rest.substr(eq + 3) + "'";
+    }
+  }
+  return what;
+}
+
 inline void PrintCliOptions(const CLI::App& app, const std::string& verb, std::FILE* out) {
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->get_group().empty() || opt->nonpositional() == false) continue;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli_options.h"
 #include "daemon.h"
 #include "daemon_config.h"
 #include "options.h"
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", e.what());
+    std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", ltd::CliErrorText(e).c_str());
     return 1;
   }
   ltd::ConfigSources sources;

@@ -474,7 +474,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "ltrun: %s; see `ltrun --help`\n", e.what());
+    std::fprintf(stderr, "ltrun: %s; see `ltrun --help`\n", ltd::CliErrorText(e).c_str());
     return ltd::kErrorExit;
   }
   opt.command = app.remaining();

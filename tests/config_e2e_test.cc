@@ -158,6 +158,31 @@ TEST(CommandLines, VersionOnEveryBinary) {
   }
 }
 
+// A command line the parser refuses gets ltd's words for it, not the
+// parser library's ("At Most 1 required but received 2", "Could not
+// convert: --devices = x", "1 required INT missing").
+TEST(CommandLines, RefusedCommandLinesAreSaidInTheToolsOwnWords) {
+  const std::string none = "/tmp/ltd-cli-test-none.sock";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{LtdPath(), "--devices", "1", "--devices", "2"},
+       "ltd: --devices is given more than once; give it once; see `ltd --help`\n"},
+      {{LtrunPath(), "--devices", "1", "--devices", "2", "--", "/bin/true"},
+       "ltrun: --devices is given more than once; give it once; see `ltrun --help`\n"},
+      {{LtctlPath(), "--socket", none, "submit", "--devices", "1", "--devices", "2", "/bin/true"},
+       "ltctl: --devices is given more than once; give it once; see `ltctl --help`\n"},
+      {{LtrunPath(), "--devices", "x", "--", "/bin/true"},
+       "ltrun: --devices does not take 'x'; see `ltrun --help`\n"},
+      {{LtctlPath(), "--socket", none, "submit", "--devices", "x", "/bin/true"},
+       "ltctl: --devices does not take 'x'; see `ltctl --help`\n"},
+      {{LtrunPath(), "--devices"}, "ltrun: --devices needs a value; see `ltrun --help`\n"},
+  };
+  for (const auto& [argv, want] : cases) {
+    CmdResult r = RunCommand(argv, {}, 30s);
+    EXPECT_EQ(r.exit_code, 1) << argv[0];
+    EXPECT_EQ(r.err, want);
+  }
+}
+
 TEST(CommandLines, LtrunRefusesAnUnknownOptionBeforeProgramAsLtctlDoes) {
   char tmpl[] = "/tmp/ltrun-cli-test.XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
