@@ -276,9 +276,7 @@ HangReport MergeRunHang(int me, int nnodes, int devices, const std::optional<Han
   // As within a node (AttributeHang), across the run: when ranks wait in
   // a collective, the ranks whose stacks show none are what they wait for,
   // whichever node's deadline passed first.
-  auto outside = [](const HangReportRank& r) {
-    return !r.in_collective && (r.stack_status == StackStatus::kTaken || StackIsEvidence(r));
-  };
+  auto outside = [](const HangReportRank& r) { return !r.in_collective && StackIsEvidence(r); };
   const bool waits = std::any_of(out.ranks.begin(), out.ranks.end(),
                                  [](const HangReportRank& r) { return r.in_collective; });
   if (waits && std::any_of(out.ranks.begin(), out.ranks.end(), outside)) {
