@@ -51,7 +51,14 @@ absl::Status WriteWholeFile(const std::string& path, std::string_view text) {
 
 absl::Status ReplaceFile(const std::string& path, std::string_view data, mode_t mode) {
   const std::string tmp = path + ".tmp";
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  // A new file of its own: a PATH.tmp already there (a crash's, or one
+  // another user planted in a shared directory: a link to their file) is
+  // removed, never written into.
+  auto create = [&] {
+    return Fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  };
+  Fd fd = create();
+  if (!fd.valid() && errno == EEXIST && unlink(tmp.c_str()) == 0) fd = create();
   if (!fd.valid()) return PosixError("open", tmp, errno);
   absl::Status s = absl::OkStatus();
   while (!data.empty() && s.ok()) {

@@ -21,9 +21,10 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max = 
 // One write of `text` to an existing file (cgroupfs and /proc take a value
 // in one write).
 absl::Status WriteWholeFile(const std::string& path, std::string_view text);
-// `data` as the whole of `path`: written to PATH.tmp (no link followed),
-// synced, and renamed over it, so a reader sees the old file or the new,
-// after a crash too. The .tmp is removed on failure. `mode` as open(2)'s
+// `data` as the whole of `path`: written to PATH.tmp (made new: one there
+// already is removed first, not written into), synced, and renamed over
+// it, so a reader sees the old file or the new, after a crash too. The
+// .tmp is removed on failure. `mode` as open(2)'s
 // (the umask applies).
 absl::Status ReplaceFile(const std::string& path, std::string_view data, mode_t mode = 0600);
 
