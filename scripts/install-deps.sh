@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libuv1-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev python3-torch gdb elfutils procps
