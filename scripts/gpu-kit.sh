@@ -29,6 +29,11 @@ command -v patchelf >/dev/null || { echo "gpu-kit: no patchelf (apt-get install 
 echo "gpu-kit: building in $build" >&2
 BUILD_DIR=$build scripts/build.sh ltd ltctl ltrun lt-shim lt-exec lt-userio ltworker ltd_python \
   ltd_python_client man_pages >&2
+# Built where NCCL is (the install wants it), but not packed: it must load
+# the GPU host's libnccl, not a copy of the build host's.
+if grep -q libltworker_nccl "$build/worker_runtime/cmake_install.cmake"; then
+  BUILD_DIR=$build scripts/build.sh ltworker_nccl >&2
+fi
 [[ -f $build/python/ltd/_pb/ltd_pb2.py ]] ||
   { echo "gpu-kit: no Python client in $build/python (apt-get install protobuf-compiler-grpc)" >&2; exit 1; }
 
@@ -40,7 +45,7 @@ cmake --install "$build" --prefix "$inst" --strip >/dev/null
 
 mkdir -p "$kit/lib/kit" "$kit/python" "$kit/share/ltd"
 cp -a "$inst/bin" "$inst/sbin" "$inst/libexec" "$kit/"
-cp -a "$inst"/lib/libltworker*.so* "$kit/lib/"
+cp -a "$inst"/lib/libltworker.so* "$kit/lib/"
 cp -a "$inst/share/ltd/python" "$kit/share/ltd/"
 # The Python client and ltworker for the checks' own Python (the host's,
 # any version): pure Python, with the stubs generated in the build tree.
@@ -51,7 +56,7 @@ cp -a "$cloudpickle" "$kit/python/cloudpickle"
 find "$kit" -name __pycache__ -prune -exec rm -rf {} +
 install -m 0755 scripts/gpu-kit/gpu-check.sh "$kit/gpu-check.sh"
 install -d "$kit/checks"
-install -m 0644 scripts/gpu-kit/checks/* "$kit/checks/"
+install -m 0644 scripts/gpu-kit/checks/*.sh scripts/gpu-kit/checks/*.py scripts/gpu-kit/checks/*.awk "$kit/checks/"
 
 # glibc's own objects stay the host's: they must match its ld.so.
 glibc="linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1

@@ -48,7 +48,7 @@ out=./gpu-check-out
 only=.
 KIT_NO_GPU=0
 KIT_PY=
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; }
 while (($#)); do
   case $1 in
     --out) out=${2:?--out needs a directory}; shift 2 ;;
@@ -119,10 +119,9 @@ record() {  # NAME STATUS SECONDS WHY [FIGURES]
 elapsed() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
 marked() {  # the pids of processes a check started that still live
   local e p
-  for e in /proc/[0-9]*/environ; do
+  for e in $(grep -lzx "LTD_KIT_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do
     p=${e#/proc/}; p=${p%/environ}
-    [[ $p == "$$" ]] && continue
-    grep -qz "^LTD_KIT_MARK=$MARK\$" "$e" 2>/dev/null && alive_pid "$p" && echo "$p"
+    [[ $p != "$$" ]] && alive_pid "$p" && echo "$p"
   done
 }
 alive_pid() { [[ -d /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }

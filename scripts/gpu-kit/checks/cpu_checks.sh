@@ -32,7 +32,7 @@ crash_verdict() {  # LOG RC RECORD_FLAT WHERE
 
 check_ltd_job() {
   local out
-  out=$(timeout 60 ctl submit --devices 2 --name kit-hello -- /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"') ||
+  out=$(timeout 60 "${CTL[@]}" submit --devices 2 --name kit-hello -- /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"') ||
     fail "a 2-rank shell job failed (exit $?): $out"
   for r in 0 1; do grep -qx "\[$r\] rank $r of 2" <<<"$out" || fail "rank $r's line is missing: $out"; done
   pass "2 shell ranks ran and exited 0 under ltd ($KIT_CONTAINMENT)"
@@ -40,7 +40,7 @@ check_ltd_job() {
 
 check_crash_teardown() {
   local log=$KIT_WORK/crash.log rc=0
-  timeout 90 ctl submit --devices 2 --name kit-crash -- /bin/sh -c "$CRASH_RANK" >"$log" 2>&1 || rc=$?
+  timeout 90 "${CTL[@]}" submit --devices 2 --name kit-crash -- /bin/sh -c "$CRASH_RANK" >"$log" 2>&1 || rc=$?
   ctl --json show kit-crash | flat >"$KIT_WORK/crash.flat"
   crash_verdict "$log" "$rc" "$KIT_WORK/crash.flat" "ltd"
   pass "rank 1's SIGSEGV is the root cause; every rank and rank 0's setsid grandchild gone ($KIT_CONTAINMENT)"
@@ -48,7 +48,7 @@ check_crash_teardown() {
 
 check_hang_teardown() {
   local log=$KIT_WORK/hang.log rc=0 rec=$KIT_WORK/hang.flat stall at
-  timeout 90 ctl submit --devices 2 --name kit-hang --heartbeat-timeout 2s -- /bin/sh -c "$HANG_RANK" >"$log" 2>&1 || rc=$?
+  timeout 90 "${CTL[@]}" submit --devices 2 --name kit-hang --heartbeat-timeout 2s -- /bin/sh -c "$HANG_RANK" >"$log" 2>&1 || rc=$?
   ctl --json show kit-hang | flat >"$rec"
   [[ $rc == 124 ]] || fail "exit code $rc, want 124 (a hang); $(cause_of "$rec")"
   [[ $(jget root_cause.rank <"$rec") == 1 && $(jget root_cause.reason <"$rec") == hang ]] ||
@@ -85,7 +85,7 @@ check_ltrun_hang() {
 gloo() {  # NAME LOG ARGS...: an attached 2-rank job of train.py; its exit code
   local name=$1 log=$2 rc=0
   shift 2
-  timeout 200 ctl submit --devices 2 --name "$name" --heartbeat-timeout 8s -- \
+  timeout 200 "${CTL[@]}" submit --devices 2 --name "$name" --heartbeat-timeout 8s -- \
     "$KIT_PY" "$KIT/checks/train.py" "$@" >"$log" 2>&1 || rc=$?
   return $rc
 }
@@ -137,7 +137,7 @@ check_gloo_hang() {
 
 launch() {  # VIA DEVICES [cuda]
   local log=$KIT_WORK/launch-$1.log rc=0
-  (cd "$KIT_WORK" && PYTHONPATH=$KIT/python LTD_SOCKET=$LTD_SOCK PATH=$KIT/bin:$PATH \
+  (cd "$KIT_WORK" && PYTHONPATH=$KIT/python LTD_SOCKET=$LTD_SOCK LTRUN=$KIT/bin/ltrun PATH=$KIT/bin:$PATH \
     timeout 200 "$KIT_PY" "$KIT/checks/launch_check.py" "$@") >"$log" 2>&1 || rc=$?
   [[ $rc == 0 ]] || fail "ltd.launch via $1 failed (exit $rc): $(tail -3 "$log")"
   pass "$(tail -1 "$log")"

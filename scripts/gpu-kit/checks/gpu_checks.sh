@@ -78,7 +78,7 @@ check_device_isolation() {
   for ((i = 0; i < KIT_NGPU; i++)); do m=$(gpu_minor "$i") && minors+="$m "; done
   [[ -n $minors ]] || skip "no /proc/driver/nvidia/gpus/*/information to learn the GPUs' minors from"
   if ((KIT_NGPU >= 2)); then
-    out=$(MINORS=$minors timeout 60 ctl submit --devices 1 --name kit-iso -- /bin/sh -c "echo gpu \$CUDA_VISIBLE_DEVICES; $probe" 2>&1) ||
+    out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 1 --name kit-iso -- /bin/sh -c "echo gpu \$CUDA_VISIBLE_DEVICES; $probe" 2>&1) ||
       fail "the probe job failed: $out"
     mine=$(gpu_minor "$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")")
     grep -q "open $mine ok" <<<"$out" || fail "the job cannot open its own GPU's /dev/nvidia$mine: $out"
@@ -89,7 +89,7 @@ check_device_isolation() {
     done
     pass "a 1-GPU job opens its /dev/nvidia$mine and is refused the others (e.g. /dev/nvidia$other); $iso"
   fi
-  out=$(MINORS=$minors timeout 60 ctl submit --devices 0 --name kit-iso0 -- /bin/sh -c "$probe" 2>&1) ||
+  out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 0 --name kit-iso0 -- /bin/sh -c "$probe" 2>&1) ||
     skip "one GPU, and a job with no GPU cannot be made to test against (--devices 0: $(tail -1 <<<"$out"))"
   grep -q "open ${minors%% *} refused" <<<"$out" || fail "a job given no GPU can open /dev/nvidia${minors%% *}: $out"
   pass "a job given no GPU is refused /dev/nvidia${minors%% *}; $iso"
@@ -99,7 +99,7 @@ check_cuda_ltd() {
   need_gpus 1
   need_cuda
   local out
-  out=$(timeout 180 ctl submit --devices 1 --name kit-cuda -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 2>&1) ||
+  out=$(timeout 180 "${CTL[@]}" submit --devices 1 --name kit-cuda -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 2>&1) ||
     fail "the CUDA rank failed under ltd (exit $?): $(tail -3 <<<"$out")"
   pass "$(grep -m1 'cuda ok' <<<"$out" | sed 's/^\[0\] //')"
 }
@@ -120,7 +120,7 @@ check_gpu_crash() {
   local ready=$KIT_WORK/gpu-crash.ready crash gone back gpus g before=() base
   mkdir -p "$ready"
   for g in $(gpu_memory | awk '{ print $1 }'); do before[g]=$(gpu_used "$g"); done
-  timeout 180 ctl submit --devices $n --name kit-gpu-crash -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 \
+  timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-crash -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 \
     --crash-rank $((n - 1)) --ready-dir "$ready" >"$log" 2>&1 || rc=$?
   gone=$(now_ms)
   ctl --json show kit-gpu-crash | flat >"$rec"
@@ -139,7 +139,7 @@ check_gpu_crash() {
   back=$(now_ms)
   figure crash_to_gpu_memory_back_ms $(( back - crash ))
   local again
-  again=$(timeout 180 ctl submit --devices $n --name kit-gpu-again -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 2>&1) ||
+  again=$(timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-again -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 2>&1) ||
     fail "a job on the same GPUs after the crash failed: $(tail -3 <<<"$again")"
   [[ $(ctl --json show kit-gpu-again | flat | jget cuda_visible_devices) == "$gpus" ]] ||
     note "the next job got GPUs $(ctl --json show kit-gpu-again | flat | jget cuda_visible_devices), not $gpus"
@@ -151,7 +151,7 @@ check_launch_cuda() {
   need_cuda
   launch_cuda() {
     local via=$1 log=$KIT_WORK/launch-cuda-$1.log rc=0
-    (cd "$KIT_WORK" && PYTHONPATH=$KIT/python LTD_SOCKET=$LTD_SOCK PATH=$KIT/bin:$PATH \
+    (cd "$KIT_WORK" && PYTHONPATH=$KIT/python LTD_SOCKET=$LTD_SOCK LTRUN=$KIT/bin/ltrun PATH=$KIT/bin:$PATH \
       timeout 200 "$KIT_PY" "$KIT/checks/launch_check.py" "$via" 1 cuda) >"$log" 2>&1 || rc=$?
     [[ $rc == 0 ]] || fail "ltd.launch via $via from a process with CUDA initialised failed (exit $rc): $(tail -3 "$log")"
   }
@@ -168,7 +168,7 @@ nccl() {  # NAME LOG TIMEOUT_S SUBMIT_ARGS... -- TRAIN_ARGS...
   shift 3
   while [[ $1 != -- ]]; do sub+=("$1"); shift; done
   shift
-  timeout "$limit" ctl submit --devices 2 --name "$name" "${sub[@]}" -- \
+  timeout "$limit" "${CTL[@]}" submit --devices 2 --name "$name" "${sub[@]}" -- \
     "$KIT_PY" "$KIT/checks/train.py" --backend nccl "$@" >"$log" 2>&1 || rc=$?
   return $rc
 }
@@ -214,7 +214,7 @@ check_nccl_watchdog() {
     nccl "$name" "$log" 240 --no-auto-heartbeat -- --steps 100000 --stall-rank 1 --stall-step 3 --pg-timeout 20 || rc=$?
   else
     n=1
-    timeout 240 ctl submit --devices 1 --name "$name" --no-auto-heartbeat -- \
+    timeout 240 "${CTL[@]}" submit --devices 1 --name "$name" --no-auto-heartbeat -- \
       "$KIT_PY" "$KIT/checks/watchdog.py" 20 >"$log" 2>&1 || rc=$?
   fi
   ctl --json show "$name" | flat >"$rec"

@@ -13,8 +13,9 @@ skip() { verdict SKIP "$1"; }
 figure() { echo "$1 $2" >>"$KIT_FIGURES"; }
 note() { echo "check: $*"; }
 
-ctl() { "$KIT/bin/ltctl" --socket "$LTD_SOCK" "$@"; }
-ltrun() { "$KIT/bin/ltrun" "$@"; }
+# ltctl on this run's ltd; CTL for `timeout` (which runs programs, not functions).
+CTL=("$KIT/bin/ltctl" --socket "$LTD_SOCK")
+ctl() { "${CTL[@]}" "$@"; }
 
 # JSON on stdin to "PATH<TAB>VALUE" lines; jget PATH reads one value.
 flat() { awk -f "$KIT/checks/flatten.awk"; }
@@ -26,7 +27,7 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 to_ms() {
   case $1 in
     *T*) echo $(( $(date -d "$1" +%s%N) / 1000000 )) ;;
-    *) awk -v t="$1" 'BEGIN { printf "%d\n", t * 1000 }' ;;
+    *) awk -v t="$1" 'BEGIN { printf "%.0f\n", t * 1000 }' ;;
   esac
 }
 # The epoch a rank printed as "WHAT at EPOCH" in FILE.
