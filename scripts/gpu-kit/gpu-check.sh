@@ -81,7 +81,7 @@ py() { PYTHONPATH=$KIT/python timeout 120 "$KIT_PY" -c "$1" 2>&1; }
 KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION= KIT_TORCH_WHY= KIT_CUDA_WHY=
 if [[ -n $KIT_PY ]]; then
   if KIT_TORCH_VERSION=$(py 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"; print(torch.__version__)'); then
-    KIT_TORCH=yes
+    KIT_TORCH=yes KIT_TORCH_VERSION=$(tail -1 <<<"$KIT_TORCH_VERSION")
   else
     KIT_TORCH_WHY=$(tail -1 <<<"$KIT_TORCH_VERSION")
     KIT_TORCH_VERSION=
