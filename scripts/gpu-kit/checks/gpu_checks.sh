@@ -28,6 +28,8 @@ check_nvml_gpus() {
     total=$(jget "slots.$i.usage.memory_total_mib" <<<"$g")
     [[ ${total:-0} -gt 0 ]] || fail "GPU $(jget "slots.$i.gpu" <<<"$g") has no memory total: $(grep "^slots\.$i\." <<<"$g" | tr '\n' ' ')"
   done
+  [[ ${KIT_CUDA:-} == yes ]] ||
+    pass "$n GPU(s) listed with memory totals (a job's GPU not checked: no CUDA in ${KIT_PY:-any Python})"
   # A job's GPU shows its job, and its memory in the job's record.
   local rel=$KIT_WORK/nvml.release id used
   id=$(submit_d --devices 1 --name kit-nvml -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$rel") ||
