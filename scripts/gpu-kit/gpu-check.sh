@@ -91,7 +91,8 @@ if [[ -n $KIT_PY ]]; then
     cuda=$(py 'import torch, torch.distributed as d
 print(torch.cuda.is_available(), torch.cuda.device_count(), d.is_nccl_available(), torch.version.cuda)')
     read -r avail count nccl_ok cuda_version <<<"$(tail -1 <<<"$cuda")"
-    if [[ $avail == True ]]; then KIT_CUDA=yes; else KIT_CUDA_WHY="torch.cuda.is_available() is false: $(tail -1 <<<"$cuda")"; fi
+    if [[ $avail == True ]]; then KIT_CUDA=yes
+    else KIT_CUDA_WHY="torch.cuda.is_available() is False (torch built for CUDA $cuda_version, $count device(s))"; fi
     [[ $nccl_ok == True ]] && KIT_NCCL=yes
   fi
 fi
@@ -244,7 +245,9 @@ fi
 
 if [[ $KIT_NO_GPU == 1 ]]; then
   skip_all "--no-gpu" "${GPU_CHECKS[@]}"
-elif start_ltd gpu --gpu-leftover-mib 512; then
+# LTD_KIT_NVML_LIBRARY: another NVML for ltd (the tests' fake one), to try
+# this phase where there is no GPU.
+elif start_ltd gpu --gpu-leftover-mib 512 ${LTD_KIT_NVML_LIBRARY:+--nvml-library "$LTD_KIT_NVML_LIBRARY"}; then
   gpus=$(timeout 30 "$KIT/bin/ltctl" --socket "$LTD_SOCK" --json gpus | awk -f "$KIT/checks/flatten.awk")
   if [[ $(awk -F'\t' '$1 == "gpu_checks" { print $2 }' <<<"$gpus") == true ]]; then
     KIT_NGPU=$(grep -c '^slots\.[0-9]*\.gpu	.' <<<"$gpus")

@@ -91,6 +91,21 @@ if [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import torch.distributed' 2
     grep -q "^PASS $c " "$report" || { cat "$report" >&2; fail "$c did not pass with /usr/bin/python3"; }
   done
   step "  $(head -1 "$report")"
+  fake=$build/tests/fake_nvml/libnvidia-ml.so.1
+  if [[ -f $fake ]]; then
+    # The GPU phase against the tests' fake NVML (2 GPUs): ltd's slots are
+    # them, nvml_gpus reads them; the checks that need CUDA say so.
+    step "the GPU phase with the tests' fake NVML"
+    printf 'count 2\nmem 0 100 16384\nmem 1 200 16384\n' >"$run/fake-nvml"
+    rc=0
+    LT_FAKE_NVML_FILE=$run/fake-nvml LTD_KIT_NVML_LIBRARY=$fake "$run/host/ltd-gpu-kit/gpu-check.sh" \
+      --python /usr/bin/python3 --only 'nvml_gpus|cuda_ltd' --out "$run/host/fake" >/dev/null || rc=$?
+    [[ $rc == 0 ]] || { cat "$run/host/fake/report.txt" >&2; fail "the fake-NVML run exited $rc"; }
+    for c in ltd_start_gpu nvml_gpus ltd_stop_gpu nothing_left; do
+      grep -q "^PASS $c " "$run/host/fake/report.txt" || { cat "$run/host/fake/report.txt" >&2; fail "$c did not pass with the fake NVML"; }
+    done
+    grep -q '^SKIP cuda_ltd .*no CUDA' "$run/host/fake/report.txt" || { cat "$run/host/fake/report.txt" >&2; fail "cuda_ltd is not skipped for want of CUDA"; }
+  fi
 else
   step "no torch in /usr/bin/python3: the Python checks were not run on this host"
 fi
