@@ -428,7 +428,8 @@ int main(int argc, char** argv) {
   app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--output,-o", opt.output,
-                 "also write every rank's output to this file: %j job id, %r rank, %n name");
+                 "also write every rank's output to this file: %j job id, %x name, %t rank, "
+                 "%n node, %N host, %u user");
   app.add_option("--error,-e", opt.error, "stderr to this file instead (as --output)");
   app.add_option("--report", opt.report, "write the job's final record (JSON) to this file");
   app.add_option("--state-dir", opt.state_dir,

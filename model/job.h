@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "job_limits.h"
+#include "output_pattern.h"
 #include "resource_limits.h"
 #include "warn_signal.h"
 
@@ -244,6 +245,9 @@ struct JobSpec {
   std::vector<ResourceLimit> rlimits;
   // --output / --error patterns (output_pattern.h), absolute; "": none.
   std::string output, error;
+  // The meaning of their fields: kSbatchPatterns, or kLegacyPatterns for a
+  // job submitted by a release before (its %n is the name).
+  int output_patterns = kSbatchPatterns;
   // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
   JobLimits limits;
   // The client's token for the submit that made the job (at most

@@ -363,8 +363,9 @@ class Client:
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
         (this process exits or crashes, the Job is dropped). ``output`` and
-        ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
-        job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
+        ``error`` are ``--output``/``--error``: a file pattern, sbatch's
+        (``%j`` the job id, ``%x`` the name, ``%t`` the rank, ``%n`` the
+        node, ``%N`` the host, ``%u`` the user), that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of

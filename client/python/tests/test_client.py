@@ -70,7 +70,7 @@ class ClientTest(unittest.TestCase):
         out_dir = tempfile.mkdtemp()
         try:
             job = self.client.submit([SH, "-c", "echo out $RANK; echo err $RANK >&2"], 2,
-                                     output=os.path.join(out_dir, "o-%j-%r.log"),
+                                     output=os.path.join(out_dir, "o-%j-%t.log"),
                                      error=os.path.join(out_dir, "e-%j.log"), detach=True)
             self.assertEqual(job.wait(), 0)
             with open(os.path.join(out_dir, "o-%s-1.log" % job.id)) as f:
