@@ -19,6 +19,7 @@
 #include "job_limits.h"
 #include "output_pattern.h"
 #include "resource_limits.h"
+#include "umask.h"
 #include "warn_signal.h"
 
 namespace ltd {
@@ -248,6 +249,10 @@ struct JobSpec {
   // The meaning of their fields: kSbatchPatterns, or kLegacyPatterns for a
   // job submitted by a release before (its %n is the name).
   int output_patterns = kSbatchPatterns;
+  // The submitting client's umask: the files made for the job as its user
+  // (output, error) get it. kDefaultJobUmask for a client or record that
+  // does not say.
+  mode_t umask = kDefaultJobUmask;
   // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
   JobLimits limits;
   // The client's token for the submit that made the job (at most

@@ -200,6 +200,7 @@ nlohmann::json ToJson(const Job& job) {
       {"output", BytesToJson(s.output)},
       {"error", BytesToJson(s.error)},
       {"output_patterns", s.output_patterns},
+      {"umask", s.umask},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -315,6 +316,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.output_patterns = Field<int>(j, "output_patterns").value_or(kLegacyPatterns) >= kSbatchPatterns
                           ? kSbatchPatterns
                           : kLegacyPatterns;
+  s.umask = Field<mode_t>(j, "umask").value_or(kDefaultJobUmask) & 0777;
   s.submit_token = BytesField(j, "submit_token").value_or("");
   if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
   s.label = BytesField(j, "label").value_or("");

@@ -90,7 +90,7 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   std::vector<std::string> names;
   for (const auto& [path, flag] : paths) names.push_back(path);
   UserFileFailure failure;
-  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, &failure);
+  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, job.spec.umask, &failure);
   if (!sink.ok()) return FlagError(sink.status(), failure, paths, "");
   auto writer = OutputWriter::Create(std::move(*sink), std::move(names));
   if (!writer.ok()) return writer.status();
