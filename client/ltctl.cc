@@ -334,8 +334,8 @@ int main(int argc, char** argv) {
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
   submit->add_option("-o,--output", sa.output,
-                     "also write every rank's output to this file, opened as you: %j job id, "
-                     "%r rank, %n name (sbatch's -o)");
+                     "also write every rank's output to this file, opened as you, as sbatch's -o: "
+                     "%j job id, %x name, %t rank, %n node, %N host, %u user, %% a %");
   submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
   submit->add_option("--mem", sa.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
   submit->add_option("--mem-per-rank", sa.mem_per_rank, "memory of each rank with its children");

@@ -206,6 +206,7 @@ int Run(const Options& opt) {
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
+  spec.umask = CurrentUmask();
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
