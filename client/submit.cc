@@ -18,6 +18,8 @@
 #include "follow.h"
 #include "job_limits.h"
 #include "rpc_error.h"
+#include "str_util.h"
+#include "umask.h"
 #include "warn_signal.h"
 
 extern char** environ;
@@ -74,6 +76,7 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   for (const auto& job : a.after) req.add_after(job);
   req.set_output(a.output);
   req.set_error(a.error);
+  req.set_umask(CurrentUmask());
   if (!a.mem.empty())
     req.set_mem_bytes(OrDie(ByteSizeFlag("--mem", a.mem, kMinJobMemory, kMinJobMemoryText)));
   if (!a.mem_per_rank.empty()) {

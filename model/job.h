@@ -17,7 +17,9 @@
 
 #include "absl/status/status.h"
 #include "job_limits.h"
+#include "output_pattern.h"
 #include "resource_limits.h"
+#include "umask.h"
 #include "warn_signal.h"
 
 namespace ltd {
@@ -244,6 +246,13 @@ struct JobSpec {
   std::vector<ResourceLimit> rlimits;
   // --output / --error patterns (output_pattern.h), absolute; "": none.
   std::string output, error;
+  // The meaning of their fields: kSbatchPatterns, or kLegacyPatterns for a
+  // job submitted by a release before (its %n is the name).
+  int output_patterns = kSbatchPatterns;
+  // The submitting client's umask: the files made for the job as its user
+  // (output, error) get it. kDefaultJobUmask for a client or record that
+  // does not say.
+  mode_t umask = kDefaultJobUmask;
   // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
   JobLimits limits;
   // The client's token for the submit that made the job (at most

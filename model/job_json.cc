@@ -199,6 +199,8 @@ nlohmann::json ToJson(const Job& job) {
       {"after", s.after},
       {"output", BytesToJson(s.output)},
       {"error", BytesToJson(s.error)},
+      {"output_patterns", s.output_patterns},
+      {"umask", s.umask},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -310,6 +312,11 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
   s.output = BytesField(j, "output").value_or("");
   s.error = BytesField(j, "error").value_or("");
+  // A record without it is of a release whose %n was the job's name.
+  s.output_patterns = Field<int>(j, "output_patterns").value_or(kLegacyPatterns) >= kSbatchPatterns
+                          ? kSbatchPatterns
+                          : kLegacyPatterns;
+  s.umask = Field<mode_t>(j, "umask").value_or(kDefaultJobUmask) & 0777;
   s.submit_token = BytesField(j, "submit_token").value_or("");
   if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
   s.label = BytesField(j, "label").value_or("");

@@ -183,6 +183,8 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_cpu_millis(s.limits.cpu_millis);
   out->set_output(s.output);
   out->set_error(s.error);
+  out->set_output_patterns(s.output_patterns);
+  out->set_umask(s.umask);
   out->set_submit_token(s.submit_token);
   out->set_label(s.label);
   for (const UnkillableProcess& p : job.unkillable) {
@@ -353,6 +355,8 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.limits.cpu_millis = r.cpu_millis();
   s.output = r.output();
   s.error = r.error();
+  s.umask = r.has_umask() ? r.umask() & 0777 : kDefaultJobUmask;
+  s.output_patterns = r.output_patterns() >= kSbatchPatterns ? kSbatchPatterns : kLegacyPatterns;
   if (r.submit_token().size() <= kMaxSubmitTokenBytes) s.submit_token = r.submit_token();
   if (r.label().size() <= kMaxLabelBytes) s.label = r.label();
   for (const pb::Record::Unkillable& o : r.unkillable()) {

@@ -441,6 +441,13 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) return s;
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
+  if (req.has_umask()) {
+    if (req.umask() > 0777) {
+      return absl::InvalidArgumentError(
+          Cat("umask ", req.umask(), " is no umask; send a mode of 0 to 0777"));
+    }
+    spec.umask = static_cast<mode_t>(req.umask());
+  }
   if (req.submit_token().size() > kMaxSubmitTokenBytes) {
     return absl::InvalidArgumentError(Cat("submit_token is ", req.submit_token().size(),
                                           " bytes; send at most ", kMaxSubmitTokenBytes));

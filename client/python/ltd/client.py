@@ -74,6 +74,20 @@ _GRPC_OWN = {
 }
 
 
+
+def _umask():
+    """This process's umask, read without changing it where Linux can say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # a kernel before 4.7: set it and set it back
+    os.umask(mask)
+    return mask & 0o777
+
 def _going_away(e):
     """Whether an RPC failed because ltd is on its way out (not a refusal of ltd's)."""
     code = e.code()
@@ -363,8 +377,9 @@ class Client:
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
         (this process exits or crashes, the Job is dropped). ``output`` and
-        ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
-        job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
+        ``error`` are ``--output``/``--error``: a file pattern, sbatch's
+        (``%j`` the job id, ``%x`` the name, ``%t`` the rank, ``%n`` the
+        node, ``%N`` the host, ``%u`` the user), that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of
@@ -426,6 +441,8 @@ class Client:
                 req.warn_signal_before_ms = to_ms(before, "signal")
             except ValueError as e:
                 raise errors.InvalidArgument(str(e)) from None
+        # Our umask: the output files are created with it, as a shell would.
+        req.umask = _umask()
         req.mem_bytes = _size(mem, "mem")
         req.mem_per_rank_bytes = _size(mem_per_rank, "mem_per_rank")
         if cpus is not None:

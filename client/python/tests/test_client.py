@@ -68,16 +68,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(list(failed.logs(since="0s")), [])
 
         out_dir = tempfile.mkdtemp()
+        old_umask = os.umask(0o027)  # the files are made with the submitter's umask
         try:
             job = self.client.submit([SH, "-c", "echo out $RANK; echo err $RANK >&2"], 2,
-                                     output=os.path.join(out_dir, "o-%j-%r.log"),
+                                     output=os.path.join(out_dir, "o-%j-%t.log"),
                                      error=os.path.join(out_dir, "e-%j.log"), detach=True)
+            os.umask(old_umask)
             self.assertEqual(job.wait(), 0)
-            with open(os.path.join(out_dir, "o-%s-1.log" % job.id)) as f:
+            path = os.path.join(out_dir, "o-%s-1.log" % job.id)
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o640)
+            with open(path) as f:
                 self.assertEqual(f.read(), "out 1\n")
             with open(os.path.join(out_dir, "e-%s.log" % job.id)) as f:
                 self.assertEqual(sorted(f.read().splitlines()), ["[0] err 0", "[1] err 1"])
         finally:
+            os.umask(old_umask)
             shutil.rmtree(out_dir)
 
         state = self.client.drain("py maintenance")
