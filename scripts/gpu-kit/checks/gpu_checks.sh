@@ -75,7 +75,9 @@ check_device_isolation() {
   local iso
   iso=$(ctl --json gpus | flat | jget gpu_isolation)
   [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
-  local probe='for m in $MINORS; do if : <>/dev/nvidia$m 2>/dev/null; then echo "open $m ok"; else echo "open $m refused"; fi; done'
+  # Each open in a subshell: a failed redirection of a special builtin ends
+  # a POSIX shell.
+  local probe='for m in $MINORS; do if (true <>/dev/nvidia$m) 2>/dev/null; then echo "open $m ok"; else echo "open $m refused"; fi; done'
   local minors="" out id mine other m
   for ((i = 0; i < KIT_NGPU; i++)); do m=$(gpu_minor "$i") && minors+="$m "; done
   [[ -n $minors ]] || skip "no /proc/driver/nvidia/gpus/*/information to learn the GPUs' minors from"
