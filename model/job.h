@@ -26,7 +26,21 @@ namespace ltd {
 
 using WallTime = std::chrono::system_clock::time_point;
 
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled, kLost };
+// The end states past kLost are sbatch's, numbered apart so that states
+// added after kLost do not move them (the shim protocol casts them).
+// kTimeout: past its --time (or ltd's --max-time); kOutOfMemory: the OOM
+// killer killed it; kNodeFail: another node of its run was lost.
+enum class JobState {
+  kPending,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kLost,
+  kTimeout = 16,
+  kOutOfMemory = 17,
+  kNodeFail = 18,
+};
 
 // kExited: exited 0. kFailed: exited non-zero or died of a signal on its own.
 // kKilled: ended by a teardown it did not cause.
@@ -85,7 +99,17 @@ struct RootCause {
   // empty when nobody did (an interrupted ltrun) or for a record of a
   // release that did not write it.
   std::string cancelled_by;
+  // A remote failure (kRemoteFailure): the other node's own reason, which
+  // decides this node's end state; absent in a record of a release that
+  // did not write it.
+  std::optional<CauseReason> remote_reason;
 };
+
+// The state a job ends in for `cause`, as sbatch names ends: TIMEOUT (its
+// time limit), OUT_OF_MEMORY, CANCELLED (a kill, a failed dependency),
+// LOST (its supervision gone), NODE_FAIL (another node of its run lost),
+// FAILED otherwise. A remote failure ends as the other node's reason says.
+JobState EndStateFor(const RootCause& cause);
 
 // docs/protocol.md's exit codes: the root cause's code, 128+N for signal N, 124 for a
 // hang or a time limit, 130 for a cancellation, 127/126 for a program that cannot run (as a

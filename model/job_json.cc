@@ -71,6 +71,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.message = BytesField(j, "message").value_or("");
   c.deadline_at = TimeField(j, "deadline_at");
   c.cancelled_by = BytesField(j, "cancelled_by").value_or("");
+  if (auto r = Field<std::string>(j, "remote_reason")) c.remote_reason = ParseCauseReason(*r);
   return c;
 }
 
@@ -88,6 +89,7 @@ nlohmann::json ToJson(const RootCause& c) {
   };
   if (c.deadline_at) out["deadline_at"] = FormatTime(*c.deadline_at);
   if (!c.cancelled_by.empty()) out["cancelled_by"] = BytesToJson(c.cancelled_by);
+  if (c.remote_reason) out["remote_reason"] = ToString(*c.remote_reason);
   return out;
 }
 

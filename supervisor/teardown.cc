@@ -290,11 +290,7 @@ void JobRunner::Finish(std::optional<RootCause> cause) {
   if (cause) {
     job.root_cause = cause;
     job.exit_code = ExitCodeFor(*cause);
-    JobState state = JobState::kFailed;
-    if (cause->reason == CauseReason::kCancelled) state = JobState::kCancelled;
-    if (cause->reason == CauseReason::kDaemonLost || cause->reason == CauseReason::kSupervisorLost)
-      state = JobState::kLost;
-    SetState(state);
+    SetState(EndStateFor(*cause));
   } else {
     job.exit_code = 0;
     SetState(JobState::kSucceeded);

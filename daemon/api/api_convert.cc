@@ -55,11 +55,14 @@ template <typename P, typename E>
 P ByName(E value, bool (*parse)(const std::string&, P*)) {
   static const std::vector<P> table = [parse] {
     std::vector<P> t;
-    // The model's values are 0..N-1; past them, its table says UNKNOWN.
-    for (int i = 0; i < 64 && ToString(static_cast<E>(i)) != "UNKNOWN"; ++i) {
+    // The model's values are below 64, with gaps (JobState's sbatch
+    // states); where it has none, its table says UNKNOWN.
+    for (int i = 0; i < 64; ++i) {
       const std::string name(ToString(static_cast<E>(i)));
       P p{};
-      if (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p)) p = P{};
+      if (name == "UNKNOWN" || (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p))) {
+        p = P{};
+      }
       t.push_back(p);
     }
     return t;

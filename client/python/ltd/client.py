@@ -508,7 +508,7 @@ class Client:
             if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
                 raise errors.InvalidArgument(
                     "state %r is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
-                    "CANCELLED or LOST" % (s,)
+                    "CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL" % (s,)
                 )
             states.append(ltd_pb2.Job.State.Value(name))
         req = ltd_pb2.ListRequest(
