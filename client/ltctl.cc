@@ -332,6 +332,9 @@ int main(int argc, char** argv) {
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
+  submit->add_option("--dependency", sa.dependency,
+                     "as sbatch's: afterok:JOB[:JOB...], afterany:JOB, afternotok:JOB, "
+                     "singleton (your earlier jobs of this --name ended), joined with ','");
   submit->add_option("-o,--output", sa.output,
                      "also write every rank's output to this file, opened as you, as sbatch's -o: "
                      "%j job id, %x name, %t rank, %n node, %N host, %u user, %% a %");

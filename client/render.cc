@@ -408,11 +408,16 @@ void PrintJob(const v1::Job& j, FILE* out) {
                          : Cat(sig, ", not sent yet"));
   }
   if (!j.pending_reason().empty()) field("Waiting:", Line(j.pending_reason()));
-  if (j.after_size() > 0) {
-    std::string after;
-    for (const auto& id : j.after()) after += (after.empty() ? "" : ", ") + Line(id);
-    field("After:", after);
+  // Its dependencies, as sbatch spells them: "afterok:3:4,afterany:5".
+  std::string deps;
+  for (auto [kind, ids] : {std::pair{"afterok", &j.after()}, std::pair{"afterany", &j.after_any()},
+                           std::pair{"afternotok", &j.after_notok()}}) {
+    if (ids->empty()) continue;
+    deps += Cat(deps.empty() ? "" : ",", kind);
+    for (const auto& id : *ids) deps += ":" + Line(id);
   }
+  if (j.singleton()) deps += deps.empty() ? "singleton" : ",singleton";
+  if (!deps.empty()) field("After:", deps);
   field("Exit code:", Opt(j.has_exit_code(), j.exit_code()));
   field("Command:", Command(j));
   if (!j.label().empty()) field("Runs:", Argv(j));

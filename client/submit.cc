@@ -74,6 +74,7 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
     req.set_rdzv_lease_ms(OrDie(DurationFlag("--rdzv-lease", a.rdzv_lease)).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  req.set_dependency(a.dependency);
   req.set_output(a.output);
   req.set_error(a.error);
   req.set_umask(CurrentUmask());

@@ -262,9 +262,14 @@ struct JobSpec {
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
   NodeSpec nodes;
-  // --after: jobs that must succeed before this one starts. Submit takes
-  // what the client typed (ids or names) and keeps the ids they resolve to.
+  // --after and --dependency afterok: jobs that must succeed before this
+  // one starts; afterany: that must end; afternotok: that must end without
+  // success (model/dependency.h). Submit takes what the client typed (ids
+  // or names) and keeps the ids they resolve to; `singleton` adds, at
+  // submit, the user's unfinished jobs of the same name to after_any.
   std::vector<std::string> after;
+  std::vector<std::string> after_any, after_notok;
+  bool singleton = false;
   // The ranks' resource limits (resource_limits.h); empty: the
   // supervisor's own, as a record of an earlier release had it.
   std::vector<ResourceLimit> rlimits;

@@ -199,6 +199,9 @@ nlohmann::json ToJson(const Job& job) {
       {"warn_signal_before_ms", s.warn_signal.before.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
+      {"after_any", s.after_any},
+      {"after_notok", s.after_notok},
+      {"singleton", s.singleton},
       {"output", BytesToJson(s.output)},
       {"error", BytesToJson(s.error)},
       {"output_patterns", s.output_patterns},
@@ -312,6 +315,11 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     }
   }
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
+  s.after_any =
+      Field<std::vector<std::string>>(j, "after_any").value_or(std::vector<std::string>{});
+  s.after_notok =
+      Field<std::vector<std::string>>(j, "after_notok").value_or(std::vector<std::string>{});
+  s.singleton = Field<bool>(j, "singleton").value_or(false);
   s.output = BytesField(j, "output").value_or("");
   s.error = BytesField(j, "error").value_or("");
   // A record without it is of a release whose %n was the job's name.

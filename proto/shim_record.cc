@@ -151,6 +151,9 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_grace_ms(s.grace.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
   for (const std::string& id : s.after) out->add_after(id);
+  for (const std::string& id : s.after_any) out->add_after_any(id);
+  for (const std::string& id : s.after_notok) out->add_after_notok(id);
+  out->set_singleton(s.singleton);
   out->set_heartbeat_mode(static_cast<pb::HeartbeatMode>(job.heartbeat_mode));
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_nnodes(s.nodes.nnodes);
@@ -327,6 +330,9 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.grace = std::chrono::milliseconds(r.grace_ms());
   s.auto_heartbeat = r.auto_heartbeat();
   s.after.assign(r.after().begin(), r.after().end());
+  s.after_any.assign(r.after_any().begin(), r.after_any().end());
+  s.after_notok.assign(r.after_notok().begin(), r.after_notok().end());
+  s.singleton = r.singleton();
   job.heartbeat_mode = EnumOf(r.heartbeat_mode(), HeartbeatMode::kAutomatic, HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(r.hang_timeout_ms());
   NodeSpec& n = s.nodes;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "bytes.h"
+#include "dependency.h"
 #include "duration.h"
 #include "flag_values.h"
 #include "hang_report.h"
@@ -277,6 +278,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  for (const std::string& id : s.after_any) out->add_after_any(DisplayEscape(id));
+  for (const std::string& id : s.after_notok) out->add_after_notok(DisplayEscape(id));
+  out->set_singleton(s.singleton);
   out->set_output(DisplayEscapeElided(s.output, limits.text));
   out->set_label(DisplayEscapeElided(s.label, limits.text));
   out->set_error(DisplayEscapeElided(s.error, limits.text));
@@ -438,6 +442,26 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     }
   }
   spec.after.assign(req.after().begin(), req.after().end());
+  if (!req.dependency().empty()) {
+    auto deps = ParseDependency(req.dependency());
+    if (!deps.ok()) return deps.status();
+    for (const DependencyRef& d : deps->refs) {
+      if (auto s = CheckJobRef(d.job); !s.ok()) {
+        return absl::InvalidArgumentError(
+            Cat("--dependency ", ToString(d.kind), ": ", s.message()));
+      }
+      (d.kind == DependencyKind::kAfterOk    ? spec.after
+       : d.kind == DependencyKind::kAfterAny ? spec.after_any
+                                             : spec.after_notok)
+          .push_back(d.job);
+    }
+    spec.singleton = deps->singleton;
+    const size_t n = spec.after.size() + spec.after_any.size() + spec.after_notok.size();
+    if (n > static_cast<size_t>(kMaxAfter)) {
+      return absl::InvalidArgumentError(Cat("--after and --dependency name ", n,
+                                            " jobs; a job may wait for at most ", kMaxAfter));
+    }
+  }
   for (auto [flag, pattern, field] : {std::tuple{"--output", &req.output(), &spec.output},
                                       std::tuple{"--error", &req.error(), &spec.error}}) {
     if (pattern->empty()) continue;
