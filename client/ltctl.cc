@@ -20,6 +20,7 @@
 
 #include "bytes.h"
 #include "cli_options.h"
+#include "cli_words.h"
 #include "connection.h"
 #include "duration.h"
 #include "flag_values.h"
@@ -238,7 +239,7 @@ int Drain(const Globals& g, const std::optional<std::string>& reason,
                 reply.pending());
     if (reply.has_deadline()) {
       std::printf("running jobs are torn down at %s (each job's --signal first)\n",
-                  google::protobuf::util::TimeUtil::ToString(reply.deadline()).c_str());
+                  TimeText(reply.deadline()).c_str());
     }
   } else {
     std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
@@ -246,14 +247,50 @@ int Drain(const Globals& g, const std::optional<std::string>& reason,
   return 0;
 }
 
+// `e` in ltctl's words: an unknown verb or option with the closest known
+// one; no verb at all.
 std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
-  const bool have_verb = !app.get_subcommands().empty();
+  const auto verbs = app.get_subcommands();
+  const CLI::App* verb = verbs.empty() ? nullptr : verbs.front();
+  std::vector<std::string> verb_names;
+  for (const CLI::App* v : app.get_subcommands([](const CLI::App*) { return true; })) {
+    verb_names.push_back(v->get_name());
+  }
   for (const std::string& extra : app.remaining(/*recurse=*/true)) {
     if (extra == "--") continue;
-    if (extra.starts_with("-")) return "unknown option " + extra;
-    if (!have_verb) return "unknown verb '" + extra + "'";
+    if (extra.starts_with("-")) {
+      std::vector<std::string> known = OptionNames(app);
+      if (verb != nullptr) {
+        for (std::string& name : OptionNames(*verb)) known.push_back(std::move(name));
+      }
+      return UnknownOptionText(extra, known);
+    }
+    if (verb == nullptr) return "unknown verb '" + extra + "'" + DidYouMean(extra, verb_names);
+    return "'" + extra + "' is not expected: `ltctl " + verb->get_name() +
+           " --help` says what it takes";
+  }
+  if (verb == nullptr) {
+    std::string all;
+    for (const std::string& v : verb_names) all += (all.empty() ? "" : ", ") + v;
+    return "no verb given; give one of " + all;
   }
   return CliErrorText(e);
+}
+
+// submit without --devices: one line, which says so too when an option
+// of submit's comes after PROGRAM, where it is PROGRAM's own.
+std::string NoDevicesText(const CLI::App& submit, const SubmitArgs& sa) {
+  const std::vector<std::string> names = OptionNames(submit);
+  for (size_t i = 1; i < sa.command.size(); ++i) {
+    const std::string name = sa.command[i].substr(0, sa.command[i].find('='));
+    if (!name.starts_with("-") || std::find(names.begin(), names.end(), name) == names.end()) {
+      continue;
+    }
+    return "--devices is required; " + DisplayEscape(name, Controls::kEscape) +
+           " is given after PROGRAM, where it is PROGRAM's own argument: put ltctl's options "
+           "before PROGRAM (ltctl submit --devices N ... PROGRAM ARGS)";
+  }
+  return "--devices is required; give the number of ranks (--devices N)";
 }
 
 }  // namespace
@@ -284,16 +321,17 @@ int main(int argc, char** argv) {
   // --lr 3e-4 --name x` passes `--lr 3e-4 --name x` on. submit's own
   // options (and the globals) come before PROGRAM.
   submit->positionals_at_end();
-  submit
-      ->add_option("--devices,--nproc-per-node,--nproc_per_node", sa.devices,
-                   "number of ranks (on this node), one per device")
-      ->required();
+  submit->add_option("--devices,--nproc-per-node,--nproc_per_node", sa.devices,
+                     "number of ranks (on this node), one per device (required)");
   submit->add_option("--name", sa.name, "a name to refer to the job by");
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
   submit->add_option("--heartbeat-timeout", sa.heartbeat_timeout,
-                     "hung after this long without a heartbeat");
+                     "a rank that sends heartbeats of its own (ltworker) is hung past this without "
+                     "one; with automatic detection, the job is hung when no rank progresses for "
+                     "this (default: ltd's --auto-heartbeat-timeout, 5m)");
   submit->add_flag("--no-auto-heartbeat", sa.no_auto_heartbeat,
-                   "no automatic heartbeats for Python ranks (ltd watches only the ranks' own)");
+                   "no automatic hang detection for Python ranks (on by default: no code change "
+                   "needed); only ranks that send heartbeats of their own are watched");
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
@@ -426,6 +464,7 @@ int main(int argc, char** argv) {
   }
   auto run = [&] {
     if (submit->parsed()) {
+      if (submit->get_option("--devices")->count() == 0) Die(NoDevicesText(*submit, sa));
       if (sa.devices < 1) Die("--devices must be at least 1");
       return Submit(g, sa);
     }

@@ -432,6 +432,10 @@ std::optional<WallTime> ParseTime(std::string_view s);
 // JSON string when valid UTF-8, else {"base64": ...}; so a record always
 // dumps and reads back byte for byte.
 nlohmann::json ToJson(const Job& job);
+// The record as a report for people and their tools (ltrun --report): its
+// enum values spelled as `ltctl show --json` spells them (heartbeat_mode
+// "AUTOMATIC"; the record keeps "automatic", which releases before read).
+nlohmann::json ToReportJson(const Job& job);
 // Tolerates missing fields; fails only on a record that is not a job.
 std::optional<Job> JobFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const RootCause& cause);

@@ -1,5 +1,6 @@
 // The job record's JSON (job.h: ToJson, JobFromJson), as the state dir
 // keeps it and `--json` prints it; what another release wrote reads back.
+#include <cctype>
 #include <utility>
 
 #include "bytes.h"
@@ -261,6 +262,14 @@ nlohmann::json ToJson(const Job& job) {
   if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
   if (!s.submit_token.empty()) out["submit_token"] = BytesToJson(s.submit_token);
   if (!s.label.empty()) out["label"] = BytesToJson(s.label);
+  return out;
+}
+
+nlohmann::json ToReportJson(const Job& job) {
+  nlohmann::json out = ToJson(job);
+  std::string mode(ToString(job.heartbeat_mode));
+  for (char& c : mode) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  out["heartbeat_mode"] = mode;
   return out;
 }
 

@@ -256,9 +256,11 @@ void JobRunner::OnJobEmpty() {
     delay = std::min(delay, RunnerConfig::kMaxRestartBackoff);
     spdlog::info("job={} restarting ({} of {}) in {}", id, job->restart_count,
                  job->spec.max_restarts, FormatDuration(delay));
-    Output(-1, Stream::kStderr,
-           Cat("ltd: restarting job ", id, " (", job->restart_count, " of ", job->spec.max_restarts,
-               ") in ", FormatDuration(delay), " after: ", cause->message));
+    // In the log too: `logs` of a restarted job shows where each attempt
+    // ended and why.
+    LogNotice(Cat("attempt ", job->restart_count, " of job ", id, " ended: ", cause->message,
+                  "; restarting (", job->restart_count, " of ", job->spec.max_restarts, ") in ",
+                  FormatDuration(delay)));
     Enter(Phase::kBackoff);
     rt.restart_timer = clock_.StartTimer(delay, [this, self = std::weak_ptr(attempt_)] {
       if (!Current(self)) return;

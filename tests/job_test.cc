@@ -284,5 +284,18 @@ TEST(EndState, SbatchNamesEachEnd) {
   EXPECT_EQ(JobFromJson(ToJson(job))->root_cause->remote_reason, CauseReason::kSupervisorLost);
 }
 
+// One spelling of enum values in every JSON: ltrun --report's spells
+// heartbeat_mode as show --json does; the record keeps the spelling the
+// releases before read.
+TEST(RecordJson, TheReportSpellsEnumsAsTheApisJson) {
+  Job job;
+  job.id = "4";
+  job.heartbeat_mode = HeartbeatMode::kAutomatic;
+  EXPECT_EQ(ToReportJson(job)["heartbeat_mode"], "AUTOMATIC");
+  EXPECT_EQ(ToJson(job)["heartbeat_mode"], "automatic");
+  job.state = JobState::kTimeout;
+  EXPECT_EQ(ToReportJson(job)["state"], "TIMEOUT");
+}
+
 }  // namespace
 }  // namespace ltd

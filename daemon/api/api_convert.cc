@@ -29,8 +29,8 @@ constexpr int kMaxAfter = 64;  // --after per job
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
-// Microseconds, as the records keep them: a job reads the same before and
-// after an ltd restart.
+}  // namespace
+
 void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
   int64_t secs = us.count() / 1'000'000;
@@ -42,6 +42,10 @@ void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   out->set_seconds(secs);
   out->set_nanos(static_cast<int32_t>(micros * 1000));
 }
+
+namespace {
+
+using ::ltd::SetTime;  // beside the overload below, not hidden by it
 
 template <typename Setter>
 void SetTime(const std::optional<WallTime>& t, Setter mutable_field) {
