@@ -1,7 +1,10 @@
 // ltctl's command line end to end: what users type reaches the program as
 // typed, submit's options before PROGRAM still count, the globals work on
 // either side of the verb, and bad input is one line and exit code 1.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 
 #include "e2e_fixture.h"
@@ -151,6 +154,31 @@ TEST_F(CliE2E, AttachedSubmitSaysItsJobAndLogsMarkEachAttempt) {
   EXPECT_NE(logs.find("[0] line 0 of 1", marker), std::string::npos) << logs;
   CmdResult plain = d_.Ctl({"submit", "--devices", "1", kChild, "exit:0"}, 30s);
   EXPECT_EQ(plain.err.rfind("ltd: job 2\n", 0), 0u) << "no name, no (): " << plain.err;
+}
+
+// #LTD lines at the top of a script are submit options, as #SBATCH lines;
+// the command line's win; a bad one is one line naming the script's line.
+TEST_F(CliE2E, ScriptDirectivesAreSubmitOptionsTheCommandLineWins) {
+  const std::string script = d_.dir() + "/job.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\n#LTD --devices 2 --name from-script\n# a comment\n"
+         "#LTD --env FROM='the script'  # why\necho \"rank $RANK of $WORLD_SIZE: $FROM\"\n"
+         "#LTD --devices 9\n";
+  }
+  chmod(script.c_str(), 0755);
+  CmdResult r = d_.Ctl({"submit", script}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RankLines(r.out, 1), std::vector<std::string>{"rank 1 of 2: the script"}) << r.out;
+  EXPECT_EQ(d_.Show("1")["name"], "from-script");
+  r = d_.Ctl({"submit", "--devices", "1", "--name", "mine", script}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RankLines(r.out, 0), std::vector<std::string>{"rank 0 of 1: the script"}) << r.out;
+  EXPECT_EQ(d_.Show("2")["name"], "mine");
+
+  std::ofstream(script) << "#!/bin/sh\n#LTD --devcies 2\ntrue\n";
+  ExpectOneLineError(d_.Ctl({"submit", script}),
+                     script + ":2: #LTD: unknown option --devcies (did you mean '--devices'?)");
 }
 
 TEST_F(CliE2E, BadCommandLinesAreOneLineAndExitOne) {
