@@ -422,7 +422,9 @@ int main(int argc, char** argv) {
   // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
   submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);
-  submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
+  submit
+      ->add_option("--max-restarts,--max_restarts", sa.max_restarts,
+                   "restart the whole job up to N times")
       ->check(CLI::NonNegativeNumber);
   submit->add_option("--nnodes", sa.nnodes, "nodes of a multi-node run (torchrun's flag)")
       ->check(CLI::PositiveNumber);
@@ -438,7 +440,7 @@ int main(int argc, char** argv) {
   submit->add_option("--rdzv", sa.rdzv, "meet the other nodes at etcd://HOST:PORT");
   submit->add_option("--rdzv-timeout,--rdzv_timeout", sa.rdzv_timeout,
                      "fail when the nodes have not met within this (default 10m)");
-  submit->add_option("--rdzv-lease", sa.rdzv_lease,
+  submit->add_option("--rdzv-lease,--rdzv_lease", sa.rdzv_lease,
                      "a node that dies is known gone this long after (default 5s)");
   submit
       ->add_option("--after", sa.after,

@@ -10,9 +10,15 @@
 #include <string_view>
 #include <vector>
 
-#include "did_you_mean.h"
+#include "nearest_word.h"
 
 namespace ltd {
+
+// " (did you mean 'X'?)" for the known word nearest `typed`, or "".
+inline std::string DidYouMean(std::string_view typed, const std::vector<std::string>& known) {
+  const std::string near = NearestWord(typed, known);
+  return near.empty() ? "" : " (did you mean '" + near + "'?)";
+}
 
 // Every name of `app`'s options ("--devices", "-d"), hidden ones too.
 inline std::vector<std::string> OptionNames(const CLI::App& app) {

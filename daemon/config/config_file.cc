@@ -4,8 +4,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "did_you_mean.h"
 #include "file_io.h"
+#include "nearest_word.h"
 
 namespace ltd {
 namespace {
@@ -135,9 +135,7 @@ absl::StatusOr<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path)
 }
 
 std::string NearestKey(const std::string& key, const std::vector<std::string>& known) {
-  std::string dashed = key;
-  std::replace(dashed.begin(), dashed.end(), '_', '-');
-  return Closest(dashed, known);
+  return NearestWord(key, known);
 }
 
 }  // namespace ltd
