@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "bytes.h"
+#include "dependency.h"
 #include "duration.h"
 #include "flag_values.h"
 #include "hang_report.h"
@@ -28,8 +29,8 @@ constexpr int kMaxAfter = 64;  // --after per job
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
-// Microseconds, as the records keep them: a job reads the same before and
-// after an ltd restart.
+}  // namespace
+
 void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
   int64_t secs = us.count() / 1'000'000;
@@ -41,6 +42,10 @@ void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   out->set_seconds(secs);
   out->set_nanos(static_cast<int32_t>(micros * 1000));
 }
+
+namespace {
+
+using ::ltd::SetTime;  // beside the overload below, not hidden by it
 
 template <typename Setter>
 void SetTime(const std::optional<WallTime>& t, Setter mutable_field) {
@@ -55,11 +60,14 @@ template <typename P, typename E>
 P ByName(E value, bool (*parse)(const std::string&, P*)) {
   static const std::vector<P> table = [parse] {
     std::vector<P> t;
-    // The model's values are 0..N-1; past them, its table says UNKNOWN.
-    for (int i = 0; i < 64 && ToString(static_cast<E>(i)) != "UNKNOWN"; ++i) {
+    // The model's values are below 64, with gaps (JobState's sbatch
+    // states); where it has none, its table says UNKNOWN.
+    for (int i = 0; i < 64; ++i) {
       const std::string name(ToString(static_cast<E>(i)));
       P p{};
-      if (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p)) p = P{};
+      if (name == "UNKNOWN" || (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p))) {
+        p = P{};
+      }
       t.push_back(p);
     }
     return t;
@@ -274,6 +282,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  for (const std::string& id : s.after_any) out->add_after_any(DisplayEscape(id));
+  for (const std::string& id : s.after_notok) out->add_after_notok(DisplayEscape(id));
+  out->set_singleton(s.singleton);
   out->set_output(DisplayEscapeElided(s.output, limits.text));
   out->set_label(DisplayEscapeElided(s.label, limits.text));
   out->set_error(DisplayEscapeElided(s.error, limits.text));
@@ -435,6 +446,26 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     }
   }
   spec.after.assign(req.after().begin(), req.after().end());
+  if (!req.dependency().empty()) {
+    auto deps = ParseDependency(req.dependency());
+    if (!deps.ok()) return deps.status();
+    for (const DependencyRef& d : deps->refs) {
+      if (auto s = CheckJobRef(d.job); !s.ok()) {
+        return absl::InvalidArgumentError(
+            Cat("--dependency ", ToString(d.kind), ": ", s.message()));
+      }
+      (d.kind == DependencyKind::kAfterOk    ? spec.after
+       : d.kind == DependencyKind::kAfterAny ? spec.after_any
+                                             : spec.after_notok)
+          .push_back(d.job);
+    }
+    spec.singleton = deps->singleton;
+    const size_t n = spec.after.size() + spec.after_any.size() + spec.after_notok.size();
+    if (n > static_cast<size_t>(kMaxAfter)) {
+      return absl::InvalidArgumentError(Cat("--after and --dependency name ", n,
+                                            " jobs; a job may wait for at most ", kMaxAfter));
+    }
+  }
   for (auto [flag, pattern, field] : {std::tuple{"--output", &req.output(), &spec.output},
                                       std::tuple{"--error", &req.error(), &spec.error}}) {
     if (pattern->empty()) continue;

@@ -33,6 +33,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out);
 // start to its last heartbeat (0 without a step or a heartbeat).
 double AverageStepsPerSecond(const Rank& r);
 // Each of the model's enum values as the proto's value of its name.
+// Microseconds, as the records keep them (no time ltd shows has more): a
+// job reads the same before and after an ltd restart.
+void SetTime(WallTime t, google::protobuf::Timestamp* out);
 v1::Job::State ToProto(JobState state);
 v1::Rank::State ToProto(RankState state);
 v1::RootCause::Reason ToProto(CauseReason reason);

@@ -540,12 +540,7 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
     spdlog::info("{} by {}", reason ? "drain" : "resume", by);
     reply->set_draining(manager_.drain().has_value());
     if (manager_.drain()) reply->set_reason(DisplayEscape(*manager_.drain()));
-    if (const auto& at = manager_.drain_deadline()) {
-      const auto ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch()).count();
-      reply->mutable_deadline()->set_seconds(ns / 1000000000);
-      reply->mutable_deadline()->set_nanos(static_cast<int32_t>(ns % 1000000000));
-    }
+    if (const auto& at = manager_.drain_deadline()) SetTime(*at, reply->mutable_deadline());
     for (const Job* job : manager_.List(false)) {
       if (job->state == JobState::kRunning) reply->set_running(reply->running() + 1);
       if (job->state == JobState::kPending) reply->set_pending(reply->pending() + 1);

@@ -352,6 +352,7 @@ class Client:
         rdzv_timeout=None,
         rdzv_lease=None,
         after=(),
+        dependency=None,
         detach=False,
         cancel_on_disconnect=False,
         output=None,
@@ -369,7 +370,8 @@ class Client:
         ``cwd`` defaults to the current directory; durations are seconds, a
         ``timedelta`` or a text such as ``"10s"``. ``auto_heartbeat=False``
         is ``--no-auto-heartbeat``; ``after`` is ``--after`` (job ids or
-        names); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``.
+        names); ``dependency`` is ``--dependency`` (``"afterany:7"``,
+        ``"afternotok:7:8,singleton"``); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``.
         ``mem`` and ``mem_per_rank`` (bytes, or a text such as ``"4G"``) and
         ``cpus`` (a number, 1.5 for one and a half) are ``--mem``,
         ``--mem-per-rank`` and ``--cpus``. Without ``detach`` the job's output stream is held open by
@@ -419,6 +421,7 @@ class Client:
                 rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
                 rdzv_lease_ms=to_ms(rdzv_lease, "rdzv_lease"),
                 after=[_bytes(a, "after") for a in after],
+                dependency=_bytes(dependency or "", "dependency"),
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
                 output=_bytes(output or "", "output"),
                 error=_bytes(error or "", "error"),
@@ -508,7 +511,7 @@ class Client:
             if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
                 raise errors.InvalidArgument(
                     "state %r is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
-                    "CANCELLED or LOST" % (s,)
+                    "CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL" % (s,)
                 )
             states.append(ltd_pb2.Job.State.Value(name))
         req = ltd_pb2.ListRequest(

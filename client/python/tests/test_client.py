@@ -110,6 +110,22 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(job.root_cause.exit_code, 3)
         self.assertEqual(job.root_cause.describe(), "rank 1 exited with code 3")
 
+    def test_sbatch_states_and_dependencies(self):
+        # Past its time limit: TIMEOUT (exit code 124 kept), as sbatch says.
+        timed = self.client.submit([SH, "-c", "exec sleep 60"], 1, time_limit="1s", grace="1s",
+                                   detach=True)
+        self.assertEqual(timed.wait(), 124)
+        self.assertEqual(timed.state, "TIMEOUT")
+        self.assertIn(timed.id, [j.id for j in self.client.ps(state="TIMEOUT")])
+        # afterany runs once the job ended, however; afternotok too here.
+        after = self.client.submit([SH, "-c", "true"], 1, dependency="afterany:%s,afternotok:%s"
+                                   % (timed.id, timed.id), detach=True)
+        self.assertEqual(after.wait(), 0)
+        self.assertEqual(after.state, "SUCCEEDED")
+        with self.assertRaises(ltd.InvalidArgument) as e:
+            self.client.submit([SH, "-c", "true"], 1, dependency="aftersome:1", detach=True)
+        self.assertIn("'aftersome' is no dependency", str(e.exception))
+
     def test_follow_logs_and_kill(self):
         job = self.client.submit([SH, "-c", "echo started; exec sleep 60"], 1, detach=True)
         # A line that came while nobody watched reaches the log a moment
