@@ -24,6 +24,9 @@ packages=(
   # their test, Debian 12 and 13 roots booted with systemd-nspawn
   # (tests/package/package_test.sh).
   go-md2man dpkg-dev lintian debootstrap systemd-container
+  # The sanitized build (scripts/sanitize.sh): clang and its sanitizer
+  # runtimes.
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()
