@@ -27,6 +27,9 @@ packages=(
   # The GPU check kit (scripts/gpu-kit.sh): its programs find their
   # bundled shared libraries through an $ORIGIN RUNPATH.
   patchelf
+  # The sanitized build (scripts/sanitize.sh): clang and its sanitizer
+  # runtimes.
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()
