@@ -24,6 +24,8 @@ packages=(
   # their test, Debian 12 and 13 roots booted with systemd-nspawn
   # (tests/package/package_test.sh).
   go-md2man dpkg-dev lintian debootstrap systemd-container
+  # The fuzzers (scripts/fuzz.sh): libFuzzer and the sanitizers' runtimes.
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()
