@@ -27,8 +27,8 @@ packages=(
   # The GPU check kit (scripts/gpu-kit.sh): its programs find their
   # bundled shared libraries through an $ORIGIN RUNPATH.
   patchelf
-  # The sanitized build (scripts/sanitize.sh): clang and its sanitizer
-  # runtimes.
+  # The sanitized build (scripts/sanitize.sh) and the fuzzers
+  # (scripts/fuzz.sh): clang, libFuzzer and the sanitizers' runtimes.
   clang-16 libclang-rt-16-dev
 )
 
