@@ -70,9 +70,12 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   return files;
 }
 
-absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
-  std::vector<std::pair<std::string, const char*>> paths;
-  std::vector<UserFile> files;
+namespace {
+
+// The files of `spec` whose place is known before the job has an id, each
+// with the flag that named it.
+std::vector<std::pair<UserFile, const char*>> CheckedFiles(const JobSpec& spec) {
+  std::vector<std::pair<UserFile, const char*>> files;
   for (auto [flag, pattern] :
        {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
     if (pattern->empty()) continue;
@@ -81,9 +84,21 @@ absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
     const std::string base = pattern->substr(slash + 1);
     const bool dir_only = base.find("%j") != std::string::npos ||
                           (spec.name.empty() && base.find("%n") != std::string::npos);
-    const std::string path = ExpandOutputPattern(*pattern, "", 0, spec.name);
-    paths.emplace_back(path, flag);
-    files.push_back(UserFile{path, dir_only});
+    files.emplace_back(UserFile{ExpandOutputPattern(*pattern, "", 0, spec.name), dir_only}, flag);
+  }
+  return files;
+}
+
+}  // namespace
+
+bool OutputFiles::NeedsCheck(const JobSpec& spec) { return !CheckedFiles(spec).empty(); }
+
+absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
+  std::vector<std::pair<std::string, const char*>> paths;
+  std::vector<UserFile> files;
+  for (auto& [file, flag] : CheckedFiles(spec)) {
+    paths.emplace_back(file.path, flag);
+    files.push_back(std::move(file));
   }
   if (files.empty()) return absl::OkStatus();
   UserFileFailure failure;
