@@ -330,7 +330,8 @@ double AverageStepsPerSecond(const Rank& r) {
   return seconds > 0 ? static_cast<double>(r.last_step) / seconds : 0;
 }
 
-absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
+absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
+                                        const std::vector<ResourceLimit>& limits) {
   JobSpec spec;
   spec.devices = req.devices();
   spec.name = req.name();
@@ -380,7 +381,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
     spec.env.push_back(kv);
   }
-  // The submitter's limits, each no higher than ltd's own as it started.
+  // The submitter's limits, each no higher than the admin's for them.
   constexpr int kMaxLimits = 64;
   if (req.rlimits_size() > kMaxLimits) {
     return absl::InvalidArgumentError(
@@ -389,9 +390,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   std::vector<AskedLimit> asked;
   for (const v1::ResourceLimit& l : req.rlimits())
     asked.push_back({l.resource(), l.soft(), l.hard()});
-  auto limits = RankLimits(asked, StartLimits());
-  if (!limits.ok()) return limits.status();
-  spec.rlimits = std::move(*limits);
+  auto ranks = RankLimits(asked, limits);
+  if (!ranks.ok()) return ranks.status();
+  spec.rlimits = std::move(*ranks);
   // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
   spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
   spec.startup_timeout = Millis(req.startup_timeout_ms());

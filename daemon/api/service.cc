@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "admin_limits.h"
 #include "api_convert.h"
 #include "bytes.h"
 #include "event_stream.h"
@@ -168,7 +169,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     out->Finish(ToGrpc(absl::UnavailableError("ltd is shutting down")));
     return stream;
   }
-  auto checked = SpecFromRequest(*req);
+  // The admin's limits for the caller (limits.conf; root's own files, read
+  // here): the request may lower them, never raise them.
+  auto checked = SpecFromRequest(*req, AdminLimits(who->uid, who->gid));
   if (!checked.ok()) {
     out->Finish(ToGrpc(checked.status()));
     return stream;
