@@ -396,6 +396,32 @@ std::string Use(const v1::GpuUse& u) {
   return s;
 }
 
+namespace {
+
+// "rank 1 pid 4242 in D state at request_wait_answer (wchan ...), since
+// 2026-12-03 14:22:10": which process, where in the kernel, since when
+// ltd found it there.
+std::string UnkillableText(const v1::Unkillable& u) {
+  std::string line =
+      !u.descendant() ? "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid())
+      : u.rank() >= 0
+          ? "pid " + std::to_string(u.pid()) + " (of rank " + std::to_string(u.rank()) + ")"
+          : "pid " + std::to_string(u.pid()) + " (of the job)";
+  line += " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
+  // The kernel stack's top frame (root reads it), else the wchan.
+  std::string top = u.stack().substr(0, u.stack().find('\n'));
+  if (const size_t close = top.find("] "); top.starts_with("[<") && close != std::string::npos) {
+    top = top.substr(close + 2);
+  }
+  top = top.substr(0, top.find('+'));
+  if (!top.empty()) line += " at " + Line(top);
+  if (!u.wchan().empty() && u.wchan() != top) line += " (wchan " + Line(u.wchan()) + ")";
+  line += ", since " + Time(u.has_found_at(), u.found_at());
+  return line;
+}
+
+}  // namespace
+
 void PrintSlots(const v1::GpusReply& reply, FILE* out) {
   Table t({"SLOT", "GPU", "STATE", "JOB", "USER", "MEMORY", "DETAIL"});
   for (const auto& s : reply.slots()) {
@@ -409,8 +435,11 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
                   (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
       }
       if (detail.empty() && !s.job_id().empty()) {
-        detail = "a process of job " + Line(s.job_id()) + " that would not die (ltctl show " +
-                 Line(s.job_id()) + ")";
+        detail = "job " + Line(s.job_id()) + "'s process that would not die: ";
+        for (int i = 0; i < s.unkillable_size(); ++i) {
+          detail += (i > 0 ? "; " : "") + UnkillableText(s.unkillable(i));
+        }
+        if (s.unkillable().empty()) detail += "ltctl show " + Line(s.job_id());
       } else {
         if (detail.empty()) detail = "NVML cannot read it";
         detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
@@ -502,14 +531,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
     if (Hidden(j, "root_cause.message")) field("  message:", kHiddenNote);
   }
   for (const auto& u : j.unkillable()) {
-    std::string line =
-        !u.descendant() ? "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid())
-        : u.rank() >= 0
-            ? "pid " + std::to_string(u.pid()) + " (of rank " + std::to_string(u.rank()) + ")"
-            : "pid " + std::to_string(u.pid()) + " (of the job)";
-    line += " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
-    if (!u.wchan().empty()) line += " (wchan " + Line(u.wchan()) + ")";
-    line += u.has_gone_at() ? ", gone since " + Time(true, u.gone_at())
+    std::string line = UnkillableText(u);
+    line += u.has_gone_at() ? "; gone since " + Time(true, u.gone_at())
                             : "; its devices stay out of use until it is gone";
     std::fprintf(out, "unkillable: %s\n", line.c_str());
   }

@@ -208,6 +208,18 @@ std::string Describe(const UnkillableProcess& p) {
   return out;
 }
 
+std::string KernelTopFrame(std::string_view stack) {
+  // "[<0>] request_wait_answer+0x12f/0x2b0\n[<0>] ..."
+  std::string_view top = stack.substr(0, stack.find('\n'));
+  if (const size_t close = top.find("] ");
+      top.starts_with("[<") && close != std::string_view::npos) {
+    top.remove_prefix(close + 2);
+  }
+  top = top.substr(0, top.find('+'));
+  while (!top.empty() && (top.back() == ' ' || top.back() == '\t')) top.remove_suffix(1);
+  return std::string(top);
+}
+
 int NodeRankOf(const NodeSpec& nodes) {
   if (nodes.node_rank >= 0) return nodes.node_rank;
   return nodes.rdzv.empty() ? 0 : -1;

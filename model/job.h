@@ -349,6 +349,9 @@ struct UnkillableProcess {
 // "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"; a
 // descendant: "pid 4243 (of rank 1) in D state ..."
 std::string Describe(const UnkillableProcess& p);
+// The function a kernel stack (/proc/PID/stack) is in now: its top
+// frame's, without address and offset ("request_wait_answer"); "" when none.
+std::string KernelTopFrame(std::string_view stack);
 
 // errors/, the dir of TORCHELASTIC_ERROR_FILE, and its bound: a part of the
 // job's --job-max-log-bytes (store/error_dir.h).

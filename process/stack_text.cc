@@ -98,8 +98,12 @@ std::string KernelFrames(std::string_view stack) {
 }
 
 std::string KernelView(pid_t pid, std::string_view proc_root) {
+  return KernelViewOf(std::filesystem::path(proc_root) / std::to_string(pid), pid);
+}
+
+std::string KernelViewOf(const std::string& pid_dir, pid_t pid) {
   namespace fs = std::filesystem;
-  const fs::path task = fs::path(proc_root) / std::to_string(pid) / "task";
+  const fs::path task = fs::path(pid_dir) / "task";
   std::error_code ec;
   std::vector<long> tids;
   for (fs::directory_iterator it(task, ec), end; !ec && it != end; it.increment(ec)) {

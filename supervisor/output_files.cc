@@ -98,9 +98,12 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   return files;
 }
 
-absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
-  std::vector<std::pair<std::string, const char*>> paths;
-  std::vector<UserFile> files;
+namespace {
+
+// The files of `spec` whose place is known before the job has an id, each
+// with the flag that named it; an error where a pattern does not parse.
+absl::StatusOr<std::vector<std::pair<UserFile, const char*>>> CheckedFiles(const JobSpec& spec) {
+  std::vector<std::pair<UserFile, const char*>> files;
   for (auto [flag, pattern] :
        {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
     if (pattern->empty()) continue;
@@ -110,9 +113,27 @@ absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
     auto parsed = ParseOutputPattern(flag, *pattern, spec.output_patterns);
     if (!base.ok() || !parsed.ok()) return parsed.ok() ? base.status() : parsed.status();
     const bool dir_only = PatternNeedsJob(*base, !spec.name.empty());
-    const std::string path = ExpandOutputPattern(*parsed, NameOnly(spec.name));
-    paths.emplace_back(path, flag);
-    files.push_back(UserFile{path, dir_only});
+    files.emplace_back(UserFile{ExpandOutputPattern(*parsed, NameOnly(spec.name)), dir_only}, flag);
+  }
+  return files;
+}
+
+}  // namespace
+
+bool OutputFiles::NeedsCheck(const JobSpec& spec) {
+  auto files = CheckedFiles(spec);
+  // A pattern that does not parse is refused by Check, which says why.
+  return !files.ok() || !files->empty();
+}
+
+absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
+  auto checked = CheckedFiles(spec);
+  if (!checked.ok()) return checked.status();
+  std::vector<std::pair<std::string, const char*>> paths;
+  std::vector<UserFile> files;
+  for (auto& [file, flag] : *checked) {
+    paths.emplace_back(file.path, flag);
+    files.push_back(std::move(file));
   }
   if (files.empty()) return absl::OkStatus();
   UserFileFailure failure;

@@ -144,6 +144,17 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
 
 namespace {
 
+void ToProto(const UnkillableProcess& p, size_t text_limit, v1::Unkillable* u) {
+  u->set_rank(p.rank);
+  u->set_pid(p.pid);
+  u->set_descendant(p.descendant);
+  u->set_state(DisplayEscapeElided(p.state, text_limit));
+  u->set_wchan(DisplayEscapeElided(p.wchan, text_limit));
+  u->set_stack(DisplayEscapeElided(p.stack, text_limit));
+  SetTime(p.found_at, u->mutable_found_at());
+  SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
+}
+
 void ToProto(const GpuSample& s, v1::GpuUse* out) {
   out->set_gpu(DisplayEscape(s.gpu));
   out->set_memory_used_mib(s.used_mib);
@@ -174,17 +185,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_mem_bytes(s.limits.memory_bytes);
   out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
   out->set_cpu_millis(s.limits.cpu_millis);
-  for (const UnkillableProcess& p : job.unkillable) {
-    v1::Unkillable* u = out->add_unkillable();
-    u->set_rank(p.rank);
-    u->set_pid(p.pid);
-    u->set_descendant(p.descendant);
-    u->set_state(DisplayEscapeElided(p.state, limits.text));
-    u->set_wchan(DisplayEscapeElided(p.wchan, limits.text));
-    u->set_stack(DisplayEscapeElided(p.stack, limits.text));
-    SetTime(p.found_at, u->mutable_found_at());
-    SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
-  }
+  for (const UnkillableProcess& p : job.unkillable) ToProto(p, limits.text, out->add_unkillable());
   if (job.errors != ErrorsDir{}) {
     v1::ErrorsDir* e = out->mutable_errors();
     e->set_max_bytes(job.errors.max_bytes);
@@ -324,6 +325,12 @@ void ToProto(const SlotView& slot, v1::Slot* out) {
       if (h.used_mib) ph->set_memory_mib(*h.used_mib);
     }
   }
+  // Anyone sees the slots: of the kernel stack (root's to read), where
+  // it is now only, as world-readable wchan says.
+  for (UnkillableProcess p : slot.unkillable) {
+    p.stack = KernelTopFrame(p.stack);
+    ToProto(p, kListLimits.text, out->add_unkillable());
+  }
   if (slot.usage) ToProto(*slot.usage, out->mutable_usage());
 }
 
@@ -341,7 +348,8 @@ double AverageStepsPerSecond(const Rank& r) {
   return seconds > 0 ? static_cast<double>(r.last_step) / seconds : 0;
 }
 
-absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
+absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
+                                        const std::vector<ResourceLimit>& limits) {
   JobSpec spec;
   spec.devices = req.devices();
   spec.name = req.name();
@@ -391,7 +399,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
     spec.env.push_back(kv);
   }
-  // The submitter's limits, each no higher than ltd's own as it started.
+  // The submitter's limits, each no higher than the admin's for them.
   constexpr int kMaxLimits = 64;
   if (req.rlimits_size() > kMaxLimits) {
     return absl::InvalidArgumentError(
@@ -400,9 +408,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   std::vector<AskedLimit> asked;
   for (const v1::ResourceLimit& l : req.rlimits())
     asked.push_back({l.resource(), l.soft(), l.hard()});
-  auto limits = RankLimits(asked, StartLimits());
-  if (!limits.ok()) return limits.status();
-  spec.rlimits = std::move(*limits);
+  auto ranks = RankLimits(asked, limits);
+  if (!ranks.ok()) return ranks.status();
+  spec.rlimits = std::move(*ranks);
   // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
   spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
   spec.startup_timeout = Millis(req.startup_timeout_ms());

@@ -56,7 +56,10 @@ struct SlotView {
   State state = State::kFree;
   std::string job_id, user;                 // busy
   std::optional<GpuQuarantine> quarantine;  // quarantined
-  std::optional<GpuSample> usage;           // the last sample, with NVML
+  // Quarantined by a job's processes that would not die: which, where they
+  // sleep in the kernel, since when.
+  std::vector<UnkillableProcess> unkillable;
+  std::optional<GpuSample> usage;  // the last sample, with NVML
 };
 
 struct ManagerConfig {
