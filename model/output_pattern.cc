@@ -1,5 +1,6 @@
 #include "output_pattern.h"
 
+#include "bytes.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -19,7 +20,8 @@ absl::Status CheckOutputPattern(std::string_view flag, std::string_view pattern)
     const char c = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
     if (c != 'j' && c != 'r' && c != 'n' && c != '%') {
       return absl::InvalidArgumentError(
-          Cat(flag, ": '%", std::string(c == '\0' ? "" : std::string(1, c)),
+          Cat(flag, ": '%",
+              c == '\0' ? std::string() : DisplayEscape(std::string(1, c), Controls::kEscape),
               "' is no pattern; use %j (job id), %r (rank), %n (name) or %% (a %)"));
     }
     ++i;
