@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::StatusOr<std::vector<ConfigEntry>> entries = ParseConfig(text, "ltd.toml");
   if (!entries.ok()) {
     fuzz::CheckRefusal(entries.status());
-    FUZZ_CHECK(entries.status().message().starts_with("ltd.toml:"));
+    FUZZ_CHECK(std::string(entries.status().message()).starts_with("ltd.toml:"));
     return 0;
   }
   std::set<std::string> keys;
@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // As ltd reads it: from the file, into the options.
-  FUZZ_CHECK(WriteWholeFile(TempFile(), text).ok());
+  FUZZ_CHECK(fuzz::PutFile(TempFile(), text));
   CLI::App app;
   Options options;
   AddOptions(app, options);

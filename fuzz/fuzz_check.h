@@ -3,6 +3,9 @@
 // named; and a refusal a user reads is one bounded line.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +44,14 @@ inline void CheckRefusal(const absl::Status& s, size_t max = 1024) {
     std::fprintf(stderr, "refusal is not one bounded line: %s\n", ForLog(m).c_str());
     std::abort();
   }
+}
+
+// `text` as the whole of the file at `path` (made or truncated).
+inline bool PutFile(const std::string& path, std::string_view text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  return close(fd) == 0 && ok;
 }
 
 // Takes the input apart: a harness that needs several fields reads them

@@ -41,7 +41,7 @@ void Put(const std::string& name, std::string_view text, bool present) {
     unlink(path.c_str());
     return;
   }
-  FUZZ_CHECK(WriteWholeFile(path, text).ok());
+  FUZZ_CHECK(fuzz::PutFile(path, text));
 }
 
 struct Read {

@@ -57,6 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Job job;
   job.id = "1";
   job.spec = *spec;
+  // The job table keeps the ids --after's references resolve to (a
+  // reference to no job is refused there), not the bytes the client sent.
+  job.spec.after.clear();
   const nlohmann::json saved = ToJson(job);
   const std::optional<Job> read = JobFromJson(nlohmann::json::parse(saved.dump()));
   FUZZ_CHECK(read.has_value() && ToJson(*read) == saved);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <utility>
 
 #include "bytes.h"
@@ -263,6 +264,10 @@ std::optional<WallTime> ParseTime(std::string_view s) {
   }
   if (*rest != 'Z') return std::nullopt;
   const std::time_t secs = timegm(&tm);
+  // WallTime counts nanoseconds in 64 bits, about 292 years either side of
+  // 1970: a record's "5732-..." would overflow it.
+  constexpr std::time_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
+  if (secs > kMaxSeconds || secs < -kMaxSeconds) return std::nullopt;
   return WallTime(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
 }
 

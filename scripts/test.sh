@@ -8,6 +8,10 @@ scripts/install-deps.sh
 scripts/build.sh
 # Tests that need a GPU skip themselves where there is none.
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 300 -j2
+# The fuzzers, briefly: every harness on its committed corpus for 5 s
+# (about 15 harnesses: ~75 s after their sanitized build). Longer runs
+# and growing the corpus: docs/design.md, "Fuzzers".
+scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 if [[ ${CI:-} == true ]]; then
   scripts/sanitize.sh --ci
 else

@@ -35,6 +35,15 @@ TEST(Time, Rfc3339RoundTrip) {
   EXPECT_EQ(ParseTime("2026-11-30T00:55:23.456Z"), t);  // fewer digits read too
 }
 
+// Found by fuzz/job_json: a record's time past 2262 ("5732-...") was
+// turned into nanoseconds that overflow 64 bits (undefined behaviour in
+// the state dir's reader); now it is no time.
+TEST(Time, BeyondWhatWallTimeHoldsIsNoTime) {
+  EXPECT_FALSE(ParseTime("5732-01-01T00:00:00Z"));
+  EXPECT_FALSE(ParseTime("9999-12-31T23:59:59.999999Z"));
+  EXPECT_TRUE(ParseTime("2200-01-01T00:00:00Z"));
+}
+
 TEST(JobRecord, JsonRoundTripKeepsEverything) {
   Job job;
   job.id = "17";

@@ -86,5 +86,15 @@ TEST(OutputPattern, RefusesWhatIsNoPath) {
   EXPECT_NE(CheckOutputPattern("-o", "x-%\xff").message().find("'%\\xff'"), std::string::npos);
 }
 
+// Found by fuzz/output_pattern: the byte after a '%' was quoted as it
+// came, so "%\n" or "%\x1b" put a newline or a terminal's escape in the
+// refusal a user reads (and "%\xff", invalid UTF-8, in a gRPC status).
+TEST(OutputPattern, RefusalQuotesTheByteEscaped) {
+  EXPECT_EQ(CheckOutputPattern("--output", "out%\n").message(),
+            "--output: '%\\n' is no pattern; use %j (job id), %r (rank), %n (name) or %% (a %)");
+  EXPECT_EQ(CheckOutputPattern("--error", "o%\xff").message(),
+            "--error: '%\\xFF' is no pattern; use %j (job id), %r (rank), %n (name) or %% (a %)");
+}
+
 }  // namespace
 }  // namespace ltd::test

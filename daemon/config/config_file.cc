@@ -4,11 +4,18 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "bytes.h"
 #include "file_io.h"
 #include "nearest_word.h"
 
 namespace ltd {
 namespace {
+
+// A key or value as a message quotes it: one line, bounded, whatever the
+// file holds.
+std::string Quote(std::string_view text) {
+  return DisplayEscapeElided(text, 64, Controls::kEscape);
+}
 
 bool IsKeyChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -55,7 +62,7 @@ absl::StatusOr<std::string> BasicString(const std::string& s, size_t i, size_t* 
         out += '\t';
         break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", s.substr(i, 1)));
+        return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", Quote(s.substr(i, 1))));
     }
   }
   return absl::InvalidArgumentError("a string with no closing quote");
@@ -83,7 +90,7 @@ absl::StatusOr<std::string> Value(const std::string& s, size_t i) {
     const bool number = value.find_first_not_of("0123456789+-_") == std::string::npos;
     if (!number && value != "true" && value != "false") {
       return absl::InvalidArgumentError(
-          absl::StrCat("value '", value, "' is neither a number nor true/false; quote a string"));
+          absl::StrCat("value '", Quote(value), "' is neither a number nor true/false; quote a string"));
     }
     value.erase(std::remove(value.begin(), value.end(), '_'), value.end());
   }
@@ -119,10 +126,10 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfig(const std::string& text,
     std::string key = line.substr(i, key_end - i);
     i = SkipSpace(line, key_end);
     if (i == line.size() || line[i] != '=')
-      return fail(absl::StrCat("expected '=' after '", key, "'"));
+      return fail(absl::StrCat("expected '=' after '", Quote(key), "'"));
     auto value = Value(line, SkipSpace(line, i + 1));
-    if (!value.ok()) return fail(absl::StrCat(key, ": ", value.status().message()));
-    if (!seen.insert(key).second) return fail(absl::StrCat("'", key, "' is given twice"));
+    if (!value.ok()) return fail(absl::StrCat(Quote(key), ": ", value.status().message()));
+    if (!seen.insert(key).second) return fail(absl::StrCat("'", Quote(key), "' is given twice"));
     entries.push_back({std::move(key), *std::move(value), number});
   }
   return entries;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "byte_size.h"
+#include "bytes.h"
 #include "config_file.h"
 
 namespace ltd {
@@ -214,7 +215,7 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
     if (o == nullptr || !IsKey(o)) {
       const std::string near = NearestKey(e.key, known);
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown key '", e.key, "'",
+          absl::StrCat(where, ": unknown key '", DisplayEscapeElided(e.key, 64), "'",
                        near.empty() ? "; see `ltd --help` for the keys"
                                     : absl::StrCat("; did you mean '", near, "'?")));
     }
@@ -223,7 +224,9 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
       o->add_result(e.value);
       o->run_callback();
     } catch (const CLI::Error& err) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", e.key, ": ", err.what()));
+      // The option's words quote the value: one line, bounded.
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", e.key, ": ", DisplayEscapeElided(err.what(), 256, Controls::kEscape)));
     }
     sources->source[e.key] = "file " + where;
   }
