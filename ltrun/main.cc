@@ -207,6 +207,7 @@ int Run(const Options& opt) {
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
+  spec.umask = CurrentUmask();
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
@@ -383,7 +384,7 @@ int Run(const Options& opt) {
     const Job& final_job = terminal.ended() ? *terminal.ended() : runner.job();
     PrintEnd(final_job);
     exit_code = final_job.exit_code.value_or(1);
-    if (!opt.report.empty()) WriteReport(opt.report, ToJson(final_job).dump(2) + "\n");
+    if (!opt.report.empty()) WriteReport(opt.report, ToReportJson(final_job).dump(2) + "\n");
   }
   // This node's end goes to the others before it leaves the run.
   if (fence) fence->Close();

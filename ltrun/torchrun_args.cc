@@ -44,7 +44,7 @@ constexpr ArgDef kTable[] = {
     {"cpus", "", 0, ArgType::kValue, "", "N", "CPU time of the whole job, in CPUs (4, 1.5)"},
     {"env", "", 0, ArgType::kRepeated, "", "KEY=VALUE", "set for every rank (repeatable)"},
     {"output", "", 'o', ArgType::kValue, "", "PATTERN",
-     "also write every rank's output to this file: %j job id, %r rank, %n name"},
+     "also write every rank's output to this file: %j job id, %x name, %t rank, %n node, %N host, %u user"},
     {"error", "", 'e', ArgType::kValue, "", "PATTERN", "stderr to this file instead (as --output)"},
     {"report", "", 0, ArgType::kValue, "", "FILE", "write the job's final record (JSON) here"},
     {"state-dir", "", 0, ArgType::kValue, "", "DIR",
