@@ -77,7 +77,8 @@ def one(argv):
     try:
         with open(os.path.join(d, "train.py"), "w") as f:
             f.write(TRAIN)
-        env = dict(os.environ, BENCH_DIR=d, PATH="/usr/bin:/bin")
+        # TMPDIR: torchrun leaves a torchelastic_* log dir there; removed with d.
+        env = dict(os.environ, BENCH_DIR=d, PATH="/usr/bin:/bin", TMPDIR=d)
         ready = lambda: sum(n.startswith("ready-") for n in os.listdir(d)) == RANKS  # noqa: E731
         t0 = time.monotonic()
         p = subprocess.Popen(argv + ["train.py"], cwd=d, env=env, stdout=subprocess.DEVNULL,
