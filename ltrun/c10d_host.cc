@@ -75,6 +75,20 @@ std::string LocalAddressOf(const std::string& host) {
   return out;
 }
 
+std::string ResolveIpv4(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return "";
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  std::string out = inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr ? text : "";
+  freeaddrinfo(found);
+  return out;
+}
+
 bool PortFree(const std::string& ip, int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -105,6 +119,7 @@ absl::StatusOr<std::unique_ptr<PrivateEtcd>> PrivateEtcd::Start(const std::strin
                                                                 std::chrono::milliseconds timeout) {
   std::unique_ptr<PrivateEtcd> self(new PrivateEtcd);
   self->endpoint_ = Cat(ip, ":", port);
+  self->ip_ = ip;
   self->dir_ = dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -28,6 +28,9 @@ namespace ltd {
 // none (or does not resolve).
 std::string LocalAddressOf(const std::string& host);
 
+// `host`'s IPv4 address (itself when it is one), or "" when it has none.
+std::string ResolveIpv4(const std::string& host);
+
 // Whether ip:port can be bound here now (nothing listens on it).
 bool PortFree(const std::string& ip, int port);
 
@@ -51,11 +54,14 @@ class PrivateEtcd {
   void WaitForOthers(const std::string& run_id, std::chrono::milliseconds timeout);
   // SIGTERM, then SIGKILL after 5 s; reaps it and removes its data.
   void Stop();
+  // The address it is bound to: this node's address for the others.
+  const std::string& ip() const { return ip_; }
 
  private:
   PrivateEtcd() = default;
   pid_t pid_ = 0;
   std::string endpoint_;
+  std::string ip_;
   std::string dir_;
 };
 

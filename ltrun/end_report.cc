@@ -84,7 +84,7 @@ void PrintEnd(const Job& job) {
   if (const RootCause* c = job.root_cause ? &*job.root_cause : nullptr; c && c->rank >= 0) {
     const std::string who =
         c->node >= 0 ? Cat("node ", c->node, " rank ", c->rank) : Cat("rank ", c->rank);
-    if (why.find(who) == std::string::npos) why = why.empty() ? who : Cat(who, ": ", why);
+    if (why.find("rank ") == std::string::npos) why = why.empty() ? who : Cat(who, ": ", why);
   }
   // On one node of several, which node, and the failed rank's global RANK.
   std::string where;

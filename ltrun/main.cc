@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -277,8 +278,10 @@ int Run(const Options& opt) {
   std::unique_ptr<PrivateEtcd> c10d;
   if (!opt.c10d_endpoint.empty()) c10d = OrDie(HostC10d(opt, Cat(dir, "/c10d-etcd")));
   if (!job.spec.nodes.rdzv.empty()) {
+    // The host of a c10d run is known to the others by the endpoint's address.
+    const std::string here = c10d ? c10d->ip() : opt.local_addr;
     auto joined = rdzv::JoinRun(
-        job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); }, opt.local_addr);
+        job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); }, here);
     if (!joined.ok()) Die(std::string(joined.status().message()));
     fence = std::move(*joined);
     spdlog::info("run {}: node {} of {}, master {}:{}", job.spec.nodes.run_id,
@@ -289,8 +292,12 @@ int Run(const Options& opt) {
   // A stop signal that comes while ltrun starts waits for the loop.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
-  const std::vector<int> stops =
-      opt.stop_signals.empty() ? std::vector<int>{SIGINT, SIGTERM, SIGHUP} : opt.stop_signals;
+  // torchrun's --signals-to-handle adds to these: a Ctrl-C that killed
+  // ltrun outright would leave the ranks running.
+  std::vector<int> stops = {SIGINT, SIGTERM, SIGHUP};
+  for (int s : opt.stop_signals) {
+    if (std::find(stops.begin(), stops.end(), s) == stops.end()) stops.push_back(s);
+  }
   for (int s : stops) sigaddset(&stop_signals, s);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
@@ -330,6 +337,19 @@ int Run(const Options& opt) {
     Terminal terminal(loop, opt);
     JobRunner runner(clock, launcher, *store, &sampler, config, job, terminal);
     if (fence) runner.SetFence(fence.get());
+    // A c10d run's guest: the host's death takes the rendezvous with it.
+    std::unique_ptr<C10dHostWatch> host_watch;
+    if (fence && !opt.c10d_endpoint.empty() && !c10d) {
+      const std::string rdzv = job.spec.nodes.rdzv.substr(std::string_view("etcd://").size());
+      const std::string host_ip =
+          ResolveIpv4(opt.c10d_endpoint.substr(0, opt.c10d_endpoint.rfind(':')));
+      const int host_node = C10dHostNode(rdzv, job.spec.nodes.run_id, host_ip);
+      if (host_node >= 0) {
+        host_watch = std::make_unique<C10dHostWatch>(
+            runner, [&runner] { return runner.job().restart_count; }, host_node, rdzv);
+        fence->SetEvents(host_watch.get());
+      }
+    }
 
     struct Stop {
       JobRunner* runner;

@@ -123,7 +123,7 @@ constexpr ArgDef kTable[] = {
     {"logs-specs", "", 0, ArgType::kValue, "", "NAME", "torchrun's; no effect"},
     {"numa-binding", "", 0, ArgType::kValue, "", "MODE", "torchrun's; no effect"},
     {"signals-to-handle", "", 0, ArgType::kValue, "PET_SIGNALS_TO_HANDLE", "SIG,...",
-     "torchrun's: the signals that tear the job down (default SIGINT,SIGTERM,SIGHUP)"},
+     "torchrun's: more signals that tear the job down (SIGINT, SIGTERM, SIGHUP always do)"},
     {"shutdown-timeout", "", 0, ArgType::kValue, "PET_SHUTDOWN_TIMEOUT", "SECONDS",
      "torchrun's: --grace in seconds"},
     {"virtual-local-rank", "", 0, ArgType::kFlag, "PET_VIRTUAL_LOCAL_RANK", "",

@@ -65,6 +65,8 @@ struct LaunchArgs {
   std::string log_level = "error";
   bool auto_heartbeat = true;
   bool slurm = true;
+  // Tear the job down when ltrun's parent dies (a notebook kernel that
+  // crashed or was shut down), as a SIGTERM to ltrun would.
   bool die_with_parent = false;
   bool help = false, version = false, check_args = false;
   // The run's nodes; unset comes from Slurm's variables, else one node.
@@ -82,7 +84,7 @@ struct LaunchArgs {
   std::string log_dir;
   StdStreams redirects, tee;
   std::set<int> local_ranks_filter;  // ranks shown on the console; empty: all
-  std::vector<int> stop_signals;     // tear the job down on these; empty: INT, TERM, HUP
+  std::vector<int> stop_signals;     // tear the job down on these too (INT, TERM, HUP always)
   // Options given that change nothing under ltrun, as the user spelled them.
   std::vector<std::string> no_effect;
   std::vector<std::string> command;  // what each rank runs

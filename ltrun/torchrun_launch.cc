@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "bytes.h"
+#include "etcd_client.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -122,6 +124,48 @@ absl::StatusOr<std::unique_ptr<PrivateEtcd>> HostC10d(const LaunchArgs& opt,
             "etcd-server); or run an etcd and give --rdzv-backend etcd"));
   }
   return PrivateEtcd::Start(etcd, ip, port, dir, std::chrono::seconds(15));
+}
+
+int C10dHostNode(const std::string& endpoint, const std::string& run_id,
+                 const std::string& host_ip) {
+  auto c = etcd::Client::Connect(endpoint, std::chrono::seconds(5));
+  if (!c.ok()) return -1;
+  (*c)->set_call_timeout(std::chrono::seconds(5));
+  const std::string prefix = Cat("/ltd/runs/", run_id, "/nodes/");
+  auto nodes = (*c)->GetPrefix(prefix);
+  if (!nodes.ok()) return -1;
+  for (const etcd::KeyValue& kv : nodes->kvs) {
+    const nlohmann::json j = nlohmann::json::parse(kv.value, nullptr, false);
+    if (!j.is_object() || !j.contains("host") || !j["host"].is_string()) continue;
+    if (j["host"].get<std::string>() != host_ip) continue;
+    const std::string rank = kv.key.substr(std::min(kv.key.size(), prefix.size()));
+    if (rank.empty() || rank.size() > 6 ||
+        rank.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    return std::stoi(rank);
+  }
+  return -1;
+}
+
+void C10dHostWatch::OnFenceNotice(std::string line) {
+  const bool etcd_gone = line.starts_with("etcd at ") || line.starts_with("this node's etcd lease");
+  runner_.OnFenceNotice(std::move(line));
+  if (!etcd_gone || told_) return;
+  told_ = true;
+  RootCause cause;
+  cause.node = host_node_;
+  cause.reason = CauseReason::kSupervisorLost;
+  cause.exit_code = 1;
+  cause.at = std::chrono::system_clock::now();
+  cause.message = Cat("node ", host_node_, ", which hosted the run's c10d rendezvous at ",
+                      endpoint_, ", is gone: the rendezvous went with it");
+  NodeReport gone;
+  gone.node = host_node_;
+  gone.kind = Evidence::kNodeGone;
+  gone.cause = cause;
+  const int attempt = attempt_();
+  runner_.OnRunCause(attempt, cause);
+  runner_.OnRunVerdict(attempt, gone, "", {gone});
 }
 
 }  // namespace ltd

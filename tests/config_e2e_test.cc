@@ -173,7 +173,7 @@ TEST(CommandLines, RefusedCommandLinesAreSaidInTheToolsOwnWords) {
       {{LtctlPath(), "--socket", none, "submit", "--devices", "1", "--devices", "2", "/bin/true"},
        "ltctl: --devices is given more than once; give it once; see `ltctl --help`\n"},
       {{LtrunPath(), "--devices", "x", "--", "/bin/true"},
-       "ltrun: --devices does not take 'x'; see `ltrun --help`\n"},
+       "ltrun: --devices does not take 'x'; give a number, gpu, cpu or auto; see `ltrun --help`\n"},
       {{LtctlPath(), "--socket", none, "submit", "--devices", "x", "/bin/true"},
        "ltctl: --devices does not take 'x'; see `ltctl --help`\n"},
       {{LtrunPath(), "--devices"}, "ltrun: --devices needs a value; see `ltrun --help`\n"},

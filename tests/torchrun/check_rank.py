@@ -20,6 +20,8 @@ record = {
                      "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
             or k.startswith("TORCHELASTIC_")},
     "argv": sys.argv[1:],
+    "pid": os.getpid(),
+    "ns": os.environ.get("LT_CHECK_NS", ""),
     "orig_argv": getattr(sys, "orig_argv", []),
     "unbuffered": bool(getattr(sys.stdout, "write_through", False)),
     "module": __name__ == "__main__" and __spec__ is not None and __spec__.name or "",
