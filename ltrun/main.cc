@@ -43,6 +43,7 @@
 #include "output_pattern.h"
 #include "ports.h"
 #include "rank_console.h"
+#include "record_auth.h"
 #include "resource_limits.h"
 #include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -85,6 +86,8 @@ struct Options {
   std::optional<int> nnodes, node_rank, master_port;
   std::optional<std::string> master_addr, run_id;
   std::string rdzv, rdzv_timeout = "10m", rdzv_lease = "5s";
+  std::string rdzv_auth = "auto", munge_socket = rdzv::kDefaultMungeSocket;
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
   bool slurm = true;
   // Tear the job down when ltrun's parent dies (a notebook kernel that
   // crashed or was shut down), as a SIGTERM to ltrun would.
@@ -228,6 +231,19 @@ int Run(const Options& opt) {
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
   spec.nodes.rdzv_lease = OrDie(DurationFlag("--rdzv-lease", opt.rdzv_lease));
+  if (auto s = rdzv::CheckRdzvAuth(opt.rdzv_auth); !s.ok()) Die(std::string(s.message()));
+  if (opt.munge_socket.empty() || opt.munge_socket.front() != '/') {
+    Die(Cat("--munge-socket '", opt.munge_socket,
+            "' is not an absolute path; give munged's socket"));
+  }
+  if (!spec.nodes.rdzv.empty()) {
+    spec.nodes.rdzv_auth = rdzv::ResolveRdzvAuth(opt.rdzv_auth, opt.munge_socket);
+    spec.nodes.munge_socket = opt.munge_socket;
+    spec.nodes.etcd_ca = opt.etcd_ca;
+    spec.nodes.etcd_cert = opt.etcd_cert;
+    spec.nodes.etcd_key = opt.etcd_key;
+    spec.nodes.etcd_auth_file = opt.etcd_auth_file;
+  }
   if (!opt.mem.empty())
     spec.limits.memory_bytes =
         OrDie(ByteSizeFlag("--mem", opt.mem, kMinJobMemory, kMinJobMemoryText));
@@ -457,6 +473,17 @@ int main(int argc, char** argv) {
   app.add_option("--rdzv-lease", opt.rdzv_lease,
                  "a node that dies is known gone this long after (etcd lease TTL)")
       ->capture_default_str();
+  app.add_option("--rdzv-auth", opt.rdzv_auth,
+                 "munge: every record in etcd a MUNGE credential, and only yours believed; "
+                 "none; auto: munge where --munge-socket exists")
+      ->capture_default_str();
+  app.add_option("--munge-socket", opt.munge_socket, "munged's socket, for --rdzv-auth munge")
+      ->capture_default_str();
+  app.add_option("--etcd-ca", opt.etcd_ca, "etcds://: the CA of etcd's certificate (PEM)");
+  app.add_option("--etcd-cert", opt.etcd_cert, "etcds://: a client certificate (PEM)");
+  app.add_option("--etcd-key", opt.etcd_key, "its private key (PEM, yours, mode 0600)");
+  app.add_option("--etcd-auth-file", opt.etcd_auth_file,
+                 "USER:PASSWORD of your etcd user (yours, mode 0600)");
   app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
       ->capture_default_str();
   app.add_flag("--die-with-parent", opt.die_with_parent,
