@@ -26,6 +26,7 @@ struct SubmitArgs {
   std::string master_addr, run_id, rdzv, rdzv_timeout, rdzv_lease, rdzv_auth;
   int master_port = 0;
   std::vector<std::string> after;
+  std::string dependency;     // --dependency, as typed (ltd parses it)
   std::string output, error;  // --output, --error patterns
   std::string mem, mem_per_rank, cpus;
   std::string warn_signal;  // --signal SIG@DUR

@@ -13,13 +13,16 @@
 namespace ltd {
 namespace {
 
-constexpr std::array<std::pair<JobState, std::string_view>, 6> kJobStates = {{
+constexpr std::array<std::pair<JobState, std::string_view>, 9> kJobStates = {{
     {JobState::kPending, "PENDING"},
     {JobState::kRunning, "RUNNING"},
     {JobState::kSucceeded, "SUCCEEDED"},
     {JobState::kFailed, "FAILED"},
     {JobState::kCancelled, "CANCELLED"},
     {JobState::kLost, "LOST"},
+    {JobState::kTimeout, "TIMEOUT"},
+    {JobState::kOutOfMemory, "OUT_OF_MEMORY"},
+    {JobState::kNodeFail, "NODE_FAIL"},
 }};
 
 constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
@@ -96,6 +99,38 @@ std::optional<StackStatus> ParseStackStatus(std::string_view s) {
 
 bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
 
+JobState EndStateFor(const RootCause& cause) {
+  switch (cause.reason) {
+    case CauseReason::kTimeLimit:
+      return JobState::kTimeout;
+    case CauseReason::kOom:
+      return JobState::kOutOfMemory;
+    case CauseReason::kCancelled:
+    case CauseReason::kDependencyFailed:
+      return JobState::kCancelled;
+    case CauseReason::kDaemonLost:
+    case CauseReason::kSupervisorLost:
+      return JobState::kLost;
+    case CauseReason::kRemoteFailure: {
+      if (!cause.remote_reason || *cause.remote_reason == CauseReason::kRemoteFailure) break;
+      if (*cause.remote_reason == CauseReason::kSupervisorLost ||
+          *cause.remote_reason == CauseReason::kDaemonLost) {
+        return JobState::kNodeFail;
+      }
+      RootCause remote;
+      remote.reason = *cause.remote_reason;
+      return EndStateFor(remote);
+    }
+    case CauseReason::kExited:
+    case CauseReason::kSignaled:
+    case CauseReason::kHang:
+    case CauseReason::kStartupTimeout:
+    case CauseReason::kSpawnFailed:
+      break;
+  }
+  return JobState::kFailed;
+}
+
 RankBeat BeatOf(const Rank& rank) {
   return RankBeat{rank.rank, rank.last_step, rank.last_heartbeat_at, rank.steps_per_second};
 }
@@ -171,6 +206,18 @@ std::string Describe(const UnkillableProcess& p) {
   out += Cat(" in ", p.state.empty() ? "?" : p.state, " state");
   if (!p.wchan.empty()) out += Cat(" (wchan ", p.wchan, ")");
   return out;
+}
+
+std::string KernelTopFrame(std::string_view stack) {
+  // "[<0>] request_wait_answer+0x12f/0x2b0\n[<0>] ..."
+  std::string_view top = stack.substr(0, stack.find('\n'));
+  if (const size_t close = top.find("] ");
+      top.starts_with("[<") && close != std::string_view::npos) {
+    top.remove_prefix(close + 2);
+  }
+  top = top.substr(0, top.find('+'));
+  while (!top.empty() && (top.back() == ' ' || top.back() == '\t')) top.remove_suffix(1);
+  return std::string(top);
 }
 
 int NodeRankOf(const NodeSpec& nodes) {

@@ -1,5 +1,6 @@
 // The job record's JSON (job.h: ToJson, JobFromJson), as the state dir
 // keeps it and `--json` prints it; what another release wrote reads back.
+#include <cctype>
 #include <utility>
 
 #include "bytes.h"
@@ -71,6 +72,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.message = BytesField(j, "message").value_or("");
   c.deadline_at = TimeField(j, "deadline_at");
   c.cancelled_by = BytesField(j, "cancelled_by").value_or("");
+  if (auto r = Field<std::string>(j, "remote_reason")) c.remote_reason = ParseCauseReason(*r);
   return c;
 }
 
@@ -88,6 +90,7 @@ nlohmann::json ToJson(const RootCause& c) {
   };
   if (c.deadline_at) out["deadline_at"] = FormatTime(*c.deadline_at);
   if (!c.cancelled_by.empty()) out["cancelled_by"] = BytesToJson(c.cancelled_by);
+  if (c.remote_reason) out["remote_reason"] = ToString(*c.remote_reason);
   return out;
 }
 
@@ -197,8 +200,13 @@ nlohmann::json ToJson(const Job& job) {
       {"warn_signal_before_ms", s.warn_signal.before.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
+      {"after_any", s.after_any},
+      {"after_notok", s.after_notok},
+      {"singleton", s.singleton},
       {"output", BytesToJson(s.output)},
       {"error", BytesToJson(s.error)},
+      {"output_patterns", s.output_patterns},
+      {"umask", s.umask},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -265,6 +273,14 @@ nlohmann::json ToJson(const Job& job) {
   return out;
 }
 
+nlohmann::json ToReportJson(const Job& job) {
+  nlohmann::json out = ToJson(job);
+  std::string mode(ToString(job.heartbeat_mode));
+  for (char& c : mode) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  out["heartbeat_mode"] = mode;
+  return out;
+}
+
 std::optional<Job> JobFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   auto id = Field<std::string>(j, "id");
@@ -324,8 +340,18 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     }
   }
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
+  s.after_any =
+      Field<std::vector<std::string>>(j, "after_any").value_or(std::vector<std::string>{});
+  s.after_notok =
+      Field<std::vector<std::string>>(j, "after_notok").value_or(std::vector<std::string>{});
+  s.singleton = Field<bool>(j, "singleton").value_or(false);
   s.output = BytesField(j, "output").value_or("");
   s.error = BytesField(j, "error").value_or("");
+  // A record without it is of a release whose %n was the job's name.
+  s.output_patterns = Field<int>(j, "output_patterns").value_or(kLegacyPatterns) >= kSbatchPatterns
+                          ? kSbatchPatterns
+                          : kLegacyPatterns;
+  s.umask = Field<mode_t>(j, "umask").value_or(kDefaultJobUmask) & 0777;
   s.submit_token = BytesField(j, "submit_token").value_or("");
   if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
   s.label = BytesField(j, "label").value_or("");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bytes.h"
+#include "fence_values.h"
 #include "run_hang.h"
 #include "run_verdict.h"
 #include "spdlog/spdlog.h"
@@ -11,27 +12,6 @@
 
 namespace ltd::rdzv {
 namespace {
-
-// The number after `head` in `key` ("nodes/3" -> 3), or -1.
-int NumberAfter(const std::string& key, const std::string& head) {
-  if (key.rfind(head, 0) != 0 || key.size() == head.size() || key.size() - head.size() > 6) {
-    return -1;
-  }
-  const std::string rest = key.substr(head.size());
-  if (rest.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoi(rest);
-}
-
-// A root cause as the job record writes it, read by the record's own reader.
-// Another node's words, bounded: a cause travels into this job's record.
-std::optional<RootCause> ParseCause(const nlohmann::json& j) {
-  if (!j.is_object()) return std::nullopt;
-  auto job = JobFromJson(nlohmann::json{{"id", "0"}, {"state", "FAILED"}, {"root_cause", j}});
-  if (!job || !job->root_cause) return std::nullopt;
-  RootCause cause = std::move(*job->root_cause);
-  if (cause.message.size() > 4096) cause.message.resize(4096);
-  return cause;
-}
 
 // A host another node gave, as this node shows it.
 std::string HostOf(const nlohmann::json& j, std::string otherwise) {
@@ -431,52 +411,20 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       }
       nodes_changed = true;
     } else if (int r = NumberAfter(rest, "status/"); r >= 0 && r < nnodes && !e.deleted) {
-      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-      if (!j.is_object()) continue;
-      NodeStatus& n = nodes_[r];
+      NodeStatus n = nodes_.contains(r) ? nodes_[r] : NodeStatus{};
+      if (!ApplyStatus(e.kv.value, n)) continue;
       n.node_rank = r;
-      const std::string state = JsonText(j, "state", 32);
-      n.state = ParseJobState(state) ? state : "";
-      n.host = HostOf(j, n.host);
-      n.root_cause.reset();
-      if (j.contains("root_cause") && j["root_cause"].is_object()) {
-        n.root_cause = ParseCause(j["root_cause"]);
-      }
+      nodes_[r] = std::move(n);
       nodes_changed = true;
-    } else if (rest.rfind("attempts/", 0) == 0 && !e.deleted) {
-      // attempts/<k>/report/<r>, attempts/<k>/gone/<r>, attempts/<k>/verdict
-      const size_t slash = rest.find('/', 9);
-      if (slash == std::string::npos) continue;
-      const int attempt = NumberAfter(rest.substr(0, slash), "attempts/");
-      const std::string what = rest.substr(slash);
-      const int reporter = std::max(NumberAfter(what, "/report/"), NumberAfter(what, "/gone/"));
-      if (attempt < 0 || (what != "/verdict" && (reporter < 0 || reporter >= nnodes))) continue;
-      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-      if (!j.is_object()) continue;
-      NodeReport report;
-      std::optional<RootCause> cause = ParseCause(j.contains("cause") ? j["cause"] : j);
-      std::optional<Evidence> kind = ParseEvidence(JsonText(j, "kind", 32));
-      if (!cause || !kind) continue;
-      report.cause = std::move(*cause);
-      report.kind = *kind;
-      report.what = JsonText(j, "what");
-      report.order = e.kv.create_revision;
-      if (what == "/verdict") {
-        report.node = static_cast<int>(JsonInt(j, "node").value_or(-1));
-        if (report.node < 0 || report.node >= nnodes) continue;
-        report.cause.node = report.node;
-        OnVerdict(attempt, std::move(report), JsonText(j, "note"));
-        continue;
+    } else if (!e.deleted) {
+      std::optional<AttemptValue> v =
+          ParseAttempt(rest, e.kv.value, e.kv.create_revision, nnodes, rdzv_->config().devices);
+      if (!v) continue;
+      if (v->verdict) {
+        OnVerdict(v->attempt, std::move(v->report), std::move(v->note));
+      } else {
+        OnReport(v->attempt, std::move(v->report), v->gone);
       }
-      // The key says whose it is; a value cannot speak for another node.
-      report.node = reporter;
-      report.cause.node = reporter;
-      if (what.rfind("/gone/", 0) == 0) {
-        report.kind = Evidence::kNodeGone;
-      } else if (auto h = j.find("hang"); h != j.end()) {
-        report.hang = NodeHangFromJson(*h, reporter, nnodes, rdzv_->config().devices);
-      }
-      OnReport(attempt, std::move(report), what.rfind("/gone/", 0) == 0);
     }
   }
   if (nodes_changed) {

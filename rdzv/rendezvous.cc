@@ -29,35 +29,8 @@ Millis Left(Clock::time_point deadline) {
   return std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
 }
 
-struct Member {
-  int rank = -1;
-  std::string host;
-  int nnodes = 0;
-  int devices = 0;
-  int fence = 1;
-};
-
 bool IsMember(const std::string& prefix, const etcd::KeyValue& kv) {
   return kv.key.rfind(prefix + "nodes/", 0) == 0;
-}
-
-// `value`: what the key holds, once its credential is checked.
-std::optional<Member> ParseMember(const std::string& prefix, const etcd::KeyValue& kv,
-                                  const std::string& value) {
-  const std::string head = prefix + "nodes/";
-  if (kv.key.rfind(head, 0) != 0) return std::nullopt;
-  Member m;
-  try {
-    m.rank = std::stoi(kv.key.substr(head.size()));
-    auto j = nlohmann::json::parse(value);
-    m.host = JsonText(j, "host");
-    m.nnodes = static_cast<int>(JsonInt(j, "nnodes").value_or(0));
-    m.devices = static_cast<int>(JsonInt(j, "devices").value_or(0));
-    m.fence = static_cast<int>(JsonInt(j, "fence").value_or(1));
-  } catch (const std::exception&) {
-    return std::nullopt;  // not ours: ignored
-  }
-  return m;
 }
 
 }  // namespace
@@ -79,20 +52,6 @@ absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls) {
                                       "' has no port; give etcd://HOST:PORT (etcd's is 2379)");
   }
   return endpoint;
-}
-
-std::string JsonText(const nlohmann::json& j, const char* key, size_t max) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return "";
-  return DisplayEscapeElided(it->get_ref<const std::string&>(), max, Controls::kEscape);
-}
-
-std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
 }
 
 absl::Status CheckRunId(const std::string& run_id) {
@@ -209,7 +168,7 @@ absl::Status Rendezvous::ClaimRank() {
     if (!ok.ok()) return ok.status();
     if (!*ok) {
       const std::optional<std::string> value = Open(existing);
-      auto m = value ? ParseMember(prefix_, existing, *value) : std::nullopt;
+      auto m = value ? ParseMember(prefix_, existing.key, *value, config_.nnodes) : std::nullopt;
       return absl::AlreadyExistsError(
           "node rank " + std::to_string(config_.node_rank) + " of run " + config_.run_id +
           " is already taken" + (m && !m->host.empty() ? " by host " + m->host : "") +
@@ -257,7 +216,9 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
         master = nlohmann::json::parse(*value, nullptr, false);
         continue;
       }
-      auto m = ParseMember(prefix_, kv, *value);
+      // A key of no node of this run (nodes/-1, nodes/7 of 2 nodes) is
+      // nobody's: it must not complete the rendezvous.
+      auto m = ParseMember(prefix_, kv.key, *value, config_.nnodes);
       if (!m) continue;
       joined.insert(m->rank);
       if (m->nnodes != config_.nnodes) {
@@ -293,20 +254,16 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
     }
     if (master && master->is_object() && static_cast<int>(joined.size()) >= config_.nnodes) {
       // Node 0's word becomes every rank's MASTER_ADDR and MASTER_PORT.
-      const std::string addr = JsonText(*master, "addr");
-      const int64_t port = JsonInt(*master, "port").value_or(0);
-      if (addr.empty() || addr.size() > 253 ||
-          addr.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                 "0123456789.-_:[]") != std::string::npos ||
-          port < 1 || port > 65535) {
+      const std::optional<Master> m = ParseMaster(*master);
+      if (!m) {
         return absl::FailedPreconditionError(
             "run " + config_.run_id + "'s master in etcd (" +
             DisplayEscapeElided(master->dump(), 128, Controls::kEscape) +
             ") is not a host and port; start the run again "
             "with a new --run-id");
       }
-      agreement_.master_addr = addr;
-      agreement_.master_port = static_cast<int>(port);
+      agreement_.master_addr = m->addr;
+      agreement_.master_port = m->port;
       agreement_.revision = all->revision;
       return absl::OkStatus();
     }

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "etcd_client.h"
 #include "record_auth.h"
+#include "run_keys.h"
 
 namespace ltd::rdzv {
 
@@ -76,13 +77,6 @@ struct Agreement {
 absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls = nullptr);
 // A run id must be a key segment: letters, digits, '.', '_', '-'.
 absl::Status CheckRunId(const std::string& run_id);
-
-// A field of what another node wrote under the run's prefix. Anyone who
-// can reach etcd can write there, so it is hostile: a value of another
-// type is absent, never a throw, and text is bounded and escaped for
-// display (one line, at most `max` bytes of it).
-std::string JsonText(const nlohmann::json& j, const char* key, size_t max = 256);
-std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key);
 
 class Rendezvous {
  public:

@@ -27,6 +27,12 @@ packages=(
   # their test, Debian 12 and 13 roots booted with systemd-nspawn
   # (tests/package/package_test.sh).
   go-md2man dpkg-dev lintian debootstrap systemd-container
+  # The GPU check kit (scripts/gpu-kit.sh): its programs find their
+  # bundled shared libraries through an $ORIGIN RUNPATH.
+  patchelf
+  # The sanitized build (scripts/sanitize.sh) and the fuzzers
+  # (scripts/fuzz.sh): clang, libFuzzer and the sanitizers' runtimes.
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()

@@ -199,6 +199,10 @@ class JobRunner final : public RunFenceEvents {
   }
   // Saves the record and tells the events.
   void Persist();
+  // ltd's words for the job's users ("ltd: " + `text`) that its log keeps
+  // too, where they happened: `logs` shows them between the ranks' lines,
+  // and an attach hears them once.
+  void LogNotice(std::string_view text);
 
   Clock& clock_;
   ProcessLauncher& launcher_;

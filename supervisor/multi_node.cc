@@ -70,6 +70,8 @@ RootCause JobRunner::RemoteCause(const RootCause& remote) const {
   cause.node = remote.node;
   cause.rank = remote.rank;
   cause.reason = CauseReason::kRemoteFailure;
+  cause.remote_reason =
+      remote.reason == CauseReason::kRemoteFailure ? remote.remote_reason : remote.reason;
   cause.exit_code = ExitCodeFor(remote);
   cause.at = remote.at;
   const std::string global =

@@ -166,6 +166,8 @@ TEST(CommandLines, RefusedCommandLinesAreSaidInTheToolsOwnWords) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{LtdPath(), "--devices", "1", "--devices", "2"},
        "ltd: --devices is given more than once; give it once; see `ltd --help`\n"},
+      {{LtdPath(), "--max-tiem", "1h"},
+       "ltd: unknown option --max-tiem (did you mean '--max-time'?); see `ltd --help`\n"},
       {{LtrunPath(), "--devices", "1", "--devices", "2", "--", "/bin/true"},
        "ltrun: --devices is given more than once; give it once; see `ltrun --help`\n"},
       {{LtctlPath(), "--socket", none, "submit", "--devices", "1", "--devices", "2", "/bin/true"},

@@ -246,5 +246,56 @@ TEST(ApplyRecord, ASupervisorsRecordLeavesWhatLtdKeepsBesideIt) {
   EXPECT_EQ(held.spec.argv, std::vector<std::string>{"/bin/true"});
 }
 
+// sbatch's end states: each cause's, a remote failure as its node's, and
+// old records read as written.
+TEST(EndState, SbatchNamesEachEnd) {
+  auto end = [](CauseReason r, std::optional<CauseReason> remote = std::nullopt) {
+    RootCause cause;
+    cause.reason = r;
+    cause.remote_reason = remote;
+    return EndStateFor(cause);
+  };
+  EXPECT_EQ(end(CauseReason::kTimeLimit), JobState::kTimeout);
+  EXPECT_EQ(end(CauseReason::kOom), JobState::kOutOfMemory);
+  EXPECT_EQ(end(CauseReason::kCancelled), JobState::kCancelled);
+  EXPECT_EQ(end(CauseReason::kDependencyFailed), JobState::kCancelled);
+  EXPECT_EQ(end(CauseReason::kSupervisorLost), JobState::kLost);
+  EXPECT_EQ(end(CauseReason::kExited), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kHang), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kSupervisorLost), JobState::kNodeFail);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kTimeLimit), JobState::kTimeout);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kExited), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure), JobState::kFailed) << "a record before";
+
+  for (JobState s : {JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail}) {
+    EXPECT_TRUE(IsFinal(s));
+    EXPECT_EQ(ParseJobState(ToString(s)), s);
+  }
+  EXPECT_EQ(ToString(JobState::kOutOfMemory), "OUT_OF_MEMORY");
+  EXPECT_EQ(ToString(JobState::kNodeFail), "NODE_FAIL");
+  Job job;
+  job.id = "3";
+  job.state = JobState::kFailed;  // a job past its --time, as a release before wrote it
+  job.root_cause = RootCause();
+  job.root_cause->reason = CauseReason::kTimeLimit;
+  EXPECT_EQ(JobFromJson(ToJson(job))->state, JobState::kFailed);
+  job.root_cause->reason = CauseReason::kRemoteFailure;
+  job.root_cause->remote_reason = CauseReason::kSupervisorLost;
+  EXPECT_EQ(JobFromJson(ToJson(job))->root_cause->remote_reason, CauseReason::kSupervisorLost);
+}
+
+// One spelling of enum values in every JSON: ltrun --report's spells
+// heartbeat_mode as show --json does; the record keeps the spelling the
+// releases before read.
+TEST(RecordJson, TheReportSpellsEnumsAsTheApisJson) {
+  Job job;
+  job.id = "4";
+  job.heartbeat_mode = HeartbeatMode::kAutomatic;
+  EXPECT_EQ(ToReportJson(job)["heartbeat_mode"], "AUTOMATIC");
+  EXPECT_EQ(ToJson(job)["heartbeat_mode"], "automatic");
+  job.state = JobState::kTimeout;
+  EXPECT_EQ(ToReportJson(job)["state"], "TIMEOUT");
+}
+
 }  // namespace
 }  // namespace ltd

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "file_io.h"
+#include "nearest_word.h"
 
 namespace ltd {
 namespace {
@@ -90,21 +91,6 @@ absl::StatusOr<std::string> Value(const std::string& s, size_t i) {
   return value;
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<ConfigEntry>> ParseConfig(const std::string& text,
@@ -149,19 +135,7 @@ absl::StatusOr<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path)
 }
 
 std::string NearestKey(const std::string& key, const std::vector<std::string>& known) {
-  std::string dashed = key;
-  std::replace(dashed.begin(), dashed.end(), '_', '-');
-  std::string best;
-  size_t best_distance = std::string::npos;
-  for (const std::string& k : known) {
-    const size_t d = EditDistance(dashed, k);
-    if (d < best_distance) {
-      best_distance = d;
-      best = k;
-    }
-  }
-  // A third of the key's letters wrong is another word, not a typo.
-  return best_distance <= std::max<size_t>(2, dashed.size() / 3) ? best : "";
+  return NearestWord(key, known);
 }
 
 }  // namespace ltd

@@ -56,7 +56,10 @@ struct SlotView {
   State state = State::kFree;
   std::string job_id, user;                 // busy
   std::optional<GpuQuarantine> quarantine;  // quarantined
-  std::optional<GpuSample> usage;           // the last sample, with NVML
+  // Quarantined by a job's processes that would not die: which, where they
+  // sleep in the kernel, since when.
+  std::vector<UnkillableProcess> unkillable;
+  std::optional<GpuSample> usage;  // the last sample, with NVML
 };
 
 struct ManagerConfig {
@@ -245,10 +248,10 @@ class JobManager {
   void UnkillableGone(const std::string& id, const std::vector<int>& slots);
   // Tells every JobEvents that `job` went from `from` to its state now.
   void StateChanged(const Job& job, JobState from);
-  // --after (job_dependencies.cc): resolves a submit's refs to the ids of
-  // jobs still to succeed; waits, queues or cancels jobs as those end.
-  absl::StatusOr<std::set<std::string>> ResolveAfter(const JobSpec& spec,
-                                                     std::vector<std::string>* ids) const;
+  // --after, --dependency (job_dependencies.cc): resolves a submit's refs
+  // to ids (in `spec`'s lists, singleton's added) and returns those of
+  // jobs still to end; waits, queues or cancels jobs as those end.
+  absl::StatusOr<std::map<std::string, DependencyKind>> ResolveAfter(JobSpec& spec) const;
   // A PENDING job (new or recovered): waits for its --after jobs, is
   // queued for devices, or is cancelled when one of them failed.
   void WaitOrQueue(Job& job, uint64_t seq);

@@ -39,10 +39,8 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
-  std::vector<std::string> after_ids;
-  auto unmet = ResolveAfter(spec, &after_ids);
+  auto unmet = ResolveAfter(spec);
   if (!unmet.ok()) return unmet.status();
-  spec.after = std::move(after_ids);
   // Ids are reserved on disk 64 at a time: a submit costs no synced write
   // of next-id but once in 64.
   auto taken = store_.TakeId(next_id_, /*reserve=*/64);
@@ -77,7 +75,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (unmet->empty()) {
     scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
   } else {
-    deps_.Add(id, ref.spec.uid, *unmet);
+    deps_.AddKinds(id, ref.spec.uid, *unmet);
   }
   Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();

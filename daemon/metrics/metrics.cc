@@ -18,8 +18,9 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-constexpr JobState kStates[] = {JobState::kPending, JobState::kRunning,   JobState::kSucceeded,
-                                JobState::kFailed,  JobState::kCancelled, JobState::kLost};
+constexpr JobState kStates[] = {JobState::kPending, JobState::kRunning,     JobState::kSucceeded,
+                                JobState::kFailed,  JobState::kCancelled,   JobState::kLost,
+                                JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail};
 
 double Seconds(Millis d) { return std::max<double>(0, static_cast<double>(d.count()) / 1000.0); }
 

@@ -106,7 +106,8 @@ class Job:
 
     @property
     def state(self):
-        """PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST (as of the last refresh)."""
+        """PENDING, RUNNING, then SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT,
+        OUT_OF_MEMORY or NODE_FAIL (as of the last refresh)."""
         return self.info.state
 
     @property
