@@ -442,6 +442,9 @@ int main(int argc, char** argv) {
                      "fail when the nodes have not met within this (default 10m)");
   submit->add_option("--rdzv-lease,--rdzv_lease", sa.rdzv_lease,
                      "a node that dies is known gone this long after (default 5s)");
+  submit->add_option("--rdzv-auth", sa.rdzv_auth,
+                     "munge: the node's records in etcd are MUNGE credentials, and only yours "
+                     "are believed; none (default: ltd's --rdzv-auth)");
   submit
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")

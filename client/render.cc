@@ -239,6 +239,10 @@ std::string NodesLine(const v1::Job& j) {
                      (j.rdzv().empty() ? std::string("static") : "rendezvous " + Line(j.rdzv())) +
                      "), run " + Line(j.run_id()) + ", master " + Line(j.master_addr()) + ":" +
                      std::to_string(j.master_port());
+  if (!j.rdzv().empty() && !j.rdzv_auth().empty()) {
+    line +=
+        j.rdzv_auth() == "munge" ? ", records sealed with MUNGE" : ", records not authenticated";
+  }
   return line;
 }
 
@@ -505,6 +509,10 @@ void PrintJob(const v1::Job& j, FILE* out) {
   if (!j.gpu_isolation().empty()) field("GPU access:", Line(j.gpu_isolation()));
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
+  if (j.rdzv_refused() > 0) {
+    field("Refused:", std::to_string(j.rdzv_refused()) + " record(s) of the run in etcd (last: " +
+                          Line(j.rdzv_refused_last()) + ")");
+  }
   field("Containment:", Line(j.containment()));
   if (j.mem_bytes() != 0 || j.mem_per_rank_bytes() != 0 || j.cpu_millis() != 0) {
     std::string limits;

@@ -71,6 +71,10 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   if (!a.rdzv_timeout.empty()) {
     req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
   }
+  if (!a.rdzv_auth.empty() && a.rdzv_auth != "munge" && a.rdzv_auth != "none") {
+    Die("--rdzv-auth '" + a.rdzv_auth + "' is not munge or none; give one of them");
+  }
+  req.set_rdzv_auth(a.rdzv_auth);
   if (!a.rdzv_lease.empty()) {
     req.set_rdzv_lease_ms(OrDie(DurationFlag("--rdzv-lease", a.rdzv_lease)).count());
   }

@@ -42,6 +42,7 @@
 #include "output_pattern.h"
 #include "ports.h"
 #include "rank_console.h"
+#include "record_auth.h"
 #include "resource_limits.h"
 #include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -214,6 +215,19 @@ int Run(const Options& opt) {
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
   spec.nodes.rdzv_lease = OrDie(DurationFlag("--rdzv-lease", opt.rdzv_lease));
+  if (auto s = rdzv::CheckRdzvAuth(opt.rdzv_auth); !s.ok()) Die(std::string(s.message()));
+  if (opt.munge_socket.empty() || opt.munge_socket.front() != '/') {
+    Die(Cat("--munge-socket '", opt.munge_socket,
+            "' is not an absolute path; give munged's socket"));
+  }
+  if (!spec.nodes.rdzv.empty()) {
+    spec.nodes.rdzv_auth = rdzv::ResolveRdzvAuth(opt.rdzv_auth, opt.munge_socket);
+    spec.nodes.munge_socket = opt.munge_socket;
+    spec.nodes.etcd_ca = opt.etcd_ca;
+    spec.nodes.etcd_cert = opt.etcd_cert;
+    spec.nodes.etcd_key = opt.etcd_key;
+    spec.nodes.etcd_auth_file = opt.etcd_auth_file;
+  }
   if (!opt.mem.empty())
     spec.limits.memory_bytes =
         OrDie(ByteSizeFlag("--mem", opt.mem, kMinJobMemory, kMinJobMemoryText));

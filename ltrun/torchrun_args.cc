@@ -44,7 +44,8 @@ constexpr ArgDef kTable[] = {
     {"cpus", "", 0, ArgType::kValue, "", "N", "CPU time of the whole job, in CPUs (4, 1.5)"},
     {"env", "", 0, ArgType::kRepeated, "", "KEY=VALUE", "set for every rank (repeatable)"},
     {"output", "", 'o', ArgType::kValue, "", "PATTERN",
-     "also write every rank's output to this file: %j job id, %x name, %t rank, %n node, %N host, %u user"},
+     "also write every rank's output to this file: %j job id, %x name, %t rank, %n node, %N host, "
+     "%u user"},
     {"error", "", 'e', ArgType::kValue, "", "PATTERN", "stderr to this file instead (as --output)"},
     {"report", "", 0, ArgType::kValue, "", "FILE", "write the job's final record (JSON) here"},
     {"state-dir", "", 0, ArgType::kValue, "", "DIR",
@@ -68,6 +69,16 @@ constexpr ArgDef kTable[] = {
      "fail when the nodes have not met within this; default 10m"},
     {"rdzv-lease", "", 0, ArgType::kValue, "", "DUR",
      "a node that dies is known gone this long after (etcd lease TTL); default 5s"},
+    {"rdzv-auth", "", 0, ArgType::kValue, "", "MODE",
+     "munge: every record in etcd a MUNGE credential, and only yours believed; none; auto "
+     "(default): munge where --munge-socket exists"},
+    {"munge-socket", "", 0, ArgType::kValue, "", "PATH",
+     "munged's socket; default /run/munge/munge.socket.2"},
+    {"etcd-ca", "", 0, ArgType::kValue, "", "PEM", "etcds://: the CA of etcd's certificate"},
+    {"etcd-cert", "", 0, ArgType::kValue, "", "PEM", "etcds://: a client certificate"},
+    {"etcd-key", "", 0, ArgType::kValue, "", "PEM", "its private key (yours, mode 0600)"},
+    {"etcd-auth-file", "", 0, ArgType::kValue, "", "PATH",
+     "USER:PASSWORD of your etcd user (yours, mode 0600)"},
     {"log-level", "", 0, ArgType::kValue, "", "LEVEL",
      "ltrun's own messages: info, warn, error (default)"},
     {"die-with-parent", "", 0, ArgType::kFlag, "", "",
@@ -436,6 +447,12 @@ absl::StatusOr<LaunchArgs> ReadLaunchArgs(std::span<const std::string> words, co
   text("rdzv", out.rdzv);
   text("rdzv-timeout", out.rdzv_timeout);
   text("rdzv-lease", out.rdzv_lease);
+  text("rdzv-auth", out.rdzv_auth);
+  text("munge-socket", out.munge_socket);
+  text("etcd-ca", out.etcd_ca);
+  text("etcd-cert", out.etcd_cert);
+  text("etcd-key", out.etcd_key);
+  text("etcd-auth-file", out.etcd_auth_file);
   text("local-addr", out.local_addr);
   if (auto it = p.values.find("env"); it != p.values.end()) out.env = it->second;
   out.auto_heartbeat = !p.Has("no-auto-heartbeat");

@@ -74,6 +74,10 @@ struct LaunchArgs {
   std::optional<std::string> master_addr, run_id;
   std::string rdzv;  // etcd://HOST:PORT
   std::string rdzv_timeout = "10m", rdzv_lease = "5s";
+  // --rdzv-auth and munged's socket (rdzv/record_auth.h); etcd's own TLS
+  // and users (rdzv/etcd_security.h).
+  std::string rdzv_auth = "auto", munge_socket = "/run/munge/munge.socket.2";
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
   // --rdzv-backend c10d across nodes: the HOST:PORT whose node hosts the
   // run's etcd; is_host from --rdzv-conf is_host=, else unset (decided by
   // the address).

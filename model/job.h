@@ -232,6 +232,15 @@ struct NodeSpec {
   // gone this long after, and a node whose supervisor cannot reach etcd
   // for this long counts as gone. Whole seconds (etcd's).
   std::chrono::milliseconds rdzv_lease{5000};
+  // --rdzv-auth: "munge" (the records in etcd are MUNGE credentials of
+  // their writers) or "none"; "" until ltrun or ltd settles it, before
+  // the rendezvous. --munge-socket: munged's socket ("": Debian's).
+  std::string rdzv_auth;
+  std::string munge_socket;
+  // etcd's TLS (etcds://) and authentication (rdzv/etcd_security.h):
+  // files the node's supervisor reads. Under ltd, ltd's own options (a
+  // submit cannot name them: they are read as root); under ltrun, its user's.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
 };
 
 // The node rank a job's ranks run as: a static launch's own, 0 for a
@@ -401,6 +410,10 @@ struct Job {
   // Every node of a multi-node run, from the rendezvous (empty for a
   // single-node job and a static launch, which knows only itself).
   std::vector<NodeStatus> nodes;
+  // Records of the run in etcd that did not hold (another user's, forged,
+  // expired) and were ignored, and the last of them in one line.
+  int64_t rdzv_refused = 0;
+  std::string rdzv_refused_last;
   // Ranks that did not die of SIGKILL; the job ended without them.
   std::vector<UnkillableProcess> unkillable;
   ErrorsDir errors;

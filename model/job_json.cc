@@ -218,6 +218,14 @@ nlohmann::json ToJson(const Job& job) {
       {"rdzv", BytesToJson(s.nodes.rdzv)},
       {"rdzv_timeout_ms", s.nodes.rdzv_timeout.count()},
       {"rdzv_lease_ms", s.nodes.rdzv_lease.count()},
+      {"rdzv_auth", s.nodes.rdzv_auth},
+      {"munge_socket", BytesToJson(s.nodes.munge_socket)},
+      {"etcd_ca", BytesToJson(s.nodes.etcd_ca)},
+      {"etcd_cert", BytesToJson(s.nodes.etcd_cert)},
+      {"etcd_key", BytesToJson(s.nodes.etcd_key)},
+      {"etcd_auth_file", BytesToJson(s.nodes.etcd_auth_file)},
+      {"rdzv_refused", job.rdzv_refused},
+      {"rdzv_refused_last", BytesToJson(job.rdzv_refused_last)},
       {"nodes", nodes},
   };
   // The environment while the job may still (re)start: a PENDING job
@@ -312,6 +320,14 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       Field<int64_t>(j, "rdzv_timeout_ms").value_or(NodeSpec{}.rdzv_timeout.count()));
   n.rdzv_lease = std::chrono::milliseconds(
       Field<int64_t>(j, "rdzv_lease_ms").value_or(NodeSpec{}.rdzv_lease.count()));
+  n.rdzv_auth = Field<std::string>(j, "rdzv_auth").value_or("");
+  n.munge_socket = BytesField(j, "munge_socket").value_or("");
+  n.etcd_ca = BytesField(j, "etcd_ca").value_or("");
+  n.etcd_cert = BytesField(j, "etcd_cert").value_or("");
+  n.etcd_key = BytesField(j, "etcd_key").value_or("");
+  n.etcd_auth_file = BytesField(j, "etcd_auth_file").value_or("");
+  job.rdzv_refused = Field<int64_t>(j, "rdzv_refused").value_or(0);
+  job.rdzv_refused_last = BytesField(j, "rdzv_refused_last").value_or("");
   if (auto it = j.find("nodes"); it != j.end() && it->is_array()) {
     for (const auto& nj : *it) {
       if (!nj.is_object()) continue;

@@ -164,6 +164,14 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_rdzv(s.nodes.rdzv);
   out->set_rdzv_timeout_ms(s.nodes.rdzv_timeout.count());
   out->set_rdzv_lease_ms(s.nodes.rdzv_lease.count());
+  out->set_rdzv_auth(s.nodes.rdzv_auth);
+  out->set_munge_socket(s.nodes.munge_socket);
+  out->set_rdzv_refused(job.rdzv_refused);
+  out->set_rdzv_refused_last(job.rdzv_refused_last);
+  out->set_etcd_ca(s.nodes.etcd_ca);
+  out->set_etcd_cert(s.nodes.etcd_cert);
+  out->set_etcd_key(s.nodes.etcd_key);
+  out->set_etcd_auth_file(s.nodes.etcd_auth_file);
   for (const NodeStatus& n : job.nodes) {
     pb::Record::Node* o = out->add_nodes();
     o->set_node_rank(n.node_rank);
@@ -344,6 +352,14 @@ std::optional<Job> FromProto(const pb::Record& r) {
   n.rdzv = r.rdzv();
   n.rdzv_timeout = std::chrono::milliseconds(r.rdzv_timeout_ms());
   if (r.rdzv_lease_ms() != 0) n.rdzv_lease = std::chrono::milliseconds(r.rdzv_lease_ms());
+  n.rdzv_auth = r.rdzv_auth();
+  n.munge_socket = r.munge_socket();
+  job.rdzv_refused = r.rdzv_refused();
+  job.rdzv_refused_last = r.rdzv_refused_last();
+  n.etcd_ca = r.etcd_ca();
+  n.etcd_cert = r.etcd_cert();
+  n.etcd_key = r.etcd_key();
+  n.etcd_auth_file = r.etcd_auth_file();
   for (const pb::Record::Node& o : r.nodes()) {
     NodeStatus ns;
     ns.node_rank = o.node_rank();

@@ -35,6 +35,19 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> EtcdFence::Start(std::unique_ptr<Rend
   // A lost etcd must not hold this node up for long: every call from now
   // on waits a second at most, and the ranks go on under the local watchdog.
   f->rdzv_->client().set_call_timeout(std::chrono::milliseconds(1000));
+  EtcdFence* self = f.get();
+  // Records refused from now on, and those the rendezvous refused, go into
+  // the job's record; the first of each key into its output too.
+  f->rdzv_->auth().OnRefused([self](int64_t total, const std::string& line, bool logged) {
+    self->Deliver([total, line](RunFenceEvents& e) { e.OnRefusedRecords(total, line); });
+    // RecordAuth logged it: to the job's output only.
+    if (logged) self->Deliver([line](RunFenceEvents& e) { e.OnFenceNotice(line); });
+  });
+  if (const int64_t n = f->rdzv_->auth().refused(); n > 0) {
+    f->Deliver([n, line = f->rdzv_->auth().last_refused()](RunFenceEvents& e) {
+      e.OnRefusedRecords(n, line);
+    });
+  }
   auto all = f->rdzv_->client().GetPrefix(f->rdzv_->prefix());
   if (!all.ok()) return all.status();
   f->OnWatchEvents([&] {
@@ -42,7 +55,6 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> EtcdFence::Start(std::unique_ptr<Rend
     for (etcd::KeyValue& kv : all->kvs) events.push_back({false, std::move(kv)});
     return events;
   }());
-  EtcdFence* self = f.get();
   f->watch_ = std::make_unique<etcd::Watch>(
       f->rdzv_->client(), f->rdzv_->prefix(), all->revision + 1,
       [self](std::vector<etcd::WatchEvent> events) { self->OnWatchEvents(std::move(events)); },
@@ -145,8 +157,7 @@ void EtcdFence::Publish(int attempt, const NodeReport& report) {
                    {"host", BytesToJson(rdzv_->config().host)}};
   if (report.hang) j["hang"] = NodeHangToJson(*report.hang, rdzv_->config().devices);
   Enqueue([this, attempt, value = j.dump()] {
-    auto put =
-        rdzv_->client().Put(rdzv_->Key(Cat("attempts/", attempt, "/report/", node_rank())), value);
+    auto put = rdzv_->Put(Cat("attempts/", attempt, "/report/", node_rank()), value);
     if (!put.ok()) {
       Notice(Cat("cannot tell the other nodes of this node's failure: ", put.message()));
     }
@@ -158,7 +169,7 @@ void EtcdFence::SetState(JobState state, const std::optional<RootCause>& cause) 
                    {"host", BytesToJson(rdzv_->config().host)},
                    {"root_cause", cause ? ToJson(*cause) : nlohmann::json(nullptr)}};
   Enqueue([this, value = j.dump()] {
-    auto put = rdzv_->client().Put(rdzv_->Key(Cat("status/", node_rank())), value);
+    auto put = rdzv_->Put(Cat("status/", node_rank()), value);
     if (!put.ok()) spdlog::warn("this node's state is not in etcd: {}", std::string(put.message()));
   });
 }
@@ -186,7 +197,7 @@ void EtcdFence::NodeLost(int node) {
                    {"host", BytesToJson(host)}};
   const int attempt = attempt_;
   Enqueue([this, attempt, node, value = j.dump()] {
-    (void)rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/gone/", node)), value);
+    (void)rdzv_->Claim(Cat("attempts/", attempt, "/gone/", node), value);
   });
 }
 
@@ -319,8 +330,7 @@ void EtcdFence::Decide(int attempt) {
                    {"what", chosen.what},
                    {"note", note},
                    {"cause", ToJson(chosen.cause)}};
-  auto put =
-      rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/verdict")), j.dump());
+  auto put = rdzv_->Claim(Cat("attempts/", attempt, "/verdict"), j.dump());
   // etcd unreachable: the other nodes cannot hear of it, but this node's
   // record need not wait for what will not come.
   if (!put.ok()) OnVerdict(attempt, std::move(chosen), std::move(note));
@@ -377,6 +387,13 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
     const std::string& key = e.kv.key;
     if (key.rfind(rdzv_->prefix(), 0) != 0) continue;
     const std::string rest = key.substr(rdzv_->prefix().size());
+    if (!e.deleted) {
+      // Only the run owner's word counts (record_auth.h); a deletion
+      // carries none, and is what an open etcd cannot be kept from.
+      std::optional<std::string> value = rdzv_->Open(e.kv);
+      if (!value) continue;
+      e.kv.value = std::move(*value);
+    }
     if (int r = NumberAfter(rest, "nodes/"); r >= 0 && r < nnodes) {
       NodeStatus& n = nodes_[r];
       n.node_rank = r;

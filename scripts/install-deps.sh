@@ -9,6 +9,9 @@ packages=(
   libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev python3-torch gdb elfutils procps
   etcd-server golang-etcd-server-dev
+  # Multi-node runs seal their etcd records with MUNGE (libmunge), and its
+  # tests run a munged of their own.
+  munge libmunge-dev
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
   libsystemd-dev prometheus-cpp-dev curl systemd

@@ -76,6 +76,7 @@ class JobRunner final : public RunFenceEvents {
                     std::vector<NodeReport> reports) override;
   void OnNodes(std::vector<NodeStatus> nodes) override;
   void OnFenceNotice(std::string line) override;
+  void OnRefusedRecords(int64_t total, std::string last) override;
 
   // signal 0: tear the job down, cancelled, saying `order.why`. Else send
   // the signal to each rank's main process (or every process of it).

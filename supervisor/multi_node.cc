@@ -215,6 +215,15 @@ void JobRunner::OnNodes(std::vector<NodeStatus> nodes) {
   Persist();
 }
 
+void JobRunner::OnRefusedRecords(int64_t total, std::string last) {
+  if (ended()) return;
+  job_.rdzv_refused = total;
+  job_.rdzv_refused_last = std::move(last);
+  // A writer may make many: the record is saved for the first ones, then
+  // at each power of two; the final record has them all.
+  if (total <= 16 || (total & (total - 1)) == 0) Persist();
+}
+
 void JobRunner::OnFenceNotice(std::string line) {
   if (ended()) return;
   Output(-1, Stream::kStderr, Cat("ltd: ", line));

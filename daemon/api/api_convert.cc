@@ -275,6 +275,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_run_id(DisplayEscapeElided(n.run_id.empty() ? job.id : n.run_id, limits.text));
   out->set_rdzv(DisplayEscapeElided(n.rdzv, limits.text));
   out->set_rdzv_timeout_ms(n.rdzv.empty() ? 0 : n.rdzv_timeout.count());
+  if (!n.rdzv.empty()) out->set_rdzv_auth(n.rdzv_auth);
+  out->set_rdzv_refused(job.rdzv_refused);
+  out->set_rdzv_refused_last(DisplayEscapeElided(job.rdzv_refused_last, limits.text));
   for (const NodeStatus& node : job.nodes) {
     auto* pn = out->add_nodes();
     pn->set_node_rank(node.node_rank);
@@ -444,6 +447,10 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
   n.rdzv = req.rdzv();
   if (req.rdzv_timeout_ms() != 0) n.rdzv_timeout = Millis(req.rdzv_timeout_ms());
   if (req.rdzv_lease_ms() != 0) n.rdzv_lease = Millis(req.rdzv_lease_ms());
+  if (req.rdzv_auth() != "" && req.rdzv_auth() != "munge" && req.rdzv_auth() != "none") {
+    return absl::InvalidArgumentError("--rdzv-auth is not munge or none; give one of them");
+  }
+  n.rdzv_auth = req.rdzv_auth();  // "": ltd's, settled at submit
   if (req.after_size() > kMaxAfter) {
     return absl::InvalidArgumentError(Cat("--after is given ", req.after_size(),
                                           " times; a job may wait for at most ", kMaxAfter));

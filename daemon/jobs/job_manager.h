@@ -73,6 +73,13 @@ struct ManagerConfig {
   int max_restarts_limit = 100;
   // The longest --time a job may ask for; a job without one gets this. 0: any.
   std::chrono::milliseconds max_time{0};
+  // How the nodes of a run at etcd authenticate their records, unless a
+  // submit says ("munge", "none"), and munged's socket (the admin's: a
+  // root supervisor speaks to no socket a user names).
+  std::string rdzv_auth = "none";
+  std::string munge_socket;
+  // etcd's TLS and authentication files (--etcd-*), ltd's own.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
   // The state dir's bound in bytes (--max-state-bytes; 0: none), shared
   // per user (finished_jobs.h): past it the finished jobs of the user
   // furthest over their share go first, and a submit is refused only to a

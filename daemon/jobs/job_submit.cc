@@ -24,6 +24,14 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.max_time = config_.max_time;
   // A job that asks for no --time runs for at most ltd's --max-time.
   if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
+  if (!spec.nodes.rdzv.empty()) {
+    if (spec.nodes.rdzv_auth.empty()) spec.nodes.rdzv_auth = config_.rdzv_auth;
+    spec.nodes.munge_socket = config_.munge_socket;
+    spec.nodes.etcd_ca = config_.etcd_ca;
+    spec.nodes.etcd_cert = config_.etcd_cert;
+    spec.nodes.etcd_key = config_.etcd_key;
+    spec.nodes.etcd_auth_file = config_.etcd_auth_file;
+  }
   limits.no_memory_limit = config_.no_memory_limit;
   limits.no_cpu_limit = config_.no_cpu_limit;
   limits.cpus = config_.cpus;

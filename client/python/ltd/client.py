@@ -351,6 +351,7 @@ class Client:
         rdzv=None,
         rdzv_timeout=None,
         rdzv_lease=None,
+        rdzv_auth=None,
         after=(),
         dependency=None,
         detach=False,
@@ -385,7 +386,8 @@ class Client:
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of
-        ``argv``.
+        ``argv``. ``rdzv_auth`` is ``--rdzv-auth``: ``"munge"`` or ``"none"``
+        (default: ltd's).
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -396,6 +398,8 @@ class Client:
             raise errors.InvalidArgument("no program given: argv is empty")
         if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
             raise errors.InvalidArgument("devices must be an integer of at least 1")
+        if rdzv_auth not in (None, "munge", "none"):
+            raise errors.InvalidArgument("rdzv_auth must be 'munge' or 'none' (or None: ltd's)")
         try:
             req = ltd_pb2.SubmitRequest(
                 batched=True,  # output lines come many to an event
@@ -420,6 +424,7 @@ class Client:
                 rdzv=_bytes(rdzv or "", "rdzv"),
                 rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
                 rdzv_lease_ms=to_ms(rdzv_lease, "rdzv_lease"),
+                rdzv_auth=rdzv_auth or "",
                 after=[_bytes(a, "after") for a in after],
                 dependency=_bytes(dependency or "", "dependency"),
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
