@@ -78,7 +78,7 @@ TEST_F(AdminLimitsE2e, APythonClientAndARawSubmitGetTheAdminsLimits) {
   const std::string py = bin_.path() + "/python";
   std::filesystem::copy(LT_PYTHON_DIR, py, std::filesystem::copy_options::recursive);
   ASSERT_EQ(std::system(("chmod -R a+rX " + py).c_str()), 0);
-  const std::string script = R"(
+  const std::string script = R"py(
 import os, sys, grpc, ltd
 from ltd._pb import ltd_pb2, ltd_pb2_grpc
 sock = sys.argv[1]
@@ -93,7 +93,7 @@ for limits in ([], [ltd_pb2.ResourceLimit(resource="NOFILE", soft=inf, hard=inf)
     for ev in stub.Submit(req, timeout=30):
         if ev.WhichOneof("event") == "accepted":
             print(ev.accepted)
-)";
+)py";
   const CmdResult r = RunCommandAs(
       a_->As(), {"/usr/bin/python3", "-c", script, d_.socket()},
       {d_.marker(), "HOME=" + a_->home(), "PYTHONPATH=" + py, "PYTHONDONTWRITEBYTECODE=1"}, 60s);

@@ -50,7 +50,7 @@ TEST(GpuPool, ReleasedGpuHeldByAProcessIsQuarantinedUntilClean) {
   EXPECT_EQ(pool.quarantine(1)->since, clock.Now());
   ASSERT_EQ(pool.quarantine(1)->holders.size(), 1u);
   EXPECT_EQ(pool.Describe(1), "GPU 3 quarantined: pid " + std::to_string(getpid()) + " (" +
-                                  ProcessUser(getpid()) + ") holds 3.1 GiB");
+                                  ProcessUser(*ProcDir::Open(getpid())) + ") holds 3.1 GiB");
   EXPECT_EQ(pool.Describe(0), "");
   EXPECT_EQ(pool.AnyQuarantined(), 1);
 
@@ -160,7 +160,7 @@ TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {
   EXPECT_EQ(Get(second).state, JobState::kPending);
   EXPECT_EQ(Get(second).table.pending_reason, "needs 2 devices, 1 free; GPU 1 quarantined: pid " +
                                                   std::to_string(getpid()) + " (" +
-                                                  ProcessUser(getpid()) + ") holds 2.0 GiB");
+                                                  ProcessUser(*ProcDir::Open(getpid())) + ") holds 2.0 GiB");
   const std::string small = Submit(1);  // would fit, but waits behind `second`
   EXPECT_EQ(Get(small).state, JobState::kPending);
 
