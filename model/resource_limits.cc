@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bytes.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -68,11 +69,11 @@ absl::StatusOr<std::vector<ResourceLimit>> RankLimits(const std::vector<AskedLim
     auto resource = ResourceByName(a.name);
     if (!resource) {
       return absl::InvalidArgumentError(Cat(
-          "resource limit '", a.name.substr(0, 32),
+          "resource limit '", DisplayEscapeElided(a.name, 32, Controls::kEscape),
           "' is not one ltd passes on (AS CORE CPU DATA FSIZE MEMLOCK NOFILE NPROC RSS STACK)"));
     }
     if (a.soft > a.hard) {
-      return absl::InvalidArgumentError(Cat("resource limit ", a.name, ": soft ", Value(a.soft),
+      return absl::InvalidArgumentError(Cat("resource limit ", DisplayEscapeElided(a.name, 32, Controls::kEscape), ": soft ", Value(a.soft),
                                             " is above hard ", Value(a.hard)));
     }
     auto it = std::find_if(out.begin(), out.end(),

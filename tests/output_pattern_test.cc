@@ -90,10 +90,11 @@ TEST(OutputPattern, RefusesWhatIsNoPath) {
 // came, so "%\n" or "%\x1b" put a newline or a terminal's escape in the
 // refusal a user reads (and "%\xff", invalid UTF-8, in a gRPC status).
 TEST(OutputPattern, RefusalQuotesTheByteEscaped) {
-  EXPECT_EQ(CheckOutputPattern("--output", "out%\n").message(),
-            "--output: '%\\n' is no pattern; use %j (job id), %r (rank), %n (name) or %% (a %)");
-  EXPECT_EQ(CheckOutputPattern("--error", "o%\xff").message(),
-            "--error: '%\\xFF' is no pattern; use %j (job id), %r (rank), %n (name) or %% (a %)");
+  const std::string use =
+      " is no pattern; use %j (job id), %x (name), %t (rank), %n (node), %N (host), %u (user) "
+      "or %% (a %)";
+  EXPECT_EQ(CheckOutputPattern("--output", "out%\n").message(), "--output: '%\\x0a'" + use);
+  EXPECT_EQ(CheckOutputPattern("--error", "o%\xff").message(), "--error: '%\\xff'" + use);
 }
 
 }  // namespace
