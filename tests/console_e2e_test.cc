@@ -37,12 +37,19 @@ std::string Handshake(const std::string& dir) {
   return "print:1,waitfile:" + dir + "/go1,stderr:second,waitfile:" + dir + "/go2,print:1";
 }
 
+// Reads the next line into a instead when a is an attached submit's first
+// line, "ltd: job N (NAME)".
+constexpr const char* kSkipJobLine = "case $a in 'ltd: job '*) IFS= read -r a;; esac;";
+
 // `command 2>&1 | reader`, where the reader takes two lines, releasing the
 // rank after each, then copies the rest. Its output: "1:LINE", "2:LINE",
 // then the rest as it came.
 std::vector<std::string> ThroughPipe(const std::string& command, const std::string& dir,
                                      const std::string& marker) {
-  const std::string script = "{ " + command + "; } 2>&1 | { IFS= read -r a; echo \"1:$a\"; : > " +
+  // An attached submit's first line names its job ("ltd: job N"): the
+  // rank's lines come after it.
+  const std::string script = "{ " + command + "; } 2>&1 | { IFS= read -r a; " + kSkipJobLine +
+                             " echo \"1:$a\"; : > " +
                              Quote(dir) + "/go1; IFS= read -r b; echo \"2:$b\"; : > " + Quote(dir) +
                              "/go2; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {marker}, 30s);
@@ -147,7 +154,7 @@ TEST_F(OneSlot, AnAttachedSubmitSaysAtOnceThatItWaitsAndWhenItStarts) {
   // The reader sees the PENDING line while the first job still holds the
   // slot, then frees it, then sees the start.
   const std::string script = Ltctl() + " submit --devices 1 -- " + Quote(kChild) +
-                             " exit:0 2>&1 | { IFS= read -r a; " + "echo \"1:$a\"; " + Ltctl() +
+                             " exit:0 2>&1 | { IFS= read -r a; " + kSkipJobLine + " echo \"1:$a\"; " + Ltctl() +
                              " kill " + holder + " >/dev/null; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {d_.marker()}, 30s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -218,9 +218,13 @@ TEST_F(HangingFiles, AnotherUsersPsIsAnsweredWhileOneUsersSubmitsWaitOnTheirMoun
       if (Has(r.err, "too many submits waiting for their files")) {
         ExpectOneLineError(r, "at most 2 at once");
         ++refused;
-      } else if (name == "late") {
-        EXPECT_EQ(r.exit_code, 0) << r.err;
+      } else if (name == "late" && r.exit_code == 0) {
         ids.push_back(TrimEnd(r.out));
+        ++checked;
+      } else if (name == "late") {
+        // The file answers 4.5 s late against the check's 5 s: on a loaded
+        // machine the check may end first, and then says so in one line.
+        ExpectOneLineError(r, "its file system did not answer in 5000 ms");
         ++checked;
       } else {
         ExpectOneLineError(r, "its file system did not answer in 5000 ms");
