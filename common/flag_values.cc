@@ -40,8 +40,8 @@ absl::StatusOr<uint64_t> ByteSizeFlag(const std::string& flag, const std::string
                                       uint64_t at_least, const std::string& at_least_text) {
   auto size = ParseByteSize(text);
   if (!size || *size < at_least) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " '", Given(text), "' is not a size of at least ",
-                                                   at_least_text, "; use e.g. 1G"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", Given(text), "' is not a size of at least ", at_least_text, "; use e.g. 1G"));
   }
   return *size;
 }

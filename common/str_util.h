@@ -73,6 +73,7 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
 // Split(ReadFile(p), ','))` would read freed memory (before C++23 a
 // range-for keeps only the outermost temporary alive). Hold it first.
 template <typename S>
-requires std::same_as<S, std::string> void Split(S&&, char) = delete;
+requires std::same_as<S, std::string>
+void Split(S&&, char) = delete;
 
 }  // namespace ltd

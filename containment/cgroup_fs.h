@@ -22,7 +22,8 @@ namespace ltd {
 // Split).
 std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep);
 template <typename S>
-requires std::same_as<S, std::string> void NonEmptyFields(S&&, char) = delete;
+requires std::same_as<S, std::string>
+void NonEmptyFields(S&&, char) = delete;
 // A path as /proc/PID/mountinfo writes it, with space, tab, newline and
 // backslash as \ooo, as it is.
 std::string UnescapeMountinfo(std::string_view s);

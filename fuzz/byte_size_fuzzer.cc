@@ -21,7 +21,8 @@ std::optional<uint64_t> Expected(std::string_view text) {
   unsigned __int128 value = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
     value = value * 10 + static_cast<unsigned>(text[i] - '0');
-    if (value > (static_cast<unsigned __int128>(1) << 70)) value = static_cast<unsigned __int128>(1) << 70;
+    if (value > (static_cast<unsigned __int128>(1) << 70))
+      value = static_cast<unsigned __int128>(1) << 70;
     ++i;
   }
   if (i == 0) return std::nullopt;

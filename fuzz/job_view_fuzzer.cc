@@ -24,7 +24,8 @@ void CheckStrings(const pb::Message& m, size_t max) {
   for (const pb::FieldDescriptor* f : fields) {
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) {
-        for (int i = 0; i < r->FieldSize(m, f); ++i) CheckStrings(r->GetRepeatedMessage(m, f, i), max);
+        for (int i = 0; i < r->FieldSize(m, f); ++i)
+          CheckStrings(r->GetRepeatedMessage(m, f, i), max);
       } else {
         CheckStrings(r->GetMessage(m, f), max);
       }

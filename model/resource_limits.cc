@@ -73,8 +73,9 @@ absl::StatusOr<std::vector<ResourceLimit>> RankLimits(const std::vector<AskedLim
           "' is not one ltd passes on (AS CORE CPU DATA FSIZE MEMLOCK NOFILE NPROC RSS STACK)"));
     }
     if (a.soft > a.hard) {
-      return absl::InvalidArgumentError(Cat("resource limit ", DisplayEscapeElided(a.name, 32, Controls::kEscape), ": soft ", Value(a.soft),
-                                            " is above hard ", Value(a.hard)));
+      return absl::InvalidArgumentError(
+          Cat("resource limit ", DisplayEscapeElided(a.name, 32, Controls::kEscape), ": soft ",
+              Value(a.soft), " is above hard ", Value(a.hard)));
     }
     auto it = std::find_if(out.begin(), out.end(),
                            [&](const ResourceLimit& l) { return l.resource == *resource; });

@@ -60,7 +60,8 @@ TEST(ConfigFile, HostileBytesNeverCrashIt) {
 TEST(ConfigFile, RefusalsQuoteTheFileEscapedAndBounded) {
   for (const std::string& text :
        {std::string("a = b\x1b[2Jc\n"), std::string("a = x\ry\n"), std::string("a = \"\\\xff\"\n"),
-        std::string(100000, 'k') + "\n", std::string(100000, 'k') + " = 1\n" + std::string(100000, 'k') + " = 2\n"}) {
+        std::string(100000, 'k') + "\n",
+        std::string(100000, 'k') + " = 1\n" + std::string(100000, 'k') + " = 2\n"}) {
     auto entries = ParseConfig(text, "f.toml");
     ASSERT_FALSE(entries.ok());
     const std::string message(entries.status().message());

@@ -89,8 +89,8 @@ absl::StatusOr<std::string> Value(const std::string& s, size_t i) {
     value = s.substr(i, end - i);
     const bool number = value.find_first_not_of("0123456789+-_") == std::string::npos;
     if (!number && value != "true" && value != "false") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("value '", Quote(value), "' is neither a number nor true/false; quote a string"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "value '", Quote(value), "' is neither a number nor true/false; quote a string"));
     }
     value.erase(std::remove(value.begin(), value.end(), '_'), value.end());
   }
