@@ -97,8 +97,9 @@ while read -r name path; do
   esac
 done < <(ldd "$build/daemon/ltd" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
 # Every shared object any ELF file needs is a private copy, ltd's own, or
-# one that Debian 12 and 13 both ship under that soname.
-both="libc.so.6 libm.so.6 ld-linux-x86-64.so.2 libstdc++.so.6 libgcc_s.so.1 libsystemd.so.0 libz.so.1"
+# one that Debian 12 and 13 both ship under that soname (libmunge.so.2:
+# libmunge2 0.5.15 and 0.5.16, for --rdzv-auth munge).
+both="libc.so.6 libm.so.6 ld-linux-x86-64.so.2 libstdc++.so.6 libgcc_s.so.1 libsystemd.so.0 libz.so.1 libmunge.so.2"
 mapfile -t elves < <(find "$all" -type f -exec sh -c 'head -c4 "$1" | grep -q "^.ELF"' _ {} \; -print)
 for elf in "${elves[@]}"; do
   for needed in $(readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
