@@ -82,9 +82,15 @@ Cut ReadCut(const std::string& dir) {
   unsigned long long bytes = 0, lines = 0, first = 0;
   char said[24] = {};
   const int n = std::sscanf(text, "%llu %23s %llu", &bytes, said, &first);
-  cut.bytes = n >= 1 ? bytes : 0;
-  cut.lines = n >= 2 && std::sscanf(said, "%llu", &lines) == 1 ? std::optional<uint64_t>(lines)
-                                                               : std::nullopt;
+  // No log reaches 2^62 bytes: a larger count is a damaged or hostile
+  // file, taken as that bound (lines not known), so that positions past
+  // the cut (the head's size plus it plus the tails') cannot wrap.
+  constexpr unsigned long long kMaxCut = 1ULL << 62;
+  cut.bytes = n >= 1 ? std::min(bytes, kMaxCut) : 0;
+  cut.lines = n >= 2 && bytes <= kMaxCut && std::sscanf(said, "%llu", &lines) == 1 &&
+                      lines <= bytes
+                  ? std::optional<uint64_t>(lines)
+                  : std::nullopt;
   cut.first = n >= 3 ? std::optional<uint64_t>(first) : std::nullopt;
   return cut;
 }

@@ -323,5 +323,38 @@ TEST_F(JobLogTest, StoredLinesFromAPositionAcrossTheCut) {
   EXPECT_EQ(inside.position(), tail_starts);
 }
 
+// A damaged or hostile log.cut (the state dir is not trusted): a count
+// near 2^64 would wrap the tail's position past the head's, and a reader
+// resuming after the marker would be given it again (found by
+// fuzz/log_position). It is taken as 2^62 bytes, its lines not known.
+TEST_F(JobLogTest, AHugeCutInLogCutNeitherWrapsNorRepeats) {
+  auto put = [&](const std::string& name, const std::string& text) {
+    FILE* f = fopen((dir_ + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(text.c_str(), f);
+    fclose(f);
+  };
+  put("log.head", "[0] head\n");
+  put("log.cut", "18446744073709551604 18446744073709551615 1\n");
+  put("log.tail.1", "[0] tail\n");
+  LogSnapshot snap = LogSnapshot::Take(dir_);
+  EXPECT_EQ(snap.cut, uint64_t{1} << 62);
+  EXPECT_FALSE(snap.cut_lines.has_value());
+  EXPECT_GT(snap.End(), snap.cut);
+  LogCursor all(std::move(snap), LogQuery{});
+  std::string got, chunk;
+  uint64_t after_marker = 0;
+  while (all.Next(&chunk)) {
+    got += chunk;
+    if (chunk.find("[ltd] ") != std::string::npos) after_marker = all.position();
+  }
+  EXPECT_EQ(got, "[0] head\n" + CutMarker(uint64_t{1} << 62) + "\n[0] tail\n");
+  ASSERT_GT(after_marker, 0u);
+  LogCursor rest(LogSnapshot::Take(dir_), LogQuery{}, after_marker);
+  std::string again;
+  while (rest.Next(&chunk)) again += chunk;
+  EXPECT_EQ(again.find("[ltd] "), std::string::npos) << again;
+}
+
 }  // namespace
 }  // namespace ltd::test
