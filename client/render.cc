@@ -471,6 +471,19 @@ void PrintJob(const v1::Job& j, FILE* out) {
                  FormatByteSize(e.max_bytes()).c_str(),
                  static_cast<unsigned long long>(e.max_files()));
   }
+  for (const auto& c : j.errors().cut()) {
+    const std::string what =
+        c.kept() == 0 ? "not kept" : "cut to its first " + FormatByteSize(c.kept());
+    std::fprintf(out,
+                 "errors/: %s (%s long) %s: the copies hold data, not holes, and no more than "
+                 "errors/'s %s in all\n",
+                 Line(c.name()).c_str(), FormatByteSize(c.size()).c_str(), what.c_str(),
+                 FormatByteSize(j.errors().max_bytes()).c_str());
+  }
+  if (j.errors().cut_files() > static_cast<uint64_t>(j.errors().cut_size())) {
+    std::fprintf(out, "errors/: %llu more files cut\n",
+                 static_cast<unsigned long long>(j.errors().cut_files() - j.errors().cut_size()));
+  }
   if (j.nodes_size() > 0) {
     std::fprintf(out, "\n");
     Table nodes({"NODE", "HOST", "STATE", "ROOT CAUSE"});

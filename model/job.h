@@ -312,6 +312,16 @@ struct UnkillableProcess {
 // descendant: "pid 4243 (of rank 1) in D state ..."
 std::string Describe(const UnkillableProcess& p);
 
+// A file of errors/ whose copy onto the disk was cut: its first `kept`
+// bytes of `size` (a file with holes, or one past what was left of the
+// tmpfs's size).
+struct CutFile {
+  std::string name;  // as the rank named it: bytes
+  uint64_t kept = 0;
+  uint64_t size = 0;
+  bool operator==(const CutFile&) const = default;
+};
+
 // errors/, the dir of TORCHELASTIC_ERROR_FILE, and its bound: a part of the
 // job's --job-max-log-bytes (store/error_dir.h).
 struct ErrorsDir {
@@ -322,6 +332,11 @@ struct ErrorsDir {
   uint64_t bytes = 0;
   uint64_t files = 0;
   bool full = false;
+  // The copies onto the disk hold no more in all than the tmpfs's size:
+  // what was cut (at most kMaxCutListed files named; `cut_files` counts all).
+  std::vector<CutFile> cut;
+  uint64_t cut_files = 0;
+  static constexpr size_t kMaxCutListed = 16;
   bool operator==(const ErrorsDir&) const = default;
 };
 

@@ -204,6 +204,13 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     e->set_bytes(job.errors.bytes);
     e->set_files(job.errors.files);
     e->set_full(job.errors.full);
+    for (const CutFile& c : job.errors.cut) {
+      pb::Record::ErrorsDir::Cut* o = e->add_cut();
+      o->set_name(c.name);
+      o->set_kept(c.kept);
+      o->set_size(c.size);
+    }
+    e->set_cut_files(job.errors.cut_files);
   }
 }
 
@@ -374,6 +381,11 @@ std::optional<Job> FromProto(const pb::Record& r) {
     job.errors.bytes = r.errors().bytes();
     job.errors.files = r.errors().files();
     job.errors.full = r.errors().full();
+    for (const auto& c : r.errors().cut()) {
+      if (job.errors.cut.size() >= ErrorsDir::kMaxCutListed) break;
+      job.errors.cut.push_back({c.name(), c.kept(), c.size()});
+    }
+    job.errors.cut_files = r.errors().cut_files();
   }
   return job;
 }
