@@ -207,6 +207,7 @@ absl::Status Daemon::TakeOverEarlier() {
   std::vector<std::string> keep = {plan_->instance};
   for (const auto& [id, f] : found_) keep.push_back(SupervisorInstance(id));
   SweepLeftovers(*plan_, keep);
+  SweepStaleLtruns(*plan_);
   // Proves the mode asked for works here (and picks one for "auto"); every
   // supervisor then uses that mode for its job.
   auto containment = SetUpContainment(loop_->get(), config_.containment, *plan_);

@@ -48,6 +48,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
+#include "stale_runs.h"
 #include "str_util.h"
 #include "user_io.h"
 #include "uv_clock.h"
@@ -309,7 +310,8 @@ int Run(const Options& opt) {
   int exit_code = 1;
   {
     UvClock clock(loop.get());
-    const ContainmentPlan plan = PlanContainment(*store, Cat("ltrun", getpid()));
+    const ContainmentPlan plan = PlanContainment(*store, LtrunInstance(getpid()));
+    SweepStaleLtruns(plan);
     auto containment = SetUpContainment(loop.get(), opt.containment, plan);
     if (!containment.ok()) Die(std::string(containment.status().message()));
     if (job.spec.limits.any()) {
