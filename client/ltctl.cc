@@ -119,7 +119,8 @@ std::vector<v1::Job> ListJobs(const Globals& g, const PsArgs& a) {
     v1::Job::State state{};
     if (!v1::Job::State_Parse(name, &state) || state == v1::Job::STATE_UNSPECIFIED)
       Die("--state '" + s +
-          "' is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST");
+          "' is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, FAILED, CANCELLED "
+          "or LOST");
     req.add_states(state);
   }
   auto api = Connect(g);
@@ -352,8 +353,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->allow_extra_args(false);
   ps->add_option("-t,--state", pa.states,
-                 "only jobs in these states, finished ones too: S[,S] (PENDING, RUNNING, "
-                 "SUCCEEDED, FAILED, CANCELLED, LOST)")
+                 "only jobs in these states, finished ones too: S[,S] (PENDING, STARTING, "
+                 "RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST)")
       ->delimiter(',')
       ->allow_extra_args(false);
   ps->add_flag("--no-trunc", pa.no_trunc, "show whole commands, not cut to fit the table");

@@ -56,8 +56,9 @@ std::string Elapsed(const v1::Job& job) {
 
 // What is left of a running job's --time, " (1h05m left)"; "" when none.
 std::string TimeLeft(const v1::Job& job) {
-  if (job.state() != v1::Job::RUNNING || job.time_limit_ms() <= 0 || !job.has_started_at())
-    return "";
+  // From when it holds its devices: a STARTING node's rendezvous counts.
+  const bool live = job.state() == v1::Job::RUNNING || job.state() == v1::Job::STARTING;
+  if (!live || job.time_limit_ms() <= 0 || !job.has_started_at()) return "";
   const int64_t end = job.started_at().seconds() + job.time_limit_ms() / 1000;
   return " (" + Human(std::max<int64_t>(0, end - std::time(nullptr))) + " left)";
 }

@@ -192,7 +192,9 @@ absl::Status Daemon::TakeOverEarlier() {
   // it; the rest of what earlier processes left is swept.
   std::vector<std::string> running, pending;
   for (const Job& job : store_->LoadAll()) {
-    if (job.state == JobState::kRunning) running.push_back(job.id);
+    if (job.state == JobState::kRunning || job.state == JobState::kStarting) {
+      running.push_back(job.id);
+    }
     if (job.state == JobState::kPending) pending.push_back(job.id);
   }
   // A supervisor the earlier ltd started as it died is going, or starting
@@ -292,7 +294,7 @@ absl::Status Daemon::Wire() {
   notifier_.emplace(*clock_, [&manager] {
     SystemdNotifier::Counts c;
     for (const Job* job : manager.List(false)) {
-      (job->state == JobState::kRunning ? c.running : c.pending) += 1;
+      (job->state == JobState::kPending ? c.pending : c.running) += 1;
     }
     return c;
   });

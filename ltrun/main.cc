@@ -291,6 +291,11 @@ int Run(const Options& opt) {
   Loop loop;
   std::unique_ptr<rdzv::EtcdFence> fence;
   if (!job.spec.nodes.rdzv.empty()) {
+    // As under ltd: the wait is no longer than the job's --time.
+    NodeSpec& nodes = job.spec.nodes;
+    if (job.spec.time_limit.count() > 0 && nodes.rdzv_timeout > job.spec.time_limit) {
+      nodes.rdzv_timeout = job.spec.time_limit;
+    }
     auto joined =
         rdzv::JoinRun(job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
     if (!joined.ok()) Die(std::string(joined.status().message()));

@@ -13,8 +13,9 @@
 namespace ltd {
 namespace {
 
-constexpr std::array<std::pair<JobState, std::string_view>, 6> kJobStates = {{
+constexpr std::array<std::pair<JobState, std::string_view>, 7> kJobStates = {{
     {JobState::kPending, "PENDING"},
+    {JobState::kStarting, "STARTING"},
     {JobState::kRunning, "RUNNING"},
     {JobState::kSucceeded, "SUCCEEDED"},
     {JobState::kFailed, "FAILED"},
@@ -94,7 +95,9 @@ std::optional<StackStatus> ParseStackStatus(std::string_view s) {
   return Lookup(kStackStatuses, s);
 }
 
-bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
+bool IsFinal(JobState s) {
+  return s != JobState::kPending && s != JobState::kStarting && s != JobState::kRunning;
+}
 
 RankBeat BeatOf(const Rank& rank) {
   return RankBeat{rank.rank, rank.last_step, rank.last_heartbeat_at, rank.steps_per_second};

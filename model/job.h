@@ -24,7 +24,10 @@ namespace ltd {
 
 using WallTime = std::chrono::system_clock::time_point;
 
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled, kLost };
+// kStarting: a node of a multi-node run that holds its devices and waits
+// in the rendezvous for its run's other nodes; its ranks start (kRunning)
+// once they came. Its --time counts from there, as kRunning's does.
+enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled, kLost, kStarting };
 
 // kExited: exited 0. kFailed: exited non-zero or died of a signal on its own.
 // kKilled: ended by a teardown it did not cause.

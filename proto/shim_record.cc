@@ -9,7 +9,8 @@ namespace pb = shim::v1;
 
 // The proto's enums number as model/job.h's: a cast each way, checked.
 static_assert(pb::JOB_PENDING == static_cast<int>(JobState::kPending) &&
-              pb::JOB_LOST == static_cast<int>(JobState::kLost));
+              pb::JOB_LOST == static_cast<int>(JobState::kLost) &&
+              pb::JOB_STARTING == static_cast<int>(JobState::kStarting));
 static_assert(pb::RANK_PENDING == static_cast<int>(RankState::kPending) &&
               pb::RANK_LOST == static_cast<int>(RankState::kLost));
 static_assert(pb::CAUSE_EXITED == static_cast<int>(CauseReason::kExited) &&
@@ -242,7 +243,7 @@ std::optional<Job> FromProto(const pb::Record& r) {
   if (r.id().empty()) return std::nullopt;
   Job job;
   job.id = r.id();
-  job.state = EnumOf(r.state(), JobState::kLost, JobState::kLost);
+  job.state = EnumOf(r.state(), JobState::kStarting, JobState::kLost);
   JobSpec& s = job.spec;
   s.name = r.name();
   job.user = r.user();

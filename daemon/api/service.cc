@@ -547,7 +547,9 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
       reply->mutable_deadline()->set_nanos(static_cast<int32_t>(ns % 1000000000));
     }
     for (const Job* job : manager_.List(false)) {
-      if (job->state == JobState::kRunning) reply->set_running(reply->running() + 1);
+      if (job->state == JobState::kRunning || job->state == JobState::kStarting) {
+        reply->set_running(reply->running() + 1);  // it holds its devices
+      }
       if (job->state == JobState::kPending) reply->set_pending(reply->pending() + 1);
     }
     reactor->Finish(grpc::Status::OK);

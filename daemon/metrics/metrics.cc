@@ -16,8 +16,9 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-constexpr JobState kStates[] = {JobState::kPending, JobState::kRunning,   JobState::kSucceeded,
-                                JobState::kFailed,  JobState::kCancelled, JobState::kLost};
+constexpr JobState kStates[] = {JobState::kPending,   JobState::kStarting, JobState::kRunning,
+                                JobState::kSucceeded, JobState::kFailed,   JobState::kCancelled,
+                                JobState::kLost};
 
 double Seconds(Millis d) { return std::max<double>(0, static_cast<double>(d.count()) / 1000.0); }
 
@@ -168,8 +169,11 @@ void Metrics::SetPerUser(prometheus::Family<prometheus::Gauge>& family,
 
 void Metrics::OnStateChanged(const Job& job, JobState from) {
   PokeRefresh();
-  if (job.state == JobState::kRunning && from == JobState::kPending) {
-    const WallTime started = job.started_at.value_or(clock_.Now());
+  if (job.state == JobState::kRunning &&
+      (from == JobState::kPending || from == JobState::kStarting)) {
+    // The ranks' start: a STARTING node's started_at is its rendezvous's.
+    const WallTime started = !job.attempts.empty() ? job.attempts.front().started_at
+                                                   : job.started_at.value_or(clock_.Now());
     start_wait_seconds_.Observe(
         Seconds(std::chrono::duration_cast<Millis>(started - job.submitted_at)));
   }

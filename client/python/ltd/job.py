@@ -106,7 +106,8 @@ class Job:
 
     @property
     def state(self):
-        """PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST (as of the last refresh)."""
+        """PENDING, STARTING (a node waiting in its run's rendezvous, holding its devices),
+        RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST (as of the last refresh)."""
         return self.info.state
 
     @property

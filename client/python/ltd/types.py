@@ -303,4 +303,4 @@ class JobInfo:
     @property
     def finished(self):
         """Whether the job has ended (SUCCEEDED, FAILED, CANCELLED or LOST)."""
-        return self.state not in ("PENDING", "RUNNING", "STATE_UNSPECIFIED")
+        return self.state not in ("PENDING", "STARTING", "RUNNING", "STATE_UNSPECIFIED")
