@@ -42,13 +42,23 @@ bool IsMountPoint(int errors_fd, const std::string& job_dir) {
 
 // The tmpfs alone, without whatever the user mounted inside it (a FUSE
 // file system on one of its files would block root's open of it for as
-// long as its server likes): a detached copy of just this mount. Where the
-// kernel cannot make one (before Linux 5.2), the dir itself.
-Fd TmpfsAlone(int errors_fd) {
-  Fd alone(open_tree(errors_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
-  if (alone.valid()) return alone;
+// long as its server likes): a detached copy of just this mount, held by
+// `tree` (an O_PATH fd), its root opened for reading. Where the kernel
+// cannot make one (before Linux 5.2), the dir itself.
+struct Alone {
+  Fd tree;
+  Fd root;
+};
+Alone TmpfsAlone(int errors_fd) {
+  Alone a;
+  a.tree.reset(open_tree(errors_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  if (a.tree.valid()) {
+    a.root.reset(openat(a.tree.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (a.root.valid()) return a;
+  }
   spdlog::debug("errors/: open_tree: {}; copying from the mount as it is", std::strerror(errno));
-  return Fd(dup(errors_fd));
+  a.root.reset(dup(errors_fd));
+  return a;
 }
 
 struct Entry {
@@ -69,13 +79,18 @@ absl::StatusOr<std::vector<Entry>> RegularFiles(int from, const std::string& nam
     return PosixError("fdopendir", name, errno);
   }
   std::vector<Entry> files;
-  while (dirent* e = readdir(d)) {
+  for (;;) {
+    errno = 0;
+    dirent* e = readdir(d);
+    if (e == nullptr) break;
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     struct stat st {};
     if (fstatat(from, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     files.push_back({e->d_name, static_cast<uint64_t>(st.st_size)});
   }
+  const int err = errno;
   closedir(d);
+  if (err != 0) return PosixError("readdir", name, err);
   std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) {
     return a.size != b.size ? a.size < b.size : a.name < b.name;
   });
@@ -244,8 +259,8 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
   const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_bsize);
   // A disk that refuses the copy loses the files, never leaves the mount.
   absl::Status copied = absl::OkStatus();
-  if (Fd alone = TmpfsAlone(dir.get()); alone.valid()) {
-    copied = CopyFiles(alone.get(), Kept(job_dir), size, use);
+  if (Alone alone = TmpfsAlone(dir.get()); alone.root.valid()) {
+    copied = CopyFiles(alone.root.get(), Kept(job_dir), size, use);
   } else {
     copied = PosixError("dup", errors, errno);
   }
