@@ -25,6 +25,9 @@ Attacks (counts reduced with --scale below 1):
   sparse-errors
               4 jobs of A each leave a 20G file of holes in errors/ and exit
               1; also prints how much the state dir grew once they ended
+  stuck-mount A runs 8 `submit -d -o MNT/stuckN.log` at a time, round after
+              round, on a FUSE mount that never answers (tests/hang_fs.cc)
+  late-mount  the same on one that answers each lookup 4.5 s late
 
 Needs root (it makes two throwaway users). Not a test: nothing is
 asserted; a shared 2-core machine is noisy.
@@ -172,7 +175,7 @@ class Bench:
         time.sleep(0.3)
         sampler.stop = True
         sampler.join()
-        print(f"{name:10} rss_peak={sampler.rss:5d} MiB fds_max={sampler.fds:6d} "
+        print(f"{name:11} rss_peak={sampler.rss:5d} MiB fds_max={sampler.fds:6d} "
               f"ltd_cpu={cpu:3.0f}% ltd_cpu_before_ps={quiet:4.1f}% "
               f"ps_median={statistics.median(times):7.1f} ms ps_max={max(times):7.1f} ms "
               f"ps_ok={ok}/{self.ps_runs}{extra}", flush=True)
@@ -206,6 +209,68 @@ class Bench:
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
             subprocess.run(["userdel", name], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class HangMount:
+    """lt_hang_fs (tests/hang_fs.cc) mounted in the bench's dir, as root
+    with allow_other; A's submits name files on it, round after round."""
+
+    def __init__(self, b, fs):
+        self.b, self.dir = b, os.path.join(b.dir, "mnt")
+        os.makedirs(self.dir, exist_ok=True)
+        # The connections' abort files, to end the hung mount at the end.
+        self.fusectl = " fusectl " not in open("/proc/self/mountinfo").read()
+        if self.fusectl:
+            subprocess.run(["mount", "-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"],
+                           capture_output=True)
+        self.server = subprocess.Popen([fs, self.dir], stdout=subprocess.PIPE)
+        if not self.server.stdout.readline():
+            sys.exit("lt_hang_fs did not mount")
+        self.conn = f"/sys/fs/fuse/connections/{os.minor(os.stat(self.dir).st_dev)}"
+        self.stop, self.rounds, self.answers = False, 0, {}
+
+    def attack(self, name, per_round=8):
+        def loop():
+            while not self.stop:
+                ps = [subprocess.Popen(
+                    [self.b.ltctl, "--socket", self.b.sock, "submit", "-d", "--devices", "1",
+                     "-o", f"{self.dir}/{name}{i}.log", "--", self.b.child, "print:1"],
+                    preexec_fn=as_user(*self.b.a), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                      for i in range(per_round)]
+                for p in ps:
+                    err = p.communicate(timeout=120)[1]
+                    key = ("accepted" if p.returncode == 0 else
+                           "refused at once" if "too many submits" in err else
+                           "did not answer" if "did not answer" in err else err.strip()[:60])
+                    self.answers[key] = self.answers.get(key, 0) + 1
+                self.rounds += 1
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+
+        def stop():
+            self.stop = True
+            t.join(timeout=120)
+            answers = ", ".join(f"{k}: {v}" for k, v in sorted(self.answers.items()))
+            self.close()
+            return f" rounds={self.rounds} ({answers})"
+        return stop
+
+    def close(self):
+        # Every request still waiting fails, then the mount goes.
+        try:
+            with open(f"{self.conn}/abort", "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        subprocess.run(["umount", "-l", self.dir], capture_output=True)
+        try:
+            self.server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+        if self.fusectl:
+            subprocess.run(["umount", "-l", "/sys/fs/fuse/connections"], capture_output=True)
 
 
 def shims_of(job):
@@ -440,6 +505,14 @@ def main():
                         f"state_dir_grew={grown / 2**20:.1f}MiB (20G of holes each)")
             return stop
         run("sparse-errors", sparse_errors, 0.5)
+        fs = os.path.join(args.build, "tests", "lt_hang_fs")
+        for name in ("stuck", "late"):
+            if only and f"{name}-mount" not in only:
+                continue
+            if not os.path.exists(fs) or not os.path.exists("/dev/fuse"):
+                print(f"{name}-mount  skipped: no {fs} or no /dev/fuse")
+                continue
+            run(f"{name}-mount", lambda name=name: HangMount(b, fs).attack(name), 2)
         print(f"idle ps median {idle:.1f} ms; target: every attack's under {3 * idle:.1f} ms")
         if not only or "memory" in only:
             memory(b, s(50))

@@ -34,8 +34,12 @@ Last, scale: 8 nodes x 1 rank the same way, the time from launching the
 group formed, and a crash on node 2 to every survivor gone.
 
 Not a test: nothing is asserted; a shared 2-core machine is noisy.
+With --munge: what sealing every etcd record with MUNGE costs, per record
+(seal, check) and on the 4-node crash, --rdzv-auth none against munge
+(bench/munge_bench.py, a munged of its own).
+
 Usage: bench/multinode_bench.py [--build DIR] [--runs N] [--hang-timeout S] [--patience S]
-                                [--four-nodes-only | --eight-nodes-only]
+                                [--four-nodes-only | --eight-nodes-only | --munge]
 """
 
 import argparse
@@ -236,12 +240,16 @@ def main():
     ap.add_argument("--four-nodes-only", action="store_true", help="only the 4-node netns cases")
     ap.add_argument("--eight-nodes-only", action="store_true",
                     help="only the 8 nodes x 1 rank netns scale case (a crash)")
+    ap.add_argument("--munge", action="store_true",
+                    help="only MUNGE's cost: per record, and the 4-node crash with it on and off")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     if args.four_nodes_only:
         return netns_nodes(build, args.runs, 4, 2, ("crash", "hang", "kill"))
     if args.eight_nodes_only:
         return netns_nodes(build, args.runs, 8, 1, ("crash",))
+    if args.munge:
+        return munge_cost(build, args.runs)
     print(f"fault on node 1 (rank 3 of 2 nodes x 2 gloo ranks) -> last rank of node 0 gone; "
           f"ltrun --heartbeat-timeout {args.hang_timeout:g} s; medians of {args.runs}", flush=True)
     row("", "crash", "hang")
@@ -286,18 +294,40 @@ def main():
     netns_nodes(build, args.runs, 8, 1, ("crash",))
 
 
-def netns_nodes(build, runs, nodes, ranks_per_node, faults):
+def munge_cost(build, runs):
+    """What sealing every record with MUNGE costs (munge_bench.py)."""
+    sys.path.insert(0, HERE)
+    import munge_bench
+    try:
+        munged = munge_bench.Munged()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+        print(f"MUNGE: skipped ({e})")
+        return
+    try:
+        enc, dec, size = munge_bench.record_cost(munged.socket)
+        print(f"one record (1 KiB report, {size} B sealed): seal {enc:.0f} us, check {dec:.0f} us "
+              f"(medians of 300, a munged of the bench's own)", flush=True)
+        for auth in ("none", "munge"):
+            netns_nodes(build, runs, 4, 2, ("crash",),
+                        ["--rdzv-auth", auth, "--munge-socket", munged.socket],
+                        f"--rdzv-auth {auth}")
+    finally:
+        munged.stop()
+
+
+def netns_nodes(build, runs, nodes, ranks_per_node, faults, flags=(), title=""):
     """Runs of `nodes` x `ranks_per_node` in network namespaces
     (bench/netns_run.py), a fault on node 2 each."""
     print(f"\n{nodes} nodes x {ranks_per_node} rank(s), a network namespace each, etcd fence, "
-          f"ltrun --heartbeat-timeout 5s, lease 5 s; fault on node 2; medians of {runs}", flush=True)
+          f"ltrun --heartbeat-timeout 5s, lease 5 s; fault on node 2; medians of {runs}"
+          f"{'; ' + title if title else ''}", flush=True)
     if os.getuid() != 0:
         print("skipped: needs root (network namespaces)")
         return
     sys.path.insert(0, HERE)
     import netns_run
     try:
-        results = netns_run.measure(build, runs, nodes, ranks_per_node, faults)
+        results = netns_run.measure(build, runs, nodes, ranks_per_node, faults, flags=flags)
     except Exception as e:  # noqa: BLE001 (a bench reports, it does not crash)
         print(f"skipped: {e}")
         return

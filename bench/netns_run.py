@@ -102,7 +102,7 @@ def start_time(pid):
     return time.time() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def one_run(cluster, build, fault, run_id, patience, ranks_per_node):
+def one_run(cluster, build, fault, run_id, patience, ranks_per_node, flags=()):
     """One run with `fault` on node 2: {"rdzv", "group", "gone", "final"}
     (seconds; None where it did not happen within `patience`) and "right"
     (every record names node 2)."""
@@ -130,7 +130,7 @@ def one_run(cluster, build, fault, run_id, patience, ranks_per_node):
                 "--rdzv", f"etcd://{cluster.addr(1)}:{cluster.port}", "--run-id", run_id,
                 "--nnodes", str(nodes), "--node-rank", str(i), "--devices", str(ranks_per_node),
                 "--heartbeat-timeout", "5s", "--no-slurm", "--report", report,
-                "--state-dir", os.path.join(tmp, f"state{i}"), "--"] + train
+                "--state-dir", os.path.join(tmp, f"state{i}"), *flags, "--"] + train
         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
     survivors = [r for r in range(world) if r not in node_ranks]
@@ -188,14 +188,14 @@ def one_run(cluster, build, fault, run_id, patience, ranks_per_node):
 
 
 def measure(build, runs, nodes=4, ranks_per_node=2, faults=("crash", "hang", "kill"),
-            patience=60.0):
-    """{fault: [one_run's dict per run]}."""
+            patience=60.0, flags=()):
+    """{fault: [one_run's dict per run]}; `flags`: more of ltrun's (--rdzv-auth)."""
     cluster = Cluster(nodes)
     out = {}
     try:
         for fault in faults:
             out[fault] = [one_run(cluster, build, fault, f"bench{os.getpid()}-{fault}-{k}", patience,
-                                  ranks_per_node) for k in range(runs)]
+                                  ranks_per_node, flags) for k in range(runs)]
     finally:
         cluster.stop()
     return out

@@ -65,6 +65,8 @@ class EventPrinter {
           console.Notice(Cat("ltctl: job ", Line(e.job_id()), " ", v1::Job::State_Name(e.state()),
                              ": ", DescribeCause(e.root_cause()), " (exit code ", e.exit_code(),
                              ")"));
+          const auto reason = e.root_cause().reason();
+          hung_ = reason == v1::RootCause::hang || reason == v1::RootCause::startup_timeout;
         }
         return e.exit_code();
       }
@@ -73,12 +75,16 @@ class EventPrinter {
     }
   }
 
+  // The job ended hung (and the end was said): its report is worth a look.
+  bool hung() const { return hung_; }
+
  private:
   static std::string Line(const std::string& text) {
     return DisplayEscape(text, Controls::kEscape);
   }
   const bool quiet_end_;
   bool pending_ = false;
+  bool hung_ = false;
 };
 
 // Prints a whole stream; the job's exit code, or 0 for a stream that
@@ -119,6 +125,21 @@ void WaitForLtd(const Globals& g, bool say, const std::string& resume) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+// A hung job's report in short, after its end line; nothing when ltd
+// cannot say now (the end line said what matters).
+void PrintHangSummary(const Globals& g, const std::string& id) {
+  int gone = 0;
+  auto api = Connect(g, &gone);
+  if (api == nullptr) return;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::JobRef req;
+  req.set_job(id);
+  v1::Job job;
+  if (!api->Show(&ctx, req, &job).ok()) return;
+  for (const std::string& line : HangSummary(job)) Console().Notice(Cat("ltctl: ", line));
 }
 
 // Opens a job's stream again, from `at` when a stream before reached it.
@@ -189,7 +210,7 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
   EventPrinter printer(/*prefix=*/true, quiet_end);
   std::optional<v1::LogPosition> at;
   if (first != nullptr) at.emplace();  // an attached submit's: from the start
-  return PrintThroughRestarts(
+  const int code = PrintThroughRestarts(
       g, id, printer,
       [&](v1::Ltd::Stub& api, grpc::ClientContext& ctx, const std::optional<v1::LogPosition>& at) {
         v1::JobRef req;
@@ -199,6 +220,8 @@ int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, 
         return output ? api.Attach(&ctx, req) : api.Wait(&ctx, req);
       },
       first, at, "job " + id, "attach " + id);
+  if (printer.hung()) PrintHangSummary(g, id);
+  return code;
 }
 
 int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_t tail,

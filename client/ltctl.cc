@@ -1,10 +1,12 @@
 // ltctl: the client. Every verb is one RPC to ltd over its Unix socket.
 // Exit codes follow docs/protocol.md: the job's for submit/attach/wait, 1 for an
 // error of ltctl or ltd, always with a one-line message saying what to do.
+#include <fcntl.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,15 +22,19 @@
 
 #include "bytes.h"
 #include "cli_options.h"
+#include "cli_words.h"
 #include "connection.h"
 #include "duration.h"
+#include "fd.h"
 #include "flag_values.h"
 #include "follow.h"
 #include "job_json.h"
 #include "job_limits.h"
 #include "ltd.grpc.pb.h"
 #include "render.h"
+#include "script_directives.h"
 #include "stack_cmd.h"
+#include "str_util.h"
 #include "submit.h"
 #include "version.h"
 #include "warn_signal.h"
@@ -119,8 +125,8 @@ std::vector<v1::Job> ListJobs(const Globals& g, const PsArgs& a) {
     v1::Job::State state{};
     if (!v1::Job::State_Parse(name, &state) || state == v1::Job::STATE_UNSPECIFIED)
       Die("--state '" + s +
-          "' is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, FAILED, CANCELLED "
-          "or LOST");
+          "' is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, FAILED, CANCELLED, "
+          "LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL");
     req.add_states(state);
   }
   auto api = Connect(g);
@@ -238,7 +244,7 @@ int Drain(const Globals& g, const std::optional<std::string>& reason,
                 reply.pending());
     if (reply.has_deadline()) {
       std::printf("running jobs are torn down at %s (each job's --signal first)\n",
-                  google::protobuf::util::TimeUtil::ToString(reply.deadline()).c_str());
+                  TimeText(reply.deadline()).c_str());
     }
   } else {
     std::printf("ltd takes jobs again: %d running, %d pending\n", reply.running(), reply.pending());
@@ -246,14 +252,118 @@ int Drain(const Globals& g, const std::optional<std::string>& reason,
   return 0;
 }
 
+// `e` in ltctl's words: an unknown verb or option with the closest known
+// one; no verb at all.
 std::string ParseErrorText(const CLI::App& app, const CLI::ParseError& e) {
-  const bool have_verb = !app.get_subcommands().empty();
+  const auto verbs = app.get_subcommands();
+  const CLI::App* verb = verbs.empty() ? nullptr : verbs.front();
+  std::vector<std::string> verb_names;
+  for (const CLI::App* v : app.get_subcommands([](const CLI::App*) { return true; })) {
+    verb_names.push_back(v->get_name());
+  }
   for (const std::string& extra : app.remaining(/*recurse=*/true)) {
     if (extra == "--") continue;
-    if (extra.starts_with("-")) return "unknown option " + extra;
-    if (!have_verb) return "unknown verb '" + extra + "'";
+    if (extra.starts_with("-")) {
+      std::vector<std::string> known = OptionNames(app);
+      if (verb != nullptr) {
+        for (std::string& name : OptionNames(*verb)) known.push_back(std::move(name));
+      }
+      return UnknownOptionText(extra, known);
+    }
+    if (verb == nullptr) return "unknown verb '" + extra + "'" + DidYouMean(extra, verb_names);
+    return "'" + extra + "' is not expected: `ltctl " + verb->get_name() +
+           " --help` says what it takes";
+  }
+  if (verb == nullptr) {
+    std::string all;
+    for (const std::string& v : verb_names) all += (all.empty() ? "" : ", ") + v;
+    return "no verb given; give one of " + all;
   }
   return CliErrorText(e);
+}
+
+// submit without --devices (on the command line or a #LTD line): one line,
+// which says so too when an option of submit's comes after PROGRAM, where
+// it is PROGRAM's own.
+std::string NoDevicesText(const CLI::App& submit, const SubmitArgs& sa) {
+  const std::vector<std::string> names = OptionNames(submit);
+  for (size_t i = 1; i < sa.command.size(); ++i) {
+    const std::string name = sa.command[i].substr(0, sa.command[i].find('='));
+    if (!name.starts_with("-") || std::find(names.begin(), names.end(), name) == names.end()) {
+      continue;
+    }
+    return "--devices is required; " + DisplayEscape(name, Controls::kEscape) +
+           " is given after PROGRAM, where it is PROGRAM's own argument: put ltctl's options "
+           "before PROGRAM (ltctl submit --devices N ... PROGRAM ARGS)";
+  }
+  return "--devices is required; give the number of ranks (--devices N)";
+}
+
+// The file PROGRAM names, as exec would find it: a path with a '/' as it
+// is, else the first in $PATH; "" when there is none.
+std::string ProgramPath(const std::string& program) {
+  if (program.empty()) return "";
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t colon = dirs.find(':', at);
+    if (colon == std::string_view::npos) colon = dirs.size();
+    std::string dir(dirs.substr(at, colon - at));
+    at = colon + 1;
+    const std::string file = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (access(file.c_str(), X_OK) == 0) return file;
+  }
+  return "";
+}
+
+// The #LTD lines of a script PROGRAM (script_directives.h), as submit
+// options to add before the command line's: those the command line gives
+// itself are left out (it wins), the rest checked to be submit's. Dies
+// with one line naming the script's line for one that is not.
+std::vector<std::string> ScriptOptions(const CLI::App& submit, const SubmitArgs& sa) {
+  if (sa.command.empty()) return {};
+  const std::string path = ProgramPath(sa.command.front());
+  // As the user: ltctl is theirs. Not a regular file (a FIFO): none.
+  Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  std::string head(kMaxScriptHead, '\0');
+  size_t have = 0;
+  while (have < head.size()) {
+    const ssize_t n = read(fd.get(), head.data() + have, head.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  head.resize(have);
+  const std::string shown = DisplayEscape(path, Controls::kEscape);
+  auto directives = ParseScriptDirectives(head, shown);
+  if (!directives.ok()) Die(std::string(directives.status().message()));
+  const std::vector<std::string> names = OptionNames(submit);
+  std::vector<std::string> out;
+  for (const ScriptDirective& d : *directives) {
+    const std::string where = Cat(shown, ":", d.line, ": #LTD: ");
+    for (size_t i = 0; i < d.tokens.size(); ++i) {
+      const std::string& token = d.tokens[i];
+      const std::string name = token.substr(0, token.find('='));
+      const CLI::Option* opt = token.starts_with("-") ? submit.get_option_no_throw(name) : nullptr;
+      if (opt == nullptr || !opt->nonpositional()) {
+        Die(where + (token.starts_with("-")
+                         ? UnknownOptionText(DisplayEscape(token, Controls::kEscape), names)
+                         : "'" + DisplayEscape(token, Controls::kEscape) +
+                               "' is no option; #LTD lines hold submit's options"));
+      }
+      const bool takes_value = opt->get_expected_max() != 0 && token.find('=') == std::string::npos;
+      if (takes_value && i + 1 >= d.tokens.size()) Die(where + name + " needs a value");
+      if (opt->count() == 0) {  // the command line's own wins
+        out.push_back(token);
+        if (takes_value) out.push_back(d.tokens[i + 1]);
+      }
+      if (takes_value) ++i;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -284,16 +394,18 @@ int main(int argc, char** argv) {
   // --lr 3e-4 --name x` passes `--lr 3e-4 --name x` on. submit's own
   // options (and the globals) come before PROGRAM.
   submit->positionals_at_end();
-  submit
-      ->add_option("--devices,--nproc-per-node,--nproc_per_node", sa.devices,
-                   "number of ranks (on this node), one per device")
-      ->required();
+  submit->add_option("--devices,--nproc-per-node,--nproc_per_node", sa.devices,
+                     "number of ranks (on this node), one per device (required; a #LTD line may "
+                     "give it)");
   submit->add_option("--name", sa.name, "a name to refer to the job by");
   submit->add_flag("-d,--detach", sa.detach, "print the job id and exit");
   submit->add_option("--heartbeat-timeout", sa.heartbeat_timeout,
-                     "hung after this long without a heartbeat");
+                     "a rank that sends heartbeats of its own (ltworker) is hung past this without "
+                     "one; with automatic detection, the job is hung when no rank progresses for "
+                     "this (default: ltd's --auto-heartbeat-timeout, 5m)");
   submit->add_flag("--no-auto-heartbeat", sa.no_auto_heartbeat,
-                   "no automatic heartbeats for Python ranks (ltd watches only the ranks' own)");
+                   "no automatic hang detection for Python ranks (on by default: no code change "
+                   "needed); only ranks that send heartbeats of their own are watched");
   submit->add_option("--startup-timeout", sa.startup_timeout,
                      "hung if no first heartbeat within this");
   submit->add_option("--grace", sa.grace, "SIGTERM to SIGKILL")->capture_default_str();
@@ -310,7 +422,9 @@ int main(int argc, char** argv) {
   // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
   submit->add_option("--env", sa.env, "KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);
-  submit->add_option("--max-restarts", sa.max_restarts, "restart the whole job up to N times")
+  submit
+      ->add_option("--max-restarts,--max_restarts", sa.max_restarts,
+                   "restart the whole job up to N times")
       ->check(CLI::NonNegativeNumber);
   submit->add_option("--nnodes", sa.nnodes, "nodes of a multi-node run (torchrun's flag)")
       ->check(CLI::PositiveNumber);
@@ -326,15 +440,21 @@ int main(int argc, char** argv) {
   submit->add_option("--rdzv", sa.rdzv, "meet the other nodes at etcd://HOST:PORT");
   submit->add_option("--rdzv-timeout,--rdzv_timeout", sa.rdzv_timeout,
                      "fail when the nodes have not met within this (default 10m)");
-  submit->add_option("--rdzv-lease", sa.rdzv_lease,
+  submit->add_option("--rdzv-lease,--rdzv_lease", sa.rdzv_lease,
                      "a node that dies is known gone this long after (default 5s)");
+  submit->add_option("--rdzv-auth", sa.rdzv_auth,
+                     "munge: the node's records in etcd are MUNGE credentials, and only yours "
+                     "are believed; none (default: ltd's --rdzv-auth)");
   submit
       ->add_option("--after", sa.after,
                    "start once JOB succeeded; cancelled if it fails (repeatable)")
       ->allow_extra_args(false);
+  submit->add_option("--dependency", sa.dependency,
+                     "as sbatch's: afterok:JOB[:JOB...], afterany:JOB, afternotok:JOB, "
+                     "singleton (your earlier jobs of this --name ended), joined with ','");
   submit->add_option("-o,--output", sa.output,
-                     "also write every rank's output to this file, opened as you: %j job id, "
-                     "%r rank, %n name (sbatch's -o)");
+                     "also write every rank's output to this file, opened as you, as sbatch's -o: "
+                     "%j job id, %x name, %t rank, %n node, %N host, %u user, %% a %");
   submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
   submit->add_option("--mem", sa.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
   submit->add_option("--mem-per-rank", sa.mem_per_rank, "memory of each rank with its children");
@@ -354,7 +474,8 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   ps->add_option("-t,--state", pa.states,
                  "only jobs in these states, finished ones too: S[,S] (PENDING, STARTING, "
-                 "RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST)")
+                 "RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY, "
+                 "NODE_FAIL)")
       ->delimiter(',')
       ->allow_extra_args(false);
   ps->add_flag("--no-trunc", pa.no_trunc, "show whole commands, not cut to fit the table");
@@ -421,8 +542,28 @@ int main(int argc, char** argv) {
                  DisplayEscape(ParseErrorText(app, e), Controls::kEscape).c_str());
     return kErrorExit;
   }
+  // A script's #LTD lines, as sbatch's #SBATCH: parsed again with them
+  // before the command line's options.
+  if (submit->parsed()) {
+    if (std::vector<std::string> extra = ScriptOptions(*submit, sa); !extra.empty()) {
+      std::vector<std::string> args(argv, argv + argc);
+      auto verb = std::find(args.begin() + 1, args.end(), "submit");
+      if (verb != args.end()) args.insert(verb + 1, extra.begin(), extra.end());
+      std::vector<char*> again;
+      for (std::string& a : args) again.push_back(a.data());
+      app.clear();
+      try {
+        app.parse(static_cast<int>(again.size()), again.data());
+      } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "ltctl: %s (with the script's #LTD lines); see `ltctl --help`\n",
+                     DisplayEscape(ParseErrorText(app, e), Controls::kEscape).c_str());
+        return kErrorExit;
+      }
+    }
+  }
   auto run = [&] {
     if (submit->parsed()) {
+      if (submit->get_option("--devices")->count() == 0) Die(NoDevicesText(*submit, sa));
       if (sa.devices < 1) Die("--devices must be at least 1");
       return Submit(g, sa);
     }

@@ -24,9 +24,7 @@ std::string Line(const std::string& text) {
   return text.empty() ? "-" : DisplayEscape(text, Controls::kEscape);
 }
 
-std::string Time(bool has, const Timestamp& t) {
-  return has ? google::protobuf::util::TimeUtil::ToString(t) : "-";
-}
+std::string Time(bool has, const Timestamp& t) { return has ? TimeText(t) : "-"; }
 
 template <typename T>
 std::string Opt(bool has, T value) {
@@ -151,9 +149,11 @@ void PrintStack(const std::string& stack, FILE* out, int indent = 6) {
     std::fprintf(out, "%*s... %d more lines (ltctl --json show)\n", indent, "", skipped);
 }
 
+// "rank(s) [1,3]", or "none" for no rank.
 std::string RankList(const google::protobuf::RepeatedField<int32_t>& ranks) {
-  std::string out = "[";
-  for (int r : ranks) out += (out.size() > 1 ? "," : "") + std::to_string(r);
+  if (ranks.empty()) return "none";
+  std::string out = "rank(s) [";
+  for (int r : ranks) out += (out.size() > 9 ? "," : "") + std::to_string(r);
   return out + "]";
 }
 
@@ -240,6 +240,10 @@ std::string NodesLine(const v1::Job& j) {
                      (j.rdzv().empty() ? std::string("static") : "rendezvous " + Line(j.rdzv())) +
                      "), run " + Line(j.run_id()) + ", master " + Line(j.master_addr()) + ":" +
                      std::to_string(j.master_port());
+  if (!j.rdzv().empty() && !j.rdzv_auth().empty()) {
+    line +=
+        j.rdzv_auth() == "munge" ? ", records sealed with MUNGE" : ", records not authenticated";
+  }
   return line;
 }
 
@@ -321,6 +325,53 @@ std::string HeartbeatMode(const v1::Job& j) {
   }
 }
 
+std::vector<std::string> HangSummary(const v1::Job& j) {
+  if (!j.has_hang_report()) return {};
+  const auto& h = j.hang_report();
+  const v1::HangReport::Rank* culprit = nullptr;
+  for (const auto& r : h.ranks()) {
+    if (r.stalled() && !r.in_collective() && !r.stack().empty()) culprit = &r;
+    if (culprit != nullptr) break;
+  }
+  for (const auto& r : h.ranks()) {
+    if (culprit == nullptr && r.stalled()) culprit = &r;
+  }
+  std::vector<std::string> lines;
+  if (culprit != nullptr) {
+    const std::string who = culprit->has_node()
+                                ? Cat("node ", culprit->node(), " rank ", culprit->rank())
+                                : Cat("rank ", culprit->rank());
+    std::string how = culprit->in_collective() ? "waits in a collective" : "outside any collective";
+    if (!culprit->process_state().empty()) how += ", " + Line(culprit->process_state());
+    lines.push_back(Cat("hang report: ", who, " stalled first, ", how));
+    // The top of its stack: its first frame, not the header before it.
+    std::string_view stack = culprit->stack();
+    for (size_t at = 0; at < stack.size();) {
+      size_t nl = stack.find('\n', at);
+      if (nl == std::string_view::npos) nl = stack.size();
+      std::string_view frame = stack.substr(at, nl - at);
+      at = nl + 1;
+      while (!frame.empty() && frame.front() == ' ') frame.remove_prefix(1);
+      if (frame.empty() || frame.starts_with("Thread ") || frame.starts_with("Current thread") ||
+          frame.starts_with("Stack (most recent")) {
+        continue;
+      }
+      lines.push_back(Cat("  top of its stack: ", Line(std::string(frame.substr(0, 300)))));
+      break;
+    }
+  } else {
+    lines.push_back(Cat("hang report: stalled first: ", RankList(h.stalled_ranks())));
+  }
+  lines.push_back(Cat("the whole report: `ltctl show ", Line(j.id()), "`"));
+  return lines;
+}
+
+std::string TimeText(const google::protobuf::Timestamp& t) {
+  google::protobuf::Timestamp shown = t;
+  shown.set_nanos(t.nanos() / 1000 * 1000);  // microseconds at most, whatever ltd sent
+  return google::protobuf::util::TimeUtil::ToString(shown);
+}
+
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate) {
   Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "NODE", "STEP", "ELAPSED", "EXIT", "COMMAND"});
   for (const auto& j : jobs) {
@@ -350,6 +401,32 @@ std::string Use(const v1::GpuUse& u) {
   return s;
 }
 
+namespace {
+
+// "rank 1 pid 4242 in D state at request_wait_answer (wchan ...), since
+// 2026-12-03 14:22:10": which process, where in the kernel, since when
+// ltd found it there.
+std::string UnkillableText(const v1::Unkillable& u) {
+  std::string line =
+      !u.descendant() ? "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid())
+      : u.rank() >= 0
+          ? "pid " + std::to_string(u.pid()) + " (of rank " + std::to_string(u.rank()) + ")"
+          : "pid " + std::to_string(u.pid()) + " (of the job)";
+  line += " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
+  // The kernel stack's top frame (root reads it), else the wchan.
+  std::string top = u.stack().substr(0, u.stack().find('\n'));
+  if (const size_t close = top.find("] "); top.starts_with("[<") && close != std::string::npos) {
+    top = top.substr(close + 2);
+  }
+  top = top.substr(0, top.find('+'));
+  if (!top.empty()) line += " at " + Line(top);
+  if (!u.wchan().empty() && u.wchan() != top) line += " (wchan " + Line(u.wchan()) + ")";
+  line += ", since " + Time(u.has_found_at(), u.found_at());
+  return line;
+}
+
+}  // namespace
+
 void PrintSlots(const v1::GpusReply& reply, FILE* out) {
   Table t({"SLOT", "GPU", "STATE", "JOB", "USER", "MEMORY", "DETAIL"});
   for (const auto& s : reply.slots()) {
@@ -363,8 +440,11 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
                   (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
       }
       if (detail.empty() && !s.job_id().empty()) {
-        detail = "a process of job " + Line(s.job_id()) + " that would not die (ltctl show " +
-                 Line(s.job_id()) + ")";
+        detail = "job " + Line(s.job_id()) + "'s process that would not die: ";
+        for (int i = 0; i < s.unkillable_size(); ++i) {
+          detail += (i > 0 ? "; " : "") + UnkillableText(s.unkillable(i));
+        }
+        if (s.unkillable().empty()) detail += "ltctl show " + Line(s.job_id());
       } else {
         if (detail.empty()) detail = "NVML cannot read it";
         detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
@@ -409,11 +489,16 @@ void PrintJob(const v1::Job& j, FILE* out) {
                          : Cat(sig, ", not sent yet"));
   }
   if (!j.pending_reason().empty()) field("Waiting:", Line(j.pending_reason()));
-  if (j.after_size() > 0) {
-    std::string after;
-    for (const auto& id : j.after()) after += (after.empty() ? "" : ", ") + Line(id);
-    field("After:", after);
+  // Its dependencies, as sbatch spells them: "afterok:3:4,afterany:5".
+  std::string deps;
+  for (auto [kind, ids] : {std::pair{"afterok", &j.after()}, std::pair{"afterany", &j.after_any()},
+                           std::pair{"afternotok", &j.after_notok()}}) {
+    if (ids->empty()) continue;
+    deps += Cat(deps.empty() ? "" : ",", kind);
+    for (const auto& id : *ids) deps += ":" + Line(id);
   }
+  if (j.singleton()) deps += deps.empty() ? "singleton" : ",singleton";
+  if (!deps.empty()) field("After:", deps);
   field("Exit code:", Opt(j.has_exit_code(), j.exit_code()));
   field("Command:", Command(j));
   if (!j.label().empty()) field("Runs:", Argv(j));
@@ -425,6 +510,10 @@ void PrintJob(const v1::Job& j, FILE* out) {
   if (!j.gpu_isolation().empty()) field("GPU access:", Line(j.gpu_isolation()));
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
+  if (j.rdzv_refused() > 0) {
+    field("Refused:", std::to_string(j.rdzv_refused()) + " record(s) of the run in etcd (last: " +
+                          Line(j.rdzv_refused_last()) + ")");
+  }
   field("Containment:", Line(j.containment()));
   if (j.mem_bytes() != 0 || j.mem_per_rank_bytes() != 0 || j.cpu_millis() != 0) {
     std::string limits;
@@ -451,14 +540,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
     if (Hidden(j, "root_cause.message")) field("  message:", kHiddenNote);
   }
   for (const auto& u : j.unkillable()) {
-    std::string line =
-        !u.descendant() ? "rank " + std::to_string(u.rank()) + " pid " + std::to_string(u.pid())
-        : u.rank() >= 0
-            ? "pid " + std::to_string(u.pid()) + " (of rank " + std::to_string(u.rank()) + ")"
-            : "pid " + std::to_string(u.pid()) + " (of the job)";
-    line += " in " + (u.state().empty() ? std::string("?") : Line(u.state())) + " state";
-    if (!u.wchan().empty()) line += " (wchan " + Line(u.wchan()) + ")";
-    line += u.has_gone_at() ? ", gone since " + Time(true, u.gone_at())
+    std::string line = UnkillableText(u);
+    line += u.has_gone_at() ? "; gone since " + Time(true, u.gone_at())
                             : "; its devices stay out of use until it is gone";
     std::fprintf(out, "unkillable: %s\n", line.c_str());
   }
@@ -537,8 +620,8 @@ void PrintJob(const v1::Job& j, FILE* out) {
   } else if (j.has_hang_report()) {
     const auto& h = j.hang_report();
     std::fprintf(out, "\nHang report (%s):\n", Time(h.has_at(), h.at()).c_str());
-    std::fprintf(out, "  stalled first: rank(s) %s\n", RankList(h.stalled_ranks()).c_str());
-    std::fprintf(out, "  stragglers:    rank(s) %s\n", RankList(h.straggler_ranks()).c_str());
+    std::fprintf(out, "  stalled first: %s\n", RankList(h.stalled_ranks()).c_str());
+    std::fprintf(out, "  stragglers:    %s\n", RankList(h.straggler_ranks()).c_str());
     for (const auto& r : h.ranks()) {
       std::fprintf(out, "  rank %d: last step %s, last heartbeat %s%s%s\n", r.rank(),
                    Opt(r.has_last_step(), r.last_step()).c_str(),

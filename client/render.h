@@ -16,6 +16,12 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate = 
 void PrintJob(const v1::Job& job, FILE* out);
 // `ltctl gpus`: every device slot, free, busy or quarantined.
 void PrintSlots(const v1::GpusReply& reply, FILE* out);
+// RFC 3339 UTC, with at most microseconds ("2026-12-03T15:00:00.123456Z").
+std::string TimeText(const google::protobuf::Timestamp& t);
+// A hung job's report in a few lines for an attached client: the culprit
+// (the rank outside a collective, else the first stalled), the top of its
+// stack, and where the rest is (`ltctl show N`). Empty without a report.
+std::vector<std::string> HangSummary(const v1::Job& job);
 // "rank 2 exited with code 3" and the like, for one-line outcomes.
 std::string DescribeCause(const v1::RootCause& cause);
 

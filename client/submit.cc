@@ -14,10 +14,13 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "bytes.h"
 #include "flag_values.h"
 #include "follow.h"
 #include "job_limits.h"
 #include "rpc_error.h"
+#include "str_util.h"
+#include "umask.h"
 #include "warn_signal.h"
 
 extern char** environ;
@@ -68,12 +71,18 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   if (!a.rdzv_timeout.empty()) {
     req.set_rdzv_timeout_ms(OrDie(DurationFlag("--rdzv-timeout", a.rdzv_timeout)).count());
   }
+  if (!a.rdzv_auth.empty() && a.rdzv_auth != "munge" && a.rdzv_auth != "none") {
+    Die("--rdzv-auth '" + a.rdzv_auth + "' is not munge or none; give one of them");
+  }
+  req.set_rdzv_auth(a.rdzv_auth);
   if (!a.rdzv_lease.empty()) {
     req.set_rdzv_lease_ms(OrDie(DurationFlag("--rdzv-lease", a.rdzv_lease)).count());
   }
   for (const auto& job : a.after) req.add_after(job);
+  req.set_dependency(a.dependency);
   req.set_output(a.output);
   req.set_error(a.error);
+  req.set_umask(CurrentUmask());
   if (!a.mem.empty())
     req.set_mem_bytes(OrDie(ByteSizeFlag("--mem", a.mem, kMinJobMemory, kMinJobMemoryText)));
   if (!a.mem_per_rank.empty()) {
@@ -231,6 +240,10 @@ int Submit(const Globals& g, const SubmitArgs& a) {
     if (!s.ok() && !LostLtd(s)) DieRpc(g, s);
     return 0;
   }
+  // Its id first, as ltd knows it: the output below is this job's.
+  std::fprintf(
+      stderr, "ltd: job %s%s\n", id.c_str(),
+      a.name.empty() ? "" : Cat(" (", DisplayEscape(a.name, Controls::kEscape), ")").c_str());
   std::thread([&g, id, set] {
     int sig = 0;
     int presses = 0;

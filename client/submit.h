@@ -23,9 +23,10 @@ struct SubmitArgs {
   // A multi-node run (torchrun's flags); see SubmitRequest.
   int nnodes = 1;
   std::optional<int> node_rank;
-  std::string master_addr, run_id, rdzv, rdzv_timeout, rdzv_lease;
+  std::string master_addr, run_id, rdzv, rdzv_timeout, rdzv_lease, rdzv_auth;
   int master_port = 0;
   std::vector<std::string> after;
+  std::string dependency;     // --dependency, as typed (ltd parses it)
   std::string output, error;  // --output, --error patterns
   std::string mem, mem_per_rank, cpus;
   std::string warn_signal;  // --signal SIG@DUR

@@ -10,8 +10,11 @@ std::optional<uint64_t> ParseByteSize(std::string_view text) {
   uint64_t value = 0;
   size_t i = 0;
   for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
-    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (value > (1ull << 62)) return std::nullopt;
+    // Checked before it is computed: 2^62 * 10 wraps around 2^64, and
+    // "36893488147419103240" would read as 8.
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > ((1ull << 62) - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
   }
   if (i == 0) return std::nullopt;
   std::string_view unit = text.substr(i);

@@ -44,6 +44,8 @@ inline std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   out.push_back(nullptr);
   return out;
 }
+// Of strings about to be destroyed the pointers would dangle.
+std::vector<char*> CStrings(std::vector<std::string>&& strings) = delete;
 
 template <typename Container>
 std::string Join(const Container& items, std::string_view sep) {
@@ -57,6 +59,7 @@ std::string Join(const Container& items, std::string_view sep) {
   return out;
 }
 
+// The parts are views into `s`: it must outlive them.
 inline std::vector<std::string_view> Split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   for (;;) {
@@ -66,5 +69,10 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
     s.remove_prefix(at + 1);
   }
 }
+// Not of a string about to be destroyed: `for (auto part :
+// Split(ReadFile(p), ','))` would read freed memory (before C++23 a
+// range-for keeps only the outermost temporary alive). Hold it first.
+template <typename S>
+requires std::same_as<S, std::string> void Split(S&&, char) = delete;
 
 }  // namespace ltd

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "absl/strings/numbers.h"
+#include "bytes.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -35,7 +36,8 @@ std::string SignalName(int signal) {
 
 absl::StatusOr<WarnSignal> ParseWarnSignal(const std::string& flag, std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(Cat(flag, " '", text, "': ", why,
+    return absl::InvalidArgumentError(Cat(flag, " '", DisplayEscapeElided(text, 64, Controls::kEscape),
+                                          "': ", why,
                                           "; use SIG@DUR, e.g. USR1@90s (USR1 90 seconds before "
                                           "the job's end)"));
   };
@@ -46,7 +48,7 @@ absl::StatusOr<WarnSignal> ParseWarnSignal(const std::string& flag, std::string_
     return bad("B: means nothing here (ltd signals each rank's main process)");
   }
   const std::optional<int> n = SignalNumber(sig);
-  if (!n) return bad(Cat("'", sig, "' is not a signal"));
+  if (!n) return bad(Cat("'", DisplayEscapeElided(sig, 32, Controls::kEscape), "' is not a signal"));
   const std::optional<Millis> before = ParseDuration(text.substr(at + 1));
   if (!before || before->count() <= 0) return bad("the time before the end must be more than 0");
   return WarnSignal{*n, *before};

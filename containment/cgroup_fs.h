@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <concepts>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,8 +18,11 @@
 namespace ltd {
 
 // The non-empty parts of `s` between `sep`s (mountinfo's fields, a
-// controller list).
+// controller list), as views into `s`; not of a temporary string (see
+// Split).
 std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep);
+template <typename S>
+requires std::same_as<S, std::string> void NonEmptyFields(S&&, char) = delete;
 // A path as /proc/PID/mountinfo writes it, with space, tab, newline and
 // backslash as \ooo, as it is.
 std::string UnescapeMountinfo(std::string_view s);

@@ -28,9 +28,7 @@ bool ReadProcFile(const char* path, std::string& out) {
 
 namespace {
 
-std::optional<ProcEntry> ParseStat(const char* path, pid_t pid) {
-  std::string stat;
-  if (!ReadProcFile(path, stat)) return std::nullopt;
+std::optional<ProcEntry> ParseStatText(const std::string& stat, pid_t pid) {
   // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses, so
   // the fields start after the last ')'.
   const size_t close = stat.rfind(')');
@@ -54,6 +52,18 @@ std::optional<ProcEntry> ParseStat(const char* path, pid_t pid) {
   return e;
 }
 
+std::optional<ProcEntry> ParseStat(const char* path, pid_t pid) {
+  std::string stat;
+  if (!ReadProcFile(path, stat)) return std::nullopt;
+  return ParseStatText(stat, pid);
+}
+
+std::string TrimWchan(std::string text) {
+  if (text == "0") text.clear();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 }  // namespace
 
 std::optional<ProcEntry> ReadProcEntry(pid_t pid) {
@@ -68,13 +78,22 @@ std::optional<ProcEntry> ReadMainThreadEntry(pid_t pid) {
   return ParseStat(path, pid);
 }
 
+std::optional<ProcEntry> ReadProcEntry(const ProcDir& dir) {
+  auto stat = dir.Read("stat");
+  if (!stat.ok()) return std::nullopt;
+  return ParseStatText(*stat, dir.pid());
+}
+
 std::string ReadWchan(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/wchan", pid);
-  std::string text = ReadWholeFile(path, 256).value_or("");
-  if (text == "0") text.clear();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
+  return TrimWchan(ReadWholeFile(path, 256).value_or(""));
+}
+
+std::string ReadWchan(const ProcDir& dir) { return TrimWchan(dir.Read("wchan", 256).value_or("")); }
+
+std::string ReadKernelStack(const ProcDir& dir, size_t max) {
+  return dir.Read("stack", max).value_or("");
 }
 
 std::string ReadKernelStack(pid_t pid, size_t max) {

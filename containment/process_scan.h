@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "proc_dir.h"
+
 namespace ltd {
 
 struct ProcEntry {
@@ -33,9 +35,13 @@ struct ProcEntry {
 // only; "" when it cannot be read), at most `max` bytes.
 std::string ReadWchan(pid_t pid);
 std::string ReadKernelStack(pid_t pid, size_t max = 4096);
+// The same through a ProcDir: of that process for certain.
+std::string ReadWchan(const ProcDir& dir);
+std::string ReadKernelStack(const ProcDir& dir, size_t max = 4096);
 
 // /proc/PID/stat of one process; nullopt once it is gone.
 std::optional<ProcEntry> ReadProcEntry(pid_t pid);
+std::optional<ProcEntry> ReadProcEntry(const ProcDir& dir);
 // /proc/PID/task/PID/stat: the process's main thread alone (its CPU time
 // is that thread's, not the sum over its threads); nullopt once it is gone.
 std::optional<ProcEntry> ReadMainThreadEntry(pid_t pid);

@@ -51,6 +51,30 @@ std::vector<pid_t> Descendants(const std::vector<pid_t>& ranks, const EnvMatch& 
   return found;
 }
 
+// Children of this process in a session other than its own, and their
+// descendants: ranks (each leads a session) and what this subreaper
+// adopted from them; never its own helpers (they stay in its session).
+std::vector<pid_t> Adopted() {
+  const std::vector<ProcEntry> all = ListProcesses();
+  const pid_t self = getpid();
+  const pid_t own_session = getsid(0);
+  std::set<pid_t> tree;
+  for (const ProcEntry& e : all) {
+    if (e.ppid == self && e.state != 'Z' && e.session != own_session) tree.insert(e.pid);
+  }
+  std::vector<pid_t> found(tree.begin(), tree.end());
+  for (bool grew = !tree.empty(); grew;) {
+    grew = false;
+    for (const ProcEntry& e : all) {
+      if (e.state != 'Z' && tree.count(e.ppid) != 0 && tree.insert(e.pid).second) {
+        found.push_back(e.pid);
+        grew = true;
+      }
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 // A job in EndJob. Destroying it closes its timer, after which libuv
@@ -82,6 +106,25 @@ SubreaperContainment::~SubreaperContainment() {
   if (left > 0) spdlog::error("{} process(es) of ltd's jobs were alive at exit; killed", left);
 }
 
+absl::Status SubreaperContainment::BeginJob(const std::string& job_id, const JobLimits& limits) {
+  if (limits.any() || limits.isolate_gpus) {
+    return absl::FailedPreconditionError(
+        "--mem, --cpus and GPU isolation need ltd's cgroup containment");
+  }
+  begun_.insert(job_id);
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> SubreaperContainment::JobProcesses(const std::string& job_id) const {
+  std::vector<pid_t> pids = FindProcesses(JobMatch(job_id));
+  if (begun_.size() == 1 && begun_.count(job_id) != 0) {
+    for (pid_t pid : Adopted()) {
+      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
 EnvMatch SubreaperContainment::JobMatch(const std::string& job_id) const {
   return [job = Cat("LT_JOB_ID=", job_id), marker = marker_](const ProcEnviron& env) {
     return env.Has(job) && env.Has(marker);
@@ -95,6 +138,10 @@ void SubreaperContainment::KillJob(const std::string& job_id, const std::vector<
   KillProcessGroups(rank_pids);
   const int killed = KillProcesses(JobMatch(job_id), kKillRounds);
   if (killed > 0) spdlog::debug("job={} SIGKILL to {} marked process(es)", job_id, killed);
+  // Orphans that scrubbed their markers, adopted here (one job only).
+  if (begun_.size() == 1 && begun_.count(job_id) != 0) {
+    for (pid_t pid : Adopted()) kill(pid, SIGKILL);
+  }
 }
 
 void SubreaperContainment::EndJob(const std::string& job_id, std::function<void()> on_empty) {
@@ -128,7 +175,7 @@ void SubreaperContainment::EndJob(const std::string& job_id, std::function<void(
 }
 
 void SubreaperContainment::Check(Waiter* w) {
-  const std::vector<pid_t> left = FindProcesses(JobMatch(w->job_id));
+  const std::vector<pid_t> left = JobProcesses(w->job_id);
   if (left.empty()) {
     // Zombies among them are reaped by reaper_ as their SIGCHLD comes.
     reaper_.ReapNow();
@@ -140,6 +187,7 @@ void SubreaperContainment::Check(Waiter* w) {
   }
   if (++w->checks % kRekillEvery != 0) return;
   KillProcesses(JobMatch(w->job_id), kKillRounds);
+  for (pid_t pid : left) kill(pid, SIGKILL);
   // Said at 1, 2, 4, 8 ... s, not every second (see CgroupContainment).
   const int seconds = w->checks / kRekillEvery;
   if ((seconds & (seconds - 1)) != 0) return;
@@ -154,13 +202,16 @@ std::vector<Containment::Left> SubreaperContainment::Remaining(const std::string
   // Marked processes carry no trustworthy rank (their environment is the
   // user's to change): the rank is not known.
   std::vector<Left> out;
-  for (pid_t pid : FindProcesses(JobMatch(job_id))) {
+  for (pid_t pid : JobProcesses(job_id)) {
     if (out.size() >= max) break;
     out.push_back({pid, -1});
   }
   return out;
 }
 
-void SubreaperContainment::Forget(const std::string& job_id) { waiters_.erase(job_id); }
+void SubreaperContainment::Forget(const std::string& job_id) {
+  waiters_.erase(job_id);
+  begun_.erase(job_id);
+}
 
 }  // namespace ltd

@@ -1,6 +1,7 @@
 #include "daemon.h"
 
 #include <grpc/grpc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "gpu_devices.h"
 #include "helpers.h"
 #include "log_rate.h"
+#include "private_file.h"
 #include "resource_limits.h"
 #include "shim_probe.h"
 #include "socket_activation.h"
@@ -72,6 +74,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config,
   d->manager_config_.keep_finished = c.keep_jobs;
   d->manager_config_.max_restarts_limit = c.max_restarts_limit;
   d->manager_config_.max_time = c.max_time;
+  d->manager_config_.munge_socket = c.munge_socket;
+  d->manager_config_.rdzv_auth = c.rdzv_auth;
+  d->manager_config_.etcd_ca = c.etcd_ca;
+  d->manager_config_.etcd_cert = c.etcd_cert;
+  d->manager_config_.etcd_key = c.etcd_key;
+  d->manager_config_.etcd_auth_file = c.etcd_auth_file;
+  if (c.rdzv_auth == "auto") {
+    struct stat st {};
+    const bool there = stat(c.munge_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+    d->manager_config_.rdzv_auth = there ? "munge" : "none";
+  }
   d->manager_config_.max_state_bytes = c.max_state_bytes;
   d->manager_config_.placement.user_max_running_jobs = c.user_max_running_jobs;
   d->manager_config_.placement.user_max_pending_jobs = c.user_max_pending_jobs;
@@ -96,6 +109,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config,
   }
   RaiseOwnFdLimit();
   d->FindSlots();
+  // Secrets every supervisor reads as root: no one else may read them.
+  for (const auto& [flag, path] :
+       {std::pair{"--etcd-auth-file", c.etcd_auth_file}, std::pair{"--etcd-key", c.etcd_key}}) {
+    if (path.empty()) continue;
+    if (absl::Status s = CheckPrivateFile(flag, path); !s.ok()) return s;
+  }
   if (absl::Status s = d->FindHelpers(); !s.ok()) return s;
   if (absl::Status s = d->OpenState(); !s.ok()) return s;
   if (absl::Status s = d->TakeOverEarlier(); !s.ok()) return s;
@@ -364,6 +383,15 @@ absl::Status Daemon::Serve(const ConfigSources& sources) {
                listener_->path(), activated_ ? " (socket from systemd)" : "", config_.state_dir,
                placement.slots, placement.gpu_ids.empty() ? "" : " (GPUs)",
                supervisors_->containment());
+  if (manager_config_.rdzv_auth == "munge") {
+    spdlog::info("multi-node runs at etcd: records sealed with MUNGE at {} (--rdzv-auth munge)",
+                 manager_config_.munge_socket);
+  } else {
+    spdlog::info(
+        "multi-node runs at etcd: records not authenticated (--rdzv-auth none{}); any "
+        "user who reaches etcd can join or decide a run",
+        config_.rdzv_auth == "auto" ? ": no munged at " + config_.munge_socket : "");
+  }
   if (!nvml_) {
     spdlog::info("GPU checks off: {}", nvml_off_);
   } else if (!gpu_pool_->checks_on()) {

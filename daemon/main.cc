@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_options.h"
+#include "cli_words.h"
 #include "daemon.h"
 #include "daemon_config.h"
 #include "options.h"
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", ltd::CliErrorText(e).c_str());
+    std::string text = ltd::ExtrasText(app, "ltd");  // an unknown option, with the closest known
+    if (text.empty()) text = ltd::CliErrorText(e);
+    std::fprintf(stderr, "ltd: %s; see `ltd --help`\n", text.c_str());
     return 1;
   }
   ltd::ConfigSources sources;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "spdlog/spdlog.h"
@@ -11,9 +12,9 @@
 
 namespace ltd {
 
-std::string ProcessUser(pid_t pid) {
+std::string ProcessUser(const ProcDir& dir) {
   struct stat st {};
-  if (stat(Cat("/proc/", pid).c_str(), &st) != 0) return "";
+  if (fstat(dir.fd(), &st) != 0) return "";
   passwd pw{};
   passwd* found = nullptr;
   char buf[1024];
@@ -68,14 +69,29 @@ std::optional<std::vector<GpuHolder>> GpuPool::Holders(int slot) {
     return std::nullopt;
   }
   failure_logged_ = false;
-  std::vector<GpuHolder> out;
+  // NVML's pids are numbers: each is held (ProcDir) and NVML asked again;
+  // one it still lists while held is the holder, and its owner is read
+  // from the held process, never from one that took its pid since.
+  std::vector<std::pair<const GpuProcess*, std::optional<ProcDir>>> held;
   for (const GpuProcess& p : *procs) {
     // Unknown use counts as use: better a GPU idle a while than a job OOM.
     if (p.used_mib && *p.used_mib <= config_.leftover_mib) continue;
+    held.emplace_back(&p, ProcDir::Open(static_cast<pid_t>(p.pid)));
+  }
+  std::set<uint64_t> again;
+  if (!held.empty()) {
+    if (auto now = info_->Processes(index); now.ok()) {
+      for (const GpuProcess& p : *now) again.insert(static_cast<uint64_t>(p.pid));
+    }
+  }
+  std::vector<GpuHolder> out;
+  for (const auto& [p, dir] : held) {
     GpuHolder h;
-    h.pid = p.pid;
-    h.user = ProcessUser(p.pid);
-    h.used_mib = p.used_mib;
+    h.pid = p->pid;
+    // Gone, or its pid another's: the user is not known ("gone" in gpus).
+    const bool same = dir && dir->Alive() && again.count(static_cast<uint64_t>(p->pid)) != 0;
+    if (same) h.user = ProcessUser(*dir);
+    h.used_mib = p->used_mib;
     out.push_back(std::move(h));
   }
   return out;

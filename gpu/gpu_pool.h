@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "job.h"
 #include "nvml.h"
+#include "proc_dir.h"
 
 namespace ltd {
 
@@ -85,8 +86,8 @@ class GpuPool {
   bool failure_logged_ = false;
 };
 
-// The owner of `pid` by name, from /proc ("" when it is gone).
-std::string ProcessUser(pid_t pid);
+// The owner of the process by name, from its /proc directory.
+std::string ProcessUser(const ProcDir& dir);
 // "3.1 GiB", "512 MiB".
 std::string FormatMib(uint64_t mib);
 

@@ -78,7 +78,14 @@ void PrintRunHang(const HangReport& report, int devices) {
 void PrintEnd(const Job& job) {
   std::fflush(stdout);
   if (job.state == JobState::kSucceeded) return;
-  const std::string why = job.root_cause ? job.root_cause->message : "";
+  std::string why = job.root_cause ? job.root_cause->message : "";
+  // The rank that failed, as ltctl names it ("rank 1", "node 1 rank 0"):
+  // the message alone may not say which.
+  if (const RootCause* c = job.root_cause ? &*job.root_cause : nullptr; c && c->rank >= 0) {
+    const std::string who =
+        c->node >= 0 ? Cat("node ", c->node, " rank ", c->rank) : Cat("rank ", c->rank);
+    if (why.find("rank ") == std::string::npos) why = why.empty() ? who : Cat(who, ": ", why);
+  }
   // On one node of several, which node, and the failed rank's global RANK.
   std::string where;
   if (const NodeSpec& nodes = job.spec.nodes; IsMultiNode(nodes) && NodeRankOf(nodes) >= 0) {

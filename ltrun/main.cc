@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +25,6 @@
 
 #include "auto_instrument.h"
 #include "bytes.h"
-#include "cli_options.h"
 #include "containment_factory.h"
 #include "control_reader.h"
 #include "duration.h"
@@ -43,6 +42,7 @@
 #include "output_pattern.h"
 #include "ports.h"
 #include "rank_console.h"
+#include "record_auth.h"
 #include "resource_limits.h"
 #include "slurm_env.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -50,6 +50,8 @@
 #include "stack_sampler.h"
 #include "stale_runs.h"
 #include "str_util.h"
+#include "torchrun_args.h"
+#include "torchrun_launch.h"
 #include "user_io.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
@@ -65,33 +67,7 @@ namespace {
 // An error of ltrun itself, a wrong command line included: ltctl's code.
 constexpr int kErrorExit = 1;
 
-struct Options {
-  int devices = 1;
-  std::string name;
-  std::string heartbeat_timeout = "0", startup_timeout = "0", grace = "10s";
-  std::string time_limit = "0", hold_on_hang = "0";
-  std::string warn_signal;  // --signal SIG@DUR
-  std::string stack_budget = "5s";
-  int max_restarts = 0;
-  std::string mem, mem_per_rank, cpus;
-  std::vector<std::string> env;
-  std::string output, error;  // --output, --error patterns
-  std::string report;
-  std::string state_dir;
-  std::string containment = "auto";
-  std::string log_level = "error";
-  bool auto_heartbeat = true;
-  // A multi-node run (torchrun's flags); what is not given comes from
-  // Slurm's variables inside a job step, unless --no-slurm.
-  std::optional<int> nnodes, node_rank, master_port;
-  std::optional<std::string> master_addr, run_id;
-  std::string rdzv, rdzv_timeout = "10m", rdzv_lease = "5s";
-  bool slurm = true;
-  // Tear the job down when ltrun's parent dies (a notebook kernel that
-  // crashed or was shut down), as a SIGTERM to ltrun would.
-  bool die_with_parent = false;
-  std::vector<std::string> command;
-};
+using Options = LaunchArgs;
 
 // The state dir ltrun made for the job (no --state-dir), which a refusal
 // after it was made removes as the run's end does; "" until then.
@@ -159,7 +135,10 @@ NodeSpec NodesFor(const Options& opt) {
 // has read all there is for now, so live wherever they go.
 class Terminal final : public SupervisionEvents {
  public:
-  explicit Terminal(Loop& loop) : loop_(loop), console_(stdout, stderr, "ltrun: ") {
+  // `opt`: torchrun's --local-ranks-filter and --redirects, which keep
+  // some ranks' lines off the console.
+  Terminal(Loop& loop, const Options& opt)
+      : loop_(loop), opt_(opt), console_(stdout, stderr, "ltrun: ") {
     // A prepare handle runs just before the loop waits for more I/O: the
     // lines of this turn are all in hand.
     idle_ = UvInit<uv_prepare_t>([&](uv_prepare_t* p) { return uv_prepare_init(loop.get(), p); });
@@ -172,7 +151,10 @@ class Terminal final : public SupervisionEvents {
   void OnChanged(const Job&, Change) override {}
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     if (rank < 0) return console_.Notice(line);
-    console_.Line(rank, stream == Stream::kStderr, line);
+    const bool err = stream == Stream::kStderr;
+    if (!opt_.local_ranks_filter.empty() && !opt_.local_ranks_filter.contains(rank)) return;
+    if ((opt_.redirects.For(rank) & (err ? 2 : 1)) != 0) return;  // in its log file only
+    console_.Line(rank, err, line);
   }
   void OnEnded(const Job& job) override {
     console_.Idle();
@@ -184,6 +166,7 @@ class Terminal final : public SupervisionEvents {
 
  private:
   Loop& loop_;
+  const Options& opt_;
   RankConsole console_;
   UvPtr<uv_prepare_t> idle_;
   std::optional<Job> ended_;
@@ -217,18 +200,35 @@ int Run(const Options& opt) {
     spec.warn_signal = OrDie(ParseWarnSignal("--signal", opt.warn_signal));
   spec.max_restarts = opt.max_restarts;
   spec.auto_heartbeat = opt.auto_heartbeat;
-  for (auto [flag, pattern, field] : {std::tuple{"--output", &opt.output, &spec.output},
-                                      std::tuple{"--error", &opt.error, &spec.error}}) {
+  const TorchrunLogs logs = OrDie(TorchrunLogDirs(opt));
+  if (!logs.where.empty())
+    std::fprintf(stderr, "ltrun: the ranks' logs are in %s\n", logs.where.c_str());
+  for (auto [flag, pattern, field] : {std::tuple{"--output", &logs.output, &spec.output},
+                                      std::tuple{"--error", &logs.error, &spec.error}}) {
     if (pattern->empty()) continue;
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
+  spec.umask = CurrentUmask();
   spec.nodes = NodesFor(opt);
   // The ranks get the limits ltrun was started with (its user's), not the
   // fd limit it raises for itself below.
   spec.rlimits = OwnLimits();
   spec.nodes.rdzv_timeout = OrDie(DurationFlag("--rdzv-timeout", opt.rdzv_timeout));
   spec.nodes.rdzv_lease = OrDie(DurationFlag("--rdzv-lease", opt.rdzv_lease));
+  if (auto s = rdzv::CheckRdzvAuth(opt.rdzv_auth); !s.ok()) Die(std::string(s.message()));
+  if (opt.munge_socket.empty() || opt.munge_socket.front() != '/') {
+    Die(Cat("--munge-socket '", opt.munge_socket,
+            "' is not an absolute path; give munged's socket"));
+  }
+  if (!spec.nodes.rdzv.empty()) {
+    spec.nodes.rdzv_auth = rdzv::ResolveRdzvAuth(opt.rdzv_auth, opt.munge_socket);
+    spec.nodes.munge_socket = opt.munge_socket;
+    spec.nodes.etcd_ca = opt.etcd_ca;
+    spec.nodes.etcd_cert = opt.etcd_cert;
+    spec.nodes.etcd_key = opt.etcd_key;
+    spec.nodes.etcd_auth_file = opt.etcd_auth_file;
+  }
   if (!opt.mem.empty())
     spec.limits.memory_bytes =
         OrDie(ByteSizeFlag("--mem", opt.mem, kMinJobMemory, kMinJobMemoryText));
@@ -290,14 +290,18 @@ int Run(const Options& opt) {
   // are the run's, agreed before anything starts (Ctrl-C ends the wait).
   Loop loop;
   std::unique_ptr<rdzv::EtcdFence> fence;
+  std::unique_ptr<PrivateEtcd> c10d;
+  if (!opt.c10d_endpoint.empty()) c10d = OrDie(HostC10d(opt, Cat(dir, "/c10d-etcd")));
   if (!job.spec.nodes.rdzv.empty()) {
     // As under ltd: the wait is no longer than the job's --time.
     NodeSpec& nodes = job.spec.nodes;
     if (job.spec.time_limit.count() > 0 && nodes.rdzv_timeout > job.spec.time_limit) {
       nodes.rdzv_timeout = job.spec.time_limit;
     }
-    auto joined =
-        rdzv::JoinRun(job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
+    // The host of a c10d run is known to the others by the endpoint's address.
+    const std::string here = c10d ? c10d->ip() : opt.local_addr;
+    auto joined = rdzv::JoinRun(
+        job, [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); }, here);
     if (!joined.ok()) Die(std::string(joined.status().message()));
     fence = std::move(*joined);
     spdlog::info("run {}: node {} of {}, master {}:{}", job.spec.nodes.run_id,
@@ -308,7 +312,13 @@ int Run(const Options& opt) {
   // A stop signal that comes while ltrun starts waits for the loop.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
+  // torchrun's --signals-to-handle adds to these: a Ctrl-C that killed
+  // ltrun outright would leave the ranks running.
+  std::vector<int> stops = {SIGINT, SIGTERM, SIGHUP};
+  for (int s : opt.stop_signals) {
+    if (std::find(stops.begin(), stops.end(), s) == stops.end()) stops.push_back(s);
+  }
+  for (int s : stops) sigaddset(&stop_signals, s);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -345,9 +355,22 @@ int Run(const Options& opt) {
         spdlog::warn("automatic heartbeats are off: {}", problem);
       }
     }
-    Terminal terminal(loop);
+    Terminal terminal(loop, opt);
     JobRunner runner(clock, launcher, *store, &sampler, config, job, terminal);
     if (fence) runner.SetFence(fence.get());
+    // A c10d run's guest: the host's death takes the rendezvous with it.
+    std::unique_ptr<C10dHostWatch> host_watch;
+    if (fence && !opt.c10d_endpoint.empty() && !c10d) {
+      const std::string rdzv = job.spec.nodes.rdzv.substr(std::string_view("etcd://").size());
+      const std::string host_ip =
+          ResolveIpv4(opt.c10d_endpoint.substr(0, opt.c10d_endpoint.rfind(':')));
+      const int host_node = C10dHostNode(rdzv, job.spec.nodes.run_id, host_ip);
+      if (host_node >= 0) {
+        host_watch = std::make_unique<C10dHostWatch>(
+            runner, [&runner] { return runner.job().restart_count; }, host_node, rdzv);
+        fence->SetEvents(host_watch.get());
+      }
+    }
 
     struct Stop {
       JobRunner* runner;
@@ -355,7 +378,7 @@ int Run(const Options& opt) {
       int presses = 0;
     } stop{&runner, &launcher};
     std::vector<UvPtr<uv_signal_t>> handlers;
-    for (int signum : {SIGINT, SIGTERM, SIGHUP}) {
+    for (int signum : stops) {
       auto h = UvInit<uv_signal_t>([&](uv_signal_t* s) { return uv_signal_init(loop.get(), s); });
       h->data = &stop;
       uv_signal_start(
@@ -382,10 +405,15 @@ int Run(const Options& opt) {
     const Job& final_job = terminal.ended() ? *terminal.ended() : runner.job();
     PrintEnd(final_job);
     exit_code = final_job.exit_code.value_or(1);
-    if (!opt.report.empty()) WriteReport(opt.report, ToJson(final_job).dump(2) + "\n");
+    if (!opt.report.empty()) WriteReport(opt.report, ToReportJson(final_job).dump(2) + "\n");
   }
   // This node's end goes to the others before it leaves the run.
   if (fence) fence->Close();
+  if (c10d) {
+    // The others may still be ending: they need the rendezvous to say so.
+    c10d->WaitForOthers(job.spec.nodes.run_id, std::chrono::seconds(30));
+    c10d.reset();
+  }
   if (temporary) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -396,110 +424,57 @@ int Run(const Options& opt) {
   return exit_code;
 }
 
+// --help: what ltrun is, its options (torchrun's among them), its usage.
+void PrintHelp() {
+  std::printf(
+      "ltrun: runs one multi-rank job in the foreground, without ltd\n"
+      "usage: ltrun [options] [--] PROGRAM [ARGS...]\n"
+      "       ltrun [torchrun's options] SCRIPT.py [ARGS...]   (run as python3 -u SCRIPT.py)\n\n"
+      "options:\n%s",
+      ArgHelp(LtrunArgTable()).c_str());
+}
+
+std::optional<std::string> FromEnv(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
 }  // namespace
 }  // namespace ltd
 
 int main(int argc, char** argv) {
-  ltd::Options opt;
-  CLI::App app{"ltrun: runs one multi-rank job in the foreground, without ltd"};
-  app.add_option("--devices,-n,--nproc-per-node,--nproc_per_node", opt.devices,
-                 "ranks to start (on this node)")
-      ->capture_default_str();
-  app.add_option("--name", opt.name, "a name for the job");
-  app.add_option("--heartbeat-timeout", opt.heartbeat_timeout,
-                 "a rank silent this long is hung; 0: off")
-      ->capture_default_str();
-  app.add_option("--startup-timeout", opt.startup_timeout,
-                 "a rank's first heartbeat must come within this; 0: off")
-      ->capture_default_str();
-  app.add_option("--grace", opt.grace, "SIGTERM to SIGKILL at teardown")->capture_default_str();
-  app.add_option("-t,--time", opt.time_limit,
-                 "torn down after running this long (exit code 124); 0: no limit")
-      ->capture_default_str();
-  app.add_option("--hold-on-hang", opt.hold_on_hang,
-                 "after a hang report, leave the ranks as they are this long for eu-stack or gdb, "
-                 "then tear down (Ctrl-C ends it early); 0: tear down at once")
-      ->capture_default_str();
-  app.add_option("--signal", opt.warn_signal,
-                 "SIG@DUR: send SIG to each rank's main process DUR before --time runs out, "
-                 "e.g. USR1@90s");
-  app.add_option("--stack-budget", opt.stack_budget,
-                 "time a hung job's stacks may take before its teardown")
-      ->capture_default_str();
-  app.add_option("--max-restarts", opt.max_restarts, "restarts after a failure")
-      ->capture_default_str();
-  app.add_option("--mem", opt.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
-  app.add_option("--mem-per-rank", opt.mem_per_rank, "memory of each rank with its children");
-  app.add_option("--cpus", opt.cpus, "CPU time of the whole job, in CPUs (4, 1.5)");
-  // One KEY=VALUE per --env, so that `--env K=V PROGRAM` leaves PROGRAM alone.
-  app.add_option("--env", opt.env, "KEY=VALUE for every rank (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--output,-o", opt.output,
-                 "also write every rank's output to this file: %j job id, %r rank, %n name");
-  app.add_option("--error,-e", opt.error, "stderr to this file instead (as --output)");
-  app.add_option("--report", opt.report, "write the job's final record (JSON) to this file");
-  app.add_option("--state-dir", opt.state_dir,
-                 "keep the job's record and log here (default: a temporary dir, removed)");
-  app.add_option("--containment", opt.containment, "auto, cgroup, subreaper or process-group")
-      ->check(CLI::IsMember({"auto", "cgroup", "subreaper", "process-group"}))
-      ->capture_default_str();
-  app.add_flag("!--no-auto-heartbeat", opt.auto_heartbeat,
-               "do not watch Python ranks for hangs automatically");
-  app.add_option("--nnodes", opt.nnodes, "nodes of a multi-node run (torchrun's flag)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--node-rank,--node_rank", opt.node_rank,
-                 "this node's rank among them, 0..NNODES-1")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--master-addr,--master_addr", opt.master_addr,
-                 "node 0's host, the same on every node");
-  app.add_option("--master-port,--master_port", opt.master_port, "the run's port on node 0")
-      ->check(CLI::Range(1, 65535));
-  app.add_option("--run-id,--run_id", opt.run_id, "TORCHELASTIC_RUN_ID, the same on every node");
-  app.add_option("--rdzv", opt.rdzv, "meet the other nodes at etcd://HOST:PORT");
-  app.add_flag("!--no-slurm", opt.slurm,
-               "ignore Slurm's variables (by default a job step's nodes are the run's)");
-  app.add_option("--rdzv-timeout,--rdzv_timeout", opt.rdzv_timeout,
-                 "fail when the nodes have not met within this")
-      ->capture_default_str();
-  app.add_option("--rdzv-lease", opt.rdzv_lease,
-                 "a node that dies is known gone this long after (etcd lease TTL)")
-      ->capture_default_str();
-  app.add_option("--log-level", opt.log_level, "ltrun's own messages: info, warn, error")
-      ->capture_default_str();
-  app.add_flag("--die-with-parent", opt.die_with_parent,
-               "tear the job down when the process that started ltrun dies");
-  // Hidden: parse the command line and stop (the docs' examples are
-  // checked against the parser with it: tests/docs/).
-  bool check_args = false;
-  app.add_flag("--check-args", check_args)->group("");
-  // Everything from PROGRAM on is the program's (`--` before it is optional).
-  app.set_version_flag("--version", LTD_VERSION_LINE("ltrun"));
-  app.prefix_command();
-  app.footer("usage: ltrun [options] [--] PROGRAM [ARGS...]");
-  if (ltd::ListOptionsAsked(argc, argv, app)) return 0;  // for the bash completion
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "ltrun: %s; see `ltrun --help`\n", ltd::CliErrorText(e).c_str());
+  if (argc == 2 && std::string(argv[1]) == "--list-options") {  // for the bash completion
+    std::fputs(ltd::ArgList(ltd::LtrunArgTable()).c_str(), stdout);
+    return 0;
+  }
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  auto read = ltd::ReadLaunchArgs(words, ltd::FromEnv, ltd::ThisMachine());
+  if (!read.ok()) {
+    // "did you mean --x?" is the way on; else --help is.
+    const std::string why(read.status().message());
+    std::fprintf(stderr, "ltrun: %s%s\n", why.c_str(),
+                 why.ends_with('?') ? "" : "; see `ltrun --help`");
     return ltd::kErrorExit;
   }
-  opt.command = app.remaining();
-  // An option ltrun does not know stops at PROGRAM for CLI11, which would
-  // run `--devcies` as the program; before PROGRAM it is a mistake, as in
-  // ltctl (a program whose name starts with '-' comes after `--`).
-  if (!opt.command.empty() && opt.command.front().starts_with("-") && opt.command.front() != "--") {
-    std::fprintf(stderr, "ltrun: unknown option %s; see `ltrun --help`\n",
-                 ltd::DisplayEscape(opt.command.front(), ltd::Controls::kEscape).c_str());
-    return ltd::kErrorExit;
+  ltd::Options& opt = *read;
+  if (opt.help) {
+    ltd::PrintHelp();
+    return 0;
   }
-  if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
+  if (opt.version) {
+    std::printf("%s\n", LTD_VERSION_LINE("ltrun"));
+    return 0;
+  }
   if (opt.command.empty()) {
     std::fprintf(stderr,
                  "ltrun: no program given; usage: ltrun [options] [--] PROGRAM [ARGS...]\n");
     return ltd::kErrorExit;
   }
-  if (check_args) return 0;
+  if (opt.check_args) return 0;
+  if (std::string line = ltd::NoEffectLine(opt); !line.empty()) {
+    std::fprintf(stderr, "ltrun: %s\n", line.c_str());
+  }
   if (opt.die_with_parent) {
     // SIGTERM, not SIGKILL: ltrun's handler tears the job down with its
     // grace period. A parent that died before prctl took effect left ltrun

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <utility>
 
 #include "bytes.h"
@@ -13,7 +14,7 @@
 namespace ltd {
 namespace {
 
-constexpr std::array<std::pair<JobState, std::string_view>, 7> kJobStates = {{
+constexpr std::array<std::pair<JobState, std::string_view>, 10> kJobStates = {{
     {JobState::kPending, "PENDING"},
     {JobState::kStarting, "STARTING"},
     {JobState::kRunning, "RUNNING"},
@@ -21,6 +22,9 @@ constexpr std::array<std::pair<JobState, std::string_view>, 7> kJobStates = {{
     {JobState::kFailed, "FAILED"},
     {JobState::kCancelled, "CANCELLED"},
     {JobState::kLost, "LOST"},
+    {JobState::kTimeout, "TIMEOUT"},
+    {JobState::kOutOfMemory, "OUT_OF_MEMORY"},
+    {JobState::kNodeFail, "NODE_FAIL"},
 }};
 
 constexpr std::array<std::pair<RankState, std::string_view>, 6> kRankStates = {{
@@ -97,6 +101,38 @@ std::optional<StackStatus> ParseStackStatus(std::string_view s) {
 
 bool IsFinal(JobState s) {
   return s != JobState::kPending && s != JobState::kStarting && s != JobState::kRunning;
+}
+
+JobState EndStateFor(const RootCause& cause) {
+  switch (cause.reason) {
+    case CauseReason::kTimeLimit:
+      return JobState::kTimeout;
+    case CauseReason::kOom:
+      return JobState::kOutOfMemory;
+    case CauseReason::kCancelled:
+    case CauseReason::kDependencyFailed:
+      return JobState::kCancelled;
+    case CauseReason::kDaemonLost:
+    case CauseReason::kSupervisorLost:
+      return JobState::kLost;
+    case CauseReason::kRemoteFailure: {
+      if (!cause.remote_reason || *cause.remote_reason == CauseReason::kRemoteFailure) break;
+      if (*cause.remote_reason == CauseReason::kSupervisorLost ||
+          *cause.remote_reason == CauseReason::kDaemonLost) {
+        return JobState::kNodeFail;
+      }
+      RootCause remote;
+      remote.reason = *cause.remote_reason;
+      return EndStateFor(remote);
+    }
+    case CauseReason::kExited:
+    case CauseReason::kSignaled:
+    case CauseReason::kHang:
+    case CauseReason::kStartupTimeout:
+    case CauseReason::kSpawnFailed:
+      break;
+  }
+  return JobState::kFailed;
 }
 
 RankBeat BeatOf(const Rank& rank) {
@@ -176,6 +212,18 @@ std::string Describe(const UnkillableProcess& p) {
   return out;
 }
 
+std::string KernelTopFrame(std::string_view stack) {
+  // "[<0>] request_wait_answer+0x12f/0x2b0\n[<0>] ..."
+  std::string_view top = stack.substr(0, stack.find('\n'));
+  if (const size_t close = top.find("] ");
+      top.starts_with("[<") && close != std::string_view::npos) {
+    top.remove_prefix(close + 2);
+  }
+  top = top.substr(0, top.find('+'));
+  while (!top.empty() && (top.back() == ' ' || top.back() == '\t')) top.remove_suffix(1);
+  return std::string(top);
+}
+
 int NodeRankOf(const NodeSpec& nodes) {
   if (nodes.node_rank >= 0) return nodes.node_rank;
   return nodes.rdzv.empty() ? 0 : -1;
@@ -219,6 +267,10 @@ std::optional<WallTime> ParseTime(std::string_view s) {
   }
   if (*rest != 'Z') return std::nullopt;
   const std::time_t secs = timegm(&tm);
+  // WallTime counts nanoseconds in 64 bits, about 292 years either side of
+  // 1970: a record's "5732-..." would overflow it.
+  constexpr std::time_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
+  if (secs > kMaxSeconds || secs < -kMaxSeconds) return std::nullopt;
   return WallTime(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
 }
 

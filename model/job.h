@@ -17,17 +17,34 @@
 
 #include "absl/status/status.h"
 #include "job_limits.h"
+#include "output_pattern.h"
 #include "resource_limits.h"
+#include "umask.h"
 #include "warn_signal.h"
 
 namespace ltd {
 
 using WallTime = std::chrono::system_clock::time_point;
 
+// The end states past kLost are sbatch's, numbered apart so that states
+// added after kLost do not move them (the shim protocol casts them).
+// kTimeout: past its --time (or ltd's --max-time); kOutOfMemory: the OOM
+// killer killed it; kNodeFail: another node of its run was lost.
 // kStarting: a node of a multi-node run that holds its devices and waits
 // in the rendezvous for its run's other nodes; its ranks start (kRunning)
 // once they came. Its --time counts from there, as kRunning's does.
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled, kLost, kStarting };
+enum class JobState {
+  kPending,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kLost,
+  kStarting,
+  kTimeout = 16,
+  kOutOfMemory = 17,
+  kNodeFail = 18,
+};
 
 // kExited: exited 0. kFailed: exited non-zero or died of a signal on its own.
 // kKilled: ended by a teardown it did not cause.
@@ -86,7 +103,17 @@ struct RootCause {
   // empty when nobody did (an interrupted ltrun) or for a record of a
   // release that did not write it.
   std::string cancelled_by;
+  // A remote failure (kRemoteFailure): the other node's own reason, which
+  // decides this node's end state; absent in a record of a release that
+  // did not write it.
+  std::optional<CauseReason> remote_reason;
 };
+
+// The state a job ends in for `cause`, as sbatch names ends: TIMEOUT (its
+// time limit), OUT_OF_MEMORY, CANCELLED (a kill, a failed dependency),
+// LOST (its supervision gone), NODE_FAIL (another node of its run lost),
+// FAILED otherwise. A remote failure ends as the other node's reason says.
+JobState EndStateFor(const RootCause& cause);
 
 // docs/protocol.md's exit codes: the root cause's code, 128+N for signal N, 124 for a
 // hang or a time limit, 130 for a cancellation, 127/126 for a program that cannot run (as a
@@ -209,6 +236,15 @@ struct NodeSpec {
   // gone this long after, and a node whose supervisor cannot reach etcd
   // for this long counts as gone. Whole seconds (etcd's).
   std::chrono::milliseconds rdzv_lease{5000};
+  // --rdzv-auth: "munge" (the records in etcd are MUNGE credentials of
+  // their writers) or "none"; "" until ltrun or ltd settles it, before
+  // the rendezvous. --munge-socket: munged's socket ("": Debian's).
+  std::string rdzv_auth;
+  std::string munge_socket;
+  // etcd's TLS (etcds://) and authentication (rdzv/etcd_security.h):
+  // files the node's supervisor reads. Under ltd, ltd's own options (a
+  // submit cannot name them: they are read as root); under ltrun, its user's.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
 };
 
 // The node rank a job's ranks run as: a static launch's own, 0 for a
@@ -239,14 +275,26 @@ struct JobSpec {
   int max_restarts = 0;
   bool auto_heartbeat = true;  // false: --no-auto-heartbeat
   NodeSpec nodes;
-  // --after: jobs that must succeed before this one starts. Submit takes
-  // what the client typed (ids or names) and keeps the ids they resolve to.
+  // --after and --dependency afterok: jobs that must succeed before this
+  // one starts; afterany: that must end; afternotok: that must end without
+  // success (model/dependency.h). Submit takes what the client typed (ids
+  // or names) and keeps the ids they resolve to; `singleton` adds, at
+  // submit, the user's unfinished jobs of the same name to after_any.
   std::vector<std::string> after;
+  std::vector<std::string> after_any, after_notok;
+  bool singleton = false;
   // The ranks' resource limits (resource_limits.h); empty: the
   // supervisor's own, as a record of an earlier release had it.
   std::vector<ResourceLimit> rlimits;
   // --output / --error patterns (output_pattern.h), absolute; "": none.
   std::string output, error;
+  // The meaning of their fields: kSbatchPatterns, or kLegacyPatterns for a
+  // job submitted by a release before (its %n is the name).
+  int output_patterns = kSbatchPatterns;
+  // The submitting client's umask: the files made for the job as its user
+  // (output, error) get it. kDefaultJobUmask for a client or record that
+  // does not say.
+  mode_t umask = kDefaultJobUmask;
   // --mem, --mem-per-rank, --cpus: the job's cgroup limits; none: unlimited.
   JobLimits limits;
   // The client's token for the submit that made the job (at most
@@ -314,6 +362,9 @@ struct UnkillableProcess {
 // "rank 1 pid 4242 in D state (wchan nfs_wait_bit_killable)"; a
 // descendant: "pid 4243 (of rank 1) in D state ..."
 std::string Describe(const UnkillableProcess& p);
+// The function a kernel stack (/proc/PID/stack) is in now: its top
+// frame's, without address and offset ("request_wait_answer"); "" when none.
+std::string KernelTopFrame(std::string_view stack);
 
 // A file of errors/ whose copy onto the disk was cut: its first `kept`
 // bytes of `size` (a file with holes, or one past what was left of the
@@ -378,6 +429,10 @@ struct Job {
   // Every node of a multi-node run, from the rendezvous (empty for a
   // single-node job and a static launch, which knows only itself).
   std::vector<NodeStatus> nodes;
+  // Records of the run in etcd that did not hold (another user's, forged,
+  // expired) and were ignored, and the last of them in one line.
+  int64_t rdzv_refused = 0;
+  std::string rdzv_refused_last;
   // Ranks that did not die of SIGKILL; the job ended without them.
   std::vector<UnkillableProcess> unkillable;
   ErrorsDir errors;
@@ -412,6 +467,10 @@ std::optional<WallTime> ParseTime(std::string_view s);
 // JSON string when valid UTF-8, else {"base64": ...}; so a record always
 // dumps and reads back byte for byte.
 nlohmann::json ToJson(const Job& job);
+// The record as a report for people and their tools (ltrun --report): its
+// enum values spelled as `ltctl show --json` spells them (heartbeat_mode
+// "AUTOMATIC"; the record keeps "automatic", which releases before read).
+nlohmann::json ToReportJson(const Job& job);
 // Tolerates missing fields; fails only on a record that is not a job.
 std::optional<Job> JobFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const RootCause& cause);

@@ -1,5 +1,6 @@
 // The job record's JSON (job.h: ToJson, JobFromJson), as the state dir
 // keeps it and `--json` prints it; what another release wrote reads back.
+#include <cctype>
 #include <utility>
 
 #include "bytes.h"
@@ -71,6 +72,7 @@ std::optional<RootCause> CauseFromJson(const nlohmann::json& j) {
   c.message = BytesField(j, "message").value_or("");
   c.deadline_at = TimeField(j, "deadline_at");
   c.cancelled_by = BytesField(j, "cancelled_by").value_or("");
+  if (auto r = Field<std::string>(j, "remote_reason")) c.remote_reason = ParseCauseReason(*r);
   return c;
 }
 
@@ -88,6 +90,7 @@ nlohmann::json ToJson(const RootCause& c) {
   };
   if (c.deadline_at) out["deadline_at"] = FormatTime(*c.deadline_at);
   if (!c.cancelled_by.empty()) out["cancelled_by"] = BytesToJson(c.cancelled_by);
+  if (c.remote_reason) out["remote_reason"] = ToString(*c.remote_reason);
   return out;
 }
 
@@ -197,8 +200,13 @@ nlohmann::json ToJson(const Job& job) {
       {"warn_signal_before_ms", s.warn_signal.before.count()},
       {"auto_heartbeat", s.auto_heartbeat},
       {"after", s.after},
+      {"after_any", s.after_any},
+      {"after_notok", s.after_notok},
+      {"singleton", s.singleton},
       {"output", BytesToJson(s.output)},
       {"error", BytesToJson(s.error)},
+      {"output_patterns", s.output_patterns},
+      {"umask", s.umask},
       {"heartbeat_mode", ToString(job.heartbeat_mode)},
       {"hang_timeout_ms", job.hang_timeout.count()},
       {"nnodes", s.nodes.nnodes},
@@ -210,6 +218,14 @@ nlohmann::json ToJson(const Job& job) {
       {"rdzv", BytesToJson(s.nodes.rdzv)},
       {"rdzv_timeout_ms", s.nodes.rdzv_timeout.count()},
       {"rdzv_lease_ms", s.nodes.rdzv_lease.count()},
+      {"rdzv_auth", s.nodes.rdzv_auth},
+      {"munge_socket", BytesToJson(s.nodes.munge_socket)},
+      {"etcd_ca", BytesToJson(s.nodes.etcd_ca)},
+      {"etcd_cert", BytesToJson(s.nodes.etcd_cert)},
+      {"etcd_key", BytesToJson(s.nodes.etcd_key)},
+      {"etcd_auth_file", BytesToJson(s.nodes.etcd_auth_file)},
+      {"rdzv_refused", job.rdzv_refused},
+      {"rdzv_refused_last", BytesToJson(job.rdzv_refused_last)},
       {"nodes", nodes},
   };
   // The environment while the job may still (re)start: a PENDING job
@@ -265,6 +281,14 @@ nlohmann::json ToJson(const Job& job) {
   return out;
 }
 
+nlohmann::json ToReportJson(const Job& job) {
+  nlohmann::json out = ToJson(job);
+  std::string mode(ToString(job.heartbeat_mode));
+  for (char& c : mode) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  out["heartbeat_mode"] = mode;
+  return out;
+}
+
 std::optional<Job> JobFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   auto id = Field<std::string>(j, "id");
@@ -304,6 +328,14 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       Field<int64_t>(j, "rdzv_timeout_ms").value_or(NodeSpec{}.rdzv_timeout.count()));
   n.rdzv_lease = std::chrono::milliseconds(
       Field<int64_t>(j, "rdzv_lease_ms").value_or(NodeSpec{}.rdzv_lease.count()));
+  n.rdzv_auth = Field<std::string>(j, "rdzv_auth").value_or("");
+  n.munge_socket = BytesField(j, "munge_socket").value_or("");
+  n.etcd_ca = BytesField(j, "etcd_ca").value_or("");
+  n.etcd_cert = BytesField(j, "etcd_cert").value_or("");
+  n.etcd_key = BytesField(j, "etcd_key").value_or("");
+  n.etcd_auth_file = BytesField(j, "etcd_auth_file").value_or("");
+  job.rdzv_refused = Field<int64_t>(j, "rdzv_refused").value_or(0);
+  job.rdzv_refused_last = BytesField(j, "rdzv_refused_last").value_or("");
   if (auto it = j.find("nodes"); it != j.end() && it->is_array()) {
     for (const auto& nj : *it) {
       if (!nj.is_object()) continue;
@@ -316,8 +348,18 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     }
   }
   s.after = Field<std::vector<std::string>>(j, "after").value_or(std::vector<std::string>{});
+  s.after_any =
+      Field<std::vector<std::string>>(j, "after_any").value_or(std::vector<std::string>{});
+  s.after_notok =
+      Field<std::vector<std::string>>(j, "after_notok").value_or(std::vector<std::string>{});
+  s.singleton = Field<bool>(j, "singleton").value_or(false);
   s.output = BytesField(j, "output").value_or("");
   s.error = BytesField(j, "error").value_or("");
+  // A record without it is of a release whose %n was the job's name.
+  s.output_patterns = Field<int>(j, "output_patterns").value_or(kLegacyPatterns) >= kSbatchPatterns
+                          ? kSbatchPatterns
+                          : kLegacyPatterns;
+  s.umask = Field<mode_t>(j, "umask").value_or(kDefaultJobUmask) & 0777;
   s.submit_token = BytesField(j, "submit_token").value_or("");
   if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
   s.label = BytesField(j, "label").value_or("");

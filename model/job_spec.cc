@@ -90,17 +90,18 @@ absl::Status ValidateNodes(const NodeSpec& n, int devices, int max_restarts) {
             "' must be at most 128 letters, digits, '-', '_' or '.'"));
   }
   if (rdzv) {
-    constexpr std::string_view kScheme = "etcd://";
+    // etcds://: etcd over TLS (rdzv/etcd_client.h).
+    const std::string_view scheme = n.rdzv.starts_with("etcds://") ? "etcds://" : "etcd://";
     const std::string_view rest =
-        std::string_view(n.rdzv).substr(n.rdzv.starts_with(kScheme) ? kScheme.size() : 0);
-    const bool ok = n.rdzv.starts_with(kScheme) && !rest.empty() && rest.size() <= 1024 &&
+        std::string_view(n.rdzv).substr(n.rdzv.starts_with(scheme) ? scheme.size() : 0);
+    const bool ok = n.rdzv.starts_with(scheme) && !rest.empty() && rest.size() <= 1024 &&
                     std::all_of(rest.begin(), rest.end(), [](char c) {
                       return HostChar(c) || c == '[' || c == ']' || c == ',';
                     });
     if (!ok) {
       return absl::InvalidArgumentError(Cat("--rdzv '",
                                             DisplayEscapeElided(n.rdzv, 64, Controls::kEscape),
-                                            "' is not etcd://HOST:PORT"));
+                                            "' is not etcd://HOST:PORT or etcds://HOST:PORT"));
     }
     if (n.rdzv_timeout.count() <= 0 || n.rdzv_timeout > kMaxTimeout) {
       return absl::InvalidArgumentError(

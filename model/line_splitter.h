@@ -23,7 +23,9 @@ class LineSplitter {
         Emit(data.substr(0, nl), fn);
         in_overlong_ = false;
         data.remove_prefix(nl + 1);
-      } else if (data.size() < room) {
+      } else if (data.size() <= room) {
+        // A line exactly the limit long waits for its newline: whether it
+        // is overlong must not depend on where a read ended.
         pending_.append(data);
         return;
       } else {

@@ -9,6 +9,7 @@
 
 #include "duration.h"
 #include "exec_shim_args.h"
+#include "proc_dir.h"
 #include "spdlog/spdlog.h"
 #include "stack_helper.h"
 #include "stack_text.h"
@@ -136,8 +137,10 @@ StackTools StackTools::Installed() {
 }
 
 bool IsPythonProcess(pid_t pid) {
+  const std::optional<ProcDir> dir = ProcDir::Open(pid);
+  if (!dir) return false;
   std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  const auto exe = std::filesystem::read_symlink(dir->path() + "/exe", ec);
   return !ec && exe.filename().string().starts_with("python");
 }
 
@@ -147,14 +150,25 @@ std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string&
   const auto start = SteadyClock::now();
   const auto deadline = start + budget;
   std::vector<SampledStack> stacks(pids.size());
+  // Each process held while its stack is taken: what is read of /proc is
+  // its, and a tool's frames count only if it was still there (not
+  // reaped, so its pid was not another's) once the tool ended.
+  std::vector<std::optional<ProcDir>> held(pids.size());
+  std::vector<std::string> kernel(pids.size());
   std::vector<Tool> order;
   if (!tools.eu_stack.empty()) order.push_back(Tool::kEuStack);
   if (!tools.gdb.empty()) order.push_back(Tool::kGdb);
   std::vector<Task> tasks;
   for (size_t i = 0; i < pids.size(); ++i) {
     if (pids[i] <= 0) continue;
+    held[i] = ProcDir::Open(pids[i]);
+    if (!held[i]) {
+      stacks[i].outcome = Outcome::kFailed;
+      stacks[i].note = "the process was gone";
+      continue;
+    }
     // The kernel's view first: it is the state at the hang, and costs no tool.
-    stacks[i].text = KernelView(pids[i]);
+    stacks[i].text = kernel[i] = KernelViewOf(held[i]->path(), pids[i]);
     if (order.empty()) {
       stacks[i].note = "neither eu-stack nor gdb is installed";
       continue;
@@ -221,6 +235,13 @@ std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string&
     } else {
       Finish(t, s, Outcome::kTimedOut, "",
              Cat("not started within the ", FormatDuration(budget), " budget"));
+    }
+  }
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    if (held[i] && stacks[i].outcome == Outcome::kTaken && !held[i]->Alive()) {
+      stacks[i].outcome = Outcome::kFailed;
+      stacks[i].text = kernel[i];
+      stacks[i].note = "the process ended while its stack was taken; its frames are dropped";
     }
   }
   return stacks;

@@ -83,9 +83,27 @@ std::string EuStackFrames(std::string_view out, pid_t pid) {
   return frames;
 }
 
+std::string KernelFrames(std::string_view stack) {
+  std::string out;
+  size_t frames = 0;
+  for (std::string_view line : Split(stack, '\n')) {
+    if (line.empty()) continue;
+    if (frames++ == kMaxKernelFrames) break;
+    // "[<0>] futex_wait_queue+0x6c/0xa0": the address is always 0 to us.
+    const size_t sym = line.find("] ");
+    out += Cat("kernel:   ", Printable(sym == std::string_view::npos ? line : line.substr(sym + 2)),
+               "\n");
+  }
+  return out;
+}
+
 std::string KernelView(pid_t pid, std::string_view proc_root) {
+  return KernelViewOf(std::filesystem::path(proc_root) / std::to_string(pid), pid);
+}
+
+std::string KernelViewOf(const std::string& pid_dir, pid_t pid) {
   namespace fs = std::filesystem;
-  const fs::path task = fs::path(proc_root) / std::to_string(pid) / "task";
+  const fs::path task = fs::path(pid_dir) / "task";
   std::error_code ec;
   std::vector<long> tids;
   for (fs::directory_iterator it(task, ec), end; !ec && it != end; it.increment(ec)) {
@@ -110,16 +128,9 @@ std::string KernelView(pid_t pid, std::string_view proc_root) {
     const std::string state = StateWords(ThreadState(ReadSmall(dir / "stat")));
     out += Cat("kernel: thread ", tid, " (", Printable(ReadSmall(dir / "comm")), ") in ", wchan,
                state.empty() ? "" : ", state ", state, "\n");
-    size_t frames = 0;
-    for (std::string_view line : Split(ReadSmall(dir / "stack"), '\n')) {
-      if (line.empty()) continue;
-      if (frames++ == kMaxKernelFrames) break;
-      // "[<0>] futex_wait_queue+0x6c/0xa0": the address is always 0 to us.
-      const size_t sym = line.find("] ");
-      out +=
-          Cat("kernel:   ", Printable(sym == std::string_view::npos ? line : line.substr(sym + 2)),
-              "\n");
-    }
+    // Held here: the frames are views into it.
+    const std::string stack = ReadSmall(dir / "stack");
+    out += KernelFrames(stack);
   }
   return out;
 }

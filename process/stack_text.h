@@ -25,6 +25,12 @@ std::string EuStackFrames(std::string_view out, pid_t pid);
 // what a thread blocked in a syscall waits for, even when no tool could
 // read its user-space frames. "" when the process is gone.
 std::string KernelView(pid_t pid, std::string_view proc_root = "/proc");
+// The same from `pid_dir`, the process's /proc directory (ProcDir::path()).
+std::string KernelViewOf(const std::string& pid_dir, pid_t pid);
+
+// The text of /proc/PID/task/TID/stack ("[<0>] symbol+0xOFF/0xLEN" a
+// line) as "kernel:   symbol+0xOFF/0xLEN" lines, at most 16.
+std::string KernelFrames(std::string_view stack);
 
 // The state letter of /proc/PID/stat (or task/TID/stat) text; 0 if none.
 char ThreadState(std::string_view stat);

@@ -57,10 +57,11 @@ class UserFiles {
   virtual absl::Status Check(uid_t uid, gid_t gid, const std::vector<UserFile>& files,
                              UserFileFailure* failure) = 0;
   // Opens `paths` for appending as uid:gid (cut to empty with `truncate`)
-  // in a helper that then writes what the sink is given.
+  // in a helper that then writes what the sink is given; one it creates
+  // gets mode 0666 less `umask`.
   virtual absl::StatusOr<std::unique_ptr<UserFileSink>> Open(uid_t uid, gid_t gid,
                                                              const std::vector<std::string>& paths,
-                                                             bool truncate,
+                                                             bool truncate, mode_t umask,
                                                              UserFileFailure* failure) = 0;
 };
 

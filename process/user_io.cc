@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -183,14 +184,17 @@ class WriterSink final : public UserFileSink {
 
 absl::StatusOr<std::unique_ptr<Helper>> Start(const std::string& helper, const char* mode,
                                               uid_t uid, gid_t gid,
-                                              const std::vector<UserFile>& files, bool truncate) {
+                                              const std::vector<UserFile>& files, bool truncate,
+                                              mode_t umask) {
   const bool root = geteuid() == 0;
   if (!root && (uid != geteuid() || gid != getegid())) {
     return absl::PermissionDeniedError(Cat("cannot open files as uid ", uid, " without root"));
   }
   auto request = WriteRequest(files, truncate);
   if (!request.ok()) return request.status();
-  std::vector<std::string> argv = {helper, mode};
+  char mask[8];
+  std::snprintf(mask, sizeof mask, "%03o", static_cast<unsigned>(umask & 0777));
+  std::vector<std::string> argv = {helper, mode, "--umask", mask};
   if (root) {
     const std::vector<gid_t> groups = LoginGroups(uid, gid);
     AppendUserArgs(uid, gid, &groups, argv);
@@ -243,7 +247,7 @@ std::string UserIo::Beside(const std::string& exec_shim) {
 absl::Status UserIo::Check(uid_t uid, gid_t gid, const std::vector<UserFile>& files,
                            UserFileFailure* failure) {
   const Clock::time_point deadline = Clock::now() + deadline_;
-  auto h = Start(helper_, "check", uid, gid, files, false);
+  auto h = Start(helper_, "check", uid, gid, files, false, 077);
   if (!h.ok()) return h.status();
   absl::Status s = (*h)->Answer(deadline, deadline_, failure);
   (*h)->Leave(/*kill=*/false);  // it exits after its answer
@@ -252,12 +256,12 @@ absl::Status UserIo::Check(uid_t uid, gid_t gid, const std::vector<UserFile>& fi
 
 absl::StatusOr<std::unique_ptr<UserFileSink>> UserIo::Open(uid_t uid, gid_t gid,
                                                            const std::vector<std::string>& paths,
-                                                           bool truncate,
+                                                           bool truncate, mode_t umask,
                                                            UserFileFailure* failure) {
   const Clock::time_point deadline = Clock::now() + deadline_;
   std::vector<UserFile> files;
   for (const std::string& p : paths) files.push_back(UserFile{p, false});
-  auto h = Start(helper_, "write", uid, gid, files, truncate);
+  auto h = Start(helper_, "write", uid, gid, files, truncate, umask);
   if (!h.ok()) return h.status();
   if (absl::Status s = (*h)->Answer(deadline, deadline_, failure); !s.ok()) return s;
   return std::unique_ptr<UserFileSink>(new WriterSink(std::move(*h)));

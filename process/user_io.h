@@ -29,7 +29,7 @@ class UserIo final : public UserFiles {
                      UserFileFailure* failure) override;
   absl::StatusOr<std::unique_ptr<UserFileSink>> Open(uid_t uid, gid_t gid,
                                                      const std::vector<std::string>& paths,
-                                                     bool truncate,
+                                                     bool truncate, mode_t umask,
                                                      UserFileFailure* failure) override;
 
  private:

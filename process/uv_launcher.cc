@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <set>
 
 #include "exec_shim_args.h"
 #include "exec_spec.h"
@@ -362,7 +363,9 @@ UvLauncher::Child* UvLauncher::Unreaped(const std::string& job_id, int rank) con
 
 std::string UvLauncher::KernelView(const std::string& job_id, int rank) {
   Child* child = Unreaped(job_id, rank);
-  return child == nullptr ? "" : ltd::KernelView(child->pid);
+  if (child == nullptr) return "";
+  const std::optional<ProcDir> dir = ProcDir::Open(child->pid, child->pidfd.get());
+  return dir ? KernelViewOf(dir->path(), child->pid) : "";
 }
 
 absl::StatusOr<std::string> UvLauncher::ReadStackPipe(const std::string& job_id, int rank) {
@@ -385,21 +388,35 @@ absl::StatusOr<std::string> UvLauncher::ReadStackPipe(const std::string& job_id,
 std::optional<StuckProcess> UvLauncher::Stuck(const std::string& job_id, int rank) {
   Child* child = Unreaped(job_id, rank);
   if (child == nullptr) return std::nullopt;
-  const std::optional<ProcEntry> entry = ReadProcEntry(child->pid);
+  // Through the pidfd held from spawn: the rank's own /proc.
+  const std::optional<ProcDir> dir = ProcDir::Open(child->pid, child->pidfd.get());
+  if (!dir) return std::nullopt;
+  const std::optional<ProcEntry> entry = ReadProcEntry(*dir);
   if (!entry) return std::nullopt;
   StuckProcess p;
   p.pid = child->pid;
   p.state = entry->state;
   p.start_time = entry->start_time;
-  p.wchan = ReadWchan(child->pid);
-  p.kernel_stack = ReadKernelStack(child->pid);
+  p.wchan = ReadWchan(*dir);
+  p.kernel_stack = ReadKernelStack(*dir);
   return p;
 }
 
 std::vector<StuckProcess> UvLauncher::Leftovers(const std::string& job_id, size_t max) {
-  std::vector<StuckProcess> out;
+  // A pid the containment listed may be reused before it is read: each is
+  // held (ProcDir), then the job's processes listed again; one still
+  // listed while held is the job's, and everything read is of it.
+  std::vector<std::pair<Containment::Left, ProcDir>> held;
   for (const Containment::Left& left : containment_->Remaining(job_id, max)) {
-    const std::optional<ProcEntry> entry = ReadProcEntry(left.pid);
+    if (auto dir = ProcDir::Open(left.pid)) held.emplace_back(left, std::move(*dir));
+  }
+  if (held.empty()) return {};
+  std::set<pid_t> still;
+  for (const Containment::Left& left : containment_->Remaining(job_id, max)) still.insert(left.pid);
+  std::vector<StuckProcess> out;
+  for (const auto& [left, dir] : held) {
+    if (still.count(left.pid) == 0 || !dir.Alive()) continue;
+    const std::optional<ProcEntry> entry = ReadProcEntry(dir);
     // Gone meanwhile, or a zombie the reaper takes on its next turn.
     if (!entry || entry->state == 'Z' || entry->state == 'X') continue;
     StuckProcess p;
@@ -407,8 +424,8 @@ std::vector<StuckProcess> UvLauncher::Leftovers(const std::string& job_id, size_
     p.rank = left.rank;
     p.state = entry->state;
     p.start_time = entry->start_time;
-    p.wchan = ReadWchan(left.pid);
-    p.kernel_stack = ReadKernelStack(left.pid);
+    p.wchan = ReadWchan(dir);
+    p.kernel_stack = ReadKernelStack(dir);
     out.push_back(std::move(p));
   }
   return out;

@@ -10,7 +10,10 @@ namespace pb = shim::v1;
 // The proto's enums number as model/job.h's: a cast each way, checked.
 static_assert(pb::JOB_PENDING == static_cast<int>(JobState::kPending) &&
               pb::JOB_LOST == static_cast<int>(JobState::kLost) &&
-              pb::JOB_STARTING == static_cast<int>(JobState::kStarting));
+              pb::JOB_STARTING == static_cast<int>(JobState::kStarting) &&
+              pb::JOB_TIMEOUT == static_cast<int>(JobState::kTimeout) &&
+              pb::JOB_OUT_OF_MEMORY == static_cast<int>(JobState::kOutOfMemory) &&
+              pb::JOB_NODE_FAIL == static_cast<int>(JobState::kNodeFail));
 static_assert(pb::RANK_PENDING == static_cast<int>(RankState::kPending) &&
               pb::RANK_LOST == static_cast<int>(RankState::kLost));
 static_assert(pb::CAUSE_EXITED == static_cast<int>(CauseReason::kExited) &&
@@ -45,6 +48,7 @@ void CauseToProto(const RootCause& c, pb::Record::Cause* out) {
   out->set_message(c.message);
   if (c.deadline_at) out->set_deadline_at_ns(Nanos(*c.deadline_at));
   out->set_cancelled_by(c.cancelled_by);
+  if (c.remote_reason) out->set_remote_reason(static_cast<pb::CauseReason>(*c.remote_reason));
 }
 
 RootCause CauseOf(const pb::Record::Cause& c) {
@@ -58,6 +62,9 @@ RootCause CauseOf(const pb::Record::Cause& c) {
   out.message = c.message();
   if (c.has_deadline_at_ns()) out.deadline_at = TimeOf(c.deadline_at_ns());
   out.cancelled_by = c.cancelled_by();
+  if (c.has_remote_reason()) {
+    out.remote_reason = EnumOf(c.remote_reason(), CauseReason::kOom, CauseReason::kDaemonLost);
+  }
   return out;
 }
 
@@ -145,6 +152,9 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_grace_ms(s.grace.count());
   out->set_auto_heartbeat(s.auto_heartbeat);
   for (const std::string& id : s.after) out->add_after(id);
+  for (const std::string& id : s.after_any) out->add_after_any(id);
+  for (const std::string& id : s.after_notok) out->add_after_notok(id);
+  out->set_singleton(s.singleton);
   out->set_heartbeat_mode(static_cast<pb::HeartbeatMode>(job.heartbeat_mode));
   out->set_hang_timeout_ms(job.hang_timeout.count());
   out->set_nnodes(s.nodes.nnodes);
@@ -155,6 +165,14 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_rdzv(s.nodes.rdzv);
   out->set_rdzv_timeout_ms(s.nodes.rdzv_timeout.count());
   out->set_rdzv_lease_ms(s.nodes.rdzv_lease.count());
+  out->set_rdzv_auth(s.nodes.rdzv_auth);
+  out->set_munge_socket(s.nodes.munge_socket);
+  out->set_rdzv_refused(job.rdzv_refused);
+  out->set_rdzv_refused_last(job.rdzv_refused_last);
+  out->set_etcd_ca(s.nodes.etcd_ca);
+  out->set_etcd_cert(s.nodes.etcd_cert);
+  out->set_etcd_key(s.nodes.etcd_key);
+  out->set_etcd_auth_file(s.nodes.etcd_auth_file);
   for (const NodeStatus& n : job.nodes) {
     pb::Record::Node* o = out->add_nodes();
     o->set_node_rank(n.node_rank);
@@ -184,6 +202,8 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_cpu_millis(s.limits.cpu_millis);
   out->set_output(s.output);
   out->set_error(s.error);
+  out->set_output_patterns(s.output_patterns);
+  out->set_umask(s.umask);
   out->set_submit_token(s.submit_token);
   out->set_label(s.label);
   for (const UnkillableProcess& p : job.unkillable) {
@@ -243,7 +263,10 @@ std::optional<Job> FromProto(const pb::Record& r) {
   if (r.id().empty()) return std::nullopt;
   Job job;
   job.id = r.id();
-  job.state = EnumOf(r.state(), JobState::kStarting, JobState::kLost);
+  // Numbered with gaps (model/job.h): a state this release has a name for.
+  job.state = ToString(static_cast<JobState>(r.state())) != "UNKNOWN"
+                  ? static_cast<JobState>(r.state())
+                  : JobState::kLost;
   JobSpec& s = job.spec;
   s.name = r.name();
   job.user = r.user();
@@ -323,6 +346,9 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.grace = std::chrono::milliseconds(r.grace_ms());
   s.auto_heartbeat = r.auto_heartbeat();
   s.after.assign(r.after().begin(), r.after().end());
+  s.after_any.assign(r.after_any().begin(), r.after_any().end());
+  s.after_notok.assign(r.after_notok().begin(), r.after_notok().end());
+  s.singleton = r.singleton();
   job.heartbeat_mode = EnumOf(r.heartbeat_mode(), HeartbeatMode::kAutomatic, HeartbeatMode::kNone);
   job.hang_timeout = std::chrono::milliseconds(r.hang_timeout_ms());
   NodeSpec& n = s.nodes;
@@ -334,6 +360,14 @@ std::optional<Job> FromProto(const pb::Record& r) {
   n.rdzv = r.rdzv();
   n.rdzv_timeout = std::chrono::milliseconds(r.rdzv_timeout_ms());
   if (r.rdzv_lease_ms() != 0) n.rdzv_lease = std::chrono::milliseconds(r.rdzv_lease_ms());
+  n.rdzv_auth = r.rdzv_auth();
+  n.munge_socket = r.munge_socket();
+  job.rdzv_refused = r.rdzv_refused();
+  job.rdzv_refused_last = r.rdzv_refused_last();
+  n.etcd_ca = r.etcd_ca();
+  n.etcd_cert = r.etcd_cert();
+  n.etcd_key = r.etcd_key();
+  n.etcd_auth_file = r.etcd_auth_file();
   for (const pb::Record::Node& o : r.nodes()) {
     NodeStatus ns;
     ns.node_rank = o.node_rank();
@@ -361,6 +395,8 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.limits.cpu_millis = r.cpu_millis();
   s.output = r.output();
   s.error = r.error();
+  s.umask = r.has_umask() ? r.umask() & 0777 : kDefaultJobUmask;
+  s.output_patterns = r.output_patterns() >= kSbatchPatterns ? kSbatchPatterns : kLegacyPatterns;
   if (r.submit_token().size() <= kMaxSubmitTokenBytes) s.submit_token = r.submit_token();
   if (r.label().size() <= kMaxLabelBytes) s.label = r.label();
   for (const pb::Record::Unkillable& o : r.unkillable()) {

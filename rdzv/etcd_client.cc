@@ -26,6 +26,13 @@ absl::Status FromGrpc(const char* call, const std::string& endpoint, const grpc:
   }
 }
 
+// Whether etcd refused a call's token: it expired (etcd's --auth-token-ttl)
+// or etcd restarted and forgot it.
+bool TokenRefused(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         s.error_message().find("invalid auth token") != std::string::npos;
+}
+
 KeyValue FromPb(const mvccpb::KeyValue& kv) {
   KeyValue out;
   out.key = kv.key();
@@ -50,13 +57,16 @@ std::string PrefixEnd(std::string_view prefix) {
   return std::string(1, '\0');  // every key
 }
 
-Client::Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel)
-    : endpoint_(std::move(endpoint)), channel_(std::move(channel)) {}
+Client::Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel, Security security)
+    : endpoint_(std::move(endpoint)),
+      channel_(std::move(channel)),
+      security_(std::move(security)) {}
 
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Millis timeout,
-                                                        const std::function<bool()>& abandon) {
+                                                        const std::function<bool()>& abandon,
+                                                        Security security) {
   grpc::ChannelArguments args;
   // A lost etcd is noticed by the calls' deadlines; reconnect soon after it
   // is back rather than after gRPC's default backoff of up to 2 minutes.
@@ -66,37 +76,89 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string endpoint, Mi
   // Always a host name or address: the endpoint comes from a user, and a
   // gRPC target such as "unix:..." or "unix-abstract:..." would have a
   // root supervisor speak to a local service's socket on their behalf.
-  auto channel =
-      grpc::CreateCustomChannel("dns:///" + endpoint, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (security.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = security.ca_pem;
+    ssl.pem_private_key = security.key_pem;
+    ssl.pem_cert_chain = security.cert_pem;
+    creds = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel("dns:///" + endpoint, creds, args);
   // In slices, so that a give-up is heard within kAbandonPoll however long
   // the timeout (`--rdzv-timeout 8760h` is a user's to choose).
   const auto deadline = std::chrono::system_clock::now() + timeout;
   for (;;) {
     const auto now = std::chrono::system_clock::now();
     if (now >= deadline) {
-      return absl::UnavailableError("cannot reach etcd at " + endpoint + " within " +
-                                    std::to_string(timeout.count()) + " ms");
+      return absl::UnavailableError(
+          "cannot reach etcd at " + endpoint + " within " + std::to_string(timeout.count()) +
+          " ms" + (security.tls ? " over TLS (is its certificate signed by the CA given?)" : ""));
     }
     if (channel->WaitForConnected(std::min(deadline, now + kAbandonPoll))) break;
     if (abandon && abandon()) {
       return absl::CancelledError("gave up connecting to etcd at " + endpoint);
     }
   }
-  return std::unique_ptr<Client>(new Client(std::move(endpoint), std::move(channel)));
+  std::unique_ptr<Client> client(
+      new Client(std::move(endpoint), std::move(channel), std::move(security)));
+  if (!client->security_.user.empty()) {
+    if (auto s = client->Authenticate(); !s.ok()) return s;
+  }
+  return client;
+}
+
+absl::Status Client::Authenticate() {
+  pb::AuthenticateRequest req;
+  req.set_name(security_.user);
+  req.set_password(security_.password);
+  pb::AuthenticateResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + call_timeout_);
+  auto s = pb::Auth::NewStub(channel_)->Authenticate(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    return absl::OkStatus();  // etcd has no authentication on: no token needed
+  }
+  if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    return absl::PermissionDeniedError("etcd at " + endpoint_ + " refused the user '" +
+                                       security_.user +
+                                       "' and its password; check the etcd user file");
+  }
+  if (!s.ok()) return FromGrpc("Authenticate", endpoint_, s);
+  std::lock_guard<std::mutex> lock(token_mu_);
+  token_ = resp.token();
+  return absl::OkStatus();
+}
+
+void Client::Authorize(grpc::ClientContext& ctx) const {
+  std::lock_guard<std::mutex> lock(token_mu_);
+  if (!token_.empty()) ctx.AddMetadata("token", token_);
 }
 
 std::unique_ptr<grpc::ClientContext> Client::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + call_timeout_);
+  Authorize(*ctx);
   return ctx;
+}
+
+template <typename Fn>
+auto Client::Call(Fn&& fn) {
+  auto ctx = Context();
+  grpc::Status s = fn(*ctx);
+  if (!s.ok() && !security_.user.empty() && TokenRefused(s) && Authenticate().ok()) {
+    ctx = Context();
+    s = fn(*ctx);
+  }
+  return s;
 }
 
 absl::StatusOr<std::optional<KeyValue>> Client::Get(const std::string& key) {
   pb::RangeRequest req;
   req.set_key(key);
   pb::RangeResponse resp;
-  auto ctx = Context();
-  auto s = pb::KV::NewStub(channel_)->Range(ctx.get(), req, &resp);
+  auto s = Call(
+      [&](grpc::ClientContext& c) { return pb::KV::NewStub(channel_)->Range(&c, req, &resp); });
   if (!s.ok()) return FromGrpc("Range", endpoint_, s);
   if (resp.kvs_size() == 0) return std::optional<KeyValue>();
   return std::optional<KeyValue>(FromPb(resp.kvs(0)));
@@ -107,8 +169,8 @@ absl::StatusOr<RangeResult> Client::GetPrefix(const std::string& prefix) {
   req.set_key(prefix);
   req.set_range_end(PrefixEnd(prefix));
   pb::RangeResponse resp;
-  auto ctx = Context();
-  auto s = pb::KV::NewStub(channel_)->Range(ctx.get(), req, &resp);
+  auto s = Call(
+      [&](grpc::ClientContext& c) { return pb::KV::NewStub(channel_)->Range(&c, req, &resp); });
   if (!s.ok()) return FromGrpc("Range", endpoint_, s);
   RangeResult out;
   out.revision = resp.header().revision();
@@ -122,26 +184,38 @@ absl::Status Client::Put(const std::string& key, const std::string& value, int64
   req.set_value(value);
   req.set_lease(lease);
   pb::PutResponse resp;
-  auto ctx = Context();
-  return FromGrpc("Put", endpoint_, pb::KV::NewStub(channel_)->Put(ctx.get(), req, &resp));
+  return FromGrpc("Put", endpoint_, Call([&](grpc::ClientContext& c) {
+                    return pb::KV::NewStub(channel_)->Put(&c, req, &resp);
+                  }));
 }
 
 absl::StatusOr<bool> Client::PutIfAbsent(const std::string& key, const std::string& value,
                                          int64_t lease, KeyValue* existing) {
+  return PutIfRevision(key, value, lease, 0, existing);
+}
+
+absl::StatusOr<bool> Client::PutIfRevision(const std::string& key, const std::string& value,
+                                           int64_t lease, int64_t mod_revision,
+                                           KeyValue* existing) {
   pb::TxnRequest req;
   pb::Compare* cmp = req.add_compare();
   cmp->set_key(key);
-  cmp->set_target(pb::Compare::CREATE);
   cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_create_revision(0);
+  if (mod_revision == 0) {
+    cmp->set_target(pb::Compare::CREATE);
+    cmp->set_create_revision(0);
+  } else {
+    cmp->set_target(pb::Compare::MOD);
+    cmp->set_mod_revision(mod_revision);
+  }
   pb::PutRequest* put = req.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
   put->set_lease(lease);
   req.add_failure()->mutable_request_range()->set_key(key);
   pb::TxnResponse resp;
-  auto ctx = Context();
-  auto s = pb::KV::NewStub(channel_)->Txn(ctx.get(), req, &resp);
+  auto s =
+      Call([&](grpc::ClientContext& c) { return pb::KV::NewStub(channel_)->Txn(&c, req, &resp); });
   if (!s.ok()) return FromGrpc("Txn", endpoint_, s);
   if (!resp.succeeded() && existing != nullptr && resp.responses_size() == 1 &&
       resp.responses(0).response_range().kvs_size() == 1) {
@@ -155,17 +229,18 @@ absl::Status Client::DeletePrefix(const std::string& prefix) {
   req.set_key(prefix);
   req.set_range_end(PrefixEnd(prefix));
   pb::DeleteRangeResponse resp;
-  auto ctx = Context();
-  return FromGrpc("DeleteRange", endpoint_,
-                  pb::KV::NewStub(channel_)->DeleteRange(ctx.get(), req, &resp));
+  return FromGrpc("DeleteRange", endpoint_, Call([&](grpc::ClientContext& c) {
+                    return pb::KV::NewStub(channel_)->DeleteRange(&c, req, &resp);
+                  }));
 }
 
 absl::StatusOr<int64_t> Client::GrantLease(std::chrono::seconds ttl) {
   pb::LeaseGrantRequest req;
   req.set_ttl(ttl.count());
   pb::LeaseGrantResponse resp;
-  auto ctx = Context();
-  auto s = pb::Lease::NewStub(channel_)->LeaseGrant(ctx.get(), req, &resp);
+  auto s = Call([&](grpc::ClientContext& c) {
+    return pb::Lease::NewStub(channel_)->LeaseGrant(&c, req, &resp);
+  });
   if (!s.ok()) return FromGrpc("LeaseGrant", endpoint_, s);
   if (!resp.error().empty()) {
     return absl::UnknownError("LeaseGrant at etcd " + endpoint_ + ": " + resp.error());
@@ -177,9 +252,9 @@ absl::Status Client::RevokeLease(int64_t lease) {
   pb::LeaseRevokeRequest req;
   req.set_id(lease);
   pb::LeaseRevokeResponse resp;
-  auto ctx = Context();
-  return FromGrpc("LeaseRevoke", endpoint_,
-                  pb::Lease::NewStub(channel_)->LeaseRevoke(ctx.get(), req, &resp));
+  return FromGrpc("LeaseRevoke", endpoint_, Call([&](grpc::ClientContext& c) {
+                    return pb::Lease::NewStub(channel_)->LeaseRevoke(&c, req, &resp);
+                  }));
 }
 
 absl::StatusOr<int64_t> Client::KeepAliveOnce(int64_t lease) {
@@ -190,7 +265,10 @@ absl::StatusOr<int64_t> Client::KeepAliveOnce(int64_t lease) {
   pb::LeaseKeepAliveResponse resp;
   if (!stream->Write(req) || !stream->Read(&resp)) {
     stream->WritesDone();
-    return FromGrpc("LeaseKeepAlive", endpoint_, stream->Finish());
+    grpc::Status s = stream->Finish();
+    // An expired token: the next keep-alive, a third of the TTL on, has a new one.
+    if (!security_.user.empty() && TokenRefused(s)) (void)Authenticate();
+    return FromGrpc("LeaseKeepAlive", endpoint_, s);
   }
   stream->WritesDone();
   ctx->TryCancel();
@@ -264,6 +342,7 @@ absl::Status Watch::WaitCreated(Millis timeout) {
 }
 
 void Watch::Run() {
+  client_.Authorize(*context_);
   auto stream = pb::Watch::NewStub(client_.channel())->Watch(context_.get());
   pb::WatchRequest req;
   pb::WatchCreateRequest* create = req.mutable_create_request();

@@ -41,6 +41,19 @@ struct WatchEvent {
   KeyValue kv;
 };
 
+// How to reach etcd beyond a plain connection: TLS (etcds://) with the CA
+// that signed etcd's certificate and this node's client certificate, and
+// etcd's own authentication (a user and password: every call then carries
+// the token etcd gave for them).
+struct Security {
+  bool tls = false;
+  std::string ca_pem;    // empty: the system's roots
+  std::string cert_pem;  // with key_pem: a client certificate
+  std::string key_pem;
+  std::string user;  // empty: no authentication
+  std::string password;
+};
+
 // Keys with `prefix`, and the store's revision they were read at.
 struct RangeResult {
   std::vector<KeyValue> kvs;
@@ -53,7 +66,8 @@ class Client {
   // until `abandon` returns true (polled every kAbandonPoll): a job killed
   // while its supervisor waits for etcd must not keep the supervisor.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
-      std::string endpoint, Millis timeout, const std::function<bool()>& abandon = nullptr);
+      std::string endpoint, Millis timeout, const std::function<bool()>& abandon = nullptr,
+      Security security = {});
   static constexpr Millis kAbandonPoll{200};
   ~Client();
   Client(const Client&) = delete;
@@ -70,6 +84,11 @@ class Client {
   // Returns whether it was put; when not, `existing` holds what is there.
   absl::StatusOr<bool> PutIfAbsent(const std::string& key, const std::string& value,
                                    int64_t lease = 0, KeyValue* existing = nullptr);
+  // Puts only where the key is still at `mod_revision` (a value read
+  // before and found wanting is replaced, not a newer one).
+  absl::StatusOr<bool> PutIfRevision(const std::string& key, const std::string& value,
+                                     int64_t lease, int64_t mod_revision,
+                                     KeyValue* existing = nullptr);
   absl::Status DeletePrefix(const std::string& prefix);
 
   // A lease of `ttl`; its keys go when it is neither kept alive nor revoked.
@@ -80,13 +99,24 @@ class Client {
   absl::StatusOr<int64_t> KeepAliveOnce(int64_t lease);
 
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // Adds etcd's token to a call of a stream (Watch) made outside the client.
+  void Authorize(grpc::ClientContext& ctx) const;
 
  private:
-  Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel);
+  Client(std::string endpoint, std::shared_ptr<grpc::Channel> channel, Security security);
   std::unique_ptr<grpc::ClientContext> Context() const;
+  // A token for the user and password (etcd's Authenticate).
+  absl::Status Authenticate();
+  // Runs a unary call; once more with a new token when etcd says the token
+  // has expired (etcd forgets them after --auth-token-ttl, or a restart).
+  template <typename Fn>
+  auto Call(Fn&& fn);
 
   std::string endpoint_;
   std::shared_ptr<grpc::Channel> channel_;
+  const Security security_;
+  mutable std::mutex token_mu_;
+  std::string token_;  // guarded by token_mu_
   Millis call_timeout_{3000};
 };
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bytes.h"
+#include "fence_values.h"
 #include "run_hang.h"
 #include "run_verdict.h"
 #include "spdlog/spdlog.h"
@@ -11,27 +12,6 @@
 
 namespace ltd::rdzv {
 namespace {
-
-// The number after `head` in `key` ("nodes/3" -> 3), or -1.
-int NumberAfter(const std::string& key, const std::string& head) {
-  if (key.rfind(head, 0) != 0 || key.size() == head.size() || key.size() - head.size() > 6) {
-    return -1;
-  }
-  const std::string rest = key.substr(head.size());
-  if (rest.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoi(rest);
-}
-
-// A root cause as the job record writes it, read by the record's own reader.
-// Another node's words, bounded: a cause travels into this job's record.
-std::optional<RootCause> ParseCause(const nlohmann::json& j) {
-  if (!j.is_object()) return std::nullopt;
-  auto job = JobFromJson(nlohmann::json{{"id", "0"}, {"state", "FAILED"}, {"root_cause", j}});
-  if (!job || !job->root_cause) return std::nullopt;
-  RootCause cause = std::move(*job->root_cause);
-  if (cause.message.size() > 4096) cause.message.resize(4096);
-  return cause;
-}
 
 // A host another node gave, as this node shows it.
 std::string HostOf(const nlohmann::json& j, std::string otherwise) {
@@ -55,6 +35,19 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> EtcdFence::Start(std::unique_ptr<Rend
   // A lost etcd must not hold this node up for long: every call from now
   // on waits a second at most, and the ranks go on under the local watchdog.
   f->rdzv_->client().set_call_timeout(std::chrono::milliseconds(1000));
+  EtcdFence* self = f.get();
+  // Records refused from now on, and those the rendezvous refused, go into
+  // the job's record; the first of each key into its output too.
+  f->rdzv_->auth().OnRefused([self](int64_t total, const std::string& line, bool logged) {
+    self->Deliver([total, line](RunFenceEvents& e) { e.OnRefusedRecords(total, line); });
+    // RecordAuth logged it: to the job's output only.
+    if (logged) self->Deliver([line](RunFenceEvents& e) { e.OnFenceNotice(line); });
+  });
+  if (const int64_t n = f->rdzv_->auth().refused(); n > 0) {
+    f->Deliver([n, line = f->rdzv_->auth().last_refused()](RunFenceEvents& e) {
+      e.OnRefusedRecords(n, line);
+    });
+  }
   auto all = f->rdzv_->client().GetPrefix(f->rdzv_->prefix());
   if (!all.ok()) return all.status();
   f->OnWatchEvents([&] {
@@ -62,7 +55,6 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> EtcdFence::Start(std::unique_ptr<Rend
     for (etcd::KeyValue& kv : all->kvs) events.push_back({false, std::move(kv)});
     return events;
   }());
-  EtcdFence* self = f.get();
   f->watch_ = std::make_unique<etcd::Watch>(
       f->rdzv_->client(), f->rdzv_->prefix(), all->revision + 1,
       [self](std::vector<etcd::WatchEvent> events) { self->OnWatchEvents(std::move(events)); },
@@ -165,8 +157,7 @@ void EtcdFence::Publish(int attempt, const NodeReport& report) {
                    {"host", BytesToJson(rdzv_->config().host)}};
   if (report.hang) j["hang"] = NodeHangToJson(*report.hang, rdzv_->config().devices);
   Enqueue([this, attempt, value = j.dump()] {
-    auto put =
-        rdzv_->client().Put(rdzv_->Key(Cat("attempts/", attempt, "/report/", node_rank())), value);
+    auto put = rdzv_->Put(Cat("attempts/", attempt, "/report/", node_rank()), value);
     if (!put.ok()) {
       Notice(Cat("cannot tell the other nodes of this node's failure: ", put.message()));
     }
@@ -178,7 +169,7 @@ void EtcdFence::SetState(JobState state, const std::optional<RootCause>& cause) 
                    {"host", BytesToJson(rdzv_->config().host)},
                    {"root_cause", cause ? ToJson(*cause) : nlohmann::json(nullptr)}};
   Enqueue([this, value = j.dump()] {
-    auto put = rdzv_->client().Put(rdzv_->Key(Cat("status/", node_rank())), value);
+    auto put = rdzv_->Put(Cat("status/", node_rank()), value);
     if (!put.ok()) spdlog::warn("this node's state is not in etcd: {}", std::string(put.message()));
   });
 }
@@ -206,7 +197,7 @@ void EtcdFence::NodeLost(int node) {
                    {"host", BytesToJson(host)}};
   const int attempt = attempt_;
   Enqueue([this, attempt, node, value = j.dump()] {
-    (void)rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/gone/", node)), value);
+    (void)rdzv_->Claim(Cat("attempts/", attempt, "/gone/", node), value);
   });
 }
 
@@ -339,8 +330,7 @@ void EtcdFence::Decide(int attempt) {
                    {"what", chosen.what},
                    {"note", note},
                    {"cause", ToJson(chosen.cause)}};
-  auto put =
-      rdzv_->client().PutIfAbsent(rdzv_->Key(Cat("attempts/", attempt, "/verdict")), j.dump());
+  auto put = rdzv_->Claim(Cat("attempts/", attempt, "/verdict"), j.dump());
   // etcd unreachable: the other nodes cannot hear of it, but this node's
   // record need not wait for what will not come.
   if (!put.ok()) OnVerdict(attempt, std::move(chosen), std::move(note));
@@ -397,6 +387,13 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
     const std::string& key = e.kv.key;
     if (key.rfind(rdzv_->prefix(), 0) != 0) continue;
     const std::string rest = key.substr(rdzv_->prefix().size());
+    if (!e.deleted) {
+      // Only the run owner's word counts (record_auth.h); a deletion
+      // carries none, and is what an open etcd cannot be kept from.
+      std::optional<std::string> value = rdzv_->Open(e.kv);
+      if (!value) continue;
+      e.kv.value = std::move(*value);
+    }
     if (int r = NumberAfter(rest, "nodes/"); r >= 0 && r < nnodes) {
       NodeStatus& n = nodes_[r];
       n.node_rank = r;
@@ -414,52 +411,20 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       }
       nodes_changed = true;
     } else if (int r = NumberAfter(rest, "status/"); r >= 0 && r < nnodes && !e.deleted) {
-      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-      if (!j.is_object()) continue;
-      NodeStatus& n = nodes_[r];
+      NodeStatus n = nodes_.contains(r) ? nodes_[r] : NodeStatus{};
+      if (!ApplyStatus(e.kv.value, n)) continue;
       n.node_rank = r;
-      const std::string state = JsonText(j, "state", 32);
-      n.state = ParseJobState(state) ? state : "";
-      n.host = HostOf(j, n.host);
-      n.root_cause.reset();
-      if (j.contains("root_cause") && j["root_cause"].is_object()) {
-        n.root_cause = ParseCause(j["root_cause"]);
-      }
+      nodes_[r] = std::move(n);
       nodes_changed = true;
-    } else if (rest.rfind("attempts/", 0) == 0 && !e.deleted) {
-      // attempts/<k>/report/<r>, attempts/<k>/gone/<r>, attempts/<k>/verdict
-      const size_t slash = rest.find('/', 9);
-      if (slash == std::string::npos) continue;
-      const int attempt = NumberAfter(rest.substr(0, slash), "attempts/");
-      const std::string what = rest.substr(slash);
-      const int reporter = std::max(NumberAfter(what, "/report/"), NumberAfter(what, "/gone/"));
-      if (attempt < 0 || (what != "/verdict" && (reporter < 0 || reporter >= nnodes))) continue;
-      auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-      if (!j.is_object()) continue;
-      NodeReport report;
-      std::optional<RootCause> cause = ParseCause(j.contains("cause") ? j["cause"] : j);
-      std::optional<Evidence> kind = ParseEvidence(JsonText(j, "kind", 32));
-      if (!cause || !kind) continue;
-      report.cause = std::move(*cause);
-      report.kind = *kind;
-      report.what = JsonText(j, "what");
-      report.order = e.kv.create_revision;
-      if (what == "/verdict") {
-        report.node = static_cast<int>(JsonInt(j, "node").value_or(-1));
-        if (report.node < 0 || report.node >= nnodes) continue;
-        report.cause.node = report.node;
-        OnVerdict(attempt, std::move(report), JsonText(j, "note"));
-        continue;
+    } else if (!e.deleted) {
+      std::optional<AttemptValue> v =
+          ParseAttempt(rest, e.kv.value, e.kv.create_revision, nnodes, rdzv_->config().devices);
+      if (!v) continue;
+      if (v->verdict) {
+        OnVerdict(v->attempt, std::move(v->report), std::move(v->note));
+      } else {
+        OnReport(v->attempt, std::move(v->report), v->gone);
       }
-      // The key says whose it is; a value cannot speak for another node.
-      report.node = reporter;
-      report.cause.node = reporter;
-      if (what.rfind("/gone/", 0) == 0) {
-        report.kind = Evidence::kNodeGone;
-      } else if (auto h = j.find("hang"); h != j.end()) {
-        report.hang = NodeHangFromJson(*h, reporter, nnodes, rdzv_->config().devices);
-      }
-      OnReport(attempt, std::move(report), what.rfind("/gone/", 0) == 0);
     }
   }
   if (nodes_changed) {

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 
+#include "etcd_security.h"
 #include "str_util.h"
 
 namespace ltd::rdzv {
@@ -38,14 +39,19 @@ absl::StatusOr<int> FreePort() {
 absl::StatusOr<std::unique_ptr<EtcdFence>> JoinRun(Job& job, EtcdFence::Post post, std::string host,
                                                    std::function<bool()> abandon) {
   NodeSpec& nodes = job.spec.nodes;
-  auto endpoint = ParseRdzvUrl(nodes.rdzv);
+  bool tls = false;
+  auto endpoint = ParseRdzvUrl(nodes.rdzv, &tls);
   if (!endpoint.ok()) return endpoint.status();
+  auto security =
+      LoadSecurity({nodes.etcd_ca, nodes.etcd_cert, nodes.etcd_key, nodes.etcd_auth_file}, tls);
+  if (!security.ok()) return security.status();
   if (host.empty()) {
     char name[HOST_NAME_MAX + 1] = {};
     if (gethostname(name, sizeof name - 1) == 0) host = name;
   }
   Config c;
   c.endpoint = *endpoint;
+  c.security = std::move(*security);
   c.run_id = nodes.run_id.empty() ? job.id : nodes.run_id;
   c.nnodes = nodes.nnodes;
   c.node_rank = nodes.node_rank;
@@ -62,6 +68,12 @@ absl::StatusOr<std::unique_ptr<EtcdFence>> JoinRun(Job& job, EtcdFence::Post pos
   c.timeout = nodes.rdzv_timeout;
   c.lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(nodes.rdzv_lease);
   c.abandon = std::move(abandon);
+  // The job's owner's records are the run's: their ltrun's credentials, or
+  // those of root's supervisor (lt-shim) made for them.
+  const std::string socket = nodes.munge_socket.empty() ? kDefaultMungeSocket : nodes.munge_socket;
+  nodes.rdzv_auth = ResolveRdzvAuth(nodes.rdzv_auth, socket);
+  c.auth = std::make_shared<RecordAuth>(nodes.rdzv_auth == "munge" ? MungeCodec(socket) : nullptr,
+                                        job.spec.uid);
   auto joined = Rendezvous::Join(std::move(c));
   if (!joined.ok()) return joined.status();
   const Agreement agreed = (*joined)->agreement();

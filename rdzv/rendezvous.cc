@@ -1,5 +1,7 @@
 #include "rendezvous.h"
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -14,6 +16,9 @@ using Clock = std::chrono::steady_clock;
 // How often a waiting node reads the run's keys: etcd on a LAN answers in
 // well under a millisecond, and a start is a once-per-attempt wait.
 constexpr Millis kPoll{10};
+// How often a waiting node seals its records again: well within munged's
+// --max-ttl (1 h by default; the TTL its writer asks for).
+constexpr std::chrono::seconds kReseal{60};
 
 std::string Seconds(Millis d) {
   if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "s";
@@ -24,39 +29,20 @@ Millis Left(Clock::time_point deadline) {
   return std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
 }
 
-struct Member {
-  int rank = -1;
-  std::string host;
-  int nnodes = 0;
-  int devices = 0;
-  int fence = 1;
-};
-
-std::optional<Member> ParseMember(const std::string& prefix, const etcd::KeyValue& kv) {
-  const std::string head = prefix + "nodes/";
-  if (kv.key.rfind(head, 0) != 0) return std::nullopt;
-  Member m;
-  try {
-    m.rank = std::stoi(kv.key.substr(head.size()));
-    auto j = nlohmann::json::parse(kv.value);
-    m.host = JsonText(j, "host");
-    m.nnodes = static_cast<int>(JsonInt(j, "nnodes").value_or(0));
-    m.devices = static_cast<int>(JsonInt(j, "devices").value_or(0));
-    m.fence = static_cast<int>(JsonInt(j, "fence").value_or(1));
-  } catch (const std::exception&) {
-    return std::nullopt;  // not ours: ignored
-  }
-  return m;
+bool IsMember(const std::string& prefix, const etcd::KeyValue& kv) {
+  return kv.key.rfind(prefix + "nodes/", 0) == 0;
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url) {
-  const std::string scheme = "etcd://";
+absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls) {
+  const std::string scheme = url.rfind("etcds://", 0) == 0 ? "etcds://" : "etcd://";
   if (url.rfind(scheme, 0) != 0 || url.size() == scheme.size()) {
-    return absl::InvalidArgumentError("--rdzv '" + url +
-                                      "' is not etcd://HOST:PORT; give etcd's client address");
+    return absl::InvalidArgumentError(
+        "--rdzv '" + url +
+        "' is not etcd://HOST:PORT or etcds://HOST:PORT; give etcd's client address");
   }
+  if (tls != nullptr) *tls = scheme == "etcds://";
   std::string endpoint = url.substr(scheme.size());
   if (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   const size_t colon = endpoint.rfind(':');
@@ -66,20 +52,6 @@ absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url) {
                                       "' has no port; give etcd://HOST:PORT (etcd's is 2379)");
   }
   return endpoint;
-}
-
-std::string JsonText(const nlohmann::json& j, const char* key, size_t max) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return "";
-  return DisplayEscapeElided(it->get_ref<const std::string&>(), max, Controls::kEscape);
-}
-
-std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
 }
 
 absl::Status CheckRunId(const std::string& run_id) {
@@ -94,7 +66,31 @@ absl::Status CheckRunId(const std::string& run_id) {
 }
 
 Rendezvous::Rendezvous(Config config)
-    : config_(std::move(config)), prefix_("/ltd/runs/" + config_.run_id + "/") {}
+    : config_(std::move(config)), prefix_("/ltd/runs/" + config_.run_id + "/") {
+  if (config_.auth == nullptr) config_.auth = std::make_shared<RecordAuth>(nullptr, getuid());
+}
+
+absl::Status Rendezvous::Put(const std::string& rest, const std::string& value, int64_t lease) {
+  auto sealed = config_.auth->Seal(Key(rest), value);
+  if (!sealed.ok()) return sealed.status();
+  return client_->Put(Key(rest), *sealed, lease);
+}
+
+absl::StatusOr<bool> Rendezvous::Claim(const std::string& rest, const std::string& value,
+                                       int64_t lease, etcd::KeyValue* existing) {
+  auto sealed = config_.auth->Seal(Key(rest), value);
+  if (!sealed.ok()) return sealed.status();
+  etcd::KeyValue there;
+  auto put = client_->PutIfAbsent(Key(rest), *sealed, lease, &there);
+  if (!put.ok() || *put || there.key.empty() || Open(there)) {
+    if (existing != nullptr) *existing = std::move(there);
+    return put;
+  }
+  // What is there does not hold: it is no record of this run's owner. A
+  // newer value, put since, is looked at again by the caller's next read.
+  auto again = client_->PutIfRevision(Key(rest), *sealed, lease, there.mod_revision, existing);
+  return again;
+}
 
 Rendezvous::~Rendezvous() { Leave(); }
 
@@ -123,15 +119,19 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(Config config) {
   // A node that is set up wrong ends the run's start for every node, at
   // once and with its message, rather than leaving them to their timeout.
   if (absl::IsAlreadyExists(s) || absl::IsFailedPrecondition(s) || absl::IsResourceExhausted(s)) {
-    (void)r->client_->PutIfAbsent(r->Key("abort"), std::string(s.message()));
+    (void)r->Claim("abort", std::string(s.message()));
   }
   return s;
 }
 
 absl::Status Rendezvous::Connect(Clock::time_point deadline) {
-  auto client = etcd::Client::Connect(config_.endpoint, Left(deadline), config_.abandon);
+  auto client =
+      etcd::Client::Connect(config_.endpoint, Left(deadline), config_.abandon, config_.security);
   if (absl::IsCancelled(client.status())) {
     return absl::CancelledError("the rendezvous of run " + config_.run_id + " was given up");
+  }
+  if (absl::IsPermissionDenied(client.status()) || absl::IsInvalidArgument(client.status())) {
+    return client.status();  // etcd refused this node's name or password: said as it is
   }
   if (!client.ok()) {
     return absl::UnavailableError("cannot reach etcd at " + config_.endpoint +
@@ -152,21 +152,23 @@ absl::Status Rendezvous::Connect(Clock::time_point deadline) {
 }
 
 absl::Status Rendezvous::ClaimRank() {
-  const std::string me = nlohmann::json{
+  member_value_ = nlohmann::json{
       {"host", config_.host},
       {"nnodes", config_.nnodes},
       {"devices", config_.devices},
       {"fence",
        kFenceVersion}}.dump();
+  sealed_at_ = Clock::now();
   auto claim = [&](int rank, etcd::KeyValue* existing) {
-    return client_->PutIfAbsent(Key("nodes/" + std::to_string(rank)), me, lease_, existing);
+    return Claim("nodes/" + std::to_string(rank), member_value_, lease_, existing);
   };
   if (config_.node_rank >= 0) {
     etcd::KeyValue existing;
     auto ok = claim(config_.node_rank, &existing);
     if (!ok.ok()) return ok.status();
     if (!*ok) {
-      auto m = ParseMember(prefix_, existing);
+      const std::optional<std::string> value = Open(existing);
+      auto m = value ? ParseMember(prefix_, existing.key, *value, config_.nnodes) : std::nullopt;
       return absl::AlreadyExistsError(
           "node rank " + std::to_string(config_.node_rank) + " of run " + config_.run_id +
           " is already taken" + (m && !m->host.empty() ? " by host " + m->host : "") +
@@ -197,15 +199,26 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
     joined.clear();
     std::optional<nlohmann::json> master;
     for (const etcd::KeyValue& kv : all->kvs) {
+      if (kv.key != Key("abort") && kv.key != master_key && !IsMember(prefix_, kv)) continue;
+      if (!config_.auth->on() && IsMember(prefix_, kv) && kv.value.rfind("MUNGE:", 0) == 0) {
+        return absl::FailedPreconditionError(
+            "the nodes of run " + config_.run_id +
+            " seal their records with MUNGE, this node does not (--rdzv-auth none); give every "
+            "node the same --rdzv-auth");
+      }
+      const std::optional<std::string> value = Open(kv);
+      if (!value) continue;  // not the owner's: ignored (counted)
       if (kv.key == Key("abort")) {
         return absl::AbortedError("run " + config_.run_id + " cannot start: " +
-                                  DisplayEscapeElided(kv.value, 512, Controls::kEscape));
+                                  DisplayEscapeElided(*value, 512, Controls::kEscape));
       }
       if (kv.key == master_key) {
-        master = nlohmann::json::parse(kv.value, nullptr, false);
+        master = nlohmann::json::parse(*value, nullptr, false);
         continue;
       }
-      auto m = ParseMember(prefix_, kv);
+      // A key of no node of this run (nodes/-1, nodes/7 of 2 nodes) is
+      // nobody's: it must not complete the rendezvous.
+      auto m = ParseMember(prefix_, kv.key, *value, config_.nnodes);
       if (!m) continue;
       joined.insert(m->rank);
       if (m->nnodes != config_.nnodes) {
@@ -235,32 +248,29 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
       std::string addr = config_.master_addr;
       if (addr.empty()) addr = AddressTowards(config_.endpoint).value_or(config_.host);
       nlohmann::json value{{"addr", addr}, {"port", config_.master_port}};
-      auto put = client_->PutIfAbsent(master_key, value.dump());
+      auto put = Claim("master", value.dump());
       if (!put.ok()) return put.status();
       continue;  // read it back with the others
     }
     if (master && master->is_object() && static_cast<int>(joined.size()) >= config_.nnodes) {
       // Node 0's word becomes every rank's MASTER_ADDR and MASTER_PORT.
-      const std::string addr = JsonText(*master, "addr");
-      const int64_t port = JsonInt(*master, "port").value_or(0);
-      if (addr.empty() || addr.size() > 253 ||
-          addr.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                 "0123456789.-_:[]") != std::string::npos ||
-          port < 1 || port > 65535) {
+      const std::optional<Master> m = ParseMaster(*master);
+      if (!m) {
         return absl::FailedPreconditionError(
             "run " + config_.run_id + "'s master in etcd (" +
             DisplayEscapeElided(master->dump(), 128, Controls::kEscape) +
             ") is not a host and port; start the run again "
             "with a new --run-id");
       }
-      agreement_.master_addr = addr;
-      agreement_.master_port = static_cast<int>(port);
+      agreement_.master_addr = m->addr;
+      agreement_.master_port = m->port;
       agreement_.revision = all->revision;
       return absl::OkStatus();
     }
     if (config_.abandon && config_.abandon()) {
       return absl::CancelledError("the rendezvous of run " + config_.run_id + " was given up");
     }
+    Reseal(*all);
     if (Clock::now() >= deadline) {
       std::string which;
       for (int r : joined) which += (which.empty() ? "" : ",") + std::to_string(r);
@@ -274,9 +284,27 @@ absl::Status Rendezvous::AwaitNodes(Clock::time_point deadline) {
   }
 }
 
+void Rendezvous::Reseal(const etcd::RangeResult& all) {
+  if (!config_.auth->on() || Clock::now() - sealed_at_ < kReseal) return;
+  sealed_at_ = Clock::now();
+  const std::string mine = Key("nodes/" + std::to_string(agreement_.node_rank));
+  for (const etcd::KeyValue& kv : all.kvs) {
+    std::optional<std::string> value;
+    if (kv.key == mine) {
+      value = member_value_;
+    } else if (kv.key == Key("master") && agreement_.node_rank == 0) {
+      value = Open(kv);  // this node's own, which it wrote
+    }
+    if (!value) continue;
+    auto sealed = config_.auth->Seal(kv.key, *value);
+    // Only over the value read: a newer one is someone else's word.
+    if (sealed.ok()) (void)client_->PutIfRevision(kv.key, *sealed, kv.lease, kv.mod_revision);
+  }
+}
+
 absl::Status Rendezvous::Barrier(int attempt, const std::function<bool()>& abandon) {
   const std::string base = "attempts/" + std::to_string(attempt) + "/";
-  auto put = client_->Put(Key(base + "ready/" + std::to_string(node_rank())), "1", lease_);
+  auto put = Put(base + "ready/" + std::to_string(node_rank()), "1", lease_);
   if (!put.ok()) return put;
   const auto deadline = Clock::now() + config_.timeout;
   const std::string ready = Key(base + "ready/");
@@ -286,9 +314,15 @@ absl::Status Rendezvous::Barrier(int attempt, const std::function<bool()>& aband
     if (!all.ok()) return all.status();
     int n = 0;
     for (const etcd::KeyValue& kv : all->kvs) {
-      if (kv.key.rfind(ready, 0) == 0) ++n;
-      if (kv.key.rfind(status, 0) != 0) continue;
-      auto j = nlohmann::json::parse(kv.value, nullptr, false);
+      const bool is_ready = kv.key.rfind(ready, 0) == 0;
+      if (!is_ready && kv.key.rfind(status, 0) != 0) continue;
+      const std::optional<std::string> value = Open(kv);
+      if (!value) continue;  // not the owner's: ignored (counted)
+      if (is_ready) {
+        ++n;
+        continue;
+      }
+      auto j = nlohmann::json::parse(*value, nullptr, false);
       const std::string state = JsonText(j, "state", 32);
       if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED" || state == "LOST") {
         return absl::AbortedError("node " + kv.key.substr(status.size()) + " of run " +

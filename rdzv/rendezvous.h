@@ -17,6 +17,9 @@
 //   attempts/<k>/verdict    attempt k's root cause as the run chose it from the
 //                           reports: the first node to decide writes it
 //   abort                   why the run cannot start (a node set up wrong)
+//
+// Every value is a credential of its writer (record_auth.h) unless the run
+// has --rdzv-auth none: a node believes only its run owner's records.
 #pragma once
 
 #include <chrono>
@@ -30,6 +33,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "etcd_client.h"
+#include "record_auth.h"
+#include "run_keys.h"
 
 namespace ltd::rdzv {
 
@@ -42,7 +47,8 @@ using Millis = std::chrono::milliseconds;
 inline constexpr int kFenceVersion = 2;
 
 struct Config {
-  std::string endpoint;  // HOST:PORT of etcd
+  std::string endpoint;     // HOST:PORT of etcd
+  etcd::Security security;  // TLS and etcd's own authentication
   std::string run_id;
   int nnodes = 1;
   int node_rank = -1;       // -1: the first free rank, in join order
@@ -55,6 +61,8 @@ struct Config {
   // Polled while waiting for the others: true gives up (a job cancelled
   // during its rendezvous).
   std::function<bool()> abandon;
+  // Seals what this node writes and checks what it reads; null: none.
+  std::shared_ptr<RecordAuth> auth;
 };
 
 struct Agreement {
@@ -64,17 +72,11 @@ struct Agreement {
   int64_t revision = 0;  // etcd's revision when every node had joined
 };
 
-// "etcd://HOST:PORT" -> "HOST:PORT", or a one-line error.
-absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url);
+// "etcd://HOST:PORT" -> "HOST:PORT", or a one-line error. `tls`, given,
+// says whether it was "etcds://" (etcd over TLS).
+absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls = nullptr);
 // A run id must be a key segment: letters, digits, '.', '_', '-'.
 absl::Status CheckRunId(const std::string& run_id);
-
-// A field of what another node wrote under the run's prefix. Anyone who
-// can reach etcd can write there, so it is hostile: a value of another
-// type is absent, never a throw, and text is bounded and escaped for
-// display (one line, at most `max` bytes of it).
-std::string JsonText(const nlohmann::json& j, const char* key, size_t max = 256);
-std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key);
 
 class Rendezvous {
  public:
@@ -90,6 +92,18 @@ class Rendezvous {
   int64_t lease() const { return lease_; }
   std::string Key(const std::string& rest) const { return prefix_ + rest; }
   const std::string& prefix() const { return prefix_; }
+  RecordAuth& auth() { return *config_.auth; }
+
+  // `value` sealed and put at Key(rest) (on `lease`, 0: none).
+  absl::Status Put(const std::string& rest, const std::string& value, int64_t lease = 0);
+  // `value` sealed and put at Key(rest) unless a value that holds is
+  // there: one that does not (another user's, a forgery) is replaced, so
+  // that it cannot take this run's key. Returns whether it was put; when
+  // not, `existing` holds what is there.
+  absl::StatusOr<bool> Claim(const std::string& rest, const std::string& value, int64_t lease = 0,
+                             etcd::KeyValue* existing = nullptr);
+  // What `kv` says if it holds (record_auth.h).
+  std::optional<std::string> Open(const etcd::KeyValue& kv) { return config_.auth->Open(kv); }
 
   // Says this node is ready for attempt k and waits until every node is,
   // up to config.timeout, or until `abandon` returns true (polled). Fails
@@ -108,6 +122,9 @@ class Rendezvous {
   absl::Status Connect(std::chrono::steady_clock::time_point deadline);
   absl::Status ClaimRank();
   absl::Status AwaitNodes(std::chrono::steady_clock::time_point deadline);
+  // During a long wait: this node's key and node 0's master again, in new
+  // credentials, before the old ones expire for a node that joins late.
+  void Reseal(const etcd::RangeResult& all);
 
   Config config_;
   std::string prefix_;
@@ -117,6 +134,8 @@ class Rendezvous {
   std::function<void(absl::Status)> on_lease_lost_;
   std::mutex mu_;  // on_lease_lost_ against the keep-alive thread
   Agreement agreement_;
+  std::string member_value_;  // this node's nodes/<r>, unsealed
+  std::chrono::steady_clock::time_point sealed_at_{};
 };
 
 }  // namespace ltd::rdzv

@@ -9,6 +9,9 @@ packages=(
   libspdlog-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev python3-torch gdb elfutils procps
   etcd-server golang-etcd-server-dev
+  # Multi-node runs seal their etcd records with MUNGE (libmunge), and its
+  # tests run a munged of their own.
+  munge libmunge-dev
   # The Slurm tests and bench run a two-node cluster on this machine.
   slurm-wlm
   libsystemd-dev prometheus-cpp-dev curl systemd
@@ -24,6 +27,12 @@ packages=(
   # their test, Debian 12 and 13 roots booted with systemd-nspawn
   # (tests/package/package_test.sh).
   go-md2man dpkg-dev lintian debootstrap systemd-container
+  # The GPU check kit (scripts/gpu-kit.sh): its programs find their
+  # bundled shared libraries through an $ORIGIN RUNPATH.
+  patchelf
+  # The sanitized build (scripts/sanitize.sh) and the fuzzers
+  # (scripts/fuzz.sh): clang, libFuzzer and the sanitizers' runtimes.
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()

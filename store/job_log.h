@@ -83,6 +83,11 @@ std::string LogStamp(WallTime t);
 inline void MarkStderr(std::string& stamp) {
   if (stamp.size() == kLogStampBytes) stamp[kLogStampBytes - 2] = 'z';
 }
+// The rank a supervisor gives a line of ltd's for the job's users that the
+// job's log holds too, stored as "TIME [ltd] TEXT" (a --signal sent, a
+// hold, a restart): a reader of the log (an attach, `logs -f`) has it from
+// there, so it is not told it again; ltrun prints it as any notice (-1).
+inline constexpr int kLoggedNoticeRank = -3;
 // The stamp a stored line starts with (without its space), or "".
 std::string_view StampOf(std::string_view line);
 // Whether a stored line was the rank's stderr.

@@ -97,6 +97,14 @@ void JobRunner::ArmTimeLimit() {
   });
 }
 
+void JobRunner::LogNotice(std::string_view text) {
+  if (attempt_ == nullptr || !At().log) return Output(-1, Stream::kStderr, Cat("ltd: ", text));
+  std::string stamp = LogStamp(clock_.Now());
+  MarkStderr(stamp);
+  At().log->Append(Cat(stamp, "[ltd] ", text, "\n"));
+  Output(kLoggedNoticeRank, Stream::kStderr, Cat("ltd: ", text));
+}
+
 void JobRunner::SendWarnSignal(const std::string& why) {
   if (ended()) return;
   KillOrder order = KillOrder::Signal(job_.spec.warn_signal.signal, false);
@@ -104,10 +112,8 @@ void JobRunner::SendWarnSignal(const std::string& why) {
   if (absl::Status s = Kill(std::move(order)); !s.ok()) {
     // Between attempts: no rank to tell; the record says it was not sent.
     spdlog::info("job={} --signal not sent: {}", job_.id, std::string(s.message()));
-    const std::string line = Cat("ltd: --signal ", FormatWarnSignal(job_.spec.warn_signal),
-                                 " not sent (", why, "): ", s.message());
-    if (attempt_ != nullptr && At().log) At().log->Append(Cat(line, "\n"));
-    Output(-1, Stream::kStderr, line);
+    LogNotice(Cat("--signal ", FormatWarnSignal(job_.spec.warn_signal), " not sent (", why,
+                  "): ", s.message()));
   }
 }
 
@@ -115,10 +121,7 @@ void JobRunner::WarnSent(int signal, const std::string& why) {
   job_.warn_signal_sent_at = clock_.Now();
   job_.warn_signal_why = why;
   spdlog::info("job={} SIG{} sent to every rank: {}", job_.id, SignalName(signal), ForLog(why));
-  const std::string line =
-      Cat("ltd: SIG", SignalName(signal), " sent to every rank's main process: ", why);
-  if (At().log) At().log->Append(Cat(line, "\n"));
-  Output(-1, Stream::kStderr, line);
+  LogNotice(Cat("SIG", SignalName(signal), " sent to every rank's main process: ", why));
   Persist();
 }
 

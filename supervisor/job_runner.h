@@ -80,6 +80,7 @@ class JobRunner final : public RunFenceEvents {
                     std::vector<NodeReport> reports) override;
   void OnNodes(std::vector<NodeStatus> nodes) override;
   void OnFenceNotice(std::string line) override;
+  void OnRefusedRecords(int64_t total, std::string last) override;
 
   // signal 0: tear the job down, cancelled, saying `order.why`. Else send
   // the signal to each rank's main process (or every process of it).
@@ -204,6 +205,10 @@ class JobRunner final : public RunFenceEvents {
   }
   // Saves the record and tells the events.
   void Persist();
+  // ltd's words for the job's users ("ltd: " + `text`) that its log keeps
+  // too, where they happened: `logs` shows them between the ranks' lines,
+  // and an attach hears them once.
+  void LogNotice(std::string_view text);
 
   Clock& clock_;
   ProcessLauncher& launcher_;

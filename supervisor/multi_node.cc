@@ -70,6 +70,8 @@ RootCause JobRunner::RemoteCause(const RootCause& remote) const {
   cause.node = remote.node;
   cause.rank = remote.rank;
   cause.reason = CauseReason::kRemoteFailure;
+  cause.remote_reason =
+      remote.reason == CauseReason::kRemoteFailure ? remote.remote_reason : remote.reason;
   cause.exit_code = ExitCodeFor(remote);
   cause.at = remote.at;
   const std::string global =
@@ -211,6 +213,15 @@ void JobRunner::OnNodes(std::vector<NodeStatus> nodes) {
   if (ended()) return;
   job_.nodes = std::move(nodes);
   Persist();
+}
+
+void JobRunner::OnRefusedRecords(int64_t total, std::string last) {
+  if (ended()) return;
+  job_.rdzv_refused = total;
+  job_.rdzv_refused_last = std::move(last);
+  // A writer may make many: the record is saved for the first ones, then
+  // at each power of two; the final record has them all.
+  if (total <= 16 || (total & (total - 1)) == 0) Persist();
 }
 
 void JobRunner::OnFenceNotice(std::string line) {

@@ -1,5 +1,7 @@
 #include "output_files.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -29,6 +31,20 @@ absl::Status FlagError(const absl::Status& s, const UserFileFailure& failure,
                       Cat(paths.front().second, " ", paths.front().first, ": ", s.message()));
 }
 
+// This host's name, as %N gives it ("" when it has none).
+std::string HostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "";
+  return host;
+}
+
+// What a path's check can fill in before the job has an id or a node.
+PatternValues NameOnly(std::string_view name) {
+  PatternValues v;
+  v.name = name;
+  return v;
+}
+
 }  // namespace
 
 absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, UserFiles* user) {
@@ -41,14 +57,26 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   std::map<std::string, size_t> index;
   // No --error: stderr goes where stdout goes, as with sbatch.
   const std::string& error = job.spec.error.empty() ? job.spec.output : job.spec.error;
+  const std::string host = HostName();
   for (auto [flag, pattern, targets] :
        {std::tuple{"--output", &job.spec.output, &files.out_},
         std::tuple{job.spec.error.empty() ? "--output" : "--error", &error, &files.err_}}) {
     if (pattern->empty()) continue;
-    const bool shared = !PatternPerRank(*pattern) && ranks > 1;
+    // A record's pattern, checked at submit, is still a record's bytes.
+    auto parsed = ParseOutputPattern(flag, *pattern, job.spec.output_patterns);
+    if (!parsed.ok()) return parsed.status();
+    const bool shared = !PatternPerRank(*parsed) && ranks > 1;
+    PatternValues values;
+    values.job_id = job.id;
+    values.name = job.spec.name;
+    values.node = std::max(0, NodeRankOf(job.spec.nodes));
+    values.host = host;
+    values.user = job.user;
     for (int r = 0; r < ranks; ++r) {
       Target& t = (*targets)[static_cast<size_t>(r)];
-      const std::string path = ExpandOutputPattern(*pattern, job.id, r, job.spec.name);
+      values.local_rank = r;
+      values.rank = values.node * ranks + r;
+      const std::string path = ExpandOutputPattern(*parsed, values);
       auto [it, fresh] = index.try_emplace(path, paths.size());
       if (fresh) paths.emplace_back(path, flag);
       t.file = it->second;
@@ -62,7 +90,7 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   std::vector<std::string> names;
   for (const auto& [path, flag] : paths) names.push_back(path);
   UserFileFailure failure;
-  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, &failure);
+  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, job.spec.umask, &failure);
   if (!sink.ok()) return FlagError(sink.status(), failure, paths, "");
   auto writer = OutputWriter::Create(std::move(*sink), std::move(names));
   if (!writer.ok()) return writer.status();
@@ -70,20 +98,42 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   return files;
 }
 
-absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
-  std::vector<std::pair<std::string, const char*>> paths;
-  std::vector<UserFile> files;
+namespace {
+
+// The files of `spec` whose place is known before the job has an id, each
+// with the flag that named it; an error where a pattern does not parse.
+absl::StatusOr<std::vector<std::pair<UserFile, const char*>>> CheckedFiles(const JobSpec& spec) {
+  std::vector<std::pair<UserFile, const char*>> files;
   for (auto [flag, pattern] :
        {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
     if (pattern->empty()) continue;
     const size_t slash = pattern->rfind('/');
     if (pattern->substr(0, slash).find('%') != std::string::npos) continue;
-    const std::string base = pattern->substr(slash + 1);
-    const bool dir_only = base.find("%j") != std::string::npos ||
-                          (spec.name.empty() && base.find("%n") != std::string::npos);
-    const std::string path = ExpandOutputPattern(*pattern, "", 0, spec.name);
-    paths.emplace_back(path, flag);
-    files.push_back(UserFile{path, dir_only});
+    auto base = ParseOutputPattern(flag, pattern->substr(slash + 1), spec.output_patterns);
+    auto parsed = ParseOutputPattern(flag, *pattern, spec.output_patterns);
+    if (!base.ok() || !parsed.ok()) return parsed.ok() ? base.status() : parsed.status();
+    const bool dir_only = PatternNeedsJob(*base, !spec.name.empty());
+    files.emplace_back(UserFile{ExpandOutputPattern(*parsed, NameOnly(spec.name)), dir_only}, flag);
+  }
+  return files;
+}
+
+}  // namespace
+
+bool OutputFiles::NeedsCheck(const JobSpec& spec) {
+  auto files = CheckedFiles(spec);
+  // A pattern that does not parse is refused by Check, which says why.
+  return !files.ok() || !files->empty();
+}
+
+absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
+  auto checked = CheckedFiles(spec);
+  if (!checked.ok()) return checked.status();
+  std::vector<std::pair<std::string, const char*>> paths;
+  std::vector<UserFile> files;
+  for (auto& [file, flag] : *checked) {
+    paths.emplace_back(file.path, flag);
+    files.push_back(std::move(file));
   }
   if (files.empty()) return absl::OkStatus();
   UserFileFailure failure;

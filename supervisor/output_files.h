@@ -32,6 +32,9 @@ class OutputFiles {
   // a path the user may not write is refused at submit, in one line, not
   // when the job starts. Blocking (NSS, the helper's answer): not on a loop.
   static absl::Status Check(const JobSpec& spec, UserFiles& user);
+  // Whether Check has a file to check (and so may wait on the user's file
+  // system); false: Check returns OK at once.
+  static bool NeedsCheck(const JobSpec& spec);
 
   // `stored`: the chunk's lines as the job's log keeps them, each after a
   // prefix of `prefix_bytes` (its stamp and "[R] "). Queued to the writer

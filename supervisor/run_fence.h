@@ -35,6 +35,12 @@ class RunFenceEvents {
   virtual void OnNodes(std::vector<NodeStatus> nodes) = 0;
   // A line for the job's output (etcd gone, the lease lost).
   virtual void OnFenceNotice(std::string line) = 0;
+  // Records of the run that did not hold (another user's, forged, expired)
+  // were ignored: `total` so far, the last in one line.
+  virtual void OnRefusedRecords(int64_t total, std::string last) {
+    (void)total;
+    (void)last;
+  }
 };
 
 class RunFence {

@@ -256,9 +256,11 @@ void JobRunner::OnJobEmpty() {
     delay = std::min(delay, RunnerConfig::kMaxRestartBackoff);
     spdlog::info("job={} restarting ({} of {}) in {}", id, job->restart_count,
                  job->spec.max_restarts, FormatDuration(delay));
-    Output(-1, Stream::kStderr,
-           Cat("ltd: restarting job ", id, " (", job->restart_count, " of ", job->spec.max_restarts,
-               ") in ", FormatDuration(delay), " after: ", cause->message));
+    // In the log too: `logs` of a restarted job shows where each attempt
+    // ended and why.
+    LogNotice(Cat("attempt ", job->restart_count, " of job ", id, " ended: ", cause->message,
+                  "; restarting (", job->restart_count, " of ", job->spec.max_restarts, ") in ",
+                  FormatDuration(delay)));
     Enter(Phase::kBackoff);
     rt.restart_timer = clock_.StartTimer(delay, [this, self = std::weak_ptr(attempt_)] {
       if (!Current(self)) return;
@@ -290,11 +292,7 @@ void JobRunner::Finish(std::optional<RootCause> cause) {
   if (cause) {
     job.root_cause = cause;
     job.exit_code = ExitCodeFor(*cause);
-    JobState state = JobState::kFailed;
-    if (cause->reason == CauseReason::kCancelled) state = JobState::kCancelled;
-    if (cause->reason == CauseReason::kDaemonLost || cause->reason == CauseReason::kSupervisorLost)
-      state = JobState::kLost;
-    SetState(state);
+    SetState(EndStateFor(*cause));
   } else {
     job.exit_code = 0;
     SetState(JobState::kSucceeded);

@@ -435,13 +435,11 @@ void JobRunner::Hold() {
     if (any == 0) any = job.ranks[r].pid;
   }
   spdlog::warn("job={} held for {} after its hang (--hold-on-hang)", job.id, FormatDuration(hold));
-  const std::string line =
-      Cat("ltd: job ", job.id, " is hung and held for ", FormatDuration(hold),
+  LogNotice(
+      Cat("job ", job.id, " is hung and held for ", FormatDuration(hold),
           " before its teardown; ranks (rank:pid) ", Join(pids, " "), "; look with ",
           config_.ltctl_stack ? Cat("`ltctl stack ", job.id, "`") : Cat("`eu-stack -p ", any, "`"),
-          " or `gdb -p ", any, "`; `ltctl kill ", job.id, "` ends the hold");
-  if (rt.log) rt.log->Append(Cat(line, "\n"));
-  Output(-1, Stream::kStderr, line);
+          " or `gdb -p ", any, "`; `ltctl kill ", job.id, "` ends the hold"));
   Persist();
   rt.hold_timer = clock_.StartTimer(hold, [this, self = std::weak_ptr(attempt_)] {
     if (!Current(self)) return;

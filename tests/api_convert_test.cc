@@ -216,6 +216,10 @@ void ExpectEveryValueNamedAlike(int count, P (*to_proto)(E), const std::string& 
 
 TEST(EnumsToProto, EveryModelValueIsTheProtoValueOfItsName) {
   ExpectEveryValueNamedAlike<JobState, v1::Job::State>(6, &ToProto, &v1::Job::State_Name);
+  // sbatch's end states, numbered apart from the rest (model/job.h).
+  for (JobState s : {JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail}) {
+    EXPECT_EQ(v1::Job::State_Name(ToProto(s)), ToString(s));
+  }
   ExpectEveryValueNamedAlike<RankState, v1::Rank::State>(6, &ToProto, &v1::Rank::State_Name);
   ExpectEveryValueNamedAlike<CauseReason, v1::RootCause::Reason>(12, &ToProto,
                                                                  &v1::RootCause::Reason_Name);

@@ -1,7 +1,10 @@
 // ltctl's command line end to end: what users type reaches the program as
 // typed, submit's options before PROGRAM still count, the globals work on
 // either side of the verb, and bad input is one line and exit code 1.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 
 #include "e2e_fixture.h"
@@ -132,6 +135,52 @@ TEST_F(CliE2E, SocketAfterTheVerbCountsAndTheLastOneWins) {
   ExpectOneLineError(missing, "cannot reach ltd at " + d_.dir() + "/nowhere.sock");
 }
 
+// An attached submit says its job first (`ltd: job N (NAME)`), and `logs`
+// of a restarted job marks where each attempt ended and why.
+TEST_F(CliE2E, AttachedSubmitSaysItsJobAndLogsMarkEachAttempt) {
+  CmdResult r = d_.Ctl({"submit", "--name", "twice", "--devices", "1", "--max-restarts", "1",
+                        kChild, "print:1,exit:3"},
+                       60s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.err.rfind("ltd: job 1 (twice)\n", 0), 0u) << r.err;
+  const std::string logs = d_.Ctl({"logs", "1"}).out;
+  const size_t marker = logs.find(
+      "[ltd] attempt 1 of job 1 ended: rank 0 exited with code 3; "
+      "restarting (1 of 1) in ");
+  ASSERT_NE(marker, std::string::npos) << logs;
+  // Between the two attempts' lines.
+  EXPECT_NE(logs.find("[0] line 0 of 1"), std::string::npos) << logs;
+  EXPECT_LT(logs.find("[0] line 0 of 1"), marker) << logs;
+  EXPECT_NE(logs.find("[0] line 0 of 1", marker), std::string::npos) << logs;
+  CmdResult plain = d_.Ctl({"submit", "--devices", "1", kChild, "exit:0"}, 30s);
+  EXPECT_EQ(plain.err.rfind("ltd: job 2\n", 0), 0u) << "no name, no (): " << plain.err;
+}
+
+// #LTD lines at the top of a script are submit options, as #SBATCH lines;
+// the command line's win; a bad one is one line naming the script's line.
+TEST_F(CliE2E, ScriptDirectivesAreSubmitOptionsTheCommandLineWins) {
+  const std::string script = d_.dir() + "/job.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\n#LTD --devices 2 --name from-script\n# a comment\n"
+         "#LTD --env FROM='the script'  # why\necho \"rank $RANK of $WORLD_SIZE: $FROM\"\n"
+         "#LTD --devices 9\n";
+  }
+  chmod(script.c_str(), 0755);
+  CmdResult r = d_.Ctl({"submit", script}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RankLines(r.out, 1), std::vector<std::string>{"rank 1 of 2: the script"}) << r.out;
+  EXPECT_EQ(d_.Show("1")["name"], "from-script");
+  r = d_.Ctl({"submit", "--devices", "1", "--name", "mine", script}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RankLines(r.out, 0), std::vector<std::string>{"rank 0 of 1: the script"}) << r.out;
+  EXPECT_EQ(d_.Show("2")["name"], "mine");
+
+  std::ofstream(script) << "#!/bin/sh\n#LTD --devcies 2\ntrue\n";
+  ExpectOneLineError(d_.Ctl({"submit", script}),
+                     script + ":2: #LTD: unknown option --devcies (did you mean '--devices'?)");
+}
+
 TEST_F(CliE2E, BadCommandLinesAreOneLineAndExitOne) {
   ExpectOneLineError(d_.Ctl({"submit", "--devices", "2"}), "PROGRAM is required");
   ExpectOneLineError(d_.Ctl({"submit", "--devices", "2", "--"}), "PROGRAM is required");
@@ -144,11 +193,26 @@ TEST_F(CliE2E, BadCommandLinesAreOneLineAndExitOne) {
                      "--env takes KEY=VALUE, got 'NOEQUALS'");
   ExpectOneLineError(d_.Ctl({"show"}), "JOB is required");
   ExpectOneLineError(d_.Ctl({"show", "1", "--jsn"}), "--jsn");
-  ExpectOneLineError(d_.Ctl({"show", "1", "2"}), "not expected: 2");
+  ExpectOneLineError(d_.Ctl({"show", "1", "2"}), "'2' is not expected");
   ExpectOneLineError(d_.Ctl({"ps", "--bogus"}), "--bogus");
   ExpectOneLineError(d_.Ctl({"frobnicate", "7"}), "unknown verb 'frobnicate'");
   ExpectOneLineError(d_.Ctl({"--jsno", "ps"}), "unknown option --jsno");
-  ExpectOneLineError(d_.Ctl({}), "subcommand is required");
+  ExpectOneLineError(d_.Ctl({}), "no verb given; give one of submit, ");
+  // A typo gets the closest verb or option; an option of submit's after
+  // PROGRAM is PROGRAM's, and the line says so.
+  ExpectOneLineError(d_.Ctl({"sumbit", "--devices", "1", kChild}),
+                     "unknown verb 'sumbit' (did you mean 'submit'?)");
+  ExpectOneLineError(d_.Ctl({"submit", "--devcies", "2", kChild, "exit:0"}),
+                     "unknown option --devcies (did you mean '--devices'?)");
+  ExpectOneLineError(d_.Ctl({"submit", kChild, "exit:0", "--devices", "2"}),
+                     "--devices is given after PROGRAM, where it is PROGRAM's own argument");
+  for (const std::vector<std::string>& line :
+       {std::vector<std::string>{}, {"show", "1", "2"}, {"frobnicate"}, {"ps", "--bogus"}}) {
+    const CmdResult r = d_.Ctl(line);
+    for (const char* cli11 : {"subcommand", "The following", "were not expected", "Run with"}) {
+      EXPECT_EQ(r.err.find(cli11), std::string::npos) << "CLI11's words: " << r.err;
+    }
+  }
   // None of them made a job.
   nlohmann::json jobs = ParseJson(d_.Ctl({"ps", "-a", "--json"}));
   EXPECT_EQ(jobs, nlohmann::json::array()) << jobs.dump();

@@ -54,6 +54,23 @@ TEST(ConfigFile, HostileBytesNeverCrashIt) {
   EXPECT_TRUE(ParseConfig("", "empty").ok());
 }
 
+// Found by fuzz/config_file: a refusal quoted the bytes of the file as
+// they were (a bare value with a newline's \r or a terminal's escape, an
+// unknown escape's byte, a key of a megabyte) in the one line ltd prints.
+TEST(ConfigFile, RefusalsQuoteTheFileEscapedAndBounded) {
+  for (const std::string& text :
+       {std::string("a = b\x1b[2Jc\n"), std::string("a = x\ry\n"), std::string("a = \"\\\xff\"\n"),
+        std::string(100000, 'k') + "\n", std::string(100000, 'k') + " = 1\n" + std::string(100000, 'k') + " = 2\n"}) {
+    auto entries = ParseConfig(text, "f.toml");
+    ASSERT_FALSE(entries.ok());
+    const std::string message(entries.status().message());
+    EXPECT_LT(message.size(), 300u) << message.substr(0, 80);
+    for (unsigned char c : message) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << message;
+  }
+  EXPECT_EQ(ParseConfig("a = b\x1b\n", "f.toml").status().message(),
+            "f.toml:1: a: value 'b\\x1B' is neither a number nor true/false; quote a string");
+}
+
 TEST(ConfigFile, NearestKeyForTypos) {
   const std::vector<std::string> keys = {"restore-window", "restart-backoff", "socket", "state-dir",
                                          "keep-jobs"};

@@ -176,25 +176,36 @@ TEST_F(Controls, LogsShowWhenEachLineCameAndSinceFilters) {
   d_.WaitEnded(id);
 }
 
-// --output / --error: the files are opened as the job's user, with %j %r
-// %n; what the user may not write, a link, a FIFO, are refused at submit
+// --output / --error: the files are opened as the job's user, with
+// sbatch's %j %x %t %n %u; what the user may not write, a link, a FIFO, are refused at submit
 // in one line (or, where the directory is known only once the job has an
 // id, the job fails to start, saying why). Nothing is opened as root.
 TEST_F(Controls, OutputFilesAreTheUsersOwn) {
   ASSERT_TRUE(d_.Start()) << d_.log();
   const std::string home = a_->home();
+  // The files get the submitter's umask (not lt-shim's 077), as a shell's
+  // `>` would make them: ltctl inherits this process's.
+  const mode_t old_umask = umask(022);
   const std::string id =
-      SubmitAs(*a_, {"--devices", "2", "--name", "tr.ain", "--output", "out-%j-%r-%n.log",
+      SubmitAs(*a_, {"--devices", "2", "--name", "tr.ain", "--output", "out-%j-%t-%x-%n-%u.log",
                      "--error", home + "/err-%j.log", "--", child_, "print:2,stderr:oops"});
+  umask(027);
+  const std::string id027 =
+      SubmitAs(*a_, {"--devices", "1", "--output", "o027-%j.log", "--", child_, "print:1"});
+  umask(old_umask);
   ASSERT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
-  const std::string out1 = home + "/out-" + id + "-1-tr.ain.log";
+  ASSERT_EQ(d_.WaitEnded(id027).value("state", ""), "SUCCEEDED");
+  const std::string out1 = home + "/out-" + id + "-1-tr.ain-0-" + a_->name() + ".log";
   EXPECT_EQ(ReadAll(out1), "line 0 of 2\nline 1 of 2\n");
   struct stat st {};
   ASSERT_EQ(stat(out1.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, a_->uid()) << "the output file is not its user's";
+  EXPECT_EQ(st.st_mode & 0777, 0644u) << "umask 022";
+  ASSERT_EQ(stat((home + "/o027-" + id027 + ".log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u) << "umask 027";
   const std::string err = ReadAll(home + "/err-" + id + ".log");
   EXPECT_TRUE(Has(err, "[0] oops\n") && Has(err, "[1] oops\n")) << err;
-  EXPECT_EQ(d_.Show(id).value("output", ""), home + "/out-%j-%r-%n.log");
+  EXPECT_EQ(d_.Show(id).value("output", ""), home + "/out-%j-%t-%x-%n-%u.log");
 
   // Hostile paths, each refused at submit with one line, nothing written.
   const std::string victim = b_->home() + "/victim";

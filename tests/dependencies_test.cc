@@ -235,5 +235,55 @@ TEST_F(AfterTest, ARestartedLtdWaitsAgainForAPendingDependency) {
   EXPECT_EQ(Get(c).state, JobState::kRunning);
 }
 
+// --dependency's kinds: afterany is met by any end, afternotok only by
+// one without success.
+TEST(Dependencies, EachKindIsMetByItsEnds) {
+  Dependencies d;
+  d.AddKinds("9", 1,
+             std::map<std::string, DependencyKind>{{"5", DependencyKind::kAfterAny},
+                                                   {"6", DependencyKind::kAfterNotOk}});
+  EXPECT_TRUE(d.Ended("5", JobState::kTimeout).ready.empty());
+  EXPECT_EQ(d.Unmet("9"), std::vector<std::string>{"6"});
+  EXPECT_EQ(d.Ended("6", JobState::kOutOfMemory).ready, std::vector<std::string>{"9"});
+
+  d.AddKinds("10", 1, std::map<std::string, DependencyKind>{{"7", DependencyKind::kAfterNotOk}});
+  EXPECT_EQ(d.Ended("7", JobState::kSucceeded).failed, std::vector<std::string>{"10"});
+  EXPECT_FALSE(d.Waiting("10"));
+}
+
+TEST(DependencyText, ParsesSbatchsForms) {
+  auto d = ParseDependency("afterok:3:prep,afterany:4,afternotok:5,singleton");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->refs, (std::vector<DependencyRef>{{DependencyKind::kAfterOk, "3"},
+                                                 {DependencyKind::kAfterOk, "prep"},
+                                                 {DependencyKind::kAfterAny, "4"},
+                                                 {DependencyKind::kAfterNotOk, "5"}}));
+  EXPECT_TRUE(d->singleton);
+  EXPECT_EQ(OutcomeOf(DependencyKind::kAfterAny, std::nullopt), DependencyOutcome::kMet);
+  EXPECT_EQ(OutcomeOf(DependencyKind::kAfterOk, std::nullopt), DependencyOutcome::kNever);
+  EXPECT_EQ(OutcomeOf(DependencyKind::kAfterNotOk, JobState::kRunning),
+            DependencyOutcome::kWaiting);
+}
+
+TEST(DependencyText, RefusesWhatItCannotDoInOneLine) {
+  struct Case {
+    std::string text, says;
+  };
+  for (const Case& c :
+       {Case{"", "is empty"}, Case{"afterok", "names no job"}, Case{"afterok:", "names no job"},
+        Case{"afterok:3::4", "an empty job"},
+        Case{"after:3", "a Slurm dependency ltd does not have"},
+        Case{"aftercorr:3", "a Slurm dependency ltd does not have"}, Case{"afterok:3+10", "+TIME"},
+        Case{"afterok:3,", "no dependency"}, Case{"bogus\xff:1", "'bogus\\xff' is no dependency"},
+        Case{std::string("afterok:1\0", 10), "NUL"},
+        Case{std::string(5000, 'a'), "over 4096 bytes"}}) {
+    auto d = ParseDependency(c.text);
+    ASSERT_FALSE(d.ok()) << c.text;
+    const std::string m(d.status().message());
+    EXPECT_TRUE(m.rfind("--dependency", 0) == 0 && m.find('\n') == std::string::npos) << m;
+    EXPECT_NE(m.find(c.says), std::string::npos) << c.text << ": " << m;
+  }
+}
+
 }  // namespace
 }  // namespace ltd::test

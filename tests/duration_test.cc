@@ -77,5 +77,16 @@ TEST(ByteSize, AcceptsWhatAdminsType) {
     EXPECT_FALSE(ParseByteSize(bad)) << bad;
 }
 
+// Found by fuzz/byte_size: ten times a number below 2^62 wrapped past
+// 2^64 before the bound was checked, so a size of 20 digits read as a few
+// bytes ("--job-max-log-bytes 36893488147419103240" was 8 bytes).
+TEST(ByteSize, RefusesWhatWouldWrapAround) {
+  EXPECT_FALSE(ParseByteSize("36893488147419103240"));
+  EXPECT_FALSE(ParseByteSize("36893488147419103240K"));
+  EXPECT_FALSE(ParseByteSize("18446744073709551617"));
+  EXPECT_EQ(ParseByteSize("4611686018427387904"), 1ull << 62);
+  EXPECT_FALSE(ParseByteSize("4611686018427387905"));
+}
+
 }  // namespace
 }  // namespace ltd

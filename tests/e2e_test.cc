@@ -552,7 +552,11 @@ TEST_F(E2E, TheTimeLimitEndsTheJobWith124AndPsShowsTheTimeLeft) {
   EXPECT_TRUE(Has(r.err, "time limit of 300ms")) << r.err;
   nlohmann::json job = d_.Show("2");
   EXPECT_EQ(job["root_cause"]["reason"], "time_limit");
+  EXPECT_EQ(job["state"], "TIMEOUT");
   EXPECT_EQ(job["exit_code"], 124);
+  // ps, its filter, and the metrics name it so too.
+  EXPECT_TRUE(Has(d_.Ctl({"ps", "-a"}).out, "TIMEOUT")) << d_.Ctl({"ps", "-a"}).out;
+  EXPECT_TRUE(Has(d_.Ctl({"ps", "--state", "timeout"}).out, "TIMEOUT"));
 }
 
 class E2EMaxTime : public E2E {

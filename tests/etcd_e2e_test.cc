@@ -342,7 +342,7 @@ TEST_F(EtcdRun, UnderLtdMaxTimeEndsANodeWaitingInItsRendezvous) {
   const CmdResult ps = d.Ctl({"ps"});
   EXPECT_NE(ps.out.find("STARTING"), std::string::npos) << ps.out;
   const nlohmann::json ended = d.WaitEnded(id, 60s);
-  EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump(1);
+  EXPECT_EQ(ended.value("state", ""), "TIMEOUT") << ended.dump(1);
   EXPECT_EQ(ended["root_cause"].value("reason", ""), "time_limit") << ended.dump(1);
   EXPECT_NE(ended["root_cause"].value("message", "").find("waiting in the rendezvous"),
             std::string::npos)

@@ -68,7 +68,8 @@ int FreeTcpPort() {
   return port;
 }
 
-EtcdServer::EtcdServer(std::string host) : host_(std::move(host)) {
+EtcdServer::EtcdServer(std::string host, const EtcdTls* tls)
+    : host_(std::move(host)), tls_(tls != nullptr) {
   const char* bin = "/usr/bin/etcd";
   if (access(bin, X_OK) != 0) {
     error_ = "etcd is not installed (/usr/bin/etcd; apt-get install etcd-server)";
@@ -82,8 +83,11 @@ EtcdServer::EtcdServer(std::string host) : host_(std::move(host)) {
   dir_ = tmpl;
   client_port_ = FreeTcpPort();
   const int peer_port = FreeTcpPort();
-  const std::string loopback = "http://127.0.0.1:" + std::to_string(client_port_);
-  const std::string client = "http://" + host_ + ":" + std::to_string(client_port_);
+  // /health on plain HTTP whatever the clients speak.
+  const int metrics_port = FreeTcpPort();
+  const std::string scheme = tls_ ? "https://" : "http://";
+  const std::string loopback = scheme + "127.0.0.1:" + std::to_string(client_port_);
+  const std::string client = scheme + host_ + ":" + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
   std::vector<std::string> args = {
       bin,
@@ -94,8 +98,15 @@ EtcdServer::EtcdServer(std::string host) : host_(std::move(host)) {
       "--listen-peer-urls=" + peer,
       "--initial-advertise-peer-urls=" + peer,
       "--initial-cluster=ltdtest=" + peer,
+      "--listen-metrics-urls=http://127.0.0.1:" + std::to_string(metrics_port),
       "--log-level=error",
       "--logger=zap"};
+  if (tls_) {
+    args.push_back("--cert-file=" + tls->cert);
+    args.push_back("--key-file=" + tls->key);
+    args.push_back("--trusted-ca-file=" + tls->client_ca);
+    args.push_back("--client-cert-auth");
+  }
   std::vector<char*> argv = CStrings(args);
   const std::string log = dir_ + "/etcd.log";
   posix_spawn_file_actions_t fa;
@@ -118,7 +129,7 @@ EtcdServer::EtcdServer(std::string host) : host_(std::move(host)) {
       error_ = "etcd exited at start; see its log";
       return;
     }
-    if (Healthy(client_port_)) {
+    if (Healthy(metrics_port)) {
       ok_ = true;
       return;
     }

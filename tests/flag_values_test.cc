@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bytes.h"
+
 namespace ltd {
 namespace {
 
@@ -66,6 +68,26 @@ TEST(FlagValues, EnvNeedsAKeyAndAnEqualsSign) {
   EXPECT_EQ(EnvFlag("NOEQUALS").message(), "--env takes KEY=VALUE, got 'NOEQUALS'");
   EXPECT_EQ(EnvFlag("=v").message(), "--env takes KEY=VALUE, got '=v'");
   EXPECT_EQ(EnvFlag("\xFF\n").message(), "--env takes KEY=VALUE, got '\\xFF\\n'");
+}
+
+// Found by fuzz/duration, fuzz/byte_size: a refusal quoted the value as
+// it came, so bytes from a request or a config file (invalid UTF-8, a
+// newline, a terminal's escape, a megabyte) went into the one line a
+// person reads. Now escaped and cut as every other quoted value.
+TEST(FlagValues, RefusalQuotesTheValueEscapedAndBounded) {
+  EXPECT_EQ(DurationFlag("--grace", "\xFF\n5").status().message(),
+            "--grace '\\xFF\\n5' is not a duration; use e.g. 500ms, 10s, 1h30m, 01:30:00 or plain "
+            "seconds");
+  for (const std::string& text : {std::string("1\x1b[2J"), std::string(100000, 'x')}) {
+    for (const absl::Status& s :
+         {DurationFlag("--grace", text).status(), TimeLimitFlag("--time", text).status(),
+          ByteSizeFlag("--mem", text, 1, "1").status(), CpusFlag("--cpus", text).status()}) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_LT(s.message().size(), 200u) << s.message().substr(0, 80);
+      EXPECT_EQ(s.message().find('\x1b'), std::string::npos);
+      EXPECT_TRUE(IsValidUtf8(std::string(s.message())));
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 //   /slow*   opens and truncates, but a write to it is never answered
 //            (each name a file of its own: a write that waits holds its
 //            file's lock, and would stall the next open of that file)
+//   /late*   its lookup is answered 4.5 s late (a slow NFS server), then
+//            it opens, and takes writes at once
 //
 //   lt_hang_fs MOUNTPOINT     (foreground, single-threaded, allow_other)
 //
@@ -15,16 +17,38 @@
 // abort), which fails every request still waiting, and unmounting.
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 namespace {
+
+constexpr int kLateMs = 4500;
+// The inode bit that marks a /late* file: its writes are answered.
+constexpr fuse_ino_t kLateBit = fuse_ino_t{1} << 46;
+
+int64_t NowMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Lookups of /late* not answered yet, in the order they came (each is due
+// kLateMs after it came, so the first is due first).
+struct Late {
+  fuse_req_t req;
+  fuse_entry_param entry;
+  int64_t due_ms;
+};
+std::vector<Late> g_late;
 
 void Attr(fuse_ino_t ino, struct stat* st) {
   std::memset(st, 0, sizeof *st);
@@ -40,7 +64,8 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return;
   }
   if (std::strncmp(name, "stuck", 5) == 0) return;  // never answered
-  if (std::strncmp(name, "slow", 4) != 0) {
+  const bool late = std::strncmp(name, "late", 4) == 0;
+  if (!late && std::strncmp(name, "slow", 4) != 0) {
     fuse_reply_err(req, ENOENT);
     return;
   }
@@ -49,8 +74,16 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   uint64_t h = 1469598103934665603ULL;
   for (const char* c = name; *c != '\0'; ++c)
     h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
-  e.ino = (h | 2) & 0x7fffffffffffULL;
+  e.ino = (h | 2) & 0x3fffffffffffULL;
+  if (late) e.ino |= kLateBit;
   Attr(e.ino, &e.attr);
+  if (late) {
+    // Kept a minute once answered: the check's lstat, statfs and access,
+    // and the job's open, wait for this one answer, not one each.
+    e.entry_timeout = e.attr_timeout = 60;
+    g_late.push_back(Late{req, e, NowMs() + kLateMs});
+    return;
+  }
   fuse_reply_entry(req, &e);
 }
 
@@ -71,8 +104,43 @@ void Open(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void Write(fuse_req_t, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
-  // never answered
+void Write(fuse_req_t req, fuse_ino_t ino, const char*, size_t size, off_t, fuse_file_info*) {
+  if ((ino & kLateBit) != 0) fuse_reply_write(req, size);
+  // a /slow* file's: never answered
+}
+
+// The session's loop, single-threaded as fuse_session_loop's, that also
+// answers each late lookup when it is due.
+int Serve(fuse_session* se) {
+  const int fd = fuse_session_fd(se);
+  fuse_buf buf{};
+  int rc = 0;
+  while (!fuse_session_exited(se)) {
+    const int64_t now = NowMs();
+    size_t due = 0;
+    while (due < g_late.size() && g_late[due].due_ms <= now) {
+      fuse_reply_entry(g_late[due].req, &g_late[due].entry);
+      ++due;
+    }
+    g_late.erase(g_late.begin(), g_late.begin() + static_cast<std::ptrdiff_t>(due));
+    const int timeout = g_late.empty() ? -1 : static_cast<int>(g_late.front().due_ms - now);
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, timeout);
+    if (ready < 0 && errno != EINTR) {
+      rc = -errno;
+      break;
+    }
+    if (ready <= 0) continue;
+    const int got = fuse_session_receive_buf(se, &buf);
+    if (got == -EINTR || got == -EAGAIN) continue;
+    if (got <= 0) {
+      rc = got == -ENODEV ? 0 : got;  // ENODEV: unmounted or aborted
+      break;
+    }
+    fuse_session_process_buf(se, &buf);
+  }
+  std::free(buf.mem);
+  return rc;
 }
 
 void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
@@ -104,7 +172,7 @@ int main(int argc, char** argv) {
   }
   std::printf("mounted\n");
   std::fflush(stdout);
-  const int rc = fuse_session_loop(se);
+  const int rc = Serve(se);
   fuse_session_unmount(se);
   fuse_session_destroy(se);
   return rc == 0 ? 0 : 1;

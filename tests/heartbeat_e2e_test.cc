@@ -36,6 +36,12 @@ TEST_F(HeartbeatsWithStacks, RankThatStopsBeatingIsAHang) {
                        60s);
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_NE(r.err.find("rank 2 hung"), std::string::npos) << r.err;
+  // The attached client says the report in short, and where the rest is.
+  EXPECT_NE(r.err.find("ltctl: hang report: rank 2 stalled first"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ltctl: the whole report: `ltctl show 1`"), std::string::npos) << r.err;
+  if (std::filesystem::exists("/usr/bin/gdb")) {
+    EXPECT_NE(r.err.find("ltctl:   top of its stack: "), std::string::npos) << r.err;
+  }
   nlohmann::json job = d_.Show("1");
   EXPECT_EQ(job["root_cause"]["reason"], "hang");
   EXPECT_EQ(job["root_cause"]["rank"], 2);

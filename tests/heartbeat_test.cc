@@ -143,5 +143,25 @@ TEST(LineSplitter, LongOutputLinesAreCutNotLost) {
   EXPECT_EQ(overlong, (std::vector<bool>{true, true, false}));
 }
 
+// Found by fuzz/heartbeat: a line exactly the limit long was a line when
+// it came in one read, and overlong when a read ended right after it (its
+// newline in the next read): a rank's 4096-byte `error` line was dropped
+// or kept by chance.
+TEST(LineSplitter, ALineOfTheLimitIsALineWhereverReadsEnd) {
+  for (size_t cut = 1; cut <= 10; ++cut) {
+    LineSplitter s(8);
+    std::vector<std::string> lines;
+    std::vector<bool> overlong;
+    auto fn = [&](std::string_view line, bool o) {
+      lines.emplace_back(line);
+      overlong.push_back(o);
+    };
+    const std::string data = "abcdefgh\nxy\n";
+    for (size_t at = 0; at < data.size(); at += cut) s.Feed(data.substr(at, cut), fn);
+    EXPECT_EQ(lines, (std::vector<std::string>{"abcdefgh", "xy"})) << cut;
+    EXPECT_EQ(overlong, (std::vector<bool>{false, false})) << cut;
+  }
+}
+
 }  // namespace
 }  // namespace ltd

@@ -312,7 +312,7 @@ TEST_F(JobRunnerTest, TheTimeLimitTearsTheJobDownWith124) {
   launcher_.ExitSignalled(id_);
   clock_.Advance(Millis(0));
   ASSERT_TRUE(events_.ended);
-  EXPECT_EQ(Get().state, JobState::kFailed);
+  EXPECT_EQ(Get().state, JobState::kTimeout) << "sbatch's TIMEOUT";
   EXPECT_EQ(Get().exit_code, 124);
   ASSERT_TRUE(Get().root_cause);
   EXPECT_EQ(Get().root_cause->reason, CauseReason::kTimeLimit);
@@ -341,7 +341,7 @@ TEST_F(JobRunnerTest, TheTimeLimitCountsFromTheRendezvous) {
   EXPECT_FALSE(events_.ended);
   clock_.Advance(Millis(1));
   ASSERT_TRUE(events_.ended);
-  EXPECT_EQ(Get().state, JobState::kFailed);
+  EXPECT_EQ(Get().state, JobState::kTimeout);
   EXPECT_EQ(Get().exit_code, 124);
   ASSERT_TRUE(Get().root_cause);
   EXPECT_EQ(Get().root_cause->reason, CauseReason::kTimeLimit);

@@ -35,6 +35,15 @@ TEST(Time, Rfc3339RoundTrip) {
   EXPECT_EQ(ParseTime("2026-11-30T00:55:23.456Z"), t);  // fewer digits read too
 }
 
+// Found by fuzz/job_json: a record's time past 2262 ("5732-...") was
+// turned into nanoseconds that overflow 64 bits (undefined behaviour in
+// the state dir's reader); now it is no time.
+TEST(Time, BeyondWhatWallTimeHoldsIsNoTime) {
+  EXPECT_FALSE(ParseTime("5732-01-01T00:00:00Z"));
+  EXPECT_FALSE(ParseTime("9999-12-31T23:59:59.999999Z"));
+  EXPECT_TRUE(ParseTime("2200-01-01T00:00:00Z"));
+}
+
 TEST(JobRecord, JsonRoundTripKeepsEverything) {
   Job job;
   job.id = "17";
@@ -244,6 +253,57 @@ TEST(ApplyRecord, ASupervisorsRecordLeavesWhatLtdKeepsBesideIt) {
   sent.spec.argv = {"/bin/true"};
   ApplyRecord(held, sent);
   EXPECT_EQ(held.spec.argv, std::vector<std::string>{"/bin/true"});
+}
+
+// sbatch's end states: each cause's, a remote failure as its node's, and
+// old records read as written.
+TEST(EndState, SbatchNamesEachEnd) {
+  auto end = [](CauseReason r, std::optional<CauseReason> remote = std::nullopt) {
+    RootCause cause;
+    cause.reason = r;
+    cause.remote_reason = remote;
+    return EndStateFor(cause);
+  };
+  EXPECT_EQ(end(CauseReason::kTimeLimit), JobState::kTimeout);
+  EXPECT_EQ(end(CauseReason::kOom), JobState::kOutOfMemory);
+  EXPECT_EQ(end(CauseReason::kCancelled), JobState::kCancelled);
+  EXPECT_EQ(end(CauseReason::kDependencyFailed), JobState::kCancelled);
+  EXPECT_EQ(end(CauseReason::kSupervisorLost), JobState::kLost);
+  EXPECT_EQ(end(CauseReason::kExited), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kHang), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kSupervisorLost), JobState::kNodeFail);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kTimeLimit), JobState::kTimeout);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure, CauseReason::kExited), JobState::kFailed);
+  EXPECT_EQ(end(CauseReason::kRemoteFailure), JobState::kFailed) << "a record before";
+
+  for (JobState s : {JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail}) {
+    EXPECT_TRUE(IsFinal(s));
+    EXPECT_EQ(ParseJobState(ToString(s)), s);
+  }
+  EXPECT_EQ(ToString(JobState::kOutOfMemory), "OUT_OF_MEMORY");
+  EXPECT_EQ(ToString(JobState::kNodeFail), "NODE_FAIL");
+  Job job;
+  job.id = "3";
+  job.state = JobState::kFailed;  // a job past its --time, as a release before wrote it
+  job.root_cause = RootCause();
+  job.root_cause->reason = CauseReason::kTimeLimit;
+  EXPECT_EQ(JobFromJson(ToJson(job))->state, JobState::kFailed);
+  job.root_cause->reason = CauseReason::kRemoteFailure;
+  job.root_cause->remote_reason = CauseReason::kSupervisorLost;
+  EXPECT_EQ(JobFromJson(ToJson(job))->root_cause->remote_reason, CauseReason::kSupervisorLost);
+}
+
+// One spelling of enum values in every JSON: ltrun --report's spells
+// heartbeat_mode as show --json does; the record keeps the spelling the
+// releases before read.
+TEST(RecordJson, TheReportSpellsEnumsAsTheApisJson) {
+  Job job;
+  job.id = "4";
+  job.heartbeat_mode = HeartbeatMode::kAutomatic;
+  EXPECT_EQ(ToReportJson(job)["heartbeat_mode"], "AUTOMATIC");
+  EXPECT_EQ(ToJson(job)["heartbeat_mode"], "automatic");
+  job.state = JobState::kTimeout;
+  EXPECT_EQ(ToReportJson(job)["state"], "TIMEOUT");
 }
 
 }  // namespace

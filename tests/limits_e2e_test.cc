@@ -121,7 +121,7 @@ TEST_F(Limits, AnOomKillIsTheRootCauseNamingTheRankAndTheLimit) {
       << r.err;
   const auto j = Report(report);
   ASSERT_FALSE(j.is_discarded()) << "no report at " << report;
-  EXPECT_EQ(j["state"], "FAILED");
+  EXPECT_EQ(j["state"], "OUT_OF_MEMORY");
   EXPECT_EQ(j["root_cause"]["reason"], "oom");
   EXPECT_EQ(j["root_cause"]["rank"], 1);
   EXPECT_EQ(j["root_cause"]["signal"], 9);
@@ -172,7 +172,7 @@ TEST_F(LimitsUnderLtd, ASubmittedJobIsLimitedAndItsOomKillIsTheRootCause) {
       SubmitDetached({"--devices", "2", "--mem", "64M", "--cpus", "1.5", "--", TestChildPath(),
                       "--rank", "1", "alloc:1024,hang", "hang"});
   nlohmann::json j = d_.WaitEnded(id, 30s);
-  EXPECT_EQ(j["state"], "FAILED") << j.dump();
+  EXPECT_EQ(j["state"], "OUT_OF_MEMORY") << j.dump();
   EXPECT_EQ(j["exit_code"], 137);
   EXPECT_EQ(j["root_cause"]["reason"], "oom");
   EXPECT_EQ(j["root_cause"]["message"],

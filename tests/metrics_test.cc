@@ -63,6 +63,7 @@ TEST_F(MetricsTest, GaugesFollowTheJobsPerStateAndUser) {
   EXPECT_EQ(Sample(t, "ltd_jobs{state=\"RUNNING\"}"), 1);
   EXPECT_EQ(Sample(t, "ltd_jobs{state=\"FAILED\"}"), 1);
   EXPECT_EQ(Sample(t, "ltd_jobs{state=\"LOST\"}"), 0);
+  EXPECT_EQ(Sample(t, "ltd_jobs{state=\"TIMEOUT\"}"), 0) << "every state, sbatch's too";
   EXPECT_EQ(Sample(t, "ltd_user_pending_jobs{user=\"alice\"}"), 2);
   EXPECT_EQ(Sample(t, "ltd_user_pending_jobs{user=\"bob\"}"), -1) << "no series for nothing";
   EXPECT_EQ(Sample(t, "ltd_user_running_ranks{user=\"bob\"}"), 4);

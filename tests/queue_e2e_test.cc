@@ -86,6 +86,44 @@ TEST_F(Queue, AfterACancelTheJobIsCancelled) {
   EXPECT_EQ(j["root_cause"]["reason"], "dependency_failed");
 }
 
+// --dependency, as sbatch's: afterany runs after a failure, afternotok
+// runs after one and is cancelled after a success, singleton waits for the
+// user's earlier job of the same name; show spells them as sbatch does.
+TEST_F(Queue, DependencyKindsAsSbatchs) {
+  const std::string go = d_.dir() + "/dep-go";
+  const std::string fails =
+      SubmitDetached({"--devices", "1", "--", kChild, "waitfile:" + go + ",exit:3"});
+  const std::string ok =
+      SubmitDetached({"--name", "solo", "--devices", "1", "--", kChild, "waitfile:" + go});
+  const std::string any = SubmitDetached(
+      {"--dependency", "afterany:" + fails, "--devices", "1", "--", kChild, "exit:0"});
+  const std::string notok = SubmitDetached(
+      {"--dependency", "afternotok:" + fails, "--devices", "1", "--", kChild, "exit:0"});
+  const std::string never = SubmitDetached(
+      {"--dependency", "afternotok:" + ok, "--devices", "1", "--", kChild, "exit:0"});
+  const std::string single = SubmitDetached(
+      {"--name", "solo", "--dependency", "singleton", "--devices", "1", "--", kChild, "exit:0"});
+  EXPECT_EQ(d_.Show(single)["after_any"], nlohmann::json::array({ok}));
+  CmdResult show = d_.Ctl({"show", notok});
+  EXPECT_NE(show.out.find("afternotok:" + fails), std::string::npos) << show.out;
+  std::ofstream(go) << "go";
+  EXPECT_EQ(d_.WaitEnded(any)["state"], "SUCCEEDED");
+  EXPECT_EQ(d_.WaitEnded(notok)["state"], "SUCCEEDED");
+  const nlohmann::json cancelled = d_.WaitEnded(never);
+  EXPECT_EQ(cancelled["state"], "CANCELLED") << cancelled.dump();
+  EXPECT_EQ(cancelled["root_cause"]["reason"], "dependency_failed");
+  EXPECT_EQ(d_.WaitEnded(single)["state"], "SUCCEEDED");
+  EXPECT_GE(Seconds(d_.Show(single)["started_at"]), Seconds(d_.Show(ok)["ended_at"]));
+
+  CmdResult r =
+      d_.Ctl({"submit", "--dependency", "after:" + ok, "--devices", "1", "--", kChild, "exit:0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("a Slurm dependency ltd does not have"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = d_.Ctl({"submit", "--dependency", "singleton", "--devices", "1", "--", kChild, "exit:0"});
+  EXPECT_NE(r.err.find("give --name"), std::string::npos) << r.err;
+}
+
 TEST_F(Queue, UnknownOrFailedDependencyIsRefusedWithOneLine) {
   CmdResult r = d_.Ctl({"submit", "--after", "777", "--devices", "1", "--", kChild, "exit:0"});
   EXPECT_EQ(r.exit_code, 1);

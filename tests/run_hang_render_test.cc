@@ -81,6 +81,7 @@ TEST(RunHangRender, ASingleNodesReportShowsAsBefore) {
   const std::string text = Shown(job);
   EXPECT_EQ(text.find("of the run"), std::string::npos) << text;
   EXPECT_NE(text.find("  stalled first: rank(s) [1]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  stragglers:    none\n"), std::string::npos) << "no []: " << text;
   EXPECT_NE(text.find("  rank 1: last step 3, last heartbeat -, STALLED\n    stack: taken "
                       "(faulthandler)\n      #0 sleep\n"),
             std::string::npos)

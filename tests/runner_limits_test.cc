@@ -25,7 +25,7 @@ TEST_F(RunnerLimitsTest, AnOomKillIsTheRootCauseNamingTheLimit) {
   launcher_.ExitSignalled(id_);
   clock_.Advance(Millis(0));
   const Job& job = Get();
-  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.state, JobState::kOutOfMemory);
   ASSERT_TRUE(job.root_cause);
   EXPECT_EQ(job.root_cause->reason, CauseReason::kOom);
   EXPECT_EQ(job.root_cause->rank, 1);

@@ -228,6 +228,16 @@ TEST(ShimRecord, ARecordCrossesWholeAsJobJsonHasIt) {
   EXPECT_EQ(back->spec.env, job.spec.env);
 }
 
+// A supervisor of a release before sbatch's pattern fields sends no
+// output_patterns: its job's %n stays the name.
+TEST(ShimRecord, ARecordWithoutOutputPatternsKeepsTheOldMeaning) {
+  pb::Record record;
+  ToProto(RichJob(), &record);
+  EXPECT_EQ(FromProto(record)->spec.output_patterns, kSbatchPatterns);
+  record.clear_output_patterns();
+  EXPECT_EQ(FromProto(record)->spec.output_patterns, kLegacyPatterns);
+}
+
 TEST(ShimRecord, AnEventSaysWhetherTheRecordWasSavedAndLeavesTheEnvironmentOut) {
   Job job = OldJob(/*running=*/false);
   job.record_error = "write /state/jobs/42/job.json.tmp: No space left on device";
@@ -270,6 +280,7 @@ TEST(ShimRecord, TheReleaseBeforeRecordStillReads) {
   EXPECT_TRUE(got->final_record);
   Job expected = OldJob(/*running=*/false);
   expected.spec.env.clear();
+  expected.spec.output_patterns = kLegacyPatterns;  // a record before sbatch's fields
   EXPECT_EQ(ToJson(got->job).dump(), ToJson(expected).dump());
 }
 

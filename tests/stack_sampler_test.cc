@@ -16,8 +16,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "stack_text.h"
-
 namespace ltd::test {
 namespace {
 
@@ -175,16 +173,6 @@ TEST_F(StackSamplerTest, AToolWithoutFramesFallsBackToTheNext) {
   EXPECT_NE(stacks[0].note.find("eu-stack gave no frames (exit 2): eu-stack: cannot attach"),
             std::string::npos)
       << stacks[0].note;
-}
-
-TEST(StackText, EuStackSectionsBecomeThreadsMainFirst) {
-  const std::string out =
-      "PID 40 - process\nTID 41:\n#0  0x00007f futex_wait\n#1  0x00007f gloo::Pair::recv\n"
-      "TID 40:\n#0  0x00007f clock_nanosleep\n#1  0x000055 injected_hang\n";
-  EXPECT_EQ(EuStackFrames(out, 40),
-            "Thread 40 (LWP 40):\n#0  0x00007f clock_nanosleep\n#1  0x000055 injected_hang\n"
-            "Thread 41 (LWP 41):\n#0  0x00007f futex_wait\n#1  0x00007f gloo::Pair::recv\n");
-  EXPECT_EQ(EuStackFrames("PID 40 - process\nTID 40:\n", 40), "") << "headers alone are no stack";
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 //   line:TEXT       write TEXT and a newline to the heartbeat fd
 //   escape          setsid + double fork: a grandchild outside the group
 //                   that ignores SIGTERM and SIGHUP and sleeps forever
+//   escape-scrubbed the same, the grandchild then `env -i sleep`: none of
+//                   the job's environment (its markers) is left
 //   fork:N          N children that sleep forever in the rank's group
 //   stop            SIGSTOP itself
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
@@ -149,7 +151,7 @@ void Beat(long step) {
   (void)!write(3, line, static_cast<size_t>(n));
 }
 
-void Escape() {
+void Escape(bool scrub = false) {
   const pid_t child = fork();
   if (child < 0) std::exit(99);
   if (child > 0) {
@@ -161,6 +163,10 @@ void Escape() {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   RecordPid();
+  if (scrub) {
+    execl("/usr/bin/env", "env", "-i", "/bin/sleep", "1000000", nullptr);
+    _exit(127);
+  }
   SleepForever();
 }
 
@@ -249,6 +255,8 @@ void Run(const std::string& action) {
     (void)!write(3, line.data(), line.size());
   } else if (verb == "escape") {
     Escape();
+  } else if (verb == "escape-scrubbed") {
+    Escape(/*scrub=*/true);
   } else if (verb == "fork") {
     const long n = std::atol(arg.c_str());
     for (long i = 0; i < n; ++i) {

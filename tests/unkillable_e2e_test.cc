@@ -84,6 +84,22 @@ TEST_F(Unkillable, AFrozenRankIsListedItsDevicesHeldUntilItIsGoneAndTheProgramRu
   const std::string next = SubmitDetached({"--devices", "1", "--", TestChildPath(), "exit:0"});
   CmdResult gpus = d_.Ctl({"gpus"});
   EXPECT_NE(gpus.out.find("QUARANTINED"), std::string::npos) << gpus.out;
+  // Which process holds them, where it sleeps in the kernel, since when.
+  EXPECT_NE(gpus.out.find("rank 1 pid " + std::to_string(pid) + " in "), std::string::npos)
+      << gpus.out;
+  EXPECT_NE(gpus.out.find(", since 2"), std::string::npos) << gpus.out;
+  const nlohmann::json slots =
+      nlohmann::json::parse(d_.Ctl({"--json", "gpus"}).out, nullptr, false);
+  bool listed = false;
+  ASSERT_TRUE(slots.is_object()) << "gpus --json printed no object";
+  for (const auto& slot : slots.value("slots", nlohmann::json::array())) {
+    for (const auto& u : slot.value("unkillable", nlohmann::json::array())) {
+      const bool where = !u.value("wchan", "").empty() || !u.value("stack", "").empty();
+      if (u.value("pid", 0) == pid && where) listed = true;
+    }
+  }
+  EXPECT_TRUE(listed) << "no slot names pid " << pid << " and where it sleeps";
+  EXPECT_NE(show.out.find(", since 2"), std::string::npos) << show.out;
   EXPECT_EQ(d_.Show(next)["state"], "PENDING");
   // The admin's program ran, told which job and which process.
   ASSERT_TRUE(WaitFor([&] { return !ReadWholeFile(program_out_).value_or("").empty(); }, 10s));

@@ -3,6 +3,7 @@
 // job's output and `show` say when. Evidence, not timing: the handler ran
 // well after the start and before the teardown, in that order.
 #include <cstdlib>
+#include <regex>
 #include <string>
 
 #include "e2e_fixture.h"
@@ -39,7 +40,9 @@ TEST_F(WarnSignalE2E, TimeLimitSendsTheSignalItsDurBeforeTheEnd) {
   // ... and before the end, 6 s after the start (the teardown's SIGTERM
   // would end the shell before its trap ran).
   EXPECT_LT(usr1 - start, 5.5) << out;
-  const size_t sent = out.find("ltd: SIGUSR1 sent to every rank's main process: --time ends in 3s");
+  // In the log's own format, where it happened among the ranks' lines.
+  const size_t sent =
+      out.find("[ltd] SIGUSR1 sent to every rank's main process: --time ends in 3s");
   ASSERT_NE(sent, std::string::npos) << out;
   EXPECT_LT(sent, out.find("usr1 ")) << out;
   EXPECT_FALSE(job["warn_signal_sent_at"].is_null()) << job.dump(1);
@@ -47,6 +50,23 @@ TEST_F(WarnSignalE2E, TimeLimitSendsTheSignalItsDurBeforeTheEnd) {
   EXPECT_EQ(job["warn_signal"], 10);
   const std::string show = d_.Ctl({"show", id}).out;
   EXPECT_NE(show.find("Signal:        USR1@3s, sent "), std::string::npos) << show;
+}
+
+// An attached submit hears the --signal notice once, as ltd says it (not a
+// second time as "a line of the log reads: ..."), after its job's id; it
+// ends TIMEOUT with 124.
+TEST_F(WarnSignalE2E, AnAttachedSubmitHearsTheNoticeOnce) {
+  CmdResult r = d_.Ctl({"submit", "--name", "warned", "--devices", "1", "--time", "4s", "--signal",
+                        "USR1@2s", "--", "/bin/sh", "-c", kTrapUsr1},
+                       30s);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_EQ(r.err.rfind("ltd: job 1 (warned)\n", 0), 0u) << "its id first: " << r.err;
+  const std::string notice = "ltd: SIGUSR1 sent to every rank's main process: --time ends in 2s";
+  const size_t first = r.err.find(notice);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(notice, first + 1), std::string::npos) << "twice: " << r.err;
+  EXPECT_EQ(r.err.find("a line of the log reads"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ltctl: job 1 TIMEOUT: "), std::string::npos) << r.err;
 }
 
 TEST_F(WarnSignalE2E, RefusedWhenNotShorterThanTheTimeOrMalformed) {
@@ -69,6 +89,10 @@ TEST_F(WarnSignalE2E, DrainDeadlineSignalsThenTearsDown) {
   CmdResult drain = d_.Ctl({"drain", "--reason", "test", "--deadline", "4s"});
   ASSERT_EQ(drain.exit_code, 0) << drain.err;
   EXPECT_NE(drain.out.find("running jobs are torn down at "), std::string::npos) << drain.out;
+  // At most microseconds, as every time ltd shows.
+  EXPECT_TRUE(
+      std::regex_search(drain.out, std::regex("torn down at [0-9-]+T[0-9:]+(\\.[0-9]{1,6})?Z \\(")))
+      << drain.out;
   nlohmann::json job = d_.WaitEnded(id, 30s);
   EXPECT_EQ(job["state"], "CANCELLED") << job.dump(1);
   EXPECT_NE(job["root_cause"]["message"].get<std::string>().find("the drain's deadline came"),

@@ -70,5 +70,17 @@ TEST(WarnSignal, StackSignalLine) {
   EXPECT_FALSE(ParseHeartbeatLine("auto stacksig -3"));
 }
 
+// Found by fuzz/warn_signal: the refusal quoted the spec as it came.
+TEST(WarnSignal, RefusalQuotesTheSpecEscaped) {
+  auto w = ParseWarnSignal("--signal", "US\xC1R1\n@1s");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().message(),
+            "--signal 'US\\xC1R1\\n@1s': 'US\\xC1R1\\n' is not a signal; use SIG@DUR, e.g. "
+            "USR1@90s (USR1 90 seconds before the job's end)");
+  w = ParseWarnSignal("--signal", std::string(100000, 'x'));
+  ASSERT_FALSE(w.ok());
+  EXPECT_LT(w.status().message().size(), 300u);
+}
+
 }  // namespace
 }  // namespace ltd

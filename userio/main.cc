@@ -4,7 +4,7 @@
 // starts as root, with an empty environment and only fds 0 to 3 (see
 // protocol.h), and becomes the user before anything else:
 //
-//   lt-userio check|write [--user UID:GID [--groups GID,...]...]
+//   lt-userio check|write [--umask OOO] [--user UID:GID [--groups GID,...]...]
 //
 // `check`: whether each file of the request could be written (submit
 // time); answers "ok" or "fail INDEX KIND MESSAGE" (KIND: "refused" when
@@ -21,6 +21,7 @@
 // nothing the user controls read before the ids change.
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
   uid_t uid = getuid();
   gid_t gid = getgid();
   std::vector<gid_t> groups;
+  mode_t mask = 077;  // the files it creates: private unless told
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
       unsigned long u = 0, g = 0;
@@ -224,6 +226,13 @@ int main(int argc, char** argv) {
       change = true;
       uid = static_cast<uid_t>(u);
       gid = static_cast<gid_t>(g);
+    } else if (std::strcmp(argv[i], "--umask") == 0 && i + 1 < argc) {
+      unsigned long m = 0;
+      char tail = 0;
+      if (std::sscanf(argv[++i], "%lo%c", &m, &tail) != 1 || m > 0777) {
+        Fail("--umask takes an octal mode of 0 to 777");
+      }
+      mask = static_cast<mode_t>(m);
     } else if (std::strcmp(argv[i], "--groups") == 0 && i + 1 < argc) {
       ParseGroups(argv[++i], groups);
     } else {
@@ -234,7 +243,8 @@ int main(int argc, char** argv) {
   // braces against a root fd the user could reach through this process).
   ltd::userio::CloseFdsFrom(kRequestFd + 1);
   if (const std::string why = BecomeUser(change, uid, gid, groups); !why.empty()) Fail(why);
-  // From here on, as the user.
+  // From here on, as the user, with the umask the user submitted with.
+  umask(mask);
   if (chdir("/") != 0) Fail(std::string("chdir(/): ") + std::strerror(errno));
   const Request req = ReadRequest();
   return mode == "check" ? Check(req) : Write(req);

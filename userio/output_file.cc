@@ -66,7 +66,9 @@ Outcome OpenOutputFile(const std::string& path, bool truncate) {
   // O_NONBLOCK: a FIFO with no reader must not hang the open (it is
   // refused below); O_NOFOLLOW: no link at the last component.
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
-  const int fd = open(path.c_str(), flags, 0644);
+  // 0666 less the umask lt-userio was given (the submitter's), as a
+  // shell's `>` creates a file.
+  const int fd = open(path.c_str(), flags, 0666);
   if (fd < 0) {
     if (errno == ELOOP) return Refused(path, "a symbolic link; give a regular file");
     return Error("open", path, errno);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "bytes.h"
+#include "dependency.h"
 #include "duration.h"
 #include "flag_values.h"
 #include "hang_report.h"
@@ -28,8 +29,8 @@ constexpr int kMaxAfter = 64;  // --after per job
 // Durations beyond this are a mistake (or an overflow waiting to happen);
 // ltctl's own duration parser stops at the same bound.
 
-// Microseconds, as the records keep them: a job reads the same before and
-// after an ltd restart.
+}  // namespace
+
 void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
   int64_t secs = us.count() / 1'000'000;
@@ -41,6 +42,10 @@ void SetTime(WallTime t, google::protobuf::Timestamp* out) {
   out->set_seconds(secs);
   out->set_nanos(static_cast<int32_t>(micros * 1000));
 }
+
+namespace {
+
+using ::ltd::SetTime;  // beside the overload below, not hidden by it
 
 template <typename Setter>
 void SetTime(const std::optional<WallTime>& t, Setter mutable_field) {
@@ -55,11 +60,14 @@ template <typename P, typename E>
 P ByName(E value, bool (*parse)(const std::string&, P*)) {
   static const std::vector<P> table = [parse] {
     std::vector<P> t;
-    // The model's values are 0..N-1; past them, its table says UNKNOWN.
-    for (int i = 0; i < 64 && ToString(static_cast<E>(i)) != "UNKNOWN"; ++i) {
+    // The model's values are below 64, with gaps (JobState's sbatch
+    // states); where it has none, its table says UNKNOWN.
+    for (int i = 0; i < 64; ++i) {
       const std::string name(ToString(static_cast<E>(i)));
       P p{};
-      if (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p)) p = P{};
+      if (name == "UNKNOWN" || (!parse(name, &p) && !parse(absl::AsciiStrToUpper(name), &p))) {
+        p = P{};
+      }
       t.push_back(p);
     }
     return t;
@@ -136,6 +144,17 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
 
 namespace {
 
+void ToProto(const UnkillableProcess& p, size_t text_limit, v1::Unkillable* u) {
+  u->set_rank(p.rank);
+  u->set_pid(p.pid);
+  u->set_descendant(p.descendant);
+  u->set_state(DisplayEscapeElided(p.state, text_limit));
+  u->set_wchan(DisplayEscapeElided(p.wchan, text_limit));
+  u->set_stack(DisplayEscapeElided(p.stack, text_limit));
+  SetTime(p.found_at, u->mutable_found_at());
+  SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
+}
+
 void ToProto(const GpuSample& s, v1::GpuUse* out) {
   out->set_gpu(DisplayEscape(s.gpu));
   out->set_memory_used_mib(s.used_mib);
@@ -166,17 +185,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_mem_bytes(s.limits.memory_bytes);
   out->set_mem_per_rank_bytes(s.limits.memory_per_rank_bytes);
   out->set_cpu_millis(s.limits.cpu_millis);
-  for (const UnkillableProcess& p : job.unkillable) {
-    v1::Unkillable* u = out->add_unkillable();
-    u->set_rank(p.rank);
-    u->set_pid(p.pid);
-    u->set_descendant(p.descendant);
-    u->set_state(DisplayEscapeElided(p.state, limits.text));
-    u->set_wchan(DisplayEscapeElided(p.wchan, limits.text));
-    u->set_stack(DisplayEscapeElided(p.stack, limits.text));
-    SetTime(p.found_at, u->mutable_found_at());
-    SetTime(p.gone_at, [&] { return u->mutable_gone_at(); });
-  }
+  for (const UnkillableProcess& p : job.unkillable) ToProto(p, limits.text, out->add_unkillable());
   if (job.errors != ErrorsDir{}) {
     v1::ErrorsDir* e = out->mutable_errors();
     e->set_max_bytes(job.errors.max_bytes);
@@ -273,6 +282,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_run_id(DisplayEscapeElided(n.run_id.empty() ? job.id : n.run_id, limits.text));
   out->set_rdzv(DisplayEscapeElided(n.rdzv, limits.text));
   out->set_rdzv_timeout_ms(n.rdzv.empty() ? 0 : n.rdzv_timeout.count());
+  if (!n.rdzv.empty()) out->set_rdzv_auth(n.rdzv_auth);
+  out->set_rdzv_refused(job.rdzv_refused);
+  out->set_rdzv_refused_last(DisplayEscapeElided(job.rdzv_refused_last, limits.text));
   for (const NodeStatus& node : job.nodes) {
     auto* pn = out->add_nodes();
     pn->set_node_rank(node.node_rank);
@@ -281,6 +293,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
+  for (const std::string& id : s.after_any) out->add_after_any(DisplayEscape(id));
+  for (const std::string& id : s.after_notok) out->add_after_notok(DisplayEscape(id));
+  out->set_singleton(s.singleton);
   out->set_output(DisplayEscapeElided(s.output, limits.text));
   out->set_label(DisplayEscapeElided(s.label, limits.text));
   out->set_error(DisplayEscapeElided(s.error, limits.text));
@@ -320,6 +335,12 @@ void ToProto(const SlotView& slot, v1::Slot* out) {
       if (h.used_mib) ph->set_memory_mib(*h.used_mib);
     }
   }
+  // Anyone sees the slots: of the kernel stack (root's to read), where
+  // it is now only, as world-readable wchan says.
+  for (UnkillableProcess p : slot.unkillable) {
+    p.stack = KernelTopFrame(p.stack);
+    ToProto(p, kListLimits.text, out->add_unkillable());
+  }
   if (slot.usage) ToProto(*slot.usage, out->mutable_usage());
 }
 
@@ -337,7 +358,8 @@ double AverageStepsPerSecond(const Rank& r) {
   return seconds > 0 ? static_cast<double>(r.last_step) / seconds : 0;
 }
 
-absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
+absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
+                                        const std::vector<ResourceLimit>& limits) {
   JobSpec spec;
   spec.devices = req.devices();
   spec.name = req.name();
@@ -387,7 +409,7 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
     spec.env.push_back(kv);
   }
-  // The submitter's limits, each no higher than ltd's own as it started.
+  // The submitter's limits, each no higher than the admin's for them.
   constexpr int kMaxLimits = 64;
   if (req.rlimits_size() > kMaxLimits) {
     return absl::InvalidArgumentError(
@@ -396,9 +418,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   std::vector<AskedLimit> asked;
   for (const v1::ResourceLimit& l : req.rlimits())
     asked.push_back({l.resource(), l.soft(), l.hard()});
-  auto limits = RankLimits(asked, StartLimits());
-  if (!limits.ok()) return limits.status();
-  spec.rlimits = std::move(*limits);
+  auto ranks = RankLimits(asked, limits);
+  if (!ranks.ok()) return ranks.status();
+  spec.rlimits = std::move(*ranks);
   // Ranges are the job model's to judge (JobManager::Submit), whoever asks.
   spec.heartbeat_timeout = Millis(req.heartbeat_timeout_ms());
   spec.startup_timeout = Millis(req.startup_timeout_ms());
@@ -432,6 +454,10 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
   n.rdzv = req.rdzv();
   if (req.rdzv_timeout_ms() != 0) n.rdzv_timeout = Millis(req.rdzv_timeout_ms());
   if (req.rdzv_lease_ms() != 0) n.rdzv_lease = Millis(req.rdzv_lease_ms());
+  if (req.rdzv_auth() != "" && req.rdzv_auth() != "munge" && req.rdzv_auth() != "none") {
+    return absl::InvalidArgumentError("--rdzv-auth is not munge or none; give one of them");
+  }
+  n.rdzv_auth = req.rdzv_auth();  // "": ltd's, settled at submit
   if (req.after_size() > kMaxAfter) {
     return absl::InvalidArgumentError(Cat("--after is given ", req.after_size(),
                                           " times; a job may wait for at most ", kMaxAfter));
@@ -442,11 +468,38 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req) {
     }
   }
   spec.after.assign(req.after().begin(), req.after().end());
+  if (!req.dependency().empty()) {
+    auto deps = ParseDependency(req.dependency());
+    if (!deps.ok()) return deps.status();
+    for (const DependencyRef& d : deps->refs) {
+      if (auto s = CheckJobRef(d.job); !s.ok()) {
+        return absl::InvalidArgumentError(
+            Cat("--dependency ", ToString(d.kind), ": ", s.message()));
+      }
+      (d.kind == DependencyKind::kAfterOk    ? spec.after
+       : d.kind == DependencyKind::kAfterAny ? spec.after_any
+                                             : spec.after_notok)
+          .push_back(d.job);
+    }
+    spec.singleton = deps->singleton;
+    const size_t n = spec.after.size() + spec.after_any.size() + spec.after_notok.size();
+    if (n > static_cast<size_t>(kMaxAfter)) {
+      return absl::InvalidArgumentError(Cat("--after and --dependency name ", n,
+                                            " jobs; a job may wait for at most ", kMaxAfter));
+    }
+  }
   for (auto [flag, pattern, field] : {std::tuple{"--output", &req.output(), &spec.output},
                                       std::tuple{"--error", &req.error(), &spec.error}}) {
     if (pattern->empty()) continue;
     if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) return s;
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
+  }
+  if (req.has_umask()) {
+    if (req.umask() > 0777) {
+      return absl::InvalidArgumentError(
+          Cat("umask ", req.umask(), " is no umask; send a mode of 0 to 0777"));
+    }
+    spec.umask = static_cast<mode_t>(req.umask());
   }
   if (req.submit_token().size() > kMaxSubmitTokenBytes) {
     return absl::InvalidArgumentError(Cat("submit_token is ", req.submit_token().size(),

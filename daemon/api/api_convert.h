@@ -14,6 +14,7 @@
 #include "job.h"
 #include "job_manager.h"
 #include "ltd.pb.h"
+#include "resource_limits.h"
 
 namespace ltd {
 
@@ -33,6 +34,9 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out);
 // start to its last heartbeat (0 without a step or a heartbeat).
 double AverageStepsPerSecond(const Rank& r);
 // Each of the model's enum values as the proto's value of its name.
+// Microseconds, as the records keep them (no time ltd shows has more): a
+// job reads the same before and after an ltd restart.
+void SetTime(WallTime t, google::protobuf::Timestamp* out);
 v1::Job::State ToProto(JobState state);
 v1::Rank::State ToProto(RankState state);
 v1::RootCause::Reason ToProto(CauseReason reason);
@@ -46,8 +50,10 @@ void ToProto(const SlotView& slot, v1::Slot* out);
 
 // A request's fields checked and copied into a job spec (uid and gid are
 // the caller's, set by the service). An error is one line naming the field
-// and what to do.
-absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req);
+// and what to do. `limits`: the most the ranks may have (the admin's for
+// the caller: admin_limits.h); the request's rlimits may only lower them.
+absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
+                                        const std::vector<ResourceLimit>& limits = StartLimits());
 // JOB as a request gives it: an id or a name, never garbage.
 absl::Status CheckJobRef(std::string_view ref);
 

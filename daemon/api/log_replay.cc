@@ -28,16 +28,17 @@ class LogReplay::Follower final : public JobObserver {
   bool WantsOutput() const override { return !waiting_; }
   void OnOutput(int rank, Stream, std::string_view line) override {
     if (replay_ == nullptr) return;
-    if (rank != -1 && !replay_->idle_) {
+    if (rank != -1 && rank != kLoggedNoticeRank && !replay_->idle_) {
       // Lines the replay reads from the log anyway, not a wake-up: counted
       // as a stream's queue counts them. Lines dropped on their way to ltd
       // (rank -2) say that ltd is behind the job already.
       behind_ += rank >= 0 ? line.size() + kLineCost : kBehindBytes;
       if (behind_ >= kBehindBytes) replay_->SetWaiting(true);
     }
-    // rank -1: ltd's words for the job's users (a teardown, a hold), not in
-    // the log; -2 and below: the supervisor's word that live lines did not
-    // reach ltd, which is nothing to a reader of the log.
+    // rank -1: ltd's words for the job's users (a teardown), not in the
+    // log; kLoggedNoticeRank: ltd's words the log holds (a --signal, a
+    // hold), read from there; -2 and below: the supervisor's word that
+    // live lines did not reach ltd, which is nothing to a reader of the log.
     if (rank == -1) {
       if (!attach_) return;
       // After the lines the log holds now: the next snapshot has them.

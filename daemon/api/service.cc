@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "admin_limits.h"
 #include "api_convert.h"
 #include "bytes.h"
 #include "event_stream.h"
@@ -168,7 +169,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
     out->Finish(ToGrpc(absl::UnavailableError("ltd is shutting down")));
     return stream;
   }
-  auto checked = SpecFromRequest(*req);
+  // The admin's limits for the caller (limits.conf; root's own files, read
+  // here): the request may lower them, never raise them.
+  auto checked = SpecFromRequest(*req, AdminLimits(who->uid, who->gid));
   if (!checked.ok()) {
     out->Finish(ToGrpc(checked.status()));
     return stream;
@@ -176,15 +179,33 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
-  if (auto s = OutputFiles::Check(spec, user_files_); !s.ok()) {
-    out->Finish(ToGrpc(s));
-    return stream;
-  }
   const bool detach = req->detach();
   const bool cancel = req->cancel_on_disconnect();
   const bool batched = req->batched();
+  std::string user = UserName(who->uid);
+  if (!OutputFiles::NeedsCheck(spec)) {
+    Accept(std::move(spec), std::move(user), out, detach, cancel, batched);
+    return stream;
+  }
+  // The user's --output and --error, checked as the user, may take the
+  // helper's whole deadline on a file system that never answers: waited
+  // for on a thread of file_waits_', and the call answered when it ends.
+  const uid_t uid = who->uid;
+  auto check = [this, spec = std::move(spec), user = std::move(user), out, detach, cancel,
+                batched]() mutable {
+    if (auto s = OutputFiles::Check(spec, user_files_); !s.ok()) return out->Finish(ToGrpc(s));
+    Accept(std::move(spec), std::move(user), out, detach, cancel, batched);
+  };
+  if (auto s = file_waits_.Run(uid, std::move(check)); !s.ok()) out->Finish(ToGrpc(s));
+  return stream;
+}
+
+void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStream::Handle> out,
+                        bool detach, bool cancel, bool batched) {
   loop_.Post([this, spec = std::move(spec), out, detach, cancel, batched,
-              user = UserName(who->uid)]() mutable {
+              user = std::move(user)]() mutable {
+    // Stopping since the check began: the job would be the next ltd's to run.
+    if (closed_) return out->Finish(ToGrpc(absl::UnavailableError("ltd is shutting down")));
     auto id = manager_.Submit(std::move(spec), user);
     if (!id.ok()) return out->Finish(ToGrpc(id.status()));
     v1::JobEvent accepted;
@@ -211,7 +232,6 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
       out->Push(std::move(pending));
     }
   });
-  return stream;
 }
 
 grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* ctx,
@@ -540,12 +560,7 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
     spdlog::info("{} by {}", reason ? "drain" : "resume", by);
     reply->set_draining(manager_.drain().has_value());
     if (manager_.drain()) reply->set_reason(DisplayEscape(*manager_.drain()));
-    if (const auto& at = manager_.drain_deadline()) {
-      const auto ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch()).count();
-      reply->mutable_deadline()->set_seconds(ns / 1000000000);
-      reply->mutable_deadline()->set_nanos(static_cast<int32_t>(ns % 1000000000));
-    }
+    if (const auto& at = manager_.drain_deadline()) SetTime(*at, reply->mutable_deadline());
     for (const Job* job : manager_.List(false)) {
       if (job->state == JobState::kRunning || job->state == JobState::kStarting) {
         reply->set_running(reply->running() + 1);  // it holds its devices

@@ -14,6 +14,7 @@
 #include "ltd.grpc.pb.h"
 #include "stream_quota.h"
 #include "user_files.h"
+#include "user_waits.h"
 
 namespace ltd {
 
@@ -72,6 +73,10 @@ class LtdService final : public v1::Ltd::CallbackService {
   void Close() { closed_ = true; }
 
  private:
+  // Submits the checked `spec` (on the loop) and answers `out`: accepted,
+  // then, attached, the job's lines. Any thread.
+  void Accept(JobSpec spec, std::string user, std::shared_ptr<EventStream::Handle> out, bool detach,
+              bool cancel, bool batched);
   // Unobserves once the client is gone. Loop thread.
   void UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
                          JobManager::ObserverId oid);
@@ -122,6 +127,9 @@ class LtdService final : public v1::Ltd::CallbackService {
   int show_reads_ = 0;
   std::atomic<bool> closed_{false};
   ShutdownFn shutdown_;
+  // Last: destroyed first, waiting for checks that still use the members
+  // above (each ends by the helper's deadline).
+  UserWaits file_waits_{"submits waiting for their files"};
 };
 
 }  // namespace ltd

@@ -4,10 +4,18 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "bytes.h"
 #include "file_io.h"
+#include "nearest_word.h"
 
 namespace ltd {
 namespace {
+
+// A key or value as a message quotes it: one line, bounded, whatever the
+// file holds.
+std::string Quote(std::string_view text) {
+  return DisplayEscapeElided(text, 64, Controls::kEscape);
+}
 
 bool IsKeyChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -54,7 +62,7 @@ absl::StatusOr<std::string> BasicString(const std::string& s, size_t i, size_t* 
         out += '\t';
         break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", s.substr(i, 1)));
+        return absl::InvalidArgumentError(absl::StrCat("unknown escape \\", Quote(s.substr(i, 1))));
     }
   }
   return absl::InvalidArgumentError("a string with no closing quote");
@@ -82,27 +90,12 @@ absl::StatusOr<std::string> Value(const std::string& s, size_t i) {
     const bool number = value.find_first_not_of("0123456789+-_") == std::string::npos;
     if (!number && value != "true" && value != "false") {
       return absl::InvalidArgumentError(
-          absl::StrCat("value '", value, "' is neither a number nor true/false; quote a string"));
+          absl::StrCat("value '", Quote(value), "' is neither a number nor true/false; quote a string"));
     }
     value.erase(std::remove(value.begin(), value.end(), '_'), value.end());
   }
   if (!OnlyCommentFrom(s, end)) return absl::InvalidArgumentError("text after the value");
   return value;
-}
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace
@@ -133,10 +126,10 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfig(const std::string& text,
     std::string key = line.substr(i, key_end - i);
     i = SkipSpace(line, key_end);
     if (i == line.size() || line[i] != '=')
-      return fail(absl::StrCat("expected '=' after '", key, "'"));
+      return fail(absl::StrCat("expected '=' after '", Quote(key), "'"));
     auto value = Value(line, SkipSpace(line, i + 1));
-    if (!value.ok()) return fail(absl::StrCat(key, ": ", value.status().message()));
-    if (!seen.insert(key).second) return fail(absl::StrCat("'", key, "' is given twice"));
+    if (!value.ok()) return fail(absl::StrCat(Quote(key), ": ", value.status().message()));
+    if (!seen.insert(key).second) return fail(absl::StrCat("'", Quote(key), "' is given twice"));
     entries.push_back({std::move(key), *std::move(value), number});
   }
   return entries;
@@ -149,19 +142,7 @@ absl::StatusOr<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path)
 }
 
 std::string NearestKey(const std::string& key, const std::vector<std::string>& known) {
-  std::string dashed = key;
-  std::replace(dashed.begin(), dashed.end(), '_', '-');
-  std::string best;
-  size_t best_distance = std::string::npos;
-  for (const std::string& k : known) {
-    const size_t d = EditDistance(dashed, k);
-    if (d < best_distance) {
-      best_distance = d;
-      best = k;
-    }
-  }
-  // A third of the key's letters wrong is another word, not a typo.
-  return best_distance <= std::max<size_t>(2, dashed.size() / 3) ? best : "";
+  return NearestWord(key, known);
 }
 
 }  // namespace ltd

@@ -85,6 +85,30 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
                      "' is not an absolute path; give its full path"));
   }
   c.unkillable_program = opt.unkillable_program;
+  if (opt.rdzv_auth != "auto" && opt.rdzv_auth != "munge" && opt.rdzv_auth != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-auth '", opt.rdzv_auth, "' is not munge, none or auto; give one of them"));
+  }
+  c.rdzv_auth = opt.rdzv_auth;
+  if (opt.munge_socket.empty() || opt.munge_socket.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--munge-socket '", opt.munge_socket, "' is not an absolute path; give munged's socket"));
+  }
+  c.munge_socket = opt.munge_socket;
+  for (auto [flag, value, field] :
+       {std::tuple{"--etcd-ca", &opt.etcd_ca, &c.etcd_ca},
+        std::tuple{"--etcd-cert", &opt.etcd_cert, &c.etcd_cert},
+        std::tuple{"--etcd-key", &opt.etcd_key, &c.etcd_key},
+        std::tuple{"--etcd-auth-file", &opt.etcd_auth_file, &c.etcd_auth_file}}) {
+    if (!value->empty() && value->front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " '", *value, "' is not an absolute path; give its full path"));
+    }
+    *field = *value;
+  }
+  if (c.etcd_cert.empty() != c.etcd_key.empty()) {
+    return absl::InvalidArgumentError("--etcd-cert and --etcd-key go together; give both or none");
+  }
   return c;
 }
 

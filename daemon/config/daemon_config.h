@@ -60,6 +60,11 @@ struct DaemonConfig {
   // none. An absolute path.
   std::string unkillable_program;
   std::chrono::milliseconds unkillable_program_timeout{0};
+  // --rdzv-auth as given ("auto", "munge", "none"; the daemon settles
+  // "auto" as it starts) and munged's socket.
+  std::string rdzv_auth;
+  std::string munge_socket;
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;  // absolute paths, or ""
 };
 
 // The options as a configuration; a value no option checked (a duration,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "byte_size.h"
+#include "bytes.h"
 #include "config_file.h"
 
 namespace ltd {
@@ -178,6 +179,22 @@ void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--unkillable-program-timeout", opt.unkillable_program_timeout,
                  "the --unkillable-program is killed if it still runs after this")
       ->capture_default_str();
+  app.add_option("--rdzv-auth", opt.rdzv_auth,
+                 "multi-node runs at etcd: munge (every record a MUNGE credential of its "
+                 "writer; a node believes only its owner's), none, or auto (munge where "
+                 "--munge-socket exists)")
+      ->capture_default_str();
+  app.add_option("--munge-socket", opt.munge_socket, "munged's socket, for --rdzv-auth munge")
+      ->capture_default_str();
+  app.add_option("--etcd-ca", opt.etcd_ca,
+                 "etcds:// runs: the CA that signed etcd's certificate (PEM; default: the "
+                 "system's)");
+  app.add_option("--etcd-cert", opt.etcd_cert,
+                 "etcds:// runs: the client certificate ltd's nodes show etcd (PEM)");
+  app.add_option("--etcd-key", opt.etcd_key, "its private key (PEM; root's, mode 0600)");
+  app.add_option("--etcd-auth-file", opt.etcd_auth_file,
+                 "USER:PASSWORD of the etcd user ltd's nodes authenticate as (root's, mode "
+                 "0600), so that etcd lets only them write ltd's prefix");
   app.add_option("--metrics-listen", opt.metrics_listen,
                  "serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464); off by default");
 }
@@ -214,7 +231,7 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
     if (o == nullptr || !IsKey(o)) {
       const std::string near = NearestKey(e.key, known);
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown key '", e.key, "'",
+          absl::StrCat(where, ": unknown key '", DisplayEscapeElided(e.key, 64), "'",
                        near.empty() ? "; see `ltd --help` for the keys"
                                     : absl::StrCat("; did you mean '", near, "'?")));
     }
@@ -223,7 +240,9 @@ absl::Status ApplyConfigFile(CLI::App& app, const std::string& path, bool requir
       o->add_result(e.value);
       o->run_callback();
     } catch (const CLI::Error& err) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", e.key, ": ", err.what()));
+      // The option's words quote the value: one line, bounded.
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", e.key, ": ", DisplayEscapeElided(err.what(), 256, Controls::kEscape)));
     }
     sources->source[e.key] = "file " + where;
   }

@@ -52,6 +52,12 @@ struct Options {
   std::string gpu_sample_interval = "10s";
   std::string unkillable_program;  // empty: none
   std::string unkillable_program_timeout = "60s";
+  // Multi-node runs at etcd: "munge" (every record a MUNGE credential),
+  // "none", "auto" (munge where --munge-socket exists).
+  std::string rdzv_auth = "auto";
+  std::string munge_socket = "/run/munge/munge.socket.2";
+  // etcd over TLS (etcds://) and etcd's users: files lt-shim reads as root.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
 };
 
 // --max-state-bytes as bytes: a SIZE, 0 (no bound), or "auto": half the

@@ -12,16 +12,24 @@ bool OlderId(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void Dependencies::Add(const std::string& id, uid_t uid, const std::set<std::string>& unmet) {
+void Dependencies::AddKinds(const std::string& id, uid_t uid,
+                            std::map<std::string, DependencyKind> unmet) {
   if (unmet.empty()) return;
-  waiters_[id] = Waiter{uid, unmet};
-  for (const std::string& dep : unmet) dependents_[dep].insert(id);
+  for (const auto& [dep, kind] : unmet) dependents_[dep].insert(id);
+  waiters_[id] = Waiter{uid, std::move(unmet)};
+}
+
+void Dependencies::Add(const std::string& id, uid_t uid, const std::set<std::string>& unmet) {
+  std::map<std::string, DependencyKind> kinds;
+  for (const std::string& dep : unmet) kinds.emplace(dep, DependencyKind::kAfterOk);
+  AddKinds(id, uid, std::move(kinds));
 }
 
 std::vector<std::string> Dependencies::Unmet(const std::string& id) const {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return {};
-  std::vector<std::string> out(it->second.unmet.begin(), it->second.unmet.end());
+  std::vector<std::string> out;
+  for (const auto& [dep, kind] : it->second.unmet) out.push_back(dep);
   std::sort(out.begin(), out.end(), OlderId);
   return out;
 }
@@ -31,7 +39,7 @@ size_t Dependencies::waiting(uid_t uid) const {
                                            [&](const auto& w) { return w.second.uid == uid; }));
 }
 
-Dependencies::Outcome Dependencies::Ended(const std::string& id, bool succeeded) {
+Dependencies::Outcome Dependencies::Ended(const std::string& id, JobState state) {
   Outcome out;
   auto it = dependents_.find(id);
   if (it == dependents_.end()) return out;
@@ -40,7 +48,9 @@ Dependencies::Outcome Dependencies::Ended(const std::string& id, bool succeeded)
   for (const std::string& w : waiting) {
     auto wit = waiters_.find(w);
     if (wit == waiters_.end()) continue;
-    if (!succeeded) {
+    auto kind = wit->second.unmet.find(id);
+    if (kind == wit->second.unmet.end()) continue;
+    if (OutcomeOf(kind->second, state) != DependencyOutcome::kMet) {
       out.failed.push_back(w);
       Remove(w);
       continue;
@@ -59,7 +69,7 @@ Dependencies::Outcome Dependencies::Ended(const std::string& id, bool succeeded)
 void Dependencies::Remove(const std::string& id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  for (const std::string& dep : it->second.unmet) {
+  for (const auto& [dep, kind] : it->second.unmet) {
     auto d = dependents_.find(dep);
     if (d == dependents_.end()) continue;
     d->second.erase(id);

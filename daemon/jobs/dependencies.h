@@ -1,5 +1,6 @@
-// --after: jobs that wait for others to succeed before they may queue for
-// devices. Pure bookkeeping, no clock, no I/O: the job manager asks and
+// --after and --dependency: jobs that wait for others to succeed (afterok),
+// end (afterany) or fail (afternotok) before they may queue for devices
+// (model/dependency.h). Pure bookkeeping, no clock, no I/O: the job manager asks and
 // acts. A waiting job names only jobs that existed when it was submitted,
 // so the graph cannot have a cycle.
 #pragma once
@@ -11,11 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "dependency.h"
+#include "job.h"
+
 namespace ltd {
 
 class Dependencies {
  public:
-  // `id` of user `uid` waits until every job in `unmet` has succeeded.
+  // `id` of user `uid` waits until each job in `unmet` ended as its kind
+  // asks.
+  void AddKinds(const std::string& id, uid_t uid, std::map<std::string, DependencyKind> unmet);
+  // `id` waits until every job in `unmet` has succeeded (afterok).
   void Add(const std::string& id, uid_t uid, const std::set<std::string>& unmet);
   bool Waiting(const std::string& id) const { return waiters_.count(id) != 0; }
   // The jobs `id` still waits for, by id, in submission order.
@@ -27,15 +34,18 @@ class Dependencies {
     std::vector<std::string> ready;   // nothing left to wait for: queue them
     std::vector<std::string> failed;  // waited for it in vain: cancel them
   };
-  // Job `id` ended, successfully or not.
-  Outcome Ended(const std::string& id, bool succeeded);
+  // Job `id` ended in `state` (final).
+  Outcome Ended(const std::string& id, JobState state);
+  Outcome Ended(const std::string& id, bool succeeded) {
+    return Ended(id, succeeded ? JobState::kSucceeded : JobState::kFailed);
+  }
   // `id` will not run (cancelled while it waited): forget it.
   void Remove(const std::string& id);
 
  private:
   struct Waiter {
     uid_t uid = 0;
-    std::set<std::string> unmet;
+    std::map<std::string, DependencyKind> unmet;
   };
   std::map<std::string, Waiter> waiters_;                    // by waiting job
   std::map<std::string, std::set<std::string>> dependents_;  // job -> who waits for it

@@ -1,4 +1,4 @@
-// The job table's side of --after: which jobs a submit waits for, and what
+// The job table's side of --after and --dependency: which jobs a submit waits for, and what
 // becomes of waiting jobs when those end. Also the words `ps` and `show`
 // give for a pending job.
 #include <algorithm>
@@ -11,62 +11,103 @@
 
 namespace ltd {
 
-absl::StatusOr<std::set<std::string>> JobManager::ResolveAfter(
-    const JobSpec& spec, std::vector<std::string>* ids) const {
-  // Any user's job may be waited for, as with Slurm's afterok: whether a
-  // job succeeded is no secret (`ps` and `show` are for everyone), and a
-  // waiting job can do nothing to the one it waits for. A job can only
-  // name jobs that exist before it, so no cycle can form.
-  std::set<std::string> unmet;
-  for (const std::string& ref : spec.after) {
-    auto job = Resolve(ref, spec.uid);
-    if (!job.ok()) {
-      return absl::Status(job.status().code(),
-                          Cat("--after ", DisplayEscapeElided(ref, 64, Controls::kEscape), ": ",
-                              job.status().message()));
+namespace {
+
+// The flag a list of JobSpec came from, for messages.
+std::string FlagOf(DependencyKind kind) {
+  return kind == DependencyKind::kAfterOk ? "--after" : Cat("--dependency ", ToString(kind));
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, DependencyKind>> JobManager::ResolveAfter(
+    JobSpec& spec) const {
+  // Any user's job may be waited for, as with Slurm's afterok: how a job
+  // ended is no secret (`ps` and `show` are for everyone), and a waiting
+  // job can do nothing to the one it waits for. A job can only name jobs
+  // that exist before it, so no cycle can form.
+  std::map<std::string, DependencyKind> unmet;
+  for (auto [kind, list] : {std::pair{DependencyKind::kAfterOk, &spec.after},
+                            std::pair{DependencyKind::kAfterAny, &spec.after_any},
+                            std::pair{DependencyKind::kAfterNotOk, &spec.after_notok}}) {
+    std::vector<std::string> ids;
+    for (const std::string& ref : *list) {
+      const std::string shown = DisplayEscapeElided(ref, 64, Controls::kEscape);
+      auto job = Resolve(ref, spec.uid);
+      if (!job.ok()) {
+        return absl::Status(job.status().code(),
+                            Cat(FlagOf(kind), " ", shown, ": ", job.status().message()));
+      }
+      const Job& dep = **job;
+      if (std::find(ids.begin(), ids.end(), dep.id) == ids.end()) ids.push_back(dep.id);
+      const DependencyOutcome outcome = OutcomeOf(kind, dep.state);
+      if (outcome == DependencyOutcome::kMet) continue;
+      if (outcome == DependencyOutcome::kNever) {
+        return absl::FailedPreconditionError(
+            Cat(FlagOf(kind), " ", shown, ": job ", dep.id, " already ended ", ToString(dep.state),
+                ", so this job would never run; submit it without ", FlagOf(kind), " ", shown));
+      }
+      auto [it, fresh] = unmet.emplace(dep.id, kind);
+      if (!fresh && it->second != kind) {
+        return absl::InvalidArgumentError(Cat("job ", dep.id, " is named by both ",
+                                              FlagOf(it->second), " and ", FlagOf(kind),
+                                              "; name it once"));
+      }
     }
-    const Job& dep = **job;
-    if (std::find(ids->begin(), ids->end(), dep.id) == ids->end()) ids->push_back(dep.id);
-    if (dep.state == JobState::kSucceeded) continue;
-    if (IsFinal(dep.state)) {
-      return absl::FailedPreconditionError(
-          Cat("--after ", DisplayEscapeElided(ref, 64, Controls::kEscape), ": job ", dep.id,
-              " already ended ", ToString(dep.state),
-              ", so this job would never run; submit it without --after ",
-              DisplayEscapeElided(ref, 64, Controls::kEscape)));
+    *list = std::move(ids);
+  }
+  if (spec.singleton) {
+    if (spec.name.empty()) {
+      return absl::InvalidArgumentError(
+          "--dependency singleton waits for your jobs of the same name; give --name");
     }
-    unmet.insert(dep.id);
+    // Every unfinished job of this user and name: this one starts once
+    // they all ended, as sbatch's singleton.
+    for (const auto& [id, job] : jobs_) {
+      if (job->spec.uid != spec.uid || job->spec.name != spec.name || IsFinal(job->state)) continue;
+      if (unmet.emplace(id, DependencyKind::kAfterAny).second) spec.after_any.push_back(id);
+    }
+    std::sort(spec.after_any.begin(), spec.after_any.end(), IdBefore);
+    spec.after_any.erase(std::unique(spec.after_any.begin(), spec.after_any.end()),
+                         spec.after_any.end());
   }
   return unmet;
 }
 
 void JobManager::WaitOrQueue(Job& job, uint64_t seq) {
   // After a restart, the jobs it waits for are judged by their records.
-  std::set<std::string> unmet;
-  for (const std::string& dep_id : job.spec.after) {
-    const Job* dep = FindMutable(dep_id);
-    if (dep != nullptr && dep->state == JobState::kSucceeded) continue;
-    if (dep == nullptr || IsFinal(dep->state)) {
-      failed_dependents_.emplace_back(job.id, dep_id);
-      ArmFailDependents();
-      return;
+  std::map<std::string, DependencyKind> unmet;
+  for (auto [kind, list] : {std::pair{DependencyKind::kAfterOk, &job.spec.after},
+                            std::pair{DependencyKind::kAfterAny, &job.spec.after_any},
+                            std::pair{DependencyKind::kAfterNotOk, &job.spec.after_notok}}) {
+    for (const std::string& dep_id : *list) {
+      const Job* dep = FindMutable(dep_id);
+      const DependencyOutcome outcome =
+          OutcomeOf(kind, dep != nullptr ? std::optional(dep->state) : std::nullopt);
+      if (outcome == DependencyOutcome::kMet) continue;
+      if (outcome == DependencyOutcome::kNever) {
+        failed_dependents_.emplace_back(job.id, dep_id);
+        ArmFailDependents();
+        return;
+      }
+      unmet.emplace(dep_id, kind);
     }
-    unmet.insert(dep_id);
   }
   if (unmet.empty()) {
     scheduler_.Enqueue(job.id, seq, job.spec.uid, job.spec.devices);
   } else {
-    deps_.Add(job.id, job.spec.uid, unmet);
+    deps_.AddKinds(job.id, job.spec.uid, std::move(unmet));
   }
 }
 
 void JobManager::OnDependencyEnded(const Job& job) {
   deps_.Remove(job.id);  // it waited itself, and was cancelled
-  const Dependencies::Outcome outcome = deps_.Ended(job.id, job.state == JobState::kSucceeded);
+  const Dependencies::Outcome outcome = deps_.Ended(job.id, job.state);
   for (const std::string& id : outcome.ready) {
     const Job* ready = FindMutable(id);
     if (ready == nullptr || ready->state != JobState::kPending) continue;
-    spdlog::info("job={} job {} it ran after succeeded; queued for devices", id, job.id);
+    spdlog::info("job={} job {} it ran after ended {}; queued for devices", id, job.id,
+                 ToString(job.state));
     uint64_t seq = 0;
     (void)absl::SimpleAtoi(id, &seq);
     scheduler_.Enqueue(id, seq, ready->spec.uid, ready->spec.devices);
@@ -94,10 +135,12 @@ void JobManager::FailDependent(const std::string& id, const std::string& depende
   RootCause cause;
   cause.reason = CauseReason::kDependencyFailed;
   cause.at = clock_.Now();
-  cause.message =
-      dep != nullptr
-          ? Cat("job ", dependency, ", which it was to run after, ended ", ToString(dep->state))
-          : Cat("job ", dependency, ", which it was to run after, has no record left");
+  const bool notok = std::find(job->spec.after_notok.begin(), job->spec.after_notok.end(),
+                               dependency) != job->spec.after_notok.end();
+  cause.message = dep != nullptr
+                      ? Cat("job ", dependency, ", which it was to run after",
+                            notok ? " if it did not succeed" : "", ", ended ", ToString(dep->state))
+                      : Cat("job ", dependency, ", which it was to run after, has no record left");
   spdlog::info("job={} cancelled: {}", id, cause.message);
   Finish(*job, std::move(cause), JobState::kCancelled);
 }

@@ -173,6 +173,7 @@ std::vector<SlotView> JobManager::Slots() const {
       v.state = SlotView::State::kQuarantined;
       v.job_id = std::move(holder);
       v.user = unkillable_.HoldingUser(v.slot);
+      v.unkillable = unkillable_.HoldingProcesses(v.slot);
     }
   }
   // A placed job holds its slots from its placement on, while its

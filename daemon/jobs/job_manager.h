@@ -56,7 +56,10 @@ struct SlotView {
   State state = State::kFree;
   std::string job_id, user;                 // busy
   std::optional<GpuQuarantine> quarantine;  // quarantined
-  std::optional<GpuSample> usage;           // the last sample, with NVML
+  // Quarantined by a job's processes that would not die: which, where they
+  // sleep in the kernel, since when.
+  std::vector<UnkillableProcess> unkillable;
+  std::optional<GpuSample> usage;  // the last sample, with NVML
 };
 
 struct ManagerConfig {
@@ -70,6 +73,13 @@ struct ManagerConfig {
   int max_restarts_limit = 100;
   // The longest --time a job may ask for; a job without one gets this. 0: any.
   std::chrono::milliseconds max_time{0};
+  // How the nodes of a run at etcd authenticate their records, unless a
+  // submit says ("munge", "none"), and munged's socket (the admin's: a
+  // root supervisor speaks to no socket a user names).
+  std::string rdzv_auth = "none";
+  std::string munge_socket;
+  // etcd's TLS and authentication files (--etcd-*), ltd's own.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_auth_file;
   // The state dir's bound in bytes (--max-state-bytes; 0: none), shared
   // per user (finished_jobs.h): past it the finished jobs of the user
   // furthest over their share go first, and a submit is refused only to a
@@ -238,10 +248,10 @@ class JobManager {
   void UnkillableGone(const std::string& id, const std::vector<int>& slots);
   // Tells every JobEvents that `job` went from `from` to its state now.
   void StateChanged(const Job& job, JobState from);
-  // --after (job_dependencies.cc): resolves a submit's refs to the ids of
-  // jobs still to succeed; waits, queues or cancels jobs as those end.
-  absl::StatusOr<std::set<std::string>> ResolveAfter(const JobSpec& spec,
-                                                     std::vector<std::string>* ids) const;
+  // --after, --dependency (job_dependencies.cc): resolves a submit's refs
+  // to ids (in `spec`'s lists, singleton's added) and returns those of
+  // jobs still to end; waits, queues or cancels jobs as those end.
+  absl::StatusOr<std::map<std::string, DependencyKind>> ResolveAfter(JobSpec& spec) const;
   // A PENDING job (new or recovered): waits for its --after jobs, is
   // queued for devices, or is cancelled when one of them failed.
   void WaitOrQueue(Job& job, uint64_t seq);

@@ -25,6 +25,14 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.max_time = config_.max_time;
   // A job that asks for no --time runs for at most ltd's --max-time.
   if (spec.time_limit.count() == 0) spec.time_limit = config_.max_time;
+  if (!spec.nodes.rdzv.empty()) {
+    if (spec.nodes.rdzv_auth.empty()) spec.nodes.rdzv_auth = config_.rdzv_auth;
+    spec.nodes.munge_socket = config_.munge_socket;
+    spec.nodes.etcd_ca = config_.etcd_ca;
+    spec.nodes.etcd_cert = config_.etcd_cert;
+    spec.nodes.etcd_key = config_.etcd_key;
+    spec.nodes.etcd_auth_file = config_.etcd_auth_file;
+  }
   limits.no_memory_limit = config_.no_memory_limit;
   limits.no_cpu_limit = config_.no_cpu_limit;
   limits.cpus = config_.cpus;
@@ -41,10 +49,8 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
-  std::vector<std::string> after_ids;
-  auto unmet = ResolveAfter(spec, &after_ids);
+  auto unmet = ResolveAfter(spec);
   if (!unmet.ok()) return unmet.status();
-  spec.after = std::move(after_ids);
   // Ids are reserved on disk 64 at a time: a submit costs no synced write
   // of next-id but once in 64.
   auto taken = store_.TakeId(next_id_, /*reserve=*/64);
@@ -79,7 +85,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (unmet->empty()) {
     scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
   } else {
-    deps_.Add(id, ref.spec.uid, *unmet);
+    deps_.AddKinds(id, ref.spec.uid, *unmet);
   }
   Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   Schedule();

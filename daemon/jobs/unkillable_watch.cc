@@ -41,6 +41,11 @@ std::string UnkillableWatch::HoldingUser(int slot) const {
   return id.empty() ? "" : jobs_.at(id).user;
 }
 
+std::vector<UnkillableProcess> UnkillableWatch::HoldingProcesses(int slot) const {
+  const std::string id = Holding(slot);
+  return id.empty() ? std::vector<UnkillableProcess>{} : jobs_.at(id).processes;
+}
+
 void UnkillableWatch::Arm() {
   if (timer_ != 0 || jobs_.empty()) return;
   timer_ = clock_.StartTimer(kRecheck, [this] {

@@ -39,6 +39,8 @@ class UnkillableWatch {
   std::string Holding(int slot) const;
   // That job's user (Job::user); "" when none hold it.
   std::string HoldingUser(int slot) const;
+  // The processes that hold `slot`, not seen gone yet (empty: none).
+  std::vector<UnkillableProcess> HoldingProcesses(int slot) const;
   size_t jobs() const { return jobs_.size(); }
 
  private:

@@ -18,7 +18,8 @@ using prometheus::Histogram;
 
 constexpr JobState kStates[] = {JobState::kPending,   JobState::kStarting, JobState::kRunning,
                                 JobState::kSucceeded, JobState::kFailed,   JobState::kCancelled,
-                                JobState::kLost};
+                                JobState::kLost,      JobState::kTimeout,  JobState::kOutOfMemory,
+                                JobState::kNodeFail};
 
 double Seconds(Millis d) { return std::max<double>(0, static_cast<double>(d.count()) / 1000.0); }
 

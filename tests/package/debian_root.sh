@@ -5,15 +5,24 @@
 # run boots an overlay of it. It holds what the test's job needs and the
 # package does not bring: systemd and that release's python3-torch (the
 # package's own dependencies are left to `apt-get install ./*.deb`).
-#   debian_root.sh RELEASE
+# The bare variant is debootstrap's minbase and nothing else (no systemd,
+# no Python): the GPU kit's test runs the kit there, with none of ltd's
+# dependencies on the machine.
+#   debian_root.sh RELEASE [bare]
 #   LTD_TEST_ROOT_CACHE  where roots are kept (/var/cache/ltd-test), one per release
 #   LTD_TEST_MIRROR      the Debian mirror (the host's apt source, else deb.debian.org)
 set -euo pipefail
-release=${1:?usage: debian_root.sh RELEASE}
+release=${1:?usage: debian_root.sh RELEASE [bare]}
+variant=${2:-}
 [[ $release =~ ^[a-z]+$ ]] || { echo "debian_root: '$release' is not a release name" >&2; exit 1; }
+[[ -z $variant || $variant == bare ]] || { echo "debian_root: unknown variant '$variant' (bare)" >&2; exit 1; }
 # The recipe's version: a root made by an older recipe is made again.
 recipe=2
 root=${LTD_TEST_ROOT_CACHE:-/var/cache/ltd-test}/$release-root
+if [[ $variant == bare ]]; then
+  recipe=bare-1
+  root=${LTD_TEST_ROOT_CACHE:-/var/cache/ltd-test}/$release-bare-root
+fi
 if [[ $(cat "$root/.ltd-test-ready" 2>/dev/null) == "$recipe" ]]; then echo "$root"; exit 0; fi
 mirror=${LTD_TEST_MIRROR:-}
 if [[ -z $mirror ]]; then
@@ -37,9 +46,18 @@ cleanup() {
   rm -rf "$tmp" "$log"
 }
 trap cleanup EXIT
-echo "debian_root: debootstrap $release from $mirror into $root (once)" >&2
-debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,procps,ca-certificates \
-  "$release" "$tmp" "$mirror" >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+echo "debian_root: debootstrap $release${variant:+ ($variant)} from $mirror into $root (once)" >&2
+include=--include=systemd,systemd-sysv,dbus,procps,ca-certificates
+[[ $variant == bare ]] && include=
+debootstrap --variant=minbase $include "$release" "$tmp" "$mirror" >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+if [[ $variant == bare ]]; then
+  rm -f "$tmp"/var/cache/apt/archives/*.deb
+  echo "$recipe" >"$tmp/.ltd-test-ready"
+  rm -rf "$root"
+  mv "$tmp" "$root"
+  echo "$root"
+  exit 0
+fi
 # What the booted system needs to be quiet and reachable: a hostname, no
 # getty on a console nobody reads, no timers that start apt, apt's sources.
 echo ltd-test >"$tmp/etc/hostname"

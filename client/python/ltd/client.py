@@ -74,6 +74,20 @@ _GRPC_OWN = {
 }
 
 
+
+def _umask():
+    """This process's umask, read without changing it where Linux can say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # a kernel before 4.7: set it and set it back
+    os.umask(mask)
+    return mask & 0o777
+
 def _going_away(e):
     """Whether an RPC failed because ltd is on its way out (not a refusal of ltd's)."""
     code = e.code()
@@ -337,7 +351,9 @@ class Client:
         rdzv=None,
         rdzv_timeout=None,
         rdzv_lease=None,
+        rdzv_auth=None,
         after=(),
+        dependency=None,
         detach=False,
         cancel_on_disconnect=False,
         output=None,
@@ -355,7 +371,8 @@ class Client:
         ``cwd`` defaults to the current directory; durations are seconds, a
         ``timedelta`` or a text such as ``"10s"``. ``auto_heartbeat=False``
         is ``--no-auto-heartbeat``; ``after`` is ``--after`` (job ids or
-        names); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``.
+        names); ``dependency`` is ``--dependency`` (``"afterany:7"``,
+        ``"afternotok:7:8,singleton"``); ``time_limit`` is ``--time``, ``hold_on_hang`` ``--hold-on-hang``.
         ``mem`` and ``mem_per_rank`` (bytes, or a text such as ``"4G"``) and
         ``cpus`` (a number, 1.5 for one and a half) are ``--mem``,
         ``--mem-per-rank`` and ``--cpus``. Without ``detach`` the job's output stream is held open by
@@ -363,12 +380,14 @@ class Client:
         go on from the job's first line); with ``cancel_on_disconnect`` the
         job is torn down when this stream goes away before the job ends
         (this process exits or crashes, the Job is dropped). ``output`` and
-        ``error`` are ``--output``/``--error``: a file pattern (``%j`` the
-        job id, ``%r`` the rank, ``%n`` the name) that every rank's stdout
+        ``error`` are ``--output``/``--error``: a file pattern, sbatch's
+        (``%j`` the job id, ``%x`` the name, ``%t`` the rank, ``%n`` the
+        node, ``%N`` the host, ``%u`` the user), that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of
-        ``argv``.
+        ``argv``. ``rdzv_auth`` is ``--rdzv-auth``: ``"munge"`` or ``"none"``
+        (default: ltd's).
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -379,6 +398,8 @@ class Client:
             raise errors.InvalidArgument("no program given: argv is empty")
         if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
             raise errors.InvalidArgument("devices must be an integer of at least 1")
+        if rdzv_auth not in (None, "munge", "none"):
+            raise errors.InvalidArgument("rdzv_auth must be 'munge' or 'none' (or None: ltd's)")
         try:
             req = ltd_pb2.SubmitRequest(
                 batched=True,  # output lines come many to an event
@@ -403,7 +424,9 @@ class Client:
                 rdzv=_bytes(rdzv or "", "rdzv"),
                 rdzv_timeout_ms=to_ms(rdzv_timeout, "rdzv_timeout"),
                 rdzv_lease_ms=to_ms(rdzv_lease, "rdzv_lease"),
+                rdzv_auth=rdzv_auth or "",
                 after=[_bytes(a, "after") for a in after],
+                dependency=_bytes(dependency or "", "dependency"),
                 cancel_on_disconnect=cancel_on_disconnect and not detach,
                 output=_bytes(output or "", "output"),
                 error=_bytes(error or "", "error"),
@@ -426,6 +449,8 @@ class Client:
                 req.warn_signal_before_ms = to_ms(before, "signal")
             except ValueError as e:
                 raise errors.InvalidArgument(str(e)) from None
+        # Our umask: the output files are created with it, as a shell would.
+        req.umask = _umask()
         req.mem_bytes = _size(mem, "mem")
         req.mem_per_rank_bytes = _size(mem_per_rank, "mem_per_rank")
         if cpus is not None:
@@ -491,7 +516,7 @@ class Client:
             if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
                 raise errors.InvalidArgument(
                     "state %r is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, "
-                    "FAILED, CANCELLED or LOST" % (s,)
+                    "FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL" % (s,)
                 )
             states.append(ltd_pb2.Job.State.Value(name))
         req = ltd_pb2.ListRequest(

@@ -54,7 +54,7 @@ class JobFailed(Error):
 
     ``str()`` is the root cause, e.g. ``rank 1: ValueError: bad batch (cell
     4, line 3)``. Attributes: ``job_id``, ``state`` ("FAILED", "CANCELLED",
-    "LOST"), ``exit_code`` (the job's, as ltctl exits: the rank's code,
+    "LOST", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"), ``exit_code`` (the job's, as ltctl exits: the rank's code,
     128+N for signal N, 124 for a hang, 130 for a cancel), ``rank``
     (``None`` when no rank is to blame), ``reason`` ("exited", "signaled",
     "hang", ...), ``signal``, ``root_cause`` (a :class:`ltd.RootCause` or

@@ -107,7 +107,8 @@ class Job:
     @property
     def state(self):
         """PENDING, STARTING (a node waiting in its run's rendezvous, holding its devices),
-        RUNNING, SUCCEEDED, FAILED, CANCELLED or LOST (as of the last refresh)."""
+        RUNNING, then SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or
+        NODE_FAIL (as of the last refresh)."""
         return self.info.state
 
     @property

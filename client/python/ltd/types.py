@@ -302,5 +302,6 @@ class JobInfo:
 
     @property
     def finished(self):
-        """Whether the job has ended (SUCCEEDED, FAILED, CANCELLED or LOST)."""
+        """Whether the job has ended (SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT,
+        OUT_OF_MEMORY or NODE_FAIL)."""
         return self.state not in ("PENDING", "STARTING", "RUNNING", "STATE_UNSPECIFIED")

@@ -68,16 +68,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(list(failed.logs(since="0s")), [])
 
         out_dir = tempfile.mkdtemp()
+        old_umask = os.umask(0o027)  # the files are made with the submitter's umask
         try:
             job = self.client.submit([SH, "-c", "echo out $RANK; echo err $RANK >&2"], 2,
-                                     output=os.path.join(out_dir, "o-%j-%r.log"),
+                                     output=os.path.join(out_dir, "o-%j-%t.log"),
                                      error=os.path.join(out_dir, "e-%j.log"), detach=True)
+            os.umask(old_umask)
             self.assertEqual(job.wait(), 0)
-            with open(os.path.join(out_dir, "o-%s-1.log" % job.id)) as f:
+            path = os.path.join(out_dir, "o-%s-1.log" % job.id)
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o640)
+            with open(path) as f:
                 self.assertEqual(f.read(), "out 1\n")
             with open(os.path.join(out_dir, "e-%s.log" % job.id)) as f:
                 self.assertEqual(sorted(f.read().splitlines()), ["[0] err 0", "[1] err 1"])
         finally:
+            os.umask(old_umask)
             shutil.rmtree(out_dir)
 
         state = self.client.drain("py maintenance")
@@ -104,6 +109,22 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(job.root_cause.reason, "exited")
         self.assertEqual(job.root_cause.exit_code, 3)
         self.assertEqual(job.root_cause.describe(), "rank 1 exited with code 3")
+
+    def test_sbatch_states_and_dependencies(self):
+        # Past its time limit: TIMEOUT (exit code 124 kept), as sbatch says.
+        timed = self.client.submit([SH, "-c", "exec sleep 60"], 1, time_limit="1s", grace="1s",
+                                   detach=True)
+        self.assertEqual(timed.wait(), 124)
+        self.assertEqual(timed.state, "TIMEOUT")
+        self.assertIn(timed.id, [j.id for j in self.client.ps(state="TIMEOUT")])
+        # afterany runs once the job ended, however; afternotok too here.
+        after = self.client.submit([SH, "-c", "true"], 1, dependency="afterany:%s,afternotok:%s"
+                                   % (timed.id, timed.id), detach=True)
+        self.assertEqual(after.wait(), 0)
+        self.assertEqual(after.state, "SUCCEEDED")
+        with self.assertRaises(ltd.InvalidArgument) as e:
+            self.client.submit([SH, "-c", "true"], 1, dependency="aftersome:1", detach=True)
+        self.assertIn("'aftersome' is no dependency", str(e.exception))
 
     def test_follow_logs_and_kill(self):
         job = self.client.submit([SH, "-c", "echo started; exec sleep 60"], 1, detach=True)

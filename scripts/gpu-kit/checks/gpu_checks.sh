@@ -1,0 +1,233 @@
+# The checks on real GPUs, under the ltd of the GPU phase (its slots are
+# the GPUs NVML finds; NVML through libnvidia-ml.so.1). GPU indices are
+# NVML's (PCI bus order); CUDA is told the same order so that a process
+# outside ltd names the same GPU.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+
+logs_have() { [[ $(ctl logs "$1" 2>/dev/null) == *"$2"* ]]; }
+
+# The minor of GPU $1 (NVML index): /proc/driver/nvidia/gpus/*/information
+# in PCI bus order, which is NVML's.
+gpu_minor() {
+  local dirs
+  mapfile -t dirs < <(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | sort)
+  [[ -n ${dirs[$1]:-} ]] || return 1
+  sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}information"
+}
+
+check_nvml_gpus() {
+  need_gpus 1
+  local g total n proc_n
+  g=$(ctl --json gpus | flat)
+  [[ $(jget gpu_checks <<<"$g") == true ]] || fail "ltd has no GPU checks: $(grep -m1 'GPU checks off' "$KIT_LTD_LOG")"
+  n=$(grep -c '^slots\.[0-9]*\.gpu	' <<<"$g")
+  proc_n=$(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | wc -l)
+  [[ $n == "$KIT_NGPU" ]] || fail "ltctl gpus lists $n GPUs, NVML counted $KIT_NGPU"
+  [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, /proc/driver/nvidia has $proc_n"
+  for ((i = 0; i < n; i++)); do
+    total=$(jget "slots.$i.usage.memory_total_mib" <<<"$g")
+    [[ ${total:-0} -gt 0 ]] || fail "GPU $(jget "slots.$i.gpu" <<<"$g") has no memory total: $(grep "^slots\.$i\." <<<"$g" | tr '\n' ' ')"
+  done
+  [[ ${KIT_CUDA:-} == yes ]] ||
+    pass "$n GPU(s) listed with memory totals (a job's GPU not checked: no CUDA in ${KIT_PY:-any Python})"
+  # A job's GPU shows its job, and its memory in the job's record.
+  local rel=$KIT_WORK/nvml.release id used
+  id=$(submit_d --devices 1 --name kit-nvml -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$rel") ||
+    fail "submit failed"
+  wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going: $(ctl logs "$id" | tail -3)"; }
+  wait_for 10 eval '[[ $(show_flat "$id" | jget gpus.0.memory_used_mib) -ge 1000 ]]' ||
+    { touch "$rel"; fail "ltctl show does not see the rank's 1 GiB: $(show_flat "$id" | grep '^gpus' | tr '\n' ' ')"; }
+  used=$(show_flat "$id" | jget gpus.0.memory_used_mib)
+  local gpu
+  gpu=$(show_flat "$id" | jget gpus.0.gpu)
+  [[ $(slot_state "$gpu") == BUSY ]] || { touch "$rel"; fail "GPU $gpu is not BUSY while job $id runs on it"; }
+  touch "$rel"
+  wait_for 60 job_ended "$id" || fail "job $id did not end"
+  [[ $(job_state "$id") == SUCCEEDED ]] || fail "job $id: $(job_state "$id"): $(show_flat "$id" | cause_of /dev/stdin)"
+  pass "$n GPU(s) with memory totals; job $id's GPU $gpu BUSY and ${used} MiB used seen (GPU minors and per-GPU processes are not in ltctl gpus; leftovers are: see gpu_leftover)"
+}
+
+check_gpu_leftover() {
+  need_gpus 1
+  need_cuda
+  local rel=$KIT_WORK/leftover.release id gpu holder st
+  id=$(submit_d --devices 1 --name kit-left -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 256 --hold-until "$rel")
+  wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going"; }
+  gpu=$(show_flat "$id" | jget cuda_visible_devices)
+  # A process outside any job takes 1 GiB of the job's GPU while it runs.
+  CUDA_VISIBLE_DEVICES=$gpu RANK=0 "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$KIT_WORK/holder.release" \
+    >"$KIT_WORK/holder.log" 2>&1 &
+  holder=$!
+  wait_for 120 grep -q "cuda ok" "$KIT_WORK/holder.log" || { kill $holder; touch "$rel"; fail "the holder outside ltd never got going: $(tail -2 "$KIT_WORK/holder.log")"; }
+  touch "$rel"
+  wait_for 60 job_ended "$id" || { kill $holder; fail "job $id did not end"; }
+  wait_for 15 eval '[[ $(slot_state "$gpu") == QUARANTINED ]]' ||
+    { kill $holder; fail "GPU $gpu is $(slot_state "$gpu") with pid $holder holding 1 GiB on it; want QUARANTINED"; }
+  ctl gpus | grep -q "pid $holder" || { kill $holder; fail "ltctl gpus does not name the holder pid $holder: $(ctl gpus)"; }
+  touch "$KIT_WORK/holder.release"
+  wait "$holder"
+  wait_for 30 eval '[[ $(slot_state "$gpu") == FREE ]]' || fail "GPU $gpu is $(slot_state "$gpu") after the holder left; want FREE"
+  pass "GPU $gpu QUARANTINED while pid $holder (outside any job) held 1 GiB, named by ltctl gpus, FREE once it left"
+}
+
+check_device_isolation() {
+  need_gpus 1
+  local iso
+  iso=$(ctl --json gpus | flat | jget gpu_isolation)
+  [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
+  # Each open in a subshell: a failed redirection of a special builtin ends
+  # a POSIX shell.
+  local probe='for m in $MINORS; do if (true <>/dev/nvidia$m) 2>/dev/null; then echo "open $m ok"; else echo "open $m refused"; fi; done'
+  local minors="" out id mine other m
+  for ((i = 0; i < KIT_NGPU; i++)); do m=$(gpu_minor "$i") && minors+="$m "; done
+  [[ -n $minors ]] || skip "no /proc/driver/nvidia/gpus/*/information to learn the GPUs' minors from"
+  if ((KIT_NGPU >= 2)); then
+    out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 1 --name kit-iso -- /bin/sh -c "echo gpu \$CUDA_VISIBLE_DEVICES; $probe" 2>&1) ||
+      fail "the probe job failed: $out"
+    mine=$(gpu_minor "$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")")
+    grep -q "open $mine ok" <<<"$out" || fail "the job cannot open its own GPU's /dev/nvidia$mine: $out"
+    for m in $minors; do
+      [[ $m == "$mine" ]] && continue
+      grep -q "open $m refused" <<<"$out" || fail "the job on /dev/nvidia$mine can open another GPU's /dev/nvidia$m: $out"
+      other=$m
+    done
+    pass "a 1-GPU job opens its /dev/nvidia$mine and is refused the others (e.g. /dev/nvidia$other); $iso"
+  fi
+  out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 0 --name kit-iso0 -- /bin/sh -c "$probe" 2>&1) ||
+    skip "one GPU, and a job with no GPU cannot be made to test against (--devices 0: $(tail -1 <<<"$out"))"
+  grep -q "open ${minors%% *} refused" <<<"$out" || fail "a job given no GPU can open /dev/nvidia${minors%% *}: $out"
+  pass "a job given no GPU is refused /dev/nvidia${minors%% *}; $iso"
+}
+
+check_cuda_ltd() {
+  need_gpus 1
+  need_cuda
+  local out
+  out=$(timeout 180 "${CTL[@]}" submit --devices 1 --name kit-cuda -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 2>&1) ||
+    fail "the CUDA rank failed under ltd (exit $?): $(tail -3 <<<"$out")"
+  pass "$(grep -m1 'cuda ok' <<<"$out" | sed 's/^\[0\] //')"
+}
+
+check_cuda_ltrun() {
+  need_gpus 1
+  need_cuda
+  local out
+  out=$(CUDA_VISIBLE_DEVICES=0 timeout 180 "$KIT/bin/ltrun" --devices 1 -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 2>&1) ||
+    fail "the CUDA rank failed under ltrun (exit $?): $(tail -3 <<<"$out")"
+  pass "ltrun: $(grep -m1 'cuda ok' <<<"$out" | sed 's/^\[0\] //')"
+}
+
+check_gpu_crash() {
+  need_gpus 1
+  need_cuda
+  local n=$(( KIT_NGPU >= 2 ? 2 : 1 )) log=$KIT_WORK/gpu-crash.log rec=$KIT_WORK/gpu-crash.flat rc=0
+  local ready=$KIT_WORK/gpu-crash.ready crash gone back gpus g before=() base
+  mkdir -p "$ready"
+  for g in $(gpu_memory | awk '{ print $1 }'); do before[g]=$(gpu_used "$g"); done
+  timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-crash -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 \
+    --crash-rank $((n - 1)) --ready-dir "$ready" >"$log" 2>&1 || rc=$?
+  gone=$(now_ms)
+  ctl --json show kit-gpu-crash | flat >"$rec"
+  [[ $rc == 139 && $(jget root_cause.rank <"$rec") == $((n - 1)) ]] ||
+    fail "exit code $rc; want rank $((n - 1))'s SIGSEGV as the root cause: $(cause_of "$rec")"
+  mapfile -t pids < <(rank_pids "$rec")
+  wait_for 5 none_alive "${pids[@]}" || fail "ranks alive after the teardown: ${pids[*]}"
+  crash=$(to_ms "$(event_at crash "$log")")
+  figure crash_to_every_rank_gone_ms $(( $(to_ms "$(jget ended_at <"$rec")") - crash ))
+  gpus=$(jget cuda_visible_devices <"$rec")
+  for g in ${gpus//,/ }; do
+    base=${before[g]:-0}
+    wait_for 60 eval '[[ $(gpu_used '"$g"') -le $((base + 256)) ]]' ||
+      fail "GPU $g still has $(gpu_used "$g") MiB used 60 s after the crash (was $base MiB before)"
+  done
+  back=$(now_ms)
+  figure crash_to_gpu_memory_back_ms $(( back - crash ))
+  local again
+  again=$(timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-again -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 2>&1) ||
+    fail "a job on the same GPUs after the crash failed: $(tail -3 <<<"$again")"
+  [[ $(ctl --json show kit-gpu-again | flat | jget cuda_visible_devices) == "$gpus" ]] ||
+    note "the next job got GPUs $(ctl --json show kit-gpu-again | flat | jget cuda_visible_devices), not $gpus"
+  pass "$n rank(s) holding 4 GiB each: rank $((n - 1))'s SIGSEGV named, every rank gone, memory back on GPU(s) $gpus, a new job ran there"
+}
+
+check_launch_cuda() {
+  need_gpus 1
+  need_cuda
+  launch_cuda() {
+    local via=$1 log=$KIT_WORK/launch-cuda-$1.log rc=0
+    (cd "$KIT_WORK" && PYTHONPATH=$KIT/python LTD_SOCKET=$LTD_SOCK LTRUN=$KIT/bin/ltrun PATH=$KIT/bin:$PATH \
+      timeout 200 "$KIT_PY" "$KIT/checks/launch_check.py" "$via" 1 cuda) >"$log" 2>&1 || rc=$?
+    [[ $rc == 0 ]] || fail "ltd.launch via $via from a process with CUDA initialised failed (exit $rc): $(tail -3 "$log")"
+  }
+  launch_cuda ltrun
+  if [[ ${KIT_GRPC:-} == yes ]]; then
+    launch_cuda ltd
+    pass "ltd.launch via ltd and via ltrun from a process that initialised CUDA: the rank used CUDA, its value came back"
+  fi
+  pass "ltd.launch via ltrun from a process that initialised CUDA: the rank used CUDA, its value came back (via ltd not checked: no grpcio in $KIT_PY)"
+}
+
+nccl() {  # NAME LOG TIMEOUT_S SUBMIT_ARGS... -- TRAIN_ARGS...
+  local name=$1 log=$2 limit=$3 sub=() rc=0
+  shift 3
+  while [[ $1 != -- ]]; do sub+=("$1"); shift; done
+  shift
+  timeout "$limit" "${CTL[@]}" submit --devices 2 --name "$name" "${sub[@]}" -- \
+    "$KIT_PY" "$KIT/checks/train.py" --backend nccl "$@" >"$log" 2>&1 || rc=$?
+  return $rc
+}
+
+check_nccl_crash() {
+  need_gpus 2
+  need_nccl
+  local log=$KIT_WORK/nccl-crash.log rec=$KIT_WORK/nccl-crash.flat rc=0
+  nccl kit-nccl-crash "$log" 200 --heartbeat-timeout 30s -- --crash-rank 1 --crash-step 3 || rc=$?
+  ctl --json show kit-nccl-crash | flat >"$rec"
+  [[ $rc == 1 && $(jget root_cause.rank <"$rec") == 1 && $(jget root_cause.reason <"$rec") == exited ]] ||
+    fail "exit code $rc; want rank 1 exited 1 as the root cause: $(cause_of "$rec")"
+  mapfile -t pids < <(rank_pids "$rec")
+  wait_for 5 none_alive "${pids[@]}" || fail "ranks alive after the teardown: ${pids[*]}"
+  figure crash_to_every_rank_gone_ms $(( $(to_ms "$(jget ended_at <"$rec")") - $(to_ms "$(event_at crash "$log")") ))
+  pass "NCCL DDP: rank 1's exception is the root cause; rank 0 (in NCCL) torn down"
+}
+
+check_nccl_hang() {
+  need_gpus 2
+  need_nccl
+  local log=$KIT_WORK/nccl-hang.log rec=$KIT_WORK/nccl-hang.flat rc=0 msg
+  nccl kit-nccl-hang "$log" 200 --heartbeat-timeout 10s -- --steps 100000 --stall-rank 1 --stall-step 5 || rc=$?
+  ctl --json show kit-nccl-hang | flat >"$rec"
+  msg=$(jget root_cause.message <"$rec")
+  [[ $rc == 124 && $(jget root_cause.rank <"$rec") == 1 && $(jget root_cause.reason <"$rec") == hang ]] ||
+    fail "exit code $rc; want rank 1's hang as the root cause: $(cause_of "$rec")"
+  grep -q "1 stalled outside a collective" <<<"$msg" ||
+    fail "the verdict does not name rank 1 as stalled outside a collective: $msg"
+  [[ $(jget hang_report.ranks.0.in_collective <"$rec") == true ]] ||
+    fail "rank 0 (waiting inside NCCL) is not seen in a collective: $(jget hang_report.ranks.0.stack <"$rec" | cut -c1-300)"
+  figure hang_to_verdict_ms $(( $(to_ms "$(jget root_cause.at <"$rec")") - $(to_ms "$(event_at stall "$log")") ))
+  pass "NCCL DDP: rank 1 stalled outside a collective named; rank 0 seen waiting in NCCL (--heartbeat-timeout 10s)"
+}
+
+check_nccl_watchdog() {
+  need_gpus 1
+  need_nccl
+  local log=$KIT_WORK/nccl-watchdog.log rec=$KIT_WORK/nccl-watchdog.flat rc=0 name=kit-nccl-watchdog n
+  if ((KIT_NGPU >= 2)); then
+    n=2
+    # No heartbeats: only PyTorch's watchdog (20 s) can end rank 0's wait.
+    nccl "$name" "$log" 240 --no-auto-heartbeat -- --steps 100000 --stall-rank 1 --stall-step 3 --pg-timeout 20 || rc=$?
+  else
+    n=1
+    timeout 240 "${CTL[@]}" submit --devices 1 --name "$name" --no-auto-heartbeat -- \
+      "$KIT_PY" "$KIT/checks/watchdog.py" 20 >"$log" 2>&1 || rc=$?
+  fi
+  ctl --json show "$name" | flat >"$rec"
+  [[ $rc == 124 ]] && fail "the job was called hung; want PyTorch's NCCL watchdog to end it: $(cause_of "$rec")"
+  [[ $(jget state <"$rec") == FAILED && $(jget root_cause.rank <"$rec") == 0 ]] ||
+    fail "exit code $rc, $(jget state <"$rec"); want rank 0 ended by the watchdog: $(cause_of "$rec") $(tail -3 "$log")"
+  grep -qi "watchdog" "$log" || fail "no word of the watchdog in rank 0's output: $(tail -3 "$log")"
+  mapfile -t pids < <(rank_pids "$rec")
+  wait_for 5 none_alive "${pids[@]}" || fail "ranks alive after the teardown: ${pids[*]}"
+  figure stall_to_job_ended_ms $(( $(to_ms "$(jget ended_at <"$rec")") - $(to_ms "$(event_at stall "$log")") ))
+  pass "$n-rank NCCL communicator: PyTorch's watchdog aborted the collective after its 20 s timeout; rank 0 $(jget root_cause.reason <"$rec"), every rank gone"
+}
