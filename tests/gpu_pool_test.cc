@@ -12,6 +12,7 @@
 #include "job_manager.h"
 #include "local_host.h"
 #include "manager_fixture.h"
+#include "proc_dir.h"
 
 namespace ltd::test {
 namespace {
@@ -50,7 +51,7 @@ TEST(GpuPool, ReleasedGpuHeldByAProcessIsQuarantinedUntilClean) {
   EXPECT_EQ(pool.quarantine(1)->since, clock.Now());
   ASSERT_EQ(pool.quarantine(1)->holders.size(), 1u);
   EXPECT_EQ(pool.Describe(1), "GPU 3 quarantined: pid " + std::to_string(getpid()) + " (" +
-                                  ProcessUser(getpid()) + ") holds 3.1 GiB");
+                                  ProcessUser(*ProcDir::Open(getpid())) + ") holds 3.1 GiB");
   EXPECT_EQ(pool.Describe(0), "");
   EXPECT_EQ(pool.AnyQuarantined(), 1);
 
@@ -158,9 +159,9 @@ TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {
 
   const std::string second = Submit(2);
   EXPECT_EQ(Get(second).state, JobState::kPending);
-  EXPECT_EQ(Get(second).table.pending_reason, "needs 2 devices, 1 free; GPU 1 quarantined: pid " +
-                                                  std::to_string(getpid()) + " (" +
-                                                  ProcessUser(getpid()) + ") holds 2.0 GiB");
+  EXPECT_EQ(Get(second).table.pending_reason,
+            "needs 2 devices, 1 free; GPU 1 quarantined: pid " + std::to_string(getpid()) + " (" +
+                ProcessUser(*ProcDir::Open(getpid())) + ") holds 2.0 GiB");
   const std::string small = Submit(1);  // would fit, but waits behind `second`
   EXPECT_EQ(Get(small).state, JobState::kPending);
 
