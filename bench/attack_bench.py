@@ -18,6 +18,13 @@ Attacks (counts reduced with --scale below 1):
   connect     A connects and closes as fast as it can (2 processes)
   etcd-kill   A submits 5 jobs that wait for an etcd that never answers
               (--rdzv-timeout 8760h) and kills them
+  metrics-halfopen
+              A holds 100 half-open requests (`GET /metrics HTTP/1.1`, no
+              blank line) to ltd's metrics endpoint, opening them again as
+              they are closed; also prints how long a scrape took beside them
+  sparse-errors
+              4 jobs of A each leave a 20G file of holes in errors/ and exit
+              1; also prints how much the state dir grew once they ended
   stuck-mount A runs 8 `submit -d -o MNT/stuckN.log` at a time, round after
               round, on a FUSE mount that never answers (tests/hang_fs.cc)
   late-mount  the same on one that answers each lookup 4.5 s late
@@ -99,7 +106,8 @@ class Bench:
         self.log = open(os.path.join(self.dir, "ltd.log"), "w")
         self.ltd = subprocess.Popen(
             [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", f"{self.dir}/state",
-             "--devices", "16", "--log-level", "info", "--restore-window", "0", *ltd_args],
+             "--devices", "16", "--log-level", "info", "--restore-window", "0",
+             "--metrics-listen", "127.0.0.1:0", *ltd_args],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while not os.path.exists(self.sock):
@@ -107,6 +115,16 @@ class Bench:
                 sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
             time.sleep(0.02)
         self.procs = []
+        self.metrics = None  # (host, port), from ltd's log
+        deadline = time.time() + 20
+        while self.metrics is None and time.time() < deadline:
+            with open(os.path.join(self.dir, "ltd.log")) as f:
+                for line in f:
+                    if "metrics on http://" in line:
+                        hostport = line.split("metrics on http://")[1].split("/")[0]
+                        host, port = hostport.rsplit(":", 1)
+                        self.metrics = (host, int(port))
+            time.sleep(0.05)
 
     def ctl(self, who, *args, timeout=60, **kw):
         return subprocess.run([self.ltctl, "--socket", self.sock, *args], capture_output=True,
@@ -270,6 +288,36 @@ def shims_of(job):
     return n
 
 
+def du_bytes(path):
+    """Bytes allocated under `path` (blocks, as du counts them)."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def scrape_ms(hostport, timeout=30):
+    """One GET /metrics, in ms; None when it got no answer in `timeout`."""
+    t0 = time.perf_counter()
+    try:
+        c = socket.create_connection(hostport, timeout=timeout)
+        c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        c.close()
+        return (time.perf_counter() - t0) * 1000 if got.startswith(b"HTTP/1.1 200") else None
+    except OSError:
+        return None
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -402,6 +450,61 @@ def main():
             return stop
         run("etcd-kill", etcd_kill, 0.5)
 
+        def metrics_halfopen():
+            pid = os.fork()
+            if pid == 0:
+                # A's: 100 half-open requests, each opened again once closed.
+                as_user(*b.a)()
+                held = []
+                while True:
+                    held = [c for c in held if c.fileno() >= 0]
+                    while len(held) < s(100):
+                        try:
+                            c = socket.create_connection(b.metrics, timeout=1)
+                            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                            c.setblocking(False)
+                            held.append(c)
+                        except OSError:
+                            break
+                    for c in list(held):
+                        try:
+                            if c.recv(1) == b"":
+                                c.close()
+                                held.remove(c)
+                        except BlockingIOError:
+                            pass
+                        except OSError:
+                            c.close()
+                            held.remove(c)
+                    time.sleep(0.05)
+
+            def stop():
+                took = [scrape_ms(b.metrics) for _ in range(5)]
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                got = [t for t in took if t is not None]
+                return (f" scrapes_answered={len(got)}/5 scrape_max="
+                        f"{max(got) if got else float('nan'):.1f}ms")
+            return stop
+        if b.metrics:
+            run("metrics-halfopen", metrics_halfopen, 2)
+
+        def sparse_errors():
+            before = du_bytes(f"{b.dir}/state")
+            jobs = [b.submit("--", "/bin/sh", "-c",
+                             'truncate -s 20G "$(dirname "$TORCHELASTIC_ERROR_FILE")/holes"; '
+                             'exit 1') for _ in range(s(4))]
+            t0 = time.time()
+
+            def stop():
+                for j in jobs:
+                    if j:
+                        b.ctl(b.a, "wait", j, timeout=600)
+                grown = du_bytes(f"{b.dir}/state") - before
+                return (f" jobs_ended_in={time.time() - t0:.1f}s "
+                        f"state_dir_grew={grown / 2**20:.1f}MiB (20G of holes each)")
+            return stop
+        run("sparse-errors", sparse_errors, 0.5)
         fs = os.path.join(args.build, "tests", "lt_hang_fs")
         for name in ("stuck", "late"):
             if only and f"{name}-mount" not in only:

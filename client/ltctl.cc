@@ -125,8 +125,8 @@ std::vector<v1::Job> ListJobs(const Globals& g, const PsArgs& a) {
     v1::Job::State state{};
     if (!v1::Job::State_Parse(name, &state) || state == v1::Job::STATE_UNSPECIFIED)
       Die("--state '" + s +
-          "' is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, "
-          "TIMEOUT, OUT_OF_MEMORY or NODE_FAIL");
+          "' is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, FAILED, CANCELLED, "
+          "LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL");
     req.add_states(state);
   }
   auto api = Connect(g);
@@ -473,8 +473,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->allow_extra_args(false);
   ps->add_option("-t,--state", pa.states,
-                 "only jobs in these states, finished ones too: S[,S] (PENDING, RUNNING, "
-                 "SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL)")
+                 "only jobs in these states, finished ones too: S[,S] (PENDING, STARTING, "
+                 "RUNNING, SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY, "
+                 "NODE_FAIL)")
       ->delimiter(',')
       ->allow_extra_args(false);
   ps->add_flag("--no-trunc", pa.no_trunc, "show whole commands, not cut to fit the table");

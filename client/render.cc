@@ -54,8 +54,9 @@ std::string Elapsed(const v1::Job& job) {
 
 // What is left of a running job's --time, " (1h05m left)"; "" when none.
 std::string TimeLeft(const v1::Job& job) {
-  if (job.state() != v1::Job::RUNNING || job.time_limit_ms() <= 0 || !job.has_started_at())
-    return "";
+  // From when it holds its devices: a STARTING node's rendezvous counts.
+  const bool live = job.state() == v1::Job::RUNNING || job.state() == v1::Job::STARTING;
+  if (!live || job.time_limit_ms() <= 0 || !job.has_started_at()) return "";
   const int64_t end = job.started_at().seconds() + job.time_limit_ms() / 1000;
   return " (" + Human(std::max<int64_t>(0, end - std::time(nullptr))) + " left)";
 }
@@ -553,6 +554,19 @@ void PrintJob(const v1::Job& j, FILE* out) {
                  FormatByteSize(e.bytes()).c_str(), static_cast<unsigned long long>(e.files()),
                  FormatByteSize(e.max_bytes()).c_str(),
                  static_cast<unsigned long long>(e.max_files()));
+  }
+  for (const auto& c : j.errors().cut()) {
+    const std::string what =
+        c.kept() == 0 ? "not kept" : "cut to its first " + FormatByteSize(c.kept());
+    std::fprintf(out,
+                 "errors/: %s (%s long) %s: the copies hold data, not holes, and no more than "
+                 "errors/'s %s in all\n",
+                 Line(c.name()).c_str(), FormatByteSize(c.size()).c_str(), what.c_str(),
+                 FormatByteSize(j.errors().max_bytes()).c_str());
+  }
+  if (j.errors().cut_files() > static_cast<uint64_t>(j.errors().cut_size())) {
+    std::fprintf(out, "errors/: %llu more files cut\n",
+                 static_cast<unsigned long long>(j.errors().cut_files() - j.errors().cut_size()));
   }
   if (j.nodes_size() > 0) {
     std::fprintf(out, "\n");

@@ -90,7 +90,11 @@ absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
     LimitPlaces places) {
   if (absl::Status s = MakeDir(base); !s.ok()) return s;
   const std::string run_dir = base + "/" + run;
-  if (absl::Status s = MakeDir(run_dir); !s.ok()) {
+  absl::Status made = MakeDir(run_dir);
+  // Another process's sweep (SweepStaleLtruns) removed the base as it was
+  // empty, between the two mkdirs: once more.
+  if (absl::IsNotFound(made) && MakeDir(base).ok()) made = MakeDir(run_dir);
+  if (absl::Status s = made; !s.ok()) {
     rmdir(base.c_str());  // only if empty: a predecessor's leftovers stay for the sweep
     return s;
   }
@@ -189,9 +193,18 @@ absl::Status CgroupContainment::SetUpLimits(const std::string& job_id, const Job
       return JobDir(job_id);
     }
     const std::string run = RunDirIn(place);
-    for (const std::string& dir : {run.substr(0, run.rfind('/')), run, Cat(run, "/job-", job_id)}) {
-      if (absl::Status s = MakeCgroupDir(dir); !s.ok()) return s;
+    // Twice: another process's sweep (SweepStaleLtruns) may remove the
+    // base while it is empty, between two of the mkdirs.
+    absl::Status made = absl::OkStatus();
+    for (int round = 0; round < 2; ++round) {
+      for (const std::string& dir :
+           {run.substr(0, run.rfind('/')), run, Cat(run, "/job-", job_id)}) {
+        made = MakeCgroupDir(dir);
+        if (!made.ok()) break;
+      }
+      if (!absl::IsNotFound(made)) break;
     }
+    if (!made.ok()) return made;
     return Cat(run, "/job-", job_id);
   };
   absl::Status s = absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "process_group_containment.h"
 #include "process_scan.h"
 #include "spdlog/spdlog.h"
+#include "stale_runs.h"
 #include "state_tag.h"
 #include "str_util.h"
 #include "subreaper_containment.h"
@@ -126,6 +127,15 @@ void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>&
       },
       20);
   if (killed > 0) spdlog::warn("killed {} process(es) left by an earlier ltd", killed);
+}
+
+void SweepStaleLtruns(const ContainmentPlan& plan) {
+  std::vector<std::string> owns;
+  if (!plan.cgroup_base.empty())
+    owns.push_back(plan.cgroup_base.substr(0, plan.cgroup_base.rfind('/')));
+  for (const std::string& v1 : plan.v1_bases()) owns.push_back(v1.substr(0, v1.rfind('/')));
+  const int removed = RemoveStaleLtrunCgroups(owns);
+  if (removed > 0) spdlog::info("removed {} empty cgroup(s) of ltruns that were killed", removed);
 }
 
 int KillInstance(const ContainmentPlan& plan, const std::string& instance) {

@@ -54,6 +54,10 @@ std::string SupervisorInstance(const std::string& job_id);
 // supervisors still alive).
 void SweepLeftovers(const ContainmentPlan& plan, const std::vector<std::string>& keep);
 
+// Removes the empty cgroups SIGKILLed ltruns left beside this process's
+// own (stale_runs.h), in the v2 hierarchy and each v1 one of `plan`.
+void SweepStaleLtruns(const ContainmentPlan& plan);
+
 // Kills what is left of one instance (a supervisor that died), escaped
 // descendants too, and removes its cgroup. Returns how many processes it
 // found.

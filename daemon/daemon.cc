@@ -211,7 +211,9 @@ absl::Status Daemon::TakeOverEarlier() {
   // it; the rest of what earlier processes left is swept.
   std::vector<std::string> running, pending;
   for (const Job& job : store_->LoadAll()) {
-    if (job.state == JobState::kRunning) running.push_back(job.id);
+    if (job.state == JobState::kRunning || job.state == JobState::kStarting) {
+      running.push_back(job.id);
+    }
     if (job.state == JobState::kPending) pending.push_back(job.id);
   }
   // A supervisor the earlier ltd started as it died is going, or starting
@@ -226,6 +228,7 @@ absl::Status Daemon::TakeOverEarlier() {
   std::vector<std::string> keep = {plan_->instance};
   for (const auto& [id, f] : found_) keep.push_back(SupervisorInstance(id));
   SweepLeftovers(*plan_, keep);
+  SweepStaleLtruns(*plan_);
   // Proves the mode asked for works here (and picks one for "auto"); every
   // supervisor then uses that mode for its job.
   auto containment = SetUpContainment(loop_->get(), config_.containment, *plan_);
@@ -310,7 +313,7 @@ absl::Status Daemon::Wire() {
   notifier_.emplace(*clock_, [&manager] {
     SystemdNotifier::Counts c;
     for (const Job* job : manager.List(false)) {
-      (job->state == JobState::kRunning ? c.running : c.pending) += 1;
+      (job->state == JobState::kPending ? c.pending : c.running) += 1;
     }
     return c;
   });

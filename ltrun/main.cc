@@ -48,6 +48,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
+#include "stale_runs.h"
 #include "str_util.h"
 #include "torchrun_args.h"
 #include "torchrun_launch.h"
@@ -292,6 +293,11 @@ int Run(const Options& opt) {
   std::unique_ptr<PrivateEtcd> c10d;
   if (!opt.c10d_endpoint.empty()) c10d = OrDie(HostC10d(opt, Cat(dir, "/c10d-etcd")));
   if (!job.spec.nodes.rdzv.empty()) {
+    // As under ltd: the wait is no longer than the job's --time.
+    NodeSpec& nodes = job.spec.nodes;
+    if (job.spec.time_limit.count() > 0 && nodes.rdzv_timeout > job.spec.time_limit) {
+      nodes.rdzv_timeout = job.spec.time_limit;
+    }
     // The host of a c10d run is known to the others by the endpoint's address.
     const std::string here = c10d ? c10d->ip() : opt.local_addr;
     auto joined = rdzv::JoinRun(
@@ -319,7 +325,8 @@ int Run(const Options& opt) {
   int exit_code = 1;
   {
     UvClock clock(loop.get());
-    const ContainmentPlan plan = PlanContainment(*store, Cat("ltrun", getpid()));
+    const ContainmentPlan plan = PlanContainment(*store, LtrunInstance(getpid()));
+    SweepStaleLtruns(plan);
     auto containment = SetUpContainment(loop.get(), opt.containment, plan);
     if (!containment.ok()) Die(std::string(containment.status().message()));
     if (job.spec.limits.any()) {

@@ -14,8 +14,9 @@
 namespace ltd {
 namespace {
 
-constexpr std::array<std::pair<JobState, std::string_view>, 9> kJobStates = {{
+constexpr std::array<std::pair<JobState, std::string_view>, 10> kJobStates = {{
     {JobState::kPending, "PENDING"},
+    {JobState::kStarting, "STARTING"},
     {JobState::kRunning, "RUNNING"},
     {JobState::kSucceeded, "SUCCEEDED"},
     {JobState::kFailed, "FAILED"},
@@ -98,7 +99,9 @@ std::optional<StackStatus> ParseStackStatus(std::string_view s) {
   return Lookup(kStackStatuses, s);
 }
 
-bool IsFinal(JobState s) { return s != JobState::kPending && s != JobState::kRunning; }
+bool IsFinal(JobState s) {
+  return s != JobState::kPending && s != JobState::kStarting && s != JobState::kRunning;
+}
 
 JobState EndStateFor(const RootCause& cause) {
   switch (cause.reason) {

@@ -30,6 +30,9 @@ using WallTime = std::chrono::system_clock::time_point;
 // added after kLost do not move them (the shim protocol casts them).
 // kTimeout: past its --time (or ltd's --max-time); kOutOfMemory: the OOM
 // killer killed it; kNodeFail: another node of its run was lost.
+// kStarting: a node of a multi-node run that holds its devices and waits
+// in the rendezvous for its run's other nodes; its ranks start (kRunning)
+// once they came. Its --time counts from there, as kRunning's does.
 enum class JobState {
   kPending,
   kRunning,
@@ -37,6 +40,7 @@ enum class JobState {
   kFailed,
   kCancelled,
   kLost,
+  kStarting,
   kTimeout = 16,
   kOutOfMemory = 17,
   kNodeFail = 18,
@@ -362,6 +366,16 @@ std::string Describe(const UnkillableProcess& p);
 // frame's, without address and offset ("request_wait_answer"); "" when none.
 std::string KernelTopFrame(std::string_view stack);
 
+// A file of errors/ whose copy onto the disk was cut: its first `kept`
+// bytes of `size` (a file with holes, or one past what was left of the
+// tmpfs's size).
+struct CutFile {
+  std::string name;  // as the rank named it: bytes
+  uint64_t kept = 0;
+  uint64_t size = 0;
+  bool operator==(const CutFile&) const = default;
+};
+
 // errors/, the dir of TORCHELASTIC_ERROR_FILE, and its bound: a part of the
 // job's --job-max-log-bytes (store/error_dir.h).
 struct ErrorsDir {
@@ -372,6 +386,11 @@ struct ErrorsDir {
   uint64_t bytes = 0;
   uint64_t files = 0;
   bool full = false;
+  // The copies onto the disk hold no more in all than the tmpfs's size:
+  // what was cut (at most kMaxCutListed files named; `cut_files` counts all).
+  std::vector<CutFile> cut;
+  uint64_t cut_files = 0;
+  static constexpr size_t kMaxCutListed = 16;
   bool operator==(const ErrorsDir&) const = default;
 };
 

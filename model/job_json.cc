@@ -263,6 +263,14 @@ nlohmann::json ToJson(const Job& job) {
                      {"bytes", e.bytes},
                      {"files", e.files},
                      {"full", e.full}};
+    if (e.cut_files > 0) {
+      nlohmann::json cut = nlohmann::json::array();
+      for (const CutFile& c : e.cut) {
+        cut.push_back({{"name", BytesToJson(c.name)}, {"kept", c.kept}, {"size", c.size}});
+      }
+      out["errors"]["cut"] = std::move(cut);
+      out["errors"]["cut_files"] = e.cut_files;
+    }
   }
   if (s.limits.memory_bytes != 0) out["mem_bytes"] = s.limits.memory_bytes;
   if (s.limits.memory_per_rank_bytes != 0)
@@ -389,6 +397,14 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     e.bytes = Field<uint64_t>(*it, "bytes").value_or(0);
     e.files = Field<uint64_t>(*it, "files").value_or(0);
     e.full = Field<bool>(*it, "full").value_or(false);
+    e.cut_files = Field<uint64_t>(*it, "cut_files").value_or(0);
+    if (auto cut = it->find("cut"); cut != it->end() && cut->is_array()) {
+      for (const auto& c : *cut) {
+        if (!c.is_object() || e.cut.size() >= ErrorsDir::kMaxCutListed) break;
+        e.cut.push_back({BytesField(c, "name").value_or(""), Field<uint64_t>(c, "kept").value_or(0),
+                         Field<uint64_t>(c, "size").value_or(0)});
+      }
+    }
   }
   s.limits.memory_bytes = Field<uint64_t>(j, "mem_bytes").value_or(0);
   s.limits.memory_per_rank_bytes = Field<uint64_t>(j, "mem_per_rank_bytes").value_or(0);

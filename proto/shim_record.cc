@@ -10,6 +10,7 @@ namespace pb = shim::v1;
 // The proto's enums number as model/job.h's: a cast each way, checked.
 static_assert(pb::JOB_PENDING == static_cast<int>(JobState::kPending) &&
               pb::JOB_LOST == static_cast<int>(JobState::kLost) &&
+              pb::JOB_STARTING == static_cast<int>(JobState::kStarting) &&
               pb::JOB_TIMEOUT == static_cast<int>(JobState::kTimeout) &&
               pb::JOB_OUT_OF_MEMORY == static_cast<int>(JobState::kOutOfMemory) &&
               pb::JOB_NODE_FAIL == static_cast<int>(JobState::kNodeFail));
@@ -224,6 +225,13 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     e->set_bytes(job.errors.bytes);
     e->set_files(job.errors.files);
     e->set_full(job.errors.full);
+    for (const CutFile& c : job.errors.cut) {
+      pb::Record::ErrorsDir::Cut* o = e->add_cut();
+      o->set_name(c.name);
+      o->set_kept(c.kept);
+      o->set_size(c.size);
+    }
+    e->set_cut_files(job.errors.cut_files);
   }
 }
 
@@ -410,6 +418,11 @@ std::optional<Job> FromProto(const pb::Record& r) {
     job.errors.bytes = r.errors().bytes();
     job.errors.files = r.errors().files();
     job.errors.full = r.errors().full();
+    for (const auto& c : r.errors().cut()) {
+      if (job.errors.cut.size() >= ErrorsDir::kMaxCutListed) break;
+      job.errors.cut.push_back({c.name(), c.kept(), c.size()});
+    }
+    job.errors.cut_files = r.errors().cut_files();
   }
   return job;
 }

@@ -228,6 +228,8 @@ int Run(const Options& opt) {
       if (unwatched) return;
       if (first_contact) first_contact->Watched();
       if (runner.job().spec.nodes.rdzv.empty()) return runner.Start();
+      runner.BeginRendezvous();
+      if (runner.ended()) return;
       joiner = std::thread([&, job = runner.job()]() mutable {
         auto post = [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); };
         auto joined = rdzv::JoinRun(job, post, "", [&] { return give_up.load(); });

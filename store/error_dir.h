@@ -8,7 +8,10 @@
 // charged to its cgroup). At the job's end its regular files are copied,
 // as root's, onto the disk beside the job's log (within the same bound)
 // and the tmpfs is unmounted (detached: a process stuck in the kernel
-// with a file open there keeps only its own pages alive).
+// with a file open there keeps only its own pages alive). A copy holds
+// data, not holes, and all of them together no more than the tmpfs's size:
+// a 20 GB file of holes takes no block of the tmpfs, and must take none of
+// the disk either. What does not fit is cut, and the record says so.
 //
 // Why a tmpfs: it bounds bytes and files in the kernel, for any writer, on
 // every Linux and every file system under the state dir, and needs no
@@ -24,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,6 +52,10 @@ struct ErrorDirUse {
   bool full = false;        // no byte or no inode was left: writes past it failed
   uint64_t kept_files = 0;  // regular files copied onto the disk
   std::string not_kept;     // why some were not (a full disk); "" when all were
+  // Copies cut short: a file's first CutFile::kept bytes were kept, holes
+  // within them as holes (at most ErrorsDir::kMaxCutListed named).
+  std::vector<CutFile> cut;
+  uint64_t cut_files = 0;
 };
 
 // errors/ inside `job_dir`, root's and 0700: nobody writes there before

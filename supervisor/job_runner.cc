@@ -69,9 +69,22 @@ void JobRunner::Start() {
   job_.containment = std::string(launcher_.containment());
   OpenErrorDir();
   BeginAttempt();
-  if (ended() || job_.spec.time_limit.count() <= 0) return;
-  // From the first start, restarts and their backoffs included, as a
-  // batch system's wall time counts.
+  if (!ended()) ArmTimeLimit();
+}
+
+void JobRunner::BeginRendezvous() {
+  if (ended() || job_.state != JobState::kPending) return;
+  SetState(JobState::kStarting);
+  job_.started_at = clock_.Now();  // it holds its devices from here
+  ArmTimeLimit();
+  Persist();
+}
+
+void JobRunner::ArmTimeLimit() {
+  if (time_limit_armed_ || job_.spec.time_limit.count() <= 0) return;
+  time_limit_armed_ = true;
+  // From the first start (a multi-node run's rendezvous), restarts and
+  // their backoffs included, as a batch system's wall time counts.
   time_limit_timer_ = clock_.StartTimer(job_.spec.time_limit, [this] {
     time_limit_timer_ = 0;
     OnTimeLimit();
@@ -119,7 +132,11 @@ void JobRunner::OnTimeLimit() {
   cause.reason = CauseReason::kTimeLimit;
   cause.at = clock_.Now();
   cause.message =
-      Cat("the job ran for its time limit of ", FormatDuration(job_.spec.time_limit), " (--time)");
+      job_.state == JobState::kStarting
+          ? Cat("the job reached its time limit of ", FormatDuration(job_.spec.time_limit),
+                " (--time) waiting in the rendezvous for its run's other nodes")
+          : Cat("the job ran for its time limit of ", FormatDuration(job_.spec.time_limit),
+                " (--time)");
   spdlog::warn("job={} {}", job_.id, cause.message);
   Output(-1, Stream::kStderr, Cat("ltd: tearing down job ", job_.id, ": ", cause.message));
   const Phase phase = attempt_ != nullptr ? At().phase : Phase::kBackoff;

@@ -66,8 +66,12 @@ class JobRunner final : public RunFenceEvents {
   // this node's root cause and state go to the other nodes, theirs come
   // back as OnRunCause, and restarts wait for every node.
   void SetFence(RunFence* fence);
-  // Under ltd the rendezvous runs after the runner is made: what the nodes
-  // agreed (node rank, master address and port) comes before Start.
+  // Under ltd the rendezvous runs after the runner is made, the job's
+  // devices held: it is STARTING meanwhile, and its --time counts from
+  // here (a node that waits for its run's other nodes ends at its time as
+  // a running one does). What the nodes agreed (node rank, master address
+  // and port) comes before Start.
+  void BeginRendezvous();
   void JoinedRun(RunFence* fence, const NodeSpec& agreed, int master_port);
   // The run could not be joined: the job ends before any rank started.
   void FailToJoin(std::string why);
@@ -176,6 +180,8 @@ class JobRunner final : public RunFenceEvents {
   void Restart();
   // --time ran out.
   void OnTimeLimit();
+  // The --time (and --signal's warning) timers, from now; once.
+  void ArmTimeLimit();
   // This node's own root cause of the attempt, to the other nodes, with
   // the kind of evidence it is (run_verdict.h); `pending`: a hang whose
   // stacks are still being taken (announced again once they are in).
@@ -218,6 +224,7 @@ class JobRunner final : public RunFenceEvents {
   uint64_t opening_ = 0;
   RunFence* fence_ = nullptr;
   Clock::TimerId time_limit_timer_ = 0;
+  bool time_limit_armed_ = false;
   Clock::TimerId warn_timer_ = 0;  // --signal before --time ends
   // --signal's SIG to every rank now, because `why`; the record says when.
   void SendWarnSignal(const std::string& why);

@@ -157,6 +157,41 @@ TEST_F(Budget, AJobWhoseSupervisorDiedLeavesNoMount) {
   Open(gate);
 }
 
+// The issue's: a rank leaves a 20 GB file of holes in errors/ (no block of
+// the tmpfs) and exits 1. Its copy onto the disk holds its data, not its
+// holes: the state dir grows by at most the tmpfs's size (1 MiB here), and
+// the record and `show` say what was cut.
+TEST_F(Budget, AFileOfHolesInErrorsIsCopiedAsItsDataAlone) {
+  ASSERT_TRUE(d_.Start({"--job-max-log-bytes", "10M"})) << d_.log();
+  const uint64_t before = DiskBytes(d_.state_dir());
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "1", "--", "/bin/sh", "-c",
+                     "printf '{\"message\": \"holes\"}' > \"$TORCHELASTIC_ERROR_FILE\"; "
+                     "truncate -s 20G \"$(dirname \"$TORCHELASTIC_ERROR_FILE\")/holes\"; exit 1"});
+  ASSERT_FALSE(id.empty());
+  const nlohmann::json ended = d_.WaitEnded(id, 120s);
+  EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
+  const uint64_t max = ended["errors"].value("max_bytes", uint64_t{0});
+  EXPECT_EQ(max, uint64_t{1} << 20) << ended.dump();
+  const uint64_t grown = DiskBytes(d_.state_dir()) - before;
+  std::fprintf(stderr, "state dir grew by %llu bytes\n", static_cast<unsigned long long>(grown));
+  EXPECT_LE(grown, max + (256u << 10)) << "more than the tmpfs held went onto the disk";
+  // Not even as a file that only says it is 20 GB long.
+  const std::string errors = d_.state_dir() + "/jobs/" + id + "/errors";
+  uint64_t lengths = 0;
+  for (const auto& e : fs::directory_iterator(errors)) lengths += fs::file_size(e.path());
+  EXPECT_LE(lengths, max);
+  const nlohmann::json& cut = ended["errors"]["cut"];
+  ASSERT_TRUE(cut.is_array() && cut.size() == 1) << ended.dump();
+  EXPECT_EQ(cut[0].value("name", ""), "holes");
+  EXPECT_EQ(cut[0].value("kept", uint64_t{1}), 0u);
+  EXPECT_EQ(cut[0].value("size", uint64_t{0}), uint64_t{20} << 30);
+  EXPECT_EQ(ended["root_cause"].value("message", ""), "holes") << ended.dump();
+  const CmdResult show = CtlAs(*a_, {"show", id});
+  EXPECT_TRUE(Has(show.out, "errors/: holes (20G long) not kept")) << show.out;
+  EXPECT_TRUE(MountsUnder(d_.state_dir()).empty()) << "the job's tmpfs is left mounted";
+}
+
 // Under a small --max-state-bytes: four chatty jobs of A and a quiet
 // finished job of B. A's own jobs go to make room, never B's; while A's
 // live jobs fill the state dir, B's submit is taken and A's refused, in

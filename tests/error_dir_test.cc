@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "job_store.h"
 
@@ -146,6 +147,57 @@ TEST_F(ErrorDirTest, WritesPastItsShareFailAndItsEndLeavesRootsCopiesAndNoMount)
   // Closing again (ltd after its supervisor) changes nothing.
   EXPECT_FALSE(CloseJobErrorDir(*store_, job));
   EXPECT_TRUE(job.errors.full);
+}
+
+// Holes take no block of the tmpfs and none of the disk: a copy holds a
+// file's data at its offsets, holes at its end are not copied, and all
+// copies together are no longer than the tmpfs's size. Fails where the
+// copy read the file to its end (20 GB of zeros onto the disk).
+TEST_F(ErrorDirTest, ACopyHoldsDataNotHolesAndNoMoreThanTheTmpfs) {
+  const ErrorDirBound bound = ErrorDirShare(10u << 20, 1);
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, bound).ok());
+  const std::string errors = job_dir_ + "/errors";
+  const int rc = AsNobody([&] {
+    std::ofstream(errors + "/error-0.json") << "{}";
+    if (truncate((errors + "/holes").c_str(), 0) != 0 && errno != ENOENT) return 1;
+    const int holes = open((errors + "/holes").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (holes < 0 || ftruncate(holes, off_t{20} << 30) != 0) return 2;
+    close(holes);
+    // 8 KiB of data, then a 1 GiB hole: its data is kept, not the hole.
+    const int head = open((errors + "/head").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    const std::string data(8192, 'h');
+    if (head < 0 || write(head, data.data(), data.size()) != 8192) return 3;
+    if (ftruncate(head, off_t{1} << 30) != 0) return 4;
+    close(head);
+    // 4 KiB of data 10 GiB in: past what the tmpfs's size lets be copied.
+    const int tail = open((errors + "/tail").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (tail < 0 || pwrite(tail, data.data(), 4096, off_t{10} << 30) != 4096) return 5;
+    close(tail);
+    return 0;
+  });
+  ASSERT_EQ(rc, 0) << "step " << rc;
+  Job job;
+  job.id = "1";
+  job.errors.max_bytes = bound.bytes;
+  EXPECT_TRUE(CloseJobErrorDir(*store_, job));
+  uint64_t lengths = 0, blocks = 0;
+  for (const auto& e : std::filesystem::directory_iterator(errors)) {
+    struct stat st {};
+    ASSERT_EQ(lstat(e.path().c_str(), &st), 0);
+    lengths += static_cast<uint64_t>(st.st_size);
+    blocks += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  EXPECT_LE(lengths, bound.bytes);
+  EXPECT_LE(blocks, bound.bytes);
+  EXPECT_EQ(std::filesystem::file_size(errors + "/error-0.json"), 2u);
+  EXPECT_EQ(std::filesystem::file_size(errors + "/head"), 8192u);
+  EXPECT_EQ(std::filesystem::file_size(errors + "/holes"), 0u);
+  EXPECT_EQ(std::filesystem::file_size(errors + "/tail"), 0u);
+  EXPECT_EQ(job.errors.cut_files, 3u);
+  const std::vector<CutFile> cut = {{"head", 8192, uint64_t{1} << 30},
+                                    {"tail", 0, (uint64_t{10} << 30) + 4096},
+                                    {"holes", 0, uint64_t{20} << 30}};
+  EXPECT_EQ(job.errors.cut, cut);
 }
 
 // A job pruned with its tmpfs still mounted (an ltd that stopped before

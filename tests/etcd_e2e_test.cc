@@ -315,6 +315,45 @@ TEST_F(EtcdRun, UnderLtdCrashOnNode1TearsNode0DownNamingNode1) {
   EXPECT_EQ(j1["root_cause"]["reason"], "exited") << j1.dump(1);
 }
 
+// The issue's: under `ltd --max-time 4s`, a node whose run's other node
+// never comes holds its devices in the rendezvous. It shows STARTING (not
+// PENDING) meanwhile, its --rdzv-timeout 1h is cut to the 4 s, and it ends
+// at its time (reason time_limit) with its devices free again. Fails where
+// the time counted from the ranks' start only.
+TEST_F(EtcdRun, UnderLtdMaxTimeEndsANodeWaitingInItsRendezvous) {
+  Daemon d;
+  ASSERT_TRUE(d.Start({"--devices", "2", "--max-time", "4s"})) << d.log();
+  CmdResult submitted = d.Ctl({"submit", "-d", "--devices", "2", "--nnodes", "2", "--node-rank",
+                               "0", "--rdzv", etcd_->url(), "--run-id", run_id_, "--master-addr",
+                               "127.0.0.1", "--rdzv-timeout", "1h", "--", "true"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id = TrimEnd(submitted.out);
+  std::string seen;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        CmdResult ps = d.Ctl({"--json", "ps"});
+        auto list = nlohmann::json::parse(ps.out, nullptr, false);
+        if (!list.is_array() || list.empty()) return false;
+        seen = list[0].value("state", "");
+        return seen == "STARTING";
+      },
+      20s))
+      << "the waiting node shows " << seen;
+  const CmdResult ps = d.Ctl({"ps"});
+  EXPECT_NE(ps.out.find("STARTING"), std::string::npos) << ps.out;
+  const nlohmann::json ended = d.WaitEnded(id, 60s);
+  EXPECT_EQ(ended.value("state", ""), "TIMEOUT") << ended.dump(1);
+  EXPECT_EQ(ended["root_cause"].value("reason", ""), "time_limit") << ended.dump(1);
+  EXPECT_NE(ended["root_cause"].value("message", "").find("waiting in the rendezvous"),
+            std::string::npos)
+      << ended.dump(1);
+  EXPECT_EQ(ended.value("rdzv_timeout_ms", int64_t{0}), 4000) << ended.dump(1);
+  // Its devices are free: a job of both runs.
+  CmdResult next = d.Ctl({"submit", "--devices", "2", "--", "true"}, 60s);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(d.Stop(), 0);
+}
+
 // Bad starts: each ends at once (or at its --rdzv-timeout) with one line.
 TEST_F(EtcdRun, MismatchedNnodesEndsBothNodes) {
   auto n0 = Node(0, {}, {"true"});

@@ -321,6 +321,37 @@ TEST_F(JobRunnerTest, TheTimeLimitTearsTheJobDownWith124) {
   EXPECT_EQ(clock_.pending_timers(), 0u);
 }
 
+// A node of a multi-node run holds its devices from its rendezvous on: it
+// is STARTING there, and its time counts from there. One whose run never
+// completes ends at its time, its ranks never started.
+TEST_F(JobRunnerTest, TheTimeLimitCountsFromTheRendezvous) {
+  Job job;
+  job.id = id_;
+  job.spec = Spec(2);
+  job.spec.time_limit = Millis(4'000);
+  job.spec.nodes.nnodes = 2;
+  job.spec.nodes.rdzv = "etcd://127.0.0.1:2379";
+  ASSERT_TRUE(store_->CreateJobDir(job.id).ok());
+  runner_ = std::make_unique<JobRunner>(clock_, launcher_, *store_, nullptr, Config(),
+                                        std::move(job), events_);
+  runner_->BeginRendezvous();
+  EXPECT_EQ(Get().state, JobState::kStarting);
+  EXPECT_TRUE(Get().started_at.has_value());
+  clock_.Advance(Millis(3'999));
+  EXPECT_FALSE(events_.ended);
+  clock_.Advance(Millis(1));
+  ASSERT_TRUE(events_.ended);
+  EXPECT_EQ(Get().state, JobState::kTimeout);
+  EXPECT_EQ(Get().exit_code, 124);
+  ASSERT_TRUE(Get().root_cause);
+  EXPECT_EQ(Get().root_cause->reason, CauseReason::kTimeLimit);
+  EXPECT_EQ(Get().root_cause->message,
+            "the job reached its time limit of 4s (--time) waiting in the rendezvous for its "
+            "run's other nodes");
+  EXPECT_TRUE(launcher_.procs.empty());
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+}
+
 // The limit counts from the first start, restarts included: a job waiting
 // out its backoff when the time is up ends then, and does not restart.
 TEST_F(JobRunnerTest, TheTimeLimitCountsAcrossRestarts) {

@@ -249,6 +249,57 @@ TEST_P(Ltrun, ManyRanksUnderTheUsualFdLimit) {
   EXPECT_EQ(std::count(low.err.begin(), low.err.end(), '\n'), 1) << low.err;
 }
 
+// The issue's: an ltrun that is SIGKILLed cannot remove its cgroups; they
+// stay, emptied, until the next ltrun beside it removes them (and their
+// ltd-<tag> parent). Fails where nobody did.
+TEST_P(Ltrun, ASigkilledLtrunsEmptyCgroupsGoWithTheNext) {
+  if (GetParam() == "subreaper") GTEST_SKIP() << "no cgroups in this mode";
+  std::string own = delegated_;
+  if (own.empty()) {
+    auto mine = OwnCgroupDir();
+    ASSERT_TRUE(mine.ok()) << mine.status();
+    own = *mine;
+  }
+  const std::string pidfile = dir_ + "/pids";
+  auto run_dir = std::make_shared<std::string>();
+  // Its state dir below the test's: a killed ltrun cannot remove a temp one.
+  CmdResult r = Run({"--state-dir", dir_ + "/killed", "--devices", "2", "--", TestChildPath(),
+                     "pidfile:" + pidfile + ",hang"},
+                    60s, [&](pid_t pid) {
+                      std::thread([pid, pidfile, own, run_dir] {
+                        WaitFor(
+                            [&] {
+                              std::ifstream in(pidfile);
+                              return std::count(std::istreambuf_iterator<char>(in),
+                                                std::istreambuf_iterator<char>(), '\n') >= 2;
+                            },
+                            20s);
+                        for (const std::string& base : ChildCgroups(own)) {
+                          const std::string dir =
+                              own + "/" + base + "/run-ltrun" + std::to_string(pid);
+                          if (base.starts_with("ltd-") && access(dir.c_str(), F_OK) == 0) {
+                            *run_dir = dir;
+                          }
+                        }
+                        kill(pid, SIGKILL);
+                      }).detach();
+                    });
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  std::ifstream in(pidfile);
+  for (pid_t pid; in >> pid;) {
+    EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(pid); }, 10s)) << "rank " << pid << " lives";
+  }
+  ASSERT_FALSE(run_dir->empty()) << "no run-ltrun cgroup under " << own;
+  const std::string base = run_dir->substr(0, run_dir->rfind('/'));
+  ASSERT_TRUE(WaitFor([&] { return !CgroupPopulated(*run_dir).value_or(true); }, 10s));
+  EXPECT_EQ(access(run_dir->c_str(), F_OK), 0) << "gone before the next ltrun";
+
+  CmdResult next = Run({"--devices", "1", "--", "/bin/true"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_NE(access(run_dir->c_str(), F_OK), 0) << *run_dir << " was left by the next ltrun";
+  EXPECT_NE(access(base.c_str(), F_OK), 0) << base << " was left by the next ltrun";
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Ltrun, ::testing::Values("cgroup", "delegated", "subreaper"),
                          [](const auto& info) { return info.param; });
 

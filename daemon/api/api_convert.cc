@@ -193,6 +193,13 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     e->set_bytes(job.errors.bytes);
     e->set_files(job.errors.files);
     e->set_full(job.errors.full);
+    for (const CutFile& c : job.errors.cut) {
+      v1::ErrorsDir::Cut* o = e->add_cut();
+      o->set_name(DisplayEscapeElided(c.name, limits.text));
+      o->set_kept(c.kept);
+      o->set_size(c.size);
+    }
+    e->set_cut_files(job.errors.cut_files);
   }
   SetTime(job.submitted_at, out->mutable_submitted_at());
   SetTime(job.started_at, [&] { return out->mutable_started_at(); });

@@ -64,7 +64,7 @@ absl::StatusOr<ListFilter> FilterFromRequest(const v1::ListRequest& req, uid_t c
     if (!state) {
       return absl::InvalidArgumentError(
           Cat("--state ", s,
-              " is no job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
+              " is no job state; use PENDING, STARTING, RUNNING, SUCCEEDED, FAILED, "
               "CANCELLED or LOST"));
     }
     f.states.insert(*state);

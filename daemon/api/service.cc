@@ -562,7 +562,9 @@ grpc::ServerUnaryReactor* LtdService::SetDrain(grpc::CallbackServerContext* ctx,
     if (manager_.drain()) reply->set_reason(DisplayEscape(*manager_.drain()));
     if (const auto& at = manager_.drain_deadline()) SetTime(*at, reply->mutable_deadline());
     for (const Job* job : manager_.List(false)) {
-      if (job->state == JobState::kRunning) reply->set_running(reply->running() + 1);
+      if (job->state == JobState::kRunning || job->state == JobState::kStarting) {
+        reply->set_running(reply->running() + 1);  // it holds its devices
+      }
       if (job->state == JobState::kPending) reply->set_pending(reply->pending() + 1);
     }
     reactor->Finish(grpc::Status::OK);

@@ -48,7 +48,7 @@ void JobManager::ArmDrainDeadline() {
   drain_timers_.push_back(clock_.StartTimer(left, [this] {
     drain_timers_.clear();  // this one has run; the --signal ones before it
     for (const Job* job : List(false)) {
-      if (job->state != JobState::kRunning) continue;
+      if (job->state != JobState::kRunning && job->state != JobState::kStarting) continue;
       Kill(job->id,
            KillOrder::Teardown(std::string(kByLtd),
                                "the drain's deadline came (ltctl drain --deadline)"),

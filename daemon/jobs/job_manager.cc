@@ -91,7 +91,10 @@ void JobManager::Recover(const Adopter& adopt) {
         *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
     tokens_.Remember(job.spec.uid, job.spec.submit_token, job.id, job.submitted_at);
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
-    if (job.state == JobState::kRunning) running.emplace_back(numeric, &job);
+    // A STARTING one's supervisor waits in its rendezvous: adopted as a running one's.
+    if (job.state == JobState::kRunning || job.state == JobState::kStarting) {
+      running.emplace_back(numeric, &job);
+    }
     if (IsFinal(job.state)) {
       CutToSummary(job, kSummaryArgvBytes);
       CountFinished(job);
@@ -106,7 +109,8 @@ void JobManager::Recover(const Adopter& adopt) {
     if (adopt) supervision = adopt(*job, *link);
     if (supervision == nullptr) {
       if (IsFinal(job->state)) continue;  // it ended meanwhile: the record said so
-      spdlog::warn("job={} was RUNNING with no supervisor left; marking it LOST", job->id);
+      spdlog::warn("job={} was {} with no supervisor left; marking it LOST", job->id,
+                   ToString(job->state));
       RootCause cause;
       cause.reason = CauseReason::kSupervisorLost;
       cause.at = clock_.Now();
@@ -276,7 +280,8 @@ void JobManager::OnBeats(const std::string& id, const std::vector<RankBeat>& bea
 
 void JobManager::StateChanged(const Job& job, JobState from) {
   Emit([&](JobEvents& e) { e.OnStateChanged(job, from); });
-  if (from != JobState::kPending || job.state != JobState::kRunning) return;
+  if (from == job.state || job.state != JobState::kRunning) return;
+  if (from != JobState::kPending && from != JobState::kStarting) return;
   auto it = observers_.find(job.id);
   if (it == observers_.end()) return;
   for (auto& [oid, obs] : it->second) obs->OnStarted(job);

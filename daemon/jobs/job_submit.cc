@@ -3,6 +3,7 @@
 // on disk, not in memory, until the job starts.
 #include "absl/strings/numbers.h"
 #include "bytes.h"
+#include "duration.h"
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -36,6 +37,15 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   limits.no_cpu_limit = config_.no_cpu_limit;
   limits.cpus = config_.cpus;
   if (auto s = ValidateSpec(spec, limits); !s.ok()) return s;
+  // The rendezvous is part of the job's time (it holds its devices while it
+  // waits): a wait longer than the --time would be cut by it anyway, so it
+  // is cut to it here, and the record says what holds.
+  NodeSpec& nodes = spec.nodes;
+  if (!nodes.rdzv.empty() && spec.time_limit.count() > 0 && nodes.rdzv_timeout > spec.time_limit) {
+    spdlog::info("--rdzv-timeout {} cut to the job's --time {}", FormatDuration(nodes.rdzv_timeout),
+                 FormatDuration(spec.time_limit));
+    nodes.rdzv_timeout = spec.time_limit;
+  }
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
   if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;

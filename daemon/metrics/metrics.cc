@@ -1,10 +1,8 @@
 #include "metrics.h"
 
-#include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
-#include <exception>
 
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
@@ -18,9 +16,10 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-constexpr JobState kStates[] = {JobState::kPending, JobState::kRunning,     JobState::kSucceeded,
-                                JobState::kFailed,  JobState::kCancelled,   JobState::kLost,
-                                JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail};
+constexpr JobState kStates[] = {JobState::kPending,   JobState::kStarting, JobState::kRunning,
+                                JobState::kSucceeded, JobState::kFailed,   JobState::kCancelled,
+                                JobState::kLost,      JobState::kTimeout,  JobState::kOutOfMemory,
+                                JobState::kNodeFail};
 
 double Seconds(Millis d) { return std::max<double>(0, static_cast<double>(d.count()) / 1000.0); }
 
@@ -94,7 +93,7 @@ Metrics::Metrics(Clock& clock, Sources sources)
 
 Metrics::~Metrics() {
   if (refresh_timer_ != 0) clock_.CancelTimer(refresh_timer_);
-  exposer_.reset();  // its thread stops before the registry goes
+  http_.reset();  // its thread stops before the registry goes
 }
 
 absl::Status Metrics::Serve(const std::string& listen) {
@@ -102,19 +101,13 @@ absl::Status Metrics::Serve(const std::string& listen) {
     return absl::InvalidArgumentError(
         Cat("--metrics-listen '", listen, "' is not an address; use e.g. 127.0.0.1:9464"));
   }
-  try {
-    // One worker thread: scrapes are rare and cheap.
-    exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(Cat("cannot serve metrics on ", listen, " (", e.what(),
-                                      "); choose another --metrics-listen"));
-  }
-  exposer_->RegisterCollectable(registry_);
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  std::string host =
-      listen.substr(0, listen.rfind(':') == std::string::npos ? 0 : listen.rfind(':'));
-  if (host.empty()) host = "0.0.0.0";
-  address_ = ports.empty() ? listen : Cat(host, ":", ports.front());
+  // The registry is safe to collect from the server's thread.
+  auto http = MetricsHttp::Start(listen, [registry = registry_] {
+    return prometheus::TextSerializer().Serialize(registry->Collect());
+  });
+  if (!http.ok()) return http.status();
+  http_ = std::move(*http);
+  address_ = http_->address();
   return absl::OkStatus();
 }
 
@@ -177,8 +170,11 @@ void Metrics::SetPerUser(prometheus::Family<prometheus::Gauge>& family,
 
 void Metrics::OnStateChanged(const Job& job, JobState from) {
   PokeRefresh();
-  if (job.state == JobState::kRunning && from == JobState::kPending) {
-    const WallTime started = job.started_at.value_or(clock_.Now());
+  if (job.state == JobState::kRunning &&
+      (from == JobState::kPending || from == JobState::kStarting)) {
+    // The ranks' start: a STARTING node's started_at is its rendezvous's.
+    const WallTime started = !job.attempts.empty() ? job.attempts.front().started_at
+                                                   : job.started_at.value_or(clock_.Now());
     start_wait_seconds_.Observe(
         Seconds(std::chrono::duration_cast<Millis>(started - job.submitted_at)));
   }

@@ -4,9 +4,9 @@
 // send (an attempt's root cause and end, a hang verdict's missed deadline,
 // the restart count: ltd is the one place that sees every job), gauges
 // from a look at the jobs at most once per kRefreshInterval after a change. prometheus-cpp's metric
-// objects are thread-safe; its exposer answers scrapes on a civetweb thread of its own and only
-// reads them. Labels: state, reason, user (the only unbounded one, bounded by the host's users);
-// never a job id.
+// objects are thread-safe; ltd's own endpoint (metrics_http.h) answers scrapes on a thread of its
+// own and only reads them. Labels: state, reason, user (the only unbounded one, bounded by the
+// host's users); never a job id.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -25,10 +25,7 @@
 #include "absl/status/statusor.h"
 #include "clock.h"
 #include "job_events.h"
-
-namespace prometheus {
-class Exposer;
-}
+#include "metrics_http.h"
 
 namespace ltd {
 
@@ -78,7 +75,7 @@ class Metrics final : public JobEvents {
   Clock& clock_;
   Sources sources_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttp> http_;
   std::string address_;
 
   prometheus::Family<prometheus::Gauge>& jobs_;

@@ -515,8 +515,8 @@ class Client:
             name = str(s).upper()
             if name not in ltd_pb2.Job.State.keys() or name == "STATE_UNSPECIFIED":
                 raise errors.InvalidArgument(
-                    "state %r is not a job state; use PENDING, RUNNING, SUCCEEDED, FAILED, "
-                    "CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL" % (s,)
+                    "state %r is not a job state; use PENDING, STARTING, RUNNING, SUCCEEDED, "
+                    "FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL" % (s,)
                 )
             states.append(ltd_pb2.Job.State.Value(name))
         req = ltd_pb2.ListRequest(

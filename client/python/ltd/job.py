@@ -106,8 +106,9 @@ class Job:
 
     @property
     def state(self):
-        """PENDING, RUNNING, then SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT,
-        OUT_OF_MEMORY or NODE_FAIL (as of the last refresh)."""
+        """PENDING, STARTING (a node waiting in its run's rendezvous, holding its devices),
+        RUNNING, then SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, OUT_OF_MEMORY or
+        NODE_FAIL (as of the last refresh)."""
         return self.info.state
 
     @property

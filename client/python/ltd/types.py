@@ -304,4 +304,4 @@ class JobInfo:
     def finished(self):
         """Whether the job has ended (SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT,
         OUT_OF_MEMORY or NODE_FAIL)."""
-        return self.state not in ("PENDING", "RUNNING", "STATE_UNSPECIFIED")
+        return self.state not in ("PENDING", "STARTING", "RUNNING", "STATE_UNSPECIFIED")
