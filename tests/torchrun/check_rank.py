@@ -1,9 +1,10 @@
 """A rank of the torchrun corpus (corpus_test.py): writes what it was given
 (its environment, argv, how Python was started) to $LT_CHECK_DIR/rank-R.json,
 says a line on stdout and one on stderr, then does what LT_CHECK_DO says:
-nothing, crash (RANK $LT_CHECK_CRASH_RANK, else 1, exits 3; the others wait
-60 s), crash once (exit 3 on rank 1 of the first attempt), or wait until
-$LT_CHECK_DIR/stop exists (at most 60 s)."""
+nothing, crash (RANK $LT_CHECK_CRASH_RANK, else 1, exits 3 once every rank
+has written its record; the others wait 60 s), crash once (exit 3 on rank 1
+of the first attempt), or wait until $LT_CHECK_DIR/stop exists (at most 60
+s)."""
 
 import json
 import os
@@ -37,6 +38,15 @@ if do == "crash-once" and rank == "1" and attempt == "0":
     sys.exit(3)
 if do == "crash":
     if rank == os.environ.get("LT_CHECK_CRASH_RANK", "1"):
+        # Not before every rank has written its record: the crash tears
+        # the job down at once, and a rank still starting would never
+        # write the record the case checks (30 s at most).
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(
+                1 for n in os.listdir(check)
+                if n.startswith("rank-") and n.endswith(f"-{attempt}.json")) < world:
+            time.sleep(0.02)
         sys.exit(3)
     time.sleep(60)
 if do == "wait":
