@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include "bytes.h"
 #include "duration.h"
@@ -225,6 +227,20 @@ void JobRunner::OnJobEmpty() {
   Job* job = &job_;
   LiveAttempt& rt = At();
   if (rt.phase != Phase::kEmptying) return;
+  // What the ranks wrote reaches their --output files before the attempt
+  // ends: whoever reads the files once the job has ended (sbatch's habit:
+  // wait, then cat) reads every line, and a restart's files are opened
+  // again after the last attempt's writes. Off the loop: the writer waits
+  // up to its flush deadline for the user's file system.
+  if (rt.outputs) {
+    auto closing = std::make_shared<std::optional<OutputFiles>>(std::move(rt.outputs));
+    rt.outputs.reset();
+    launcher_.OffLoop([closing] { closing->reset(); },
+                      [this, alive = std::weak_ptr<int>(alive_), self = std::weak_ptr(attempt_)] {
+                        if (!alive.expired() && Current(self)) OnJobEmpty();
+                      });
+    return;
+  }
   rt.Cancel(rt.kill_timer);
   const std::string& id = job->id;
   std::optional<RootCause> cause = rt.cause;
