@@ -6,7 +6,9 @@
 namespace ltd {
 
 absl::Status JobManager::NameFree(const JobSpec& spec) const {
-  if (spec.name.empty()) return absl::OkStatus();
+  // A singleton shares its name by design: it waits for the user's other
+  // jobs of that name to end (as sbatch's --dependency singleton).
+  if (spec.name.empty() || spec.singleton) return absl::OkStatus();
   for (const auto& [id, job] : jobs_) {
     if (job->spec.uid != spec.uid || job->spec.name != spec.name || IsFinal(job->state)) continue;
     return absl::AlreadyExistsError(Cat("your job ", id, " (", ToString(job->state), ") is named '",
@@ -30,9 +32,9 @@ absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t calle
   }
   const std::vector<const Job*>& candidates = own.empty() ? named : own;
   if (candidates.size() == 1) return candidates.front();
-  // One user has one live job of a name at most (Submit refuses a second),
-  // so the live one is the one meant; of finished ones, the newest, as a
-  // re-run `--name bert` is.
+  // One user has one live job of a name (Submit refuses a second but a
+  // singleton), so the live one is the one meant; of finished ones, the
+  // newest, as a re-run `--name bert` is.
   std::vector<const Job*> live;
   const Job* newest = nullptr;
   for (const Job* j : candidates) {
@@ -42,9 +44,14 @@ absl::StatusOr<const Job*> JobManager::Resolve(std::string_view ref, uid_t calle
   if (live.size() == 1) return live.front();
   if (live.empty()) return newest;
   std::vector<std::string> ids;
-  for (const Job* j : live) ids.push_back(j->id);
-  return absl::FailedPreconditionError(Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "),
-                                           " of several users run; use the job id"));
+  bool one_user = true;
+  for (const Job* j : live) {
+    ids.push_back(j->id);
+    one_user = one_user && j->spec.uid == live.front()->spec.uid;
+  }
+  return absl::FailedPreconditionError(
+      Cat("name '", ref, "' is ambiguous: jobs ", Join(ids, ", "),
+          one_user ? " (singletons) are live" : " of several users are live", "; use the job id"));
 }
 
 }  // namespace ltd
