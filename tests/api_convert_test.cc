@@ -215,7 +215,7 @@ void ExpectEveryValueNamedAlike(int count, P (*to_proto)(E), const std::string& 
 }
 
 TEST(EnumsToProto, EveryModelValueIsTheProtoValueOfItsName) {
-  ExpectEveryValueNamedAlike<JobState, v1::Job::State>(6, &ToProto, &v1::Job::State_Name);
+  ExpectEveryValueNamedAlike<JobState, v1::Job::State>(7, &ToProto, &v1::Job::State_Name);
   // sbatch's end states, numbered apart from the rest (model/job.h).
   for (JobState s : {JobState::kTimeout, JobState::kOutOfMemory, JobState::kNodeFail}) {
     EXPECT_EQ(v1::Job::State_Name(ToProto(s)), ToString(s));

@@ -551,7 +551,7 @@ nlohmann::json Daemon::WaitEnded(const std::string& job, std::chrono::millisecon
         j = Show(job);
         if (!j.contains("state")) return false;  // not known (yet)
         const std::string s = j.value("state", "");
-        return s != "PENDING" && s != "RUNNING";
+        return s != "PENDING" && s != "STARTING" && s != "RUNNING";
       },
       timeout);
   return j;

@@ -348,7 +348,7 @@ TEST_F(JobLogTest, AHugeCutInLogCutNeitherWrapsNorRepeats) {
     got += chunk;
     if (chunk.find("[ltd] ") != std::string::npos) after_marker = all.position();
   }
-  EXPECT_EQ(got, "[0] head\n" + CutMarker(uint64_t{1} << 62) + "\n[0] tail\n");
+  EXPECT_EQ(got, "[0] head\n" + CutMarker(uint64_t{1} << 62) + "[0] tail\n");
   ASSERT_GT(after_marker, 0u);
   LogCursor rest(LogSnapshot::Take(dir_), LogQuery{}, after_marker);
   std::string again;

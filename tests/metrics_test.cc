@@ -97,6 +97,7 @@ TEST_F(MetricsTest, CountersAndHistogramsFromEventsAndRecords) {
   job.state = JobState::kRunning;
   job.started_at = clock.Now();
   job.attempts.push_back(Attempt{});
+  job.attempts.back().started_at = clock.Now();  // the ranks' start, as the supervisor says
   metrics.OnRecord(before, job);
   metrics.OnStateChanged(job, JobState::kPending);
 

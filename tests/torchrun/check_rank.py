@@ -2,8 +2,8 @@
 (its environment, argv, how Python was started) to $LT_CHECK_DIR/rank-R.json,
 says a line on stdout and one on stderr, then does what LT_CHECK_DO says:
 nothing, crash (RANK $LT_CHECK_CRASH_RANK, else 1, exits 3 once every rank
-has written its record; the others wait 60 s), crash once (exit 3 on rank 1
-of the first attempt), or wait until $LT_CHECK_DIR/stop exists (at most 60
+has written its record; the others wait 60 s), crash once (the same, on rank
+1 of the first attempt), or wait until $LT_CHECK_DIR/stop exists (at most 60
 s)."""
 
 import json
@@ -34,20 +34,26 @@ os.rename(os.path.join(check, f".rank-{rank}-{attempt}.json"),
 print(f"out of rank {rank}", flush=True)
 print(f"err of rank {rank}", file=sys.stderr, flush=True)
 do = os.environ.get("LT_CHECK_DO", "")
-if do == "crash-once" and rank == "1" and attempt == "0":
+
+
+def exit_once_every_rank_wrote():
+    """Exits 3, not before every rank of this attempt has written its
+    record: the crash tears the job down at once, and a rank still starting
+    would never write the record the case checks (30 s at most)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(
+            1 for n in os.listdir(check)
+            if n.startswith("rank-") and n.endswith(f"-{attempt}.json")) < world:
+        time.sleep(0.02)
     sys.exit(3)
+
+
+if do == "crash-once" and rank == "1" and attempt == "0":
+    exit_once_every_rank_wrote()
 if do == "crash":
     if rank == os.environ.get("LT_CHECK_CRASH_RANK", "1"):
-        # Not before every rank has written its record: the crash tears
-        # the job down at once, and a rank still starting would never
-        # write the record the case checks (30 s at most).
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and sum(
-                1 for n in os.listdir(check)
-                if n.startswith("rank-") and n.endswith(f"-{attempt}.json")) < world:
-            time.sleep(0.02)
-        sys.exit(3)
+        exit_once_every_rank_wrote()
     time.sleep(60)
 if do == "wait":
     deadline = time.monotonic() + 60
