@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -122,12 +123,14 @@ int HalfOpen(const std::string& url, const std::string& text) {
   return fd;
 }
 
-// Whether the server closed `fd` (EOF), waiting at most `timeout`.
+// Whether the server closed `fd` (EOF, or a reset: a close with the
+// request's bytes unread sends one), waiting at most `timeout`.
 bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
   char c;
-  return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  const ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
 // The issue's: three requests without their blank line are held open; a
