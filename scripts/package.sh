@@ -10,7 +10,7 @@
 # newer libc or libstdc++ than either has. What differs between the two
 # releases is linked statically (gRPC, protobuf, abseil, libuv: the
 # archives; spdlog and fmt: header-only) or, where Debian ships no static
-# archive (prometheus-cpp and its civetweb), kept as private copies in
+# archive (prometheus-cpp's core), kept as a private copy in
 # /usr/lib/ARCH/ltd, named in ltd's RUNPATH. Every package depends only on
 # what both releases have; a check below fails the build otherwise.
 #
@@ -90,7 +90,7 @@ install -d "$all$private"
 copied_from=()  # the packages of the copies, which no package may depend on
 while read -r name path; do
   case $name in
-    libprometheus-cpp-*|libcivetweb*)
+    libprometheus-cpp-*)
       install -m 0644 "$path" "$all$private/$name"
       copied_from+=("-x$(dpkg -S "$(readlink -f "$path")" | cut -d: -f1)")
       strip --strip-unneeded --remove-section=.comment --remove-section=.note "$all$private/$name" ;;
@@ -157,7 +157,7 @@ for pkg in "${pkgs[@]}"; do
   case $pkg in
     ltd)
       cat "$deb_dir/copyright.private-libs" >>"$doc/copyright"
-      for lib in prometheus-cpp-core1.0:prometheus-cpp libcivetweb1:civetweb; do
+      for lib in prometheus-cpp-core1.0:prometheus-cpp; do
         install -m 0644 "/usr/share/doc/lib${lib%%:*}/copyright" "$doc/copyright.${lib#*:}" 2>/dev/null ||
           install -m 0644 "/usr/share/doc/${lib%%:*}/copyright" "$doc/copyright.${lib#*:}"
       done
