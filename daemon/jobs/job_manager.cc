@@ -118,7 +118,7 @@ void JobManager::Recover(const Adopter& adopt) {
       Finish(*job, std::move(cause), JobState::kLost);
       continue;
     }
-    scheduler_.Hold(job->id, job->spec.uid, job->device_slots);
+    scheduler_.Hold(job->id, job->spec.uid, job->device_slots, job->spec.array.job_id);
     if (job->master_port != 0 && LtdPicksPort(job->spec)) ports_in_use_.insert(job->master_port);
     auto& entry = supervised_[job->id];
     entry = std::make_unique<Supervised>();
