@@ -105,14 +105,23 @@ absl::StatusOr<ArraySpec> ParseArraySpec(std::string_view spec) {
 }
 
 std::string FormatArraySpec(const ArraySpec& spec) {
+  // Greedy: each run of 3 or more ids a step apart is "A-B" or "A-B:S".
   std::string out;
   const std::vector<uint32_t>& t = spec.tasks;
   for (size_t i = 0; i < t.size();) {
     size_t j = i;
-    while (j + 1 < t.size() && t[j + 1] == t[j] + 1) ++j;
+    if (i + 2 < t.size()) {
+      const uint32_t step = t[i + 1] - t[i];
+      while (j + 1 < t.size() && t[j + 1] - t[j] == step) ++j;
+      if (j - i < 2) j = i;
+    }
     if (!out.empty()) out += ',';
     out += std::to_string(t[i]);
-    if (j > i) out += Cat("-", t[j]);
+    if (j > i) {
+      const uint32_t step = t[i + 1] - t[i];
+      out += Cat("-", t[j]);
+      if (step != 1) out += Cat(":", step);
+    }
     i = j + 1;
   }
   if (spec.throttle != 0) out += Cat("%", spec.throttle);

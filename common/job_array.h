@@ -31,7 +31,9 @@ struct ArraySpec {
 // SPEC, or one line saying what is wrong with it and what to give instead.
 absl::StatusOr<ArraySpec> ParseArraySpec(std::string_view spec);
 
-// SPEC as sbatch would print it: ranges folded ("0-5,7,9-11%2").
+// SPEC in sbatch's words: runs folded into ranges ("0-5,7,9-11%2",
+// "0-12:4"). Longer than kMaxArraySpecBytes for some arrays of ids that
+// follow no pattern, which ParseArraySpec then refuses.
 std::string FormatArraySpec(const ArraySpec& spec);
 
 // "12_3" split into the array's id and the task id; false for anything
