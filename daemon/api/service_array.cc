@@ -46,9 +46,9 @@ absl::Status LtdService::KillArray(const std::vector<const Job*>& tasks, KillOrd
   auto done = [count](absl::Status) {
     if (--count->left == 0) count->reactor->Finish(grpc::Status::OK);
   };
-  for (const auto* list : {&pending, &running}) {
-    for (const std::string& id : *list) manager_.Kill(id, order, done);
-  }
+  std::vector<std::string> ids = std::move(pending);
+  ids.insert(ids.end(), running.begin(), running.end());
+  manager_.KillEach(ids, order, done);
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 // by its id. A task is a job of its own; its array is only what its
 // record says (JobSpec::array), so an array outlives ltd as its tasks do.
 #include <algorithm>
+#include <utility>
 
 #include "job_manager.h"
 
@@ -25,6 +26,19 @@ JobManager::Resolved JobManager::Whole(std::string_view array_id) const {
   r.tasks = ArrayTasks(array_id);
   if (!r.tasks.empty()) r.job = r.tasks.front();
   return r;
+}
+
+void JobManager::KillEach(const std::vector<std::string>& ids, const KillOrder& order,
+                          const Supervision::Done& done) {
+  // Not nested: a kill's answer runs on this loop, never inside another's.
+  batch_ending_ = true;
+  for (const std::string& id : ids) Kill(id, order, done);
+  batch_ending_ = false;
+  if (std::exchange(batch_ended_, false)) {
+    Schedule();
+    MaybeFinishShutdown(true);
+    PruneFinished();
+  }
 }
 
 const Job* JobManager::Find(const std::string& id) const {

@@ -527,6 +527,10 @@ void JobManager::Ended(Job& job) {
   if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
   CountFinished(job);
   OnDependencyEnded(job);
+  if (batch_ending_) {  // KillEach places and prunes once, at its end
+    batch_ended_ = true;
+    return;
+  }
   Schedule();
   MaybeFinishShutdown(true);
   PruneFinished();  // last: it may drop `job` itself when nothing is kept

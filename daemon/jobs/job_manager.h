@@ -150,6 +150,12 @@ class JobManager {
   // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
   // the answer on the loop, maybe before Kill returns.
   void Kill(const std::string& id, KillOrder order, Supervision::Done done);
+  // Kill of each of `ids` (an array's tasks, job_arrays.cc), as one:
+  // the queue is placed and finished jobs pruned once at the end, not
+  // after each pending job cancelled (each a walk of every live job's
+  // dir: 1000 tasks took ltd's loop for 14 s). `done` gets each answer.
+  void KillEach(const std::vector<std::string>& ids, const KillOrder& order,
+                const Supervision::Done& done);
   // `ltctl stack`: the running job's ranks' stacks (all, or `rank`),
   // from its supervision, within `budget`.
   void Stacks(const std::string& id, std::optional<int> rank, Millis budget,
@@ -317,6 +323,9 @@ class JobManager {
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;
+  // Within KillEach: Ended leaves placing and pruning to its end.
+  bool batch_ending_ = false;
+  bool batch_ended_ = false;
   std::optional<std::string> drain_;
   std::optional<WallTime> drain_deadline_;
   std::vector<Clock::TimerId> drain_timers_;  // its --signals and its teardown
