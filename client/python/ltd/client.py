@@ -383,7 +383,8 @@ class Client:
         (this process exits or crashes, the Job is dropped). ``output`` and
         ``error`` are ``--output``/``--error``: a file pattern, sbatch's
         (``%j`` the job id, ``%x`` the name, ``%t`` the rank, ``%n`` the
-        node, ``%N`` the host, ``%u`` the user), that every rank's stdout
+        node, ``%N`` the host, ``%u`` the user, ``%A``/``%a`` the array and
+        task), that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of
