@@ -20,6 +20,7 @@
 #include <optional>
 #include <thread>
 
+#include "array_view.h"
 #include "bytes.h"
 #include "cli_options.h"
 #include "cli_words.h"
@@ -28,6 +29,7 @@
 #include "fd.h"
 #include "flag_values.h"
 #include "follow.h"
+#include "job_array.h"
 #include "job_json.h"
 #include "job_limits.h"
 #include "ltd.grpc.pb.h"
@@ -174,6 +176,8 @@ int Show(const Globals& g, const std::string& job) {
   const v1::Job reply = ShowJob(g, job);
   if (g.json) {
     PrintJson(JobToJson(reply));
+  } else if (reply.array_tasks_size() > 0) {
+    PrintArray(reply, stdout);
   } else {
     PrintJob(reply, stdout);
   }
@@ -181,8 +185,15 @@ int Show(const Globals& g, const std::string& job) {
 }
 
 int Follow(const Globals& g, const std::string& job, bool output) {
+  const v1::Job shown = ShowJob(g, job);
+  // A whole array: `wait` waits for every task; an attach takes one.
+  if (shown.array_tasks_size() > 0) {
+    if (!output) return WaitArray(g, shown);
+    Die(Cat("job ", shown.array_job_id(), " is an array of ", shown.array_tasks_size(),
+            " tasks; attach to one task, such as ", ShownId(shown)));
+  }
   // By id, so that a reconnect cannot resolve a name to another job.
-  return FollowThroughRestarts(g, JobId(g, job), output, /*quiet_end=*/!output, nullptr);
+  return FollowThroughRestarts(g, shown.id(), output, /*quiet_end=*/!output, nullptr);
 }
 
 int Kill(const Globals& g, const std::string& job, const std::string& signal, bool all_processes) {
@@ -454,7 +465,11 @@ int main(int argc, char** argv) {
                      "singleton (your earlier jobs of this --name ended), joined with ','");
   submit->add_option("-o,--output", sa.output,
                      "also write every rank's output to this file, opened as you, as sbatch's -o: "
-                     "%j job id, %x name, %t rank, %n node, %N host, %u user, %% a %");
+                     "%j job id, %x name, %t rank, %n node, %N host, %u user, %A array id, "
+                     "%a array task, %% a %");
+  submit->add_option("--array", sa.array,
+                     "as sbatch's: a job per task id (0-15, 1,3,5-7, 0-15:2), %N at most N "
+                     "running at once (0-15%4); tasks get LTD_ARRAY_TASK_ID");
   submit->add_option("-e,--error", sa.error, "stderr to this file instead (as --output)");
   submit->add_option("--mem", sa.mem, "memory of the whole job (512M, 4G); OOM-killed past it");
   submit->add_option("--mem-per-rank", sa.mem_per_rank, "memory of each rank with its children");
@@ -565,6 +580,10 @@ int main(int argc, char** argv) {
     if (submit->parsed()) {
       if (submit->get_option("--devices")->count() == 0) Die(NoDevicesText(*submit, sa));
       if (sa.devices < 1) Die("--devices must be at least 1");
+      // `--array ''` is a mistake, not one job.
+      if (submit->get_option("--array")->count() > 0 && sa.array.empty()) {
+        Die(std::string(ParseArraySpec("").status().message()));
+      }
       return Submit(g, sa);
     }
     if (ps->parsed()) return Ps(g, pa);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "array_view.h"
 #include "byte_size.h"
 #include "bytes.h"
 #include "duration.h"
@@ -372,6 +373,8 @@ std::string TimeText(const google::protobuf::Timestamp& t) {
   return google::protobuf::util::TimeUtil::ToString(shown);
 }
 
+std::string CommandText(const v1::Job& job) { return Command(job); }
+
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate) {
   Table t({"ID", "NAME", "USER", "STATE", "DEVICES", "NODE", "STEP", "ELAPSED", "EXIT", "COMMAND"});
   for (const auto& j : jobs) {
@@ -381,7 +384,7 @@ void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate) {
     if (truncate && consumed < cmd.size()) cmd = shown + "...";
     std::string state = StateText(j);
     if (!j.pending_reason().empty()) state += " (" + Line(j.pending_reason()) + ")";
-    t.Add({Line(j.id()), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),
+    t.Add({Line(ShownId(j)), Line(j.name()), Line(j.user()), state, std::to_string(j.devices()),
            NodeOf(j), Progress(j), Elapsed(j) + TimeLeft(j), Opt(j.has_exit_code(), j.exit_code()),
            cmd});
   }
@@ -467,6 +470,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
     std::fprintf(out, "%-14s %s\n", label, value.c_str());
   };
   field("Job:", Line(j.id()) + (j.name().empty() ? "" : " (" + Line(j.name()) + ")"));
+  PrintArrayField(j, out);
   field("User:", Line(j.user()));
   field("State:", StateText(j));
   if (j.has_held_until()) {

@@ -14,6 +14,8 @@ namespace ltd {
 // `truncate`: each command cut to fit the table (`ps --no-trunc`: whole).
 void PrintJobTable(const std::vector<v1::Job>& jobs, FILE* out, bool truncate = true);
 void PrintJob(const v1::Job& job, FILE* out);
+// The job's command as ps and show print it: its label, else its argv.
+std::string CommandText(const v1::Job& job);
 // `ltctl gpus`: every device slot, free, busy or quarantined.
 void PrintSlots(const v1::GpusReply& reply, FILE* out);
 // RFC 3339 UTC, with at most microseconds ("2026-12-03T15:00:00.123456Z").

@@ -17,6 +17,7 @@
 #include "bytes.h"
 #include "flag_values.h"
 #include "follow.h"
+#include "job_array.h"
 #include "job_limits.h"
 #include "rpc_error.h"
 #include "str_util.h"
@@ -80,6 +81,11 @@ v1::SubmitRequest Request(const SubmitArgs& a) {
   }
   for (const auto& job : a.after) req.add_after(job);
   req.set_dependency(a.dependency);
+  // Refused here in ltd's words, before anything is sent (ltd checks again).
+  if (!a.array.empty()) {
+    (void)OrDie(ParseArraySpec(a.array));
+    req.set_array(a.array);
+  }
   req.set_output(a.output);
   req.set_error(a.error);
   req.set_umask(CurrentUmask());
@@ -225,14 +231,20 @@ int Submit(const Globals& g, const SubmitArgs& a) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
-  if (!a.detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const bool detach = a.detach || !a.array.empty();
+  if (!detach) pthread_sigmask(SIG_BLOCK, &set, nullptr);
   req.set_submit_token(Token());
-  Sent sent = Send(g, req, a.detach ? nullptr : &set);
+  Sent sent = Send(g, req, detach ? nullptr : &set);
   auto& reader = sent.reader;
   v1::JobEvent ev;
   const std::string id = sent.id;
-  if (a.detach) {
+  if (a.detach || !a.array.empty()) {
+    // An array's tasks run apart (as sbatch's): its id, and how to see them.
     std::printf("%s\n", id.c_str());
+    if (!a.array.empty()) {
+      std::fprintf(stderr, "ltctl: array %s: its tasks are %s_TASK in `ltctl ps`\n", id.c_str(),
+                   id.c_str());
+    }
     while (reader->Read(&ev)) {
     }
     // The job is made and its id out: ltd going away now changes neither.

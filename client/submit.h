@@ -30,6 +30,7 @@ struct SubmitArgs {
   std::string output, error;  // --output, --error patterns
   std::string mem, mem_per_rank, cpus;
   std::string warn_signal;  // --signal SIG@DUR
+  std::string array;        // --array SPEC (job_array.h); "": one job
   std::vector<std::string> command;
 };
 

@@ -28,6 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const std::string& s : *list) FUZZ_CHECK(s.find('\0') == std::string::npos);
   }
   FUZZ_CHECK(spec->nodes.node_rank >= -1);
+  // --array: at most kMaxArrayTasks tasks, never of a multi-node run.
+  FUZZ_CHECK(spec->array_tasks.size() <= kMaxArrayTasks);
+  FUZZ_CHECK(spec->array_tasks.empty() || spec->nodes.nnodes == 1);
 
   SpecLimits limits;
   limits.slots = 8;

@@ -206,7 +206,12 @@ int Run(const Options& opt) {
   for (auto [flag, pattern, field] : {std::tuple{"--output", &logs.output, &spec.output},
                                       std::tuple{"--error", &logs.error, &spec.error}}) {
     if (pattern->empty()) continue;
-    if (auto s = CheckOutputPattern(flag, *pattern); !s.ok()) Die(std::string(s.message()));
+    auto parsed = ParseOutputPattern(flag, *pattern);
+    if (!parsed.ok()) Die(std::string(parsed.status().message()));
+    // ltrun runs one job, no array task: %a has nothing to fill in.
+    if (PatternHasArrayTask(*parsed)) {
+      Die(Cat(flag, ": %a is an array task's id, and ltrun runs no array; drop %a"));
+    }
     *field = pattern->front() == '/' ? *pattern : Cat(spec.cwd, "/", *pattern);
   }
   spec.umask = CurrentUmask();

@@ -1,5 +1,6 @@
 #include "job.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -272,6 +273,20 @@ std::optional<WallTime> ParseTime(std::string_view s) {
   constexpr std::time_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
   if (secs > kMaxSeconds || secs < -kMaxSeconds) return std::nullopt;
   return WallTime(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
+}
+
+ArrayTask CheckedArrayTask(ArrayTask t) {
+  const std::string& id = t.job_id;
+  const bool id_ok = !id.empty() && id.size() <= 19 && id.front() != '0' &&
+                     id.find_first_not_of("0123456789") == std::string::npos;
+  if (!id_ok || t.task > kMaxArrayIndex || t.count == 0 || t.count > kMaxArrayTasks) return {};
+  t.throttle = std::min(t.throttle, t.count);
+  return t;
+}
+
+std::string DisplayId(const Job& job) {
+  if (job.spec.array.job_id.empty()) return job.id;
+  return Cat(job.spec.array.job_id, "_", job.spec.array.task);
 }
 
 }  // namespace ltd

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "job_array.h"
 #include "job_limits.h"
 #include "output_pattern.h"
 #include "resource_limits.h"
@@ -252,6 +253,25 @@ struct NodeSpec {
 int NodeRankOf(const NodeSpec& nodes);
 bool IsMultiNode(const NodeSpec& nodes);
 
+// A task of an array job (`--array`): a job of its own (record, log, exit
+// code) that shares the array's id, its first task's job id. The task ids
+// (job_array.h) and the count are the submit's; a record's are bounds-checked.
+struct ArrayTask {
+  std::string job_id;  // the array's id; "": the job is no array task
+  uint32_t task = 0;
+  uint32_t count = 0;     // the array's tasks
+  uint32_t throttle = 0;  // %N: at most N of them running at once; 0: no limit
+  bool operator==(const ArrayTask&) const = default;
+};
+// `task` as a record (hostile bytes) gave it, when it holds: an id of
+// digits, task and count within job_array.h's bounds, the throttle no more
+// than the count; else none (the job reads as no array task).
+ArrayTask CheckedArrayTask(ArrayTask task);
+
+struct Job;
+// "12_3" for a task, the id for any other job: what ps shows.
+std::string DisplayId(const Job& job);
+
 struct JobSpec {
   int devices = 1;  // ranks on this node (torchrun's --nproc-per-node)
   std::string name;
@@ -303,6 +323,11 @@ struct JobSpec {
   std::string submit_token;
   // What ps and show print as its command instead of argv ("": argv).
   std::string label;
+  // --array: this job is one task of an array (job_array.h).
+  ArrayTask array;
+  // At submit only, never saved: the task ids --array asked for (empty: a
+  // job of its own); Submit makes one job of each.
+  std::vector<uint32_t> array_tasks;
 };
 inline constexpr size_t kMaxSubmitTokenBytes = 64;
 inline constexpr size_t kMaxLabelBytes = 256;

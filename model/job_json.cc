@@ -278,6 +278,12 @@ nlohmann::json ToJson(const Job& job) {
   if (s.limits.cpu_millis != 0) out["cpu_millis"] = s.limits.cpu_millis;
   if (!s.submit_token.empty()) out["submit_token"] = BytesToJson(s.submit_token);
   if (!s.label.empty()) out["label"] = BytesToJson(s.label);
+  if (!s.array.job_id.empty()) {
+    out["array"] = {{"job_id", s.array.job_id},
+                    {"task", s.array.task},
+                    {"count", s.array.count},
+                    {"throttle", s.array.throttle}};
+  }
   return out;
 }
 
@@ -364,6 +370,21 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   if (s.submit_token.size() > kMaxSubmitTokenBytes) s.submit_token.clear();
   s.label = BytesField(j, "label").value_or("");
   if (s.label.size() > kMaxLabelBytes) s.label.clear();
+  if (auto it = j.find("array"); it != j.end() && it->is_object()) {
+    // Every field a number of the record's own, or no array task at all:
+    // a task id that read as 0 would be another task's.
+    const auto task = Field<uint32_t>(*it, "task");
+    const auto count = Field<uint32_t>(*it, "count");
+    const auto throttle = Field<uint32_t>(*it, "throttle");
+    auto number = [&](const char* key) {
+      auto f = it->find(key);
+      return f != it->end() && f->is_number_unsigned();
+    };
+    if (task && count && throttle && number("task") && number("count") && number("throttle")) {
+      s.array = CheckedArrayTask(
+          ArrayTask{Field<std::string>(*it, "job_id").value_or(""), *task, *count, *throttle});
+    }
+  }
   if (auto it = j.find("rlimits"); it != j.end() && it->is_array()) {
     for (const auto& lj : *it) {
       auto resource = ResourceByName(Field<std::string>(lj, "resource").value_or(""));

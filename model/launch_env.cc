@@ -53,6 +53,13 @@ std::vector<std::string> RankEnvironment(const Job& job, int rank, const std::st
   if (job.spec.heartbeat_timeout.count() > 0) {
     vars.emplace_back("LT_HEARTBEAT_TIMEOUT", FormatDuration(job.spec.heartbeat_timeout));
   }
+  // An array's task, under ltd's own names: SLURM_ARRAY_* would make
+  // Lightning and other libraries take the job for a Slurm one.
+  if (const ArrayTask& a = job.spec.array; !a.job_id.empty()) {
+    vars.emplace_back("LTD_ARRAY_JOB_ID", a.job_id);
+    vars.emplace_back("LTD_ARRAY_TASK_ID", std::to_string(a.task));
+    vars.emplace_back("LTD_ARRAY_TASK_COUNT", std::to_string(a.count));
+  }
   if (!job.cuda_visible_devices.empty())
     vars.emplace_back("CUDA_VISIBLE_DEVICES", job.cuda_visible_devices);
   std::vector<std::string> env;

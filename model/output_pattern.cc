@@ -26,6 +26,10 @@ std::optional<PatternField> FieldOf(char c, int version) {
       return PatternField::kHost;
     case 'u':
       return PatternField::kUser;
+    case 'A':
+      return PatternField::kArrayJobId;
+    case 'a':
+      return PatternField::kArrayTaskId;
   }
   return std::nullopt;
 }
@@ -73,7 +77,7 @@ absl::StatusOr<OutputPattern> ParseOutputPattern(std::string_view flag, std::str
       return absl::InvalidArgumentError(
           Cat(flag, ": '%", shown,
               "' is no pattern; use %j (job id), %x (name), %t (rank), %n (node), "
-              "%N (host), %u (user) or %% (a %)"));
+              "%N (host), %u (user), %A (array id), %a (array task) or %% (a %)"));
     }
     if (!text.empty()) out.pieces.emplace_back(std::move(text));
     text.clear();
@@ -116,6 +120,12 @@ std::string ExpandOutputPattern(const OutputPattern& pattern, const PatternValue
       case PatternField::kUser:
         AppendSafe(out, v.user);
         break;
+      case PatternField::kArrayJobId:
+        out.append(v.array_job_id.empty() ? v.job_id : v.array_job_id);
+        break;
+      case PatternField::kArrayTaskId:
+        out.append(v.array_task_id);
+        break;
     }
   }
   return out;
@@ -129,6 +139,14 @@ bool PatternPerRank(const OutputPattern& pattern) {
   return false;
 }
 
+bool PatternHasArrayTask(const OutputPattern& pattern) {
+  for (const auto& piece : pattern.pieces) {
+    const auto* f = std::get_if<PatternField>(&piece);
+    if (f != nullptr && *f == PatternField::kArrayTaskId) return true;
+  }
+  return false;
+}
+
 bool PatternNeedsJob(const OutputPattern& pattern, bool has_name) {
   for (const auto& piece : pattern.pieces) {
     const auto* f = std::get_if<PatternField>(&piece);
@@ -138,6 +156,8 @@ bool PatternNeedsJob(const OutputPattern& pattern, bool has_name) {
       case PatternField::kNode:
       case PatternField::kHost:
       case PatternField::kUser:
+      case PatternField::kArrayJobId:
+      case PatternField::kArrayTaskId:
         return true;
       case PatternField::kName:
         if (!has_name) return true;

@@ -7,7 +7,9 @@
 // %N the host's short name, %u the job's user, %% a percent sign; and %r,
 // ltd's own, the rank on this node (LOCAL_RANK). Jobs submitted before
 // (kLegacyPatterns, a record without `output_patterns`) keep the meaning
-// they had: %n the job's name, and no %x, %t, %N, %u.
+// they had: %n the job's name, and no %x, %t, %N, %u. %A and %a are
+// sbatch's for arrays: the array's id and the task id (a job that is no
+// array task: its id, and nothing).
 //
 // A pattern comes from a client or a record: hostile bytes. It is parsed
 // into pieces by one pure function (a fuzzer calls it alone), and the
@@ -27,7 +29,17 @@ inline constexpr int kLegacyPatterns = 1;  // %n: the name
 inline constexpr int kSbatchPatterns = 2;  // %n: the node, %x: the name
 inline constexpr size_t kMaxPatternBytes = 4096;
 
-enum class PatternField { kJobId, kName, kRank, kLocalRank, kNode, kHost, kUser };
+enum class PatternField {
+  kJobId,
+  kName,
+  kRank,
+  kLocalRank,
+  kNode,
+  kHost,
+  kUser,
+  kArrayJobId,
+  kArrayTaskId,
+};
 
 // A pattern, parsed: its text and fields in order.
 struct OutputPattern {
@@ -53,8 +65,13 @@ struct PatternValues {
   int node = 0;
   std::string_view host;  // its short name: up to the first '.'
   std::string_view user;
+  std::string_view array_job_id;  // "": no array task (%A is the job id, %a nothing)
+  std::string_view array_task_id;
 };
 std::string ExpandOutputPattern(const OutputPattern& pattern, const PatternValues& values);
+
+// Whether it has %a, which only an array's task can fill in.
+bool PatternHasArrayTask(const OutputPattern& pattern);
 
 // Whether ranks have a file each (the pattern has %t or %r).
 bool PatternPerRank(const OutputPattern& pattern);

@@ -206,6 +206,12 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
   out->set_umask(s.umask);
   out->set_submit_token(s.submit_token);
   out->set_label(s.label);
+  if (!s.array.job_id.empty()) {
+    out->set_array_job_id(s.array.job_id);
+    out->set_array_task(s.array.task);
+    out->set_array_count(s.array.count);
+    out->set_array_throttle(s.array.throttle);
+  }
   for (const UnkillableProcess& p : job.unkillable) {
     pb::Record::Unkillable* o = out->add_unkillable();
     o->set_rank(p.rank);
@@ -399,6 +405,10 @@ std::optional<Job> FromProto(const pb::Record& r) {
   s.output_patterns = r.output_patterns() >= kSbatchPatterns ? kSbatchPatterns : kLegacyPatterns;
   if (r.submit_token().size() <= kMaxSubmitTokenBytes) s.submit_token = r.submit_token();
   if (r.label().size() <= kMaxLabelBytes) s.label = r.label();
+  if (!r.array_job_id().empty()) {
+    s.array = CheckedArrayTask(
+        ArrayTask{r.array_job_id(), r.array_task(), r.array_count(), r.array_throttle()});
+  }
   for (const pb::Record::Unkillable& o : r.unkillable()) {
     UnkillableProcess p;
     p.rank = o.rank();

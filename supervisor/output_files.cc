@@ -72,6 +72,11 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
     values.node = std::max(0, NodeRankOf(job.spec.nodes));
     values.host = host;
     values.user = job.user;
+    const std::string task = std::to_string(job.spec.array.task);
+    if (!job.spec.array.job_id.empty()) {
+      values.array_job_id = job.spec.array.job_id;
+      values.array_task_id = task;
+    }
     for (int r = 0; r < ranks; ++r) {
       Target& t = (*targets)[static_cast<size_t>(r)];
       values.local_rank = r;

@@ -16,8 +16,7 @@ std::string Expand(std::string_view pattern, const PatternValues& v,
   return parsed.ok() ? ExpandOutputPattern(*parsed, v) : "";
 }
 
-PatternValues Values(std::string_view job_id, std::string_view name,
-                     std::string_view host = "") {
+PatternValues Values(std::string_view job_id, std::string_view name, std::string_view host = "") {
   PatternValues v;
   v.job_id = job_id;
   v.name = name;
@@ -36,8 +35,7 @@ const PatternValues kValues = [] {
 
 TEST(OutputPattern, ExpandsSbatchFields) {
   EXPECT_EQ(Expand("/o/%j-%x-%t-%n-%N-%u-%r.log", kValues), "/o/17-bert-11-2-gpu7-alice-3.log");
-  EXPECT_EQ(Expand("/o/%x.%%.%%n.log", Values("17", "a/../b")),
-            "/o/a_.._b.%.%n.log");
+  EXPECT_EQ(Expand("/o/%x.%%.%%n.log", Values("17", "a/../b")), "/o/a_.._b.%.%n.log");
   EXPECT_EQ(Expand("/o/%x.log", Values("17", "")), "/o/17.log") << "no name: the id";
   EXPECT_EQ(Expand("/o/%N", Values("", "", "a/b")), "/o/a_b");
 }
@@ -91,11 +89,33 @@ TEST(OutputPattern, RefusesWhatIsNoPath) {
 // refusal a user reads (and "%\xff", invalid UTF-8, in a gRPC status).
 TEST(OutputPattern, RefusalQuotesTheByteEscaped) {
   const std::string use =
-      " is no pattern; use %j (job id), %x (name), %t (rank), %n (node), %N (host), %u (user) "
-      "or %% (a %)";
+      " is no pattern; use %j (job id), %x (name), %t (rank), %n (node), %N (host), %u (user), "
+      "%A (array id), %a (array task) or %% (a %)";
   EXPECT_EQ(CheckOutputPattern("--output", "out%\n").message(), "--output: '%\\x0a'" + use);
   EXPECT_EQ(CheckOutputPattern("--error", "o%\xff").message(), "--error: '%\\xff'" + use);
 }
 
 }  // namespace
+// sbatch's %A and %a: an array task's files are its own; a job that is
+// no array task has its own id as %A.
+TEST(OutputPattern, ArrayFields) {
+  auto p = ParseOutputPattern("--output", "/o/%A_%a-%j.log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  PatternValues v;
+  v.job_id = "14";
+  v.array_job_id = "12";
+  v.array_task_id = "2";
+  EXPECT_EQ(ExpandOutputPattern(*p, v), "/o/12_2-14.log");
+  EXPECT_TRUE(PatternHasArrayTask(*p));
+  EXPECT_TRUE(PatternNeedsJob(*p, true));
+  PatternValues plain;
+  plain.job_id = "9";
+  auto a = ParseOutputPattern("--output", "/o/%A.log");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(ExpandOutputPattern(*a, plain), "/o/9.log");
+  EXPECT_FALSE(PatternHasArrayTask(*a));
+  // A record of the release before has no %A.
+  EXPECT_FALSE(ParseOutputPattern("--output", "/o/%A", kLegacyPatterns).ok());
+}
+
 }  // namespace ltd::test

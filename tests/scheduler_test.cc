@@ -112,5 +112,51 @@ TEST(Scheduler, AQuarantinedJobCountsAgainstItsUsersLimit) {
   EXPECT_EQ(s.free_slots(), 3);
 }
 
+// An array's %N: at most N of its tasks placed at once; the rest wait
+// with the throttle as their reason and hold back none of the user's
+// other jobs.
+TEST(Scheduler, ArrayThrottleHoldsTheRestOfTheArrayOnly) {
+  Scheduler s(Config(8));
+  for (int i = 0; i < 6; ++i) {
+    s.Enqueue("t" + std::to_string(i), 10 + i, kAlice, 1, ArrayGate{"10", 2, 6});
+  }
+  s.Enqueue("other", 20, kAlice, 1);
+  EXPECT_EQ(Ids(s.Place()), (std::vector<std::string>{"t0", "t1", "other"}));
+  EXPECT_EQ(s.array_running("10"), 2);
+  EXPECT_EQ(s.WhyPending("t2"), "array throttle: 2 of 6 tasks running");
+  EXPECT_EQ(s.pending(kAlice), 4u);  // throttled tasks are pending jobs, for the limits
+  s.Release("t0");
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"t2"});
+  s.Release("t1");
+  s.Release("t2");
+  EXPECT_EQ(Ids(s.Place()), (std::vector<std::string>{"t3", "t4"}));
+  // A pending task cancelled frees nothing of the throttle.
+  s.Release("t5");
+  EXPECT_TRUE(s.Place().empty());
+  EXPECT_EQ(s.array_running("10"), 2);
+}
+
+// After a restart, the array's running tasks (Hold) count for its throttle.
+TEST(Scheduler, HeldTasksCountForTheThrottle) {
+  Scheduler s(Config(4));
+  s.Hold("t0", kAlice, {0}, "10");
+  s.Enqueue("t1", 11, kAlice, 1, ArrayGate{"10", 1, 2});
+  EXPECT_TRUE(s.Place().empty());
+  EXPECT_EQ(s.WhyPending("t1"), "array throttle: 1 of 2 tasks running");
+  s.Release("t0");
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"t1"});
+}
+
+// An array counts against --user-max-pending-jobs as its tasks would.
+TEST(Scheduler, AnArrayCountsEachTaskForThePendingLimit) {
+  Scheduler s(Config(1, 0, /*max_pending=*/10));
+  for (int i = 0; i < 4; ++i) s.Enqueue("p" + std::to_string(i), i, kAlice, 2);
+  EXPECT_TRUE(s.MayQueue(kAlice, "alice", 0, 6).ok());
+  const absl::Status refused = s.MayQueue(kAlice, "alice", 0, 7);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("the array would add 7"), std::string::npos)
+      << refused.message();
+}
+
 }  // namespace
 }  // namespace ltd::test

@@ -10,6 +10,7 @@
 #include "duration.h"
 #include "flag_values.h"
 #include "hang_report.h"
+#include "job_array.h"
 #include "output_pattern.h"
 #include "resource_limits.h"
 #include "str_util.h"
@@ -305,6 +306,12 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   if (job.state == JobState::kRunning) {
     for (const GpuSample& g : job.table.gpu_usage) ToProto(g, out->add_gpus());
   }
+  if (!s.array.job_id.empty()) {
+    out->set_array_job_id(DisplayEscape(s.array.job_id));
+    out->set_array_task_id(s.array.task);
+    out->set_array_task_count(s.array.count);
+    out->set_array_throttle(s.array.throttle);
+  }
 }
 
 void ToProto(const SlotView& slot, v1::Slot* out) {
@@ -512,6 +519,28 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
                                           " bytes of text"));
   }
   spec.label = req.label();
+  if (!req.array().empty()) {
+    auto array = ParseArraySpec(req.array());
+    if (!array.ok()) return array.status();
+    // A task is a job on this node; the nodes of a run would each make
+    // an array of their own, and no rendezvous knows tasks.
+    if (spec.nodes.nnodes > 1 || !spec.nodes.rdzv.empty()) {
+      return absl::InvalidArgumentError(
+          "--array makes single-node jobs; drop --nnodes and --rdzv, or --array");
+    }
+    spec.array_tasks = std::move(array->tasks);
+    spec.array.throttle = array->throttle;
+  }
+  // %a is a task's id: a job that is none has nothing to fill in.
+  for (auto [flag, pattern] :
+       {std::pair{"--output", &spec.output}, std::pair{"--error", &spec.error}}) {
+    if (pattern->empty() || !spec.array_tasks.empty()) continue;
+    auto parsed = ParseOutputPattern(flag, *pattern);
+    if (parsed.ok() && PatternHasArrayTask(*parsed)) {
+      return absl::InvalidArgumentError(Cat(
+          flag, ": %a is an array task's id, and this job is no array; give --array or drop %a"));
+    }
+  }
   return spec;
 }
 

@@ -141,16 +141,16 @@ void LtdService::CancelLaunched(const std::string& id) {
   // A stream that ends with the job (its `ended` went out) or because
   // ltd stops (the job is the next ltd's) cancels nothing.
   if (closed_) return;
-  auto job = manager_.Resolve(id);
-  if (!job.ok() || IsFinal((*job)->state)) return;
+  const Job* job = manager_.Find(id);
+  if (job == nullptr || IsFinal(job->state)) return;
   spdlog::info("job={} its client went away: tearing it down (cancel_on_disconnect)", id);
-  manager_.Kill(
-      id, KillOrder::Teardown((*job)->user, "cancelled: the client that launched it went away"),
-      [id](absl::Status s) {
-        if (!s.ok()) {
-          spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
-        }
-      });
+  manager_.Kill(id,
+                KillOrder::Teardown(job->user, "cancelled: the client that launched it went away"),
+                [id](absl::Status s) {
+                  if (!s.ok()) {
+                    spdlog::debug("job={} cancel on disconnect: {}", id, std::string(s.message()));
+                  }
+                });
 }
 
 void LtdService::UnobserveWhenGone(EventStream::Handle& out, const std::string& id,
@@ -179,7 +179,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
-  const bool detach = req->detach();
+  // An array's tasks run apart, as sbatch's: its submit is never attached.
+  const bool detach = req->detach() || !req->array().empty();
   const bool cancel = req->cancel_on_disconnect();
   const bool batched = req->batched();
   std::string user = UserName(who->uid);
@@ -214,21 +215,21 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
     if (detach) return out->Finish(grpc::Status::OK);
     // Every line of the job from its first, read from its log; the client
     // may go away first (and the job with it, when it asked for that).
-    auto submitted = manager_.Resolve(*id);
-    if (!submitted.ok()) return out->Finish(ToGrpc(submitted.status()));
+    const Job* submitted = manager_.Find(*id);
+    if (submitted == nullptr) return out->Finish(ToGrpc(absl::NotFoundError("the job is gone")));
     LogReplay::Request attach;
     attach.follow = attach.attach = attach.from_start = true;
     attach.batched = batched;
     if (cancel) attach.on_gone = [this, id = *id] { CancelLaunched(id); };
-    if (auto s = LogReplay::Start(loop_, manager_, **submitted, std::move(attach), out); !s.ok()) {
+    if (auto s = LogReplay::Start(loop_, manager_, *submitted, std::move(attach), out); !s.ok()) {
       return out->Finish(ToGrpc(s));
     }
     // A job that waits says so at once, as srun does: a silent ltctl looks hung.
-    if (auto job = manager_.Resolve(*id);
-        job.ok() && (*job)->state == JobState::kPending && !(*job)->table.pending_reason.empty()) {
+    if (const Job* job = manager_.Find(*id);
+        job != nullptr && job->state == JobState::kPending && !job->table.pending_reason.empty()) {
       v1::JobEvent pending;
       pending.mutable_pending()->set_job_id(*id);
-      pending.mutable_pending()->set_reason(DisplayEscape((*job)->table.pending_reason));
+      pending.mutable_pending()->set_reason(DisplayEscape(job->table.pending_reason));
       out->Push(std::move(pending));
     }
   });
@@ -289,6 +290,10 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   // sees none.
   const bool all = who.ok() && SeesAllDetails(caller);
   loop_.Post([this, ref = req->job(), caller, all, reply, reactor] {
+    if (auto whole = manager_.ResolveAny(ref, caller.uid); whole.ok() && whole->tasks.size() > 1) {
+      ShowArray(whole->tasks, caller.uid, all, reply);
+      return reactor->Finish(grpc::Status::OK);
+    }
     auto job = JobFor(ref, caller, /*control=*/false);
     if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
     // A finished job's summary: its whole record is on disk, read on
@@ -369,6 +374,12 @@ grpc::ServerUnaryReactor* LtdService::Kill(grpc::CallbackServerContext* ctx,
   order.by = UserName(who->uid);
   loop_.Post(
       [this, ref = req->job(), order = std::move(order), who = *who, reply, reactor]() mutable {
+        // An array's id or name: every task of it.
+        if (auto whole = manager_.ResolveAny(ref, who.uid); whole.ok() && whole->tasks.size() > 1) {
+          auto s = KillArray(whole->tasks, std::move(order), who, reply, reactor);
+          if (!s.ok()) reactor->Finish(ToGrpc(s));
+          return;
+        }
         auto job = JobFor(ref, who, /*control=*/true);
         if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
         // The state before the kill took effect; the answer may come later.

@@ -100,6 +100,15 @@ class LtdService final : public v1::Ltd::CallbackService {
   absl::StatusOr<const Job*> JobFor(const std::string& ref, const PeerCreds& who,
                                     bool control) const;
 
+  // A kill of every live task of an array (service_array.cc), for its
+  // owner or root: an error (and `reactor` left to the caller), or OK and
+  // `reactor` finished once each task answered. Loop thread.
+  absl::Status KillArray(const std::vector<const Job*>& tasks, KillOrder order,
+                         const PeerCreds& who, v1::KillReply* reply,
+                         grpc::ServerUnaryReactor* reactor);
+  // Show of a whole array: its first task, and each task in short.
+  void ShowArray(const std::vector<const Job*>& tasks, uid_t caller, bool all, v1::Job* reply);
+
   // Root, or a member of the admin group. May ask NSS: not on the loop.
   bool IsAdmin(const PeerCreds& who) const;
   // Whether `who` sees every job's details (no --private-data, or an

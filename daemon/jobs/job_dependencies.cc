@@ -94,7 +94,7 @@ void JobManager::WaitOrQueue(Job& job, uint64_t seq) {
     }
   }
   if (unmet.empty()) {
-    scheduler_.Enqueue(job.id, seq, job.spec.uid, job.spec.devices);
+    Queue(job, seq);
   } else {
     deps_.AddKinds(job.id, job.spec.uid, std::move(unmet));
   }
@@ -110,7 +110,7 @@ void JobManager::OnDependencyEnded(const Job& job) {
                  ToString(job.state));
     uint64_t seq = 0;
     (void)absl::SimpleAtoi(id, &seq);
-    scheduler_.Enqueue(id, seq, ready->spec.uid, ready->spec.devices);
+    Queue(*ready, seq);
   }
   for (const std::string& id : outcome.failed) failed_dependents_.emplace_back(id, job.id);
   ArmFailDependents();

@@ -118,7 +118,7 @@ void JobManager::Recover(const Adopter& adopt) {
       Finish(*job, std::move(cause), JobState::kLost);
       continue;
     }
-    scheduler_.Hold(job->id, job->spec.uid, job->device_slots);
+    scheduler_.Hold(job->id, job->spec.uid, job->device_slots, job->spec.array.job_id);
     if (job->master_port != 0 && LtdPicksPort(job->spec)) ports_in_use_.insert(job->master_port);
     auto& entry = supervised_[job->id];
     entry = std::make_unique<Supervised>();
@@ -527,6 +527,10 @@ void JobManager::Ended(Job& job) {
   if (job.record_error.empty()) CutToSummary(job, kSummaryArgvBytes);
   CountFinished(job);
   OnDependencyEnded(job);
+  if (batch_ending_) {  // KillEach places and prunes once, at its end
+    batch_ended_ = true;
+    return;
+  }
   Schedule();
   MaybeFinishShutdown(true);
   PruneFinished();  // last: it may drop `job` itself when nothing is kept

@@ -115,7 +115,8 @@ class JobManager {
 
   // Validates and queues a job; returns its id. A program that cannot run
   // still makes a job, which ends FAILED with reason spawn_failed
-  // (job_submit.cc).
+  // (job_submit.cc). A spec with array_tasks makes one job per task and
+  // returns the array's id (its first task's).
   absl::StatusOr<std::string> Submit(JobSpec spec, std::string user);
 
   // JOB as `caller` typed it: an id, or a name. A name means the caller's
@@ -129,13 +130,32 @@ class JobManager {
   static constexpr std::string_view kByLtd = "ltd (shutdown)";
   // `ltctl shutdown` waits this long at most after a job's --signal.
   static constexpr Millis kMaxShutdownWarn{5 * 60 * 1000};
+  // A JOB that names a whole array of several tasks is refused here in one
+  // line (ResolveAny takes it).
   absl::StatusOr<const Job*> Resolve(std::string_view ref, uid_t caller = kAnyone) const;
+  // What JOB names: one job, or every task of an array (job_arrays.cc):
+  // JOB is the array's id or a name its tasks share; "12_3" is a task.
+  struct Resolved {
+    const Job* job = nullptr;       // the job, or the array's first task
+    std::vector<const Job*> tasks;  // the array's tasks in task order, when JOB names it
+  };
+  absl::StatusOr<Resolved> ResolveAny(std::string_view ref, uid_t caller = kAnyone) const;
+  // The tasks of the array `array_id` that ltd still has, in task order.
+  std::vector<const Job*> ArrayTasks(std::string_view array_id) const;
+  // The job of this id exactly (no name, no array); nullptr: none.
+  const Job* Find(const std::string& id) const;
   std::vector<const Job*> List(bool all) const;
 
   // order.signal 0: tear the job down (cancelled by order.by, a user's
   // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
   // the answer on the loop, maybe before Kill returns.
   void Kill(const std::string& id, KillOrder order, Supervision::Done done);
+  // Kill of each of `ids` (an array's tasks, job_arrays.cc), as one:
+  // the queue is placed and finished jobs pruned once at the end, not
+  // after each pending job cancelled (each a walk of every live job's
+  // dir: 1000 tasks took ltd's loop for 14 s). `done` gets each answer.
+  void KillEach(const std::vector<std::string>& ids, const KillOrder& order,
+                const Supervision::Done& done);
   // `ltctl stack`: the running job's ranks' stacks (all, or `rank`),
   // from its supervision, within `budget`.
   void Stacks(const std::string& id, std::optional<int> rank, Millis budget,
@@ -255,6 +275,13 @@ class JobManager {
   // A PENDING job (new or recovered): waits for its --after jobs, is
   // queued for devices, or is cancelled when one of them failed.
   void WaitOrQueue(Job& job, uint64_t seq);
+  // Every task of the array `array_id` (none: no tasks, job nullptr).
+  Resolved Whole(std::string_view array_id) const;
+  // A job ready to start goes into the scheduler's queue, its array's
+  // throttle with it (job_submit.cc).
+  void Queue(const Job& job, uint64_t seq);
+  // A new job of `spec` with the next id, not yet recorded.
+  absl::StatusOr<std::unique_ptr<Job>> MakeJob(const JobSpec& spec, const std::string& user);
   void OnDependencyEnded(const Job& job);
   void ArmFailDependents();
   void FailDependent(const std::string& id, const std::string& dependency);
@@ -296,6 +323,9 @@ class JobManager {
   uint64_t next_id_ = 1;
   ObserverId next_observer_ = 1;
   bool shutting_down_ = false;
+  // Within KillEach: Ended leaves placing and pruning to its end.
+  bool batch_ending_ = false;
+  bool batch_ended_ = false;
   std::optional<std::string> drain_;
   std::optional<WallTime> drain_deadline_;
   std::vector<Clock::TimerId> drain_timers_;  // its --signals and its teardown

@@ -1,6 +1,8 @@
 // A submit (JobManager): its checks, its id and record, its place in the
 // queue or among the jobs it waits for; a queued job's environment waits
 // on disk, not in memory, until the job starts.
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "bytes.h"
 #include "duration.h"
@@ -48,9 +50,79 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   if (auto s = NameFree(spec); !s.ok()) return s;
   if (auto s = RoomToSubmit(spec.uid); !s.ok()) return s;
-  if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid)); !s.ok()) return s;
+  // An array's tasks count against the user's limits as as many submits
+  // would: each is a job of its own.
+  const size_t count = spec.array_tasks.empty() ? 1 : spec.array_tasks.size();
+  if (auto s = scheduler_.MayQueue(spec.uid, user, deps_.waiting(spec.uid), count); !s.ok())
+    return s;
   auto unmet = ResolveAfter(spec);
   if (!unmet.ok()) return unmet.status();
+  const std::vector<uint32_t> tasks = std::move(spec.array_tasks);
+  spec.array_tasks.clear();
+  // Each job is recorded before the next is made, and a task's environment
+  // (up to 2 MB) then waits on disk: 1000 tasks hold one copy in memory.
+  std::vector<std::unique_ptr<Job>> made;
+  auto undo = [&] {
+    for (const auto& j : made) (void)store_.Remove(j->id);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    auto job = MakeJob(spec, user);
+    if (!job.ok()) {
+      undo();
+      return job.status();
+    }
+    Job& ref = **job;
+    if (!tasks.empty()) {
+      // The array's id is its first task's job id, as Slurm's; only that
+      // task keeps the submit's token, so a repeat of it finds the array.
+      ArrayTask& a = ref.spec.array;
+      a.job_id = made.empty() ? ref.id : made.front()->id;
+      a.task = tasks[i];
+      a.count = static_cast<uint32_t>(tasks.size());
+      a.throttle = std::min(spec.array.throttle, a.count);
+      if (i > 0) ref.spec.submit_token.clear();
+    }
+    absl::Status saved = store_.CreateJobDir(ref.id);
+    if (saved.ok()) saved = store_.Save(ref);
+    made.push_back(std::move(*job));
+    if (!saved.ok()) {
+      undo();
+      return absl::UnavailableError(Cat("cannot record the job (", saved.message(),
+                                        "); free space in ", store_.state_dir(),
+                                        " and submit again"));
+    }
+    if (i + 1 < count) SpillEnv(ref);
+  }
+  const std::string first = made.front()->id;
+  std::vector<Job*> added;
+  for (auto& job : made) {
+    const std::string id = job->id;
+    Job& ref = *job;
+    jobs_.emplace(id, std::move(job));
+    added.push_back(&ref);
+    tokens_.Remember(ref.spec.uid, ref.spec.submit_token, id, ref.submitted_at);
+    spdlog::info("job={} submitted by {}: {} rank(s) of {}{}", id, ref.user, ref.spec.devices,
+                 ForLog(ref.spec.argv.front()),
+                 ref.spec.array.job_id.empty() ? "" : Cat(", task ", DisplayId(ref)));
+    uint64_t seq = 0;
+    (void)absl::SimpleAtoi(id, &seq);
+    if (unmet->empty()) {
+      Queue(ref, seq);
+    } else {
+      deps_.AddKinds(id, ref.spec.uid, *unmet);
+    }
+    Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
+  }
+  Schedule();
+  // Queued (not being started): its environment waits on disk.
+  for (Job* job : added) {
+    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
+  }
+  return first;
+}
+
+absl::StatusOr<std::unique_ptr<Job>> JobManager::MakeJob(const JobSpec& spec,
+                                                         const std::string& user) {
   // Ids are reserved on disk 64 at a time: a submit costs no synced write
   // of next-id but once in 64.
   auto taken = store_.TakeId(next_id_, /*reserve=*/64);
@@ -62,36 +134,17 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   next_id_ = *taken + 1;
   auto job = std::make_unique<Job>();
   job->id = std::to_string(*taken);
-  job->user = std::move(user);
+  job->user = user;
   job->submitted_at = clock_.Now();
   job->containment = std::string(supervisors_.containment());
-  job->spec = std::move(spec);
-  absl::Status saved = store_.CreateJobDir(job->id);
-  if (saved.ok()) saved = store_.Save(*job);
-  if (!saved.ok()) {
-    (void)store_.Remove(job->id);
-    return absl::UnavailableError(Cat("cannot record the job (", saved.message(),
-                                      "); free space in ", store_.state_dir(),
-                                      " and submit again"));
-  }
-  const std::string id = job->id;
-  Job& ref = *job;
-  jobs_.emplace(id, std::move(job));
-  tokens_.Remember(ref.spec.uid, ref.spec.submit_token, id, ref.submitted_at);
-  spdlog::info("job={} submitted by {}: {} rank(s) of {}", id, ref.user, ref.spec.devices,
-               ForLog(ref.spec.argv.front()));
-  uint64_t seq = 0;
-  (void)absl::SimpleAtoi(id, &seq);
-  if (unmet->empty()) {
-    scheduler_.Enqueue(id, seq, ref.spec.uid, ref.spec.devices);
-  } else {
-    deps_.AddKinds(id, ref.spec.uid, *unmet);
-  }
-  Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
-  Schedule();
-  // Queued (not being started): its environment waits on disk.
-  if (ref.state == JobState::kPending && supervised_.count(id) == 0) SpillEnv(ref);
-  return id;
+  job->spec = spec;
+  return job;
+}
+
+void JobManager::Queue(const Job& job, uint64_t seq) {
+  const ArrayTask& a = job.spec.array;
+  scheduler_.Enqueue(job.id, seq, job.spec.uid, job.spec.devices,
+                     ArrayGate{a.job_id, a.throttle, a.count});
 }
 
 void JobManager::SpillEnv(Job& job) {

@@ -35,9 +35,16 @@ void Scheduler::EndQuarantine(const std::string& id) {
   if (user.queue.empty() && user.counted() == 0) users_.erase(c.uid);
 }
 
-absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user, size_t also_waiting) const {
+absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user, size_t also_waiting,
+                                 size_t adding) const {
   const int limit = config_.user_max_pending_jobs;
   const size_t waiting = pending(uid) + also_waiting;
+  if (limit > 0 && adding > 1 && waiting + adding > static_cast<size_t>(limit)) {
+    return absl::ResourceExhaustedError(
+        Cat("user ", user, " has ", waiting, " pending jobs and the array would add ", adding,
+            ", past the limit of this ltd, ", limit,
+            " (--user-max-pending-jobs); submit a smaller array, or wait for some to start"));
+  }
   if (limit > 0 && waiting >= static_cast<size_t>(limit)) {
     return absl::ResourceExhaustedError(
         Cat("user ", user, " already has ", waiting,
@@ -47,8 +54,9 @@ absl::Status Scheduler::MayQueue(uid_t uid, const std::string& user, size_t also
   return absl::OkStatus();
 }
 
-void Scheduler::Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices) {
-  queued_[id] = Queued{seq, uid, devices};
+void Scheduler::Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices,
+                        ArrayGate gate) {
+  queued_[id] = Queued{seq, uid, devices, std::move(gate)};
   users_[uid].queue.push_back(id);
 }
 
@@ -62,6 +70,23 @@ void Scheduler::Dequeue(const std::string& id) {
   if (user.queue.empty() && user.counted() == 0) users_.erase(uid);
 }
 
+bool Scheduler::Throttled(const Queued& q) const {
+  return q.gate.throttle > 0 && !q.gate.array.empty() &&
+         array_running(q.gate.array) >= static_cast<int>(q.gate.throttle);
+}
+
+std::deque<std::string>::const_iterator Scheduler::Head(const User& user) const {
+  // Tasks of one array queue together: the scan passes over a throttled
+  // array's tasks, at most the user's pending limit of them.
+  return std::find_if(user.queue.begin(), user.queue.end(),
+                      [&](const std::string& id) { return !Throttled(queued_.at(id)); });
+}
+
+int Scheduler::array_running(const std::string& array) const {
+  auto it = array_running_.find(array);
+  return it == array_running_.end() ? 0 : it->second;
+}
+
 std::vector<Scheduler::Placement> Scheduler::Place() {
   std::vector<Placement> placed;
   for (;;) {
@@ -71,7 +96,9 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
       if (user.queue.empty()) continue;
       if (config_.user_max_running_jobs > 0 && user.counted() >= config_.user_max_running_jobs)
         continue;
-      heads.emplace_back(uid, &queued_.at(user.queue.front()));
+      const auto head = Head(user);
+      if (head == user.queue.end()) continue;
+      heads.emplace_back(uid, &queued_.at(*head));
     }
     // The user holding the fewest devices first; then the one served least
     // recently; then the oldest job.
@@ -88,8 +115,10 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
     if (fits == heads.end()) return placed;
     User& user = users_[fits->first];
     Placement p;
-    p.id = user.queue.front();
+    const auto head = Head(user);
+    p.id = *head;
     const int devices = fits->second->devices;
+    const std::string array = fits->second->gate.array;
     for (size_t i = 0; i < busy_.size() && static_cast<int>(p.slots.size()) < devices; ++i) {
       if (busy_[i] || unavailable_[i]) continue;
       busy_[i] = true;
@@ -100,7 +129,11 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
       for (int slot : p.slots) ids.push_back(config_.gpu_ids[static_cast<size_t>(slot)]);
       p.cuda_visible_devices = Join(ids, ",");
     }
-    user.queue.pop_front();
+    user.queue.erase(head);
+    if (!array.empty()) {
+      ++array_running_[array];
+      array_of_[p.id] = array;
+    }
     user.served = ++placements_;
     ++user.running;
     user.devices += devices;
@@ -111,7 +144,12 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
   }
 }
 
-void Scheduler::Hold(const std::string& id, uid_t uid, const std::vector<int>& slots) {
+void Scheduler::Hold(const std::string& id, uid_t uid, const std::vector<int>& slots,
+                     const std::string& array) {
+  if (!array.empty() && !array_of_.contains(id)) {
+    ++array_running_[array];
+    array_of_[id] = array;
+  }
   std::vector<int> held;
   for (int slot : slots) {
     // A record is the supervisor's word, not ltd's: never trust a slot
@@ -131,6 +169,10 @@ void Scheduler::Hold(const std::string& id, uid_t uid, const std::vector<int>& s
 void Scheduler::Release(const std::string& id) {
   auto held = held_.find(id);
   if (held == held_.end()) return Dequeue(id);
+  if (auto a = array_of_.find(id); a != array_of_.end()) {
+    if (--array_running_[a->second] <= 0) array_running_.erase(a->second);
+    array_of_.erase(a);
+  }
   for (int slot : held->second) busy_[static_cast<size_t>(slot)] = false;
   User& user = users_[owner_.at(id)];
   --user.running;
@@ -151,8 +193,12 @@ std::string Scheduler::WhyPending(const std::string& id) const {
     return Cat("user limit: ", user.counted(), " running, ", user.quarantined,
                " of them ended with processes that would not die (their devices are quarantined)");
   }
-  if (!user.queue.empty() && user.queue.front() != id) {
-    return Cat("behind job ", user.queue.front(), " of the same user");
+  if (Throttled(q->second)) {
+    return Cat("array throttle: ", array_running(q->second.gate.array), " of ",
+               q->second.gate.tasks, " tasks running");
+  }
+  if (const auto head = Head(user); head != user.queue.end() && *head != id) {
+    return Cat("behind job ", *head, " of the same user");
   }
   const int free = free_slots();
   if (q->second.devices > free) {

@@ -5,7 +5,9 @@
 // candidate that does not fit holds back only its own user's later jobs,
 // never another user's. (A large job can therefore wait while smaller ones
 // of other users fill the slots it needs; it starts once its user comes
-// first with enough slots free.) Pure logic: no clock, no I/O.
+// first with enough slots free.) A task of an array with a throttle (%N)
+// is passed over while N of its array run; the user's next job is the
+// candidate then. Pure logic: no clock, no I/O.
 #pragma once
 
 #include <sys/types.h>
@@ -28,15 +30,25 @@ struct SchedulerConfig {
   int user_max_pending_jobs = 1000;
 };
 
+// A job's array, for the throttle: its id ("": none), the most of its
+// tasks that may run at once (0: any number), and how many tasks it has.
+struct ArrayGate {
+  std::string array;
+  uint32_t throttle = 0;
+  uint32_t tasks = 0;
+};
+
 class Scheduler {
  public:
   explicit Scheduler(SchedulerConfig config);
 
-  // Whether `uid` may queue one more job (its pending limit), counting
-  // `also_waiting` jobs of its that wait elsewhere (for other jobs).
-  absl::Status MayQueue(uid_t uid, const std::string& user, size_t also_waiting = 0) const;
+  // Whether `uid` may queue `adding` more jobs (its pending limit; an
+  // array's tasks count one each), counting `also_waiting` jobs of its
+  // that wait elsewhere (for other jobs).
+  absl::Status MayQueue(uid_t uid, const std::string& user, size_t also_waiting = 0,
+                        size_t adding = 1) const;
   // `seq` orders jobs by submission (ids count up).
-  void Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices);
+  void Enqueue(const std::string& id, uint64_t seq, uid_t uid, int devices, ArrayGate gate = {});
   // A pending job that will never start (cancelled). Running ones: Release.
   void Dequeue(const std::string& id);
 
@@ -48,7 +60,8 @@ class Scheduler {
   // Takes slots for every job that can start now, in the order to start.
   std::vector<Placement> Place();
   // A job placed by an earlier ltd, still running on `slots`.
-  void Hold(const std::string& id, uid_t uid, const std::vector<int>& slots);
+  void Hold(const std::string& id, uid_t uid, const std::vector<int>& slots,
+            const std::string& array = "");
   // A placed job ended: its slots are free and it no longer counts for its
   // user.
   void Release(const std::string& id);
@@ -66,6 +79,8 @@ class Scheduler {
   std::string WhyPending(const std::string& id) const;
 
   size_t pending(uid_t uid) const;
+  // Placed tasks of `array` (running or starting).
+  int array_running(const std::string& array) const;
   size_t pending() const { return queued_.size(); }
   int free_slots() const;
   int slots() const { return static_cast<int>(busy_.size()); }
@@ -75,7 +90,9 @@ class Scheduler {
     uint64_t seq = 0;
     uid_t uid = 0;
     int devices = 0;
+    ArrayGate gate;
   };
+  bool Throttled(const Queued& q) const;
   struct User {
     std::deque<std::string> queue;  // FIFO of pending ids
     int running = 0;                // placed jobs
@@ -85,6 +102,8 @@ class Scheduler {
     int devices = 0;      // slots they hold
     uint64_t served = 0;  // when it last had a job placed (0: never)
   };
+  // The user's first queued job not held back by its array's throttle; end() if none.
+  std::deque<std::string>::const_iterator Head(const User& user) const;
 
   SchedulerConfig config_;
   std::vector<bool> busy_;
@@ -96,8 +115,10 @@ class Scheduler {
     uid_t uid = 0;
     int devices = 0;
   };
-  std::map<std::string, Charged> quarantined_;  // ChargeQuarantine, by id
-  std::map<uid_t, User> users_;                 // users with pending or placed jobs
+  std::map<std::string, Charged> quarantined_;   // ChargeQuarantine, by id
+  std::map<uid_t, User> users_;                  // users with pending or placed jobs
+  std::map<std::string, int> array_running_;     // placed tasks, by array
+  std::map<std::string, std::string> array_of_;  // placed tasks' arrays, by id
   uint64_t placements_ = 0;
 };
 

@@ -363,6 +363,7 @@ class Client:
         cpus=None,
         signal=None,
         label=None,
+        array=None,
     ):
         """Starts a job of ``devices`` ranks running ``argv``; returns its :class:`Job`.
 
@@ -382,12 +383,17 @@ class Client:
         (this process exits or crashes, the Job is dropped). ``output`` and
         ``error`` are ``--output``/``--error``: a file pattern, sbatch's
         (``%j`` the job id, ``%x`` the name, ``%t`` the rank, ``%n`` the
-        node, ``%N`` the host, ``%u`` the user), that every rank's stdout
+        node, ``%N`` the host, ``%u`` the user, ``%A``/``%a`` the array and
+        task), that every rank's stdout
         (stderr) is also written to, opened as you. ``signal`` is
         ``--signal``: ``"USR1@90s"``, or a pair (signal, time before the end).
         ``label``: what ``ps`` and ``show`` print as the job's command instead of
         ``argv``. ``rdzv_auth`` is ``--rdzv-auth``: ``"munge"`` or ``"none"``
-        (default: ltd's).
+        (default: ltd's). ``array`` is ``--array`` (``"0-15%4"``): one job
+        per task, always detached; the Job returned is the whole array's
+        (its id; ``wait()`` waits for every task and returns the highest
+        exit code, ``kill()`` ends every task; ``client.show(id)`` lists
+        them in ``array_tasks``).
         """
         if isinstance(argv, (str, bytes)):
             raise errors.InvalidArgument(
@@ -427,10 +433,11 @@ class Client:
                 rdzv_auth=rdzv_auth or "",
                 after=[_bytes(a, "after") for a in after],
                 dependency=_bytes(dependency or "", "dependency"),
-                cancel_on_disconnect=cancel_on_disconnect and not detach,
+                cancel_on_disconnect=cancel_on_disconnect and not detach and not array,
                 output=_bytes(output or "", "output"),
                 error=_bytes(error or "", "error"),
                 label=_bytes(label or "", "label"),
+                array=_bytes(array or "", "array"),
             )
         except ValueError as e:
             raise errors.InvalidArgument(str(e)) from None
@@ -462,10 +469,11 @@ class Client:
         req.submit_token = os.urandom(16).hex().encode()
         stream, first = self._send_submit(req)
         job_id = first.accepted
-        if detach:
+        if detach or array:
             stream.cancel()
             stream = None
-        return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect)
+        return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect,
+                   array=bool(array))
 
     def _send_submit(self, req):
         """Sends ``req`` until ltd accepts it; (stream, its first event).

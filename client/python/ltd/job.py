@@ -83,12 +83,15 @@ class Job:
     fetch it on first use, and after the job's end has been seen.
     """
 
-    def __init__(self, client, job_id, info=None, stream=None, cancel_on_disconnect=False):
+    def __init__(self, client, job_id, info=None, stream=None, cancel_on_disconnect=False,
+                 array=False):
         self.client = client
         self.id = job_id
         self._info = info
         self._stream = stream
         self._cancel = cancel_on_disconnect
+        # A whole array (submit(array=...)): wait() waits for every task.
+        self._array = array
 
     def __repr__(self):
         return "<ltd.Job %s %s>" % (self.id, self._info.state if self._info else "?")
@@ -211,6 +214,17 @@ class Job:
         0: every rank exited 0; else the root cause's code, 128+N for signal
         N, 124 for a hang, 130 for a cancel. Follows through restarts of ltd.
         """
+        if self._array:
+            # As ``ltctl wait`` of an array: every task, the highest exit code.
+            worst = 0
+            for t in self.client.show(self.id).array_tasks:
+                code = t["exit_code"]
+                if code is None or t["state"] in ("PENDING", "STARTING", "RUNNING"):
+                    # As ARRAY_TASK: the first task's job id names the whole array.
+                    ref = "%s_%d" % (self.id, t["task_id"])
+                    code = Job(self.client, ref).wait(say=say)
+                worst = max(worst, code)
+            return worst
         code = 0
         for event in self.events(output=False, say=say):
             if isinstance(event, Ended):

@@ -243,6 +243,13 @@ class JobInfo:
     # Its ranks filled errors/ (TORCHELASTIC_ERROR_FILE's dir): writes past it failed.
     errors_full: bool = False
     label: str = ""  # what ps shows as COMMAND instead of argv ("": argv)
+    # A task of an array (``submit(array=...)``): the array's id ("": no
+    # task), the task's id and the array's count; ``array_tasks`` (show of
+    # the whole array): {"task_id", "job_id", "state", "exit_code"} each.
+    array_job_id: str = ""
+    array_task_id: int = 0
+    array_task_count: int = 0
+    array_tasks: List[dict] = dataclasses.field(default_factory=list)
     proto: object = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -297,6 +304,15 @@ class JobInfo:
             ],
             hidden=list(j.hidden),
             errors_full=j.errors.full,
+            array_job_id=j.array_job_id,
+            array_task_id=j.array_task_id,
+            array_task_count=j.array_task_count,
+            array_tasks=[
+                {"task_id": t.task_id, "job_id": t.job_id,
+                 "state": ltd_pb2.Job.State.Name(t.state),
+                 "exit_code": t.exit_code if t.HasField("exit_code") else None}
+                for t in j.array_tasks
+            ],
             proto=j,
         )
 

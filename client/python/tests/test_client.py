@@ -130,6 +130,26 @@ class ClientTest(unittest.TestCase):
             self.client.submit([SH, "-c", "true"], 1, dependency="aftersome:1", detach=True)
         self.assertIn("'aftersome' is no dependency", str(e.exception))
 
+    def test_array(self):
+        # --array: one job per task, each with its own id in the array and
+        # exit code; wait() of the array is its worst task's code.
+        arr = self.client.submit(
+            [SH, "-c", "echo $LTD_ARRAY_JOB_ID:$LTD_ARRAY_TASK_ID:$LTD_ARRAY_TASK_COUNT;"
+                       " exit $LTD_ARRAY_TASK_ID"], 1, array="0,2%1")
+        self.assertEqual(arr.wait(), 2)
+        info = self.client.show(arr.id)
+        self.assertEqual([t["task_id"] for t in info.array_tasks], [0, 2])
+        self.assertEqual([t["exit_code"] for t in info.array_tasks], [0, 2])
+        task = self.client.show("%s_2" % arr.id)
+        self.assertEqual((task.array_job_id, task.array_task_id, task.array_task_count),
+                         (arr.id, 2, 2))
+        self.assertEqual(task.state, "FAILED")
+        self.assertEqual(list(ltd.Job(self.client, "%s_2" % arr.id).logs()),
+                         ["[0] %s:2:2" % arr.id])
+        with self.assertRaises(ltd.InvalidArgument) as e:
+            self.client.submit([SH, "-c", "true"], 1, array="5-2")
+        self.assertIn("reversed", str(e.exception))
+
     def test_follow_logs_and_kill(self):
         job = self.client.submit([SH, "-c", "echo started; exec sleep 60"], 1, detach=True)
         # A line that came while nobody watched reaches the log a moment
