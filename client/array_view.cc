@@ -4,7 +4,6 @@
 #include <map>
 
 #include "bytes.h"
-#include "follow.h"
 #include "render.h"
 #include "str_util.h"
 #include "table.h"
@@ -14,11 +13,6 @@ namespace {
 
 std::string Text(const std::string& s) {
   return s.empty() ? "-" : DisplayEscape(s, Controls::kEscape);
-}
-
-bool Final(v1::Job::State s) {
-  return s != v1::Job::PENDING && s != v1::Job::RUNNING && s != v1::Job::STARTING &&
-         s != v1::Job::STATE_UNSPECIFIED;
 }
 
 }  // namespace
@@ -76,21 +70,6 @@ void PrintArray(const v1::Job& a, FILE* out) {
            task.has_exit_code() ? std::to_string(task.exit_code()) : "-"});
   }
   t.Print(out);
-}
-
-int WaitArray(const Globals& g, const v1::Job& a) {
-  int worst = 0;
-  for (const v1::ArrayTaskState& task : a.array_tasks()) {
-    // An ended task's code is in the reply; a live one is waited for as
-    // ARRAY_TASK (the first task's job id is the array's, which names the
-    // whole array), through restarts of ltd as any wait.
-    const int code = Final(task.state()) && task.has_exit_code()
-                         ? task.exit_code()
-                         : FollowThroughRestarts(g, Cat(a.array_job_id(), "_", task.task_id()),
-                                                 /*output=*/false, /*quiet_end=*/true, nullptr);
-    worst = std::max(worst, code);
-  }
-  return worst;
 }
 
 }  // namespace ltd

@@ -1,12 +1,11 @@
 // ltctl's side of job arrays (`submit --array`): the id `ps` shows for a
-// task ("12_3"), `show` of a whole array (its tasks by state), and `wait`
-// for every task of one.
+// task ("12_3") and `show` of a whole array (its tasks by state); `wait`
+// of one is follow.h's WaitArray.
 #pragma once
 
 #include <cstdio>
 #include <string>
 
-#include "connection.h"
 #include "ltd.pb.h"
 
 namespace ltd {
@@ -19,8 +18,5 @@ void PrintArrayField(const v1::Job& job, FILE* out);
 // `show` of a whole array (Show's reply with array_tasks): a summary of its
 // tasks by state, then each task.
 void PrintArray(const v1::Job& array, FILE* out);
-// `wait` of a whole array: waits for each task in turn; returns the
-// highest exit code of its tasks (0 only when every one succeeded).
-int WaitArray(const Globals& g, const v1::Job& array);
 
 }  // namespace ltd

@@ -1,5 +1,6 @@
 #include "follow.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -261,5 +262,23 @@ int Logs(const Globals& g, const std::string& job, int rank, bool follow, int64_
 }
 
 void FlushConsole() { Console().Idle(); }
+
+int WaitArray(const Globals& g, const v1::Job& a) {
+  int worst = 0;
+  for (const v1::ArrayTaskState& task : a.array_tasks()) {
+    // An ended task's code is in the reply; a live one is waited for as
+    // ARRAY_TASK (the first task's job id is the array's, which names the
+    // whole array), through restarts of ltd as any wait.
+    const bool ended = task.state() != v1::Job::PENDING && task.state() != v1::Job::RUNNING &&
+                       task.state() != v1::Job::STARTING &&
+                       task.state() != v1::Job::STATE_UNSPECIFIED;
+    const int code = ended && task.has_exit_code()
+                         ? task.exit_code()
+                         : FollowThroughRestarts(g, Cat(a.array_job_id(), "_", task.task_id()),
+                                                 /*output=*/false, /*quiet_end=*/true, nullptr);
+    worst = std::max(worst, code);
+  }
+  return worst;
+}
 
 }  // namespace ltd

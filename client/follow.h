@@ -20,6 +20,11 @@ namespace ltd {
 int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
                           grpc::ClientReaderInterface<v1::JobEvent>* first);
 
+// `wait` of a whole array (Show's reply with array_tasks): waits for each
+// task in turn; returns the highest exit code of its tasks (0 only when
+// every one succeeded).
+int WaitArray(const Globals& g, const v1::Job& array);
+
 // `ltctl logs`: the stored log, or (`follow`) the log and then the live
 // lines until the job ends, through restarts of ltd.
 // `filters`: LogsRequest's timestamps and since, copied into every request.
