@@ -27,4 +27,17 @@ std::vector<std::string> HangSummary(const v1::Job& job);
 // "rank 2 exited with code 3" and the like, for one-line outcomes.
 std::string DescribeCause(const v1::RootCause& cause);
 
+// The pieces of a `show` page, for its parts in other files.
+namespace render {
+// One line of a job's text, safe for a terminal; "-" for none.
+std::string Line(const std::string& text);
+// TimeText, or "-" for none.
+std::string Time(bool has, const google::protobuf::Timestamp& t);
+// The number, or "-" for none.
+template <typename T>
+std::string Opt(bool has, T value) {
+  return has ? std::to_string(value) : "-";
+}
+}  // namespace render
+
 }  // namespace ltd
