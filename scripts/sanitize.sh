@@ -21,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${SAN_BUILD_DIR:-build-asan}
 
-# CI's subset (scripts/test.sh with CI=true): every test of ltd's own
+# The subset meant for CI (not in scripts/test.sh yet: docs/design.md,
+# "Sanitizers"): every test of ltd's own
 # processes (unit, integration, e2e: security, containment, systemd,
 # queue, metrics, nvml), without the multi-node, etcd, Slurm and Python
 # client runs, which spend their minutes in torch, etcd and slurmd rather
