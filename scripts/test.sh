@@ -8,7 +8,8 @@ scripts/build.sh
 # Tests that need a GPU skip themselves where there is none.
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 300 -j2
 # The fuzzers, briefly: every harness on its committed corpus for 5 s
-# (15 harnesses: about 75 s after their sanitized build). Longer runs
+# (17 harnesses: about 90 s after their sanitized build, ~8 min here from
+# a warm ccache). Longer runs
 # and growing the corpus: docs/design.md, "Fuzzers". The suite under
 # ASan and UBSan is scripts/sanitize.sh, run by hand for now (its first
 # whole run is still to come: docs/design.md, "Sanitizers").
