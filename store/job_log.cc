@@ -87,8 +87,7 @@ Cut ReadCut(const std::string& dir) {
   // the cut (the head's size plus it plus the tails') cannot wrap.
   constexpr unsigned long long kMaxCut = 1ULL << 62;
   cut.bytes = n >= 1 ? std::min(bytes, kMaxCut) : 0;
-  cut.lines = n >= 2 && bytes <= kMaxCut && std::sscanf(said, "%llu", &lines) == 1 &&
-                      lines <= bytes
+  cut.lines = n >= 2 && bytes <= kMaxCut && std::sscanf(said, "%llu", &lines) == 1 && lines <= bytes
                   ? std::optional<uint64_t>(lines)
                   : std::nullopt;
   cut.first = n >= 3 ? std::optional<uint64_t>(first) : std::nullopt;

@@ -48,10 +48,9 @@ std::vector<std::string> ThroughPipe(const std::string& command, const std::stri
                                      const std::string& marker) {
   // An attached submit's first line names its job ("ltd: job N"): the
   // rank's lines come after it.
-  const std::string script = "{ " + command + "; } 2>&1 | { IFS= read -r a; " + kSkipJobLine +
-                             " echo \"1:$a\"; : > " +
-                             Quote(dir) + "/go1; IFS= read -r b; echo \"2:$b\"; : > " + Quote(dir) +
-                             "/go2; cat; }";
+  const std::string script =
+      "{ " + command + "; } 2>&1 | { IFS= read -r a; " + kSkipJobLine + " echo \"1:$a\"; : > " +
+      Quote(dir) + "/go1; IFS= read -r b; echo \"2:$b\"; : > " + Quote(dir) + "/go2; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {marker}, 30s);
   EXPECT_EQ(r.exit_code, 0) << "the reader never saw the first lines as they were written "
                                "(held in a buffer until the job ended?)\n"
@@ -153,9 +152,9 @@ TEST_F(OneSlot, AnAttachedSubmitSaysAtOnceThatItWaitsAndWhenItStarts) {
   ASSERT_TRUE(WaitFor([&] { return d_.Show(holder)["state"] == "RUNNING"; }, 20s));
   // The reader sees the PENDING line while the first job still holds the
   // slot, then frees it, then sees the start.
-  const std::string script = Ltctl() + " submit --devices 1 -- " + Quote(kChild) +
-                             " exit:0 2>&1 | { IFS= read -r a; " + kSkipJobLine + " echo \"1:$a\"; " + Ltctl() +
-                             " kill " + holder + " >/dev/null; cat; }";
+  const std::string script =
+      Ltctl() + " submit --devices 1 -- " + Quote(kChild) + " exit:0 2>&1 | { IFS= read -r a; " +
+      kSkipJobLine + " echo \"1:$a\"; " + Ltctl() + " kill " + holder + " >/dev/null; cat; }";
   CmdResult r = RunCommand({"/bin/sh", "-c", script}, {d_.marker()}, 30s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1:ltctl: job 2 is PENDING (needs 1 device"), std::string::npos) << r.out;

@@ -158,9 +158,9 @@ TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {
 
   const std::string second = Submit(2);
   EXPECT_EQ(Get(second).state, JobState::kPending);
-  EXPECT_EQ(Get(second).table.pending_reason, "needs 2 devices, 1 free; GPU 1 quarantined: pid " +
-                                                  std::to_string(getpid()) + " (" +
-                                                  ProcessUser(*ProcDir::Open(getpid())) + ") holds 2.0 GiB");
+  EXPECT_EQ(Get(second).table.pending_reason,
+            "needs 2 devices, 1 free; GPU 1 quarantined: pid " + std::to_string(getpid()) + " (" +
+                ProcessUser(*ProcDir::Open(getpid())) + ") holds 2.0 GiB");
   const std::string small = Submit(1);  // would fit, but waits behind `second`
   EXPECT_EQ(Get(small).state, JobState::kPending);
 

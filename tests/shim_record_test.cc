@@ -201,14 +201,13 @@ Job RichJob() {
   u.pid = 1000;
   u.gone_at = At("2026-12-01T10:00:12.000000Z");
   job.unkillable.push_back(u);
-  job.errors =
-      ErrorsDir{.max_bytes = 1 << 20,
-                .max_files = 20,
-                .bytes = 1 << 20,
-                .files = 3,
-                .full = true,
-                .cut = {CutFile{.name = "rank-1/core\x01", .kept = 4096, .size = 1 << 30}},
-                .cut_files = 1};
+  job.errors = ErrorsDir{.max_bytes = 1 << 20,
+                         .max_files = 20,
+                         .bytes = 1 << 20,
+                         .files = 3,
+                         .full = true,
+                         .cut = {CutFile{.name = "rank-1/core\x01", .kept = 4096, .size = 1 << 30}},
+                         .cut_files = 1};
   return job;
 }
 
