@@ -355,9 +355,6 @@ struct NodeStatus {
 
 // What only the job table (ltd) keeps of a job: never saved, never sent.
 struct TableFields {
-  // Why a PENDING job waits, in words ("needs 4 devices, 2 free"); set by
-  // the job table whenever it places jobs.
-  std::string pending_reason;
   // While it runs, each of its GPUs' last sample.
   std::vector<GpuSample> gpu_usage;
   // Bytes of the command line a finished job's summary in memory left out

@@ -92,7 +92,7 @@ TEST_F(AfterTest, StartsOnceItsDependencySucceeded) {
   const std::string first = Submit(Spec(1));
   const std::string second = Submit(Spec(1, {first}));
   EXPECT_EQ(Get(second).state, JobState::kPending);
-  EXPECT_EQ(Get(second).table.pending_reason, "after job " + first);
+  EXPECT_EQ(manager_->PendingReason(Get(second)), "after job " + first);
   EXPECT_EQ(Get(second).spec.after, std::vector<std::string>{first});
   Succeed(first);
   EXPECT_EQ(Get(second).state, JobState::kRunning);
@@ -107,9 +107,9 @@ TEST_F(AfterTest, ByNameAndSeveralDependencies) {
   const std::string other = Submit(Spec(1));
   const std::string last = Submit(Spec(1, {"prep", other, prep}));
   EXPECT_EQ(Get(last).spec.after, (std::vector<std::string>{prep, other}));
-  EXPECT_EQ(Get(last).table.pending_reason, "after jobs " + prep + ", " + other);
+  EXPECT_EQ(manager_->PendingReason(Get(last)), "after jobs " + prep + ", " + other);
   Succeed(other);
-  EXPECT_EQ(Get(last).table.pending_reason, "after job " + prep);
+  EXPECT_EQ(manager_->PendingReason(Get(last)), "after job " + prep);
   Succeed(prep);
   EXPECT_EQ(Get(last).state, JobState::kRunning);
 }
@@ -187,9 +187,9 @@ TEST_F(AfterTest, WaitingJobsCountTowardThePendingLimit) {
 TEST_F(AfterTest, PendingReasonsSayWhyInWords) {
   const std::string big = Submit(Spec(3));
   const std::string wants = Submit(Spec(2));
-  EXPECT_EQ(Get(wants).table.pending_reason, "needs 2 devices, 1 free");
+  EXPECT_EQ(manager_->PendingReason(Get(wants)), "needs 2 devices, 1 free");
   const std::string behind = Submit(Spec(1));
-  EXPECT_EQ(Get(behind).table.pending_reason, "behind job " + wants + " of the same user");
+  EXPECT_EQ(manager_->PendingReason(Get(behind)), "behind job " + wants + " of the same user");
   Succeed(big);
   EXPECT_EQ(Get(wants).state, JobState::kRunning);
   EXPECT_EQ(Get(behind).state, JobState::kRunning);
@@ -200,7 +200,7 @@ TEST_F(AfterTest, PendingReasonNamesTheUserLimit) {
   const std::string one = Submit(Spec(1));
   const std::string two = Submit(Spec(1));
   EXPECT_EQ(Get(one).state, JobState::kRunning);
-  EXPECT_EQ(Get(two).table.pending_reason, "user limit: 1 running");
+  EXPECT_EQ(manager_->PendingReason(Get(two)), "user limit: 1 running");
 }
 
 TEST_F(AfterTest, ARestartedLtdCancelsWhatCanNoLongerRun) {
@@ -224,13 +224,13 @@ TEST_F(AfterTest, ARestartedLtdWaitsAgainForAPendingDependency) {
   const std::string a = Submit(Spec(1));
   const std::string b = Submit(Spec(1));  // pending: one slot
   const std::string c = Submit(Spec(1, {b}));
-  EXPECT_EQ(Get(c).table.pending_reason, "after job " + b);
+  EXPECT_EQ(manager_->PendingReason(Get(c)), "after job " + b);
   Reset(1);
   manager_->Recover();
   EXPECT_EQ(Get(a).state, JobState::kLost);  // no supervisor to adopt it
   EXPECT_EQ(Get(b).state, JobState::kRunning);
   EXPECT_EQ(Get(c).state, JobState::kPending);
-  EXPECT_EQ(Get(c).table.pending_reason, "after job " + b);
+  EXPECT_EQ(manager_->PendingReason(Get(c)), "after job " + b);
   Succeed(b);
   EXPECT_EQ(Get(c).state, JobState::kRunning);
 }

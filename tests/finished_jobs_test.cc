@@ -134,6 +134,8 @@ class StateShareTest : public ManagerFixture {
   }
   void Grow(const std::string& id, uint64_t bytes) {
     std::ofstream(store_->JobDir(id) + "/filler", std::ios::binary) << std::string(bytes, 'x');
+    // A running job's dir is measured again at most once a second.
+    clock_.Advance(LiveBytes::kRemeasure);
   }
   void End(const std::string& id) {
     launcher_.Exit(id, 0, 0);

@@ -158,7 +158,7 @@ TEST_F(GpuManagerTest, LeftoverQuarantinesTheGpuAndThePendingJobNamesIt) {
 
   const std::string second = Submit(2);
   EXPECT_EQ(Get(second).state, JobState::kPending);
-  EXPECT_EQ(Get(second).table.pending_reason,
+  EXPECT_EQ(manager_->PendingReason(Get(second)),
             "needs 2 devices, 1 free; GPU 1 quarantined: pid " + std::to_string(getpid()) + " (" +
                 ProcessUser(*ProcDir::Open(getpid())) + ") holds 2.0 GiB");
   const std::string small = Submit(1);  // would fit, but waits behind `second`

@@ -56,7 +56,7 @@ TEST_F(JobManagerArrayTest, TasksAreJobsOfTheirOwnThrottledAndNamedByTheArray) {
   EXPECT_EQ(Task(a, 0).state, JobState::kRunning);
   EXPECT_EQ(Task(a, 1).state, JobState::kRunning);
   EXPECT_EQ(Task(a, 5).state, JobState::kPending);
-  EXPECT_EQ(Task(a, 5).table.pending_reason, "array throttle: 2 of 4 tasks running");
+  EXPECT_EQ(manager_->PendingReason(Task(a, 5)), "array throttle: 2 of 4 tasks running");
   EXPECT_EQ(launcher_.Env(Task(a, 1).id, 0, "LTD_ARRAY_TASK_ID"), "1");
   EXPECT_EQ(launcher_.Env(Task(a, 1).id, 0, "LTD_ARRAY_JOB_ID"), a);
   EXPECT_EQ(*manager_->Submit(ArraySpec({0, 1, 5, 7}, 2), "alice"), a);  // same token

@@ -236,7 +236,6 @@ TEST(ApplyRecord, ASupervisorsRecordLeavesWhatLtdKeepsBesideIt) {
   Job held;
   held.id = "3";
   held.spec.argv = {"/bin/sleep", "60"};
-  held.table.pending_reason = "needs 2 devices, 1 free";
   held.table.gpu_usage = {GpuSample{"0", 10, 100, 5, WallTime{}}};
   held.table.argv_cut = 7;
   Job sent;
@@ -247,7 +246,6 @@ TEST(ApplyRecord, ASupervisorsRecordLeavesWhatLtdKeepsBesideIt) {
   EXPECT_EQ(held.state, JobState::kRunning);
   EXPECT_EQ(held.record_error, "no space");
   EXPECT_EQ(held.spec.argv, (std::vector<std::string>{"/bin/sleep", "60"}));
-  EXPECT_EQ(held.table.pending_reason, "needs 2 devices, 1 free");
   EXPECT_EQ(held.table.gpu_usage.size(), 1u);
   EXPECT_EQ(held.table.argv_cut, 7u);
   sent.spec.argv = {"/bin/true"};

@@ -300,9 +300,6 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   out->set_output(DisplayEscapeElided(s.output, limits.text));
   out->set_label(DisplayEscapeElided(s.label, limits.text));
   out->set_error(DisplayEscapeElided(s.error, limits.text));
-  if (job.state == JobState::kPending) {
-    out->set_pending_reason(DisplayEscapeElided(job.table.pending_reason, limits.text));
-  }
   if (job.state == JobState::kRunning) {
     for (const GpuSample& g : job.table.gpu_usage) ToProto(g, out->add_gpus());
   }

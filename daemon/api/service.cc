@@ -225,12 +225,13 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
       return out->Finish(ToGrpc(s));
     }
     // A job that waits says so at once, as srun does: a silent ltctl looks hung.
-    if (const Job* job = manager_.Find(*id);
-        job != nullptr && job->state == JobState::kPending && !job->table.pending_reason.empty()) {
-      v1::JobEvent pending;
-      pending.mutable_pending()->set_job_id(*id);
-      pending.mutable_pending()->set_reason(DisplayEscape(job->table.pending_reason));
-      out->Push(std::move(pending));
+    if (const Job* job = manager_.Find(*id); job != nullptr) {
+      if (std::string why = manager_.PendingReason(*job); !why.empty()) {
+        v1::JobEvent pending;
+        pending.mutable_pending()->set_job_id(*id);
+        pending.mutable_pending()->set_reason(DisplayEscape(why));
+        out->Push(std::move(pending));
+      }
     }
   });
 }
@@ -260,7 +261,7 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
         for (const Job* job : manager_.List(/*all=*/true)) {
           if (!filter.Matches(*job)) continue;
           v1::Job view;
-          ToProto(*job, limits, &view);
+          View(*job, limits, &view);
           ForCaller(*job, uid, all, &view);
           const size_t size = view.ByteSizeLong();
           if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
@@ -301,7 +302,7 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
     // fail, or while kMaxShowReads are being read (what they hold is
     // memory too).
     if ((*job)->table.argv_cut == 0 || show_reads_ >= kMaxShowReads) {
-      ToProto(**job, kShowLimits, reply);
+      View(**job, kShowLimits, reply);
       ForCaller(**job, caller.uid, all, reply);
       return reactor->Finish(grpc::Status::OK);
     }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "api_convert.h"
 #include "event_stream.h"
 #include "job_manager.h"
 #include "listener.h"
@@ -117,6 +118,8 @@ class LtdService final : public v1::Ltd::CallbackService {
   // A view of `job` for `who`: another's job loses what HideOthersDetails
   // hides unless `all` (SeesAllDetails).
   static void ForCaller(const Job& job, uid_t who, bool all, v1::Job* view);
+  // `job` as ps and show send it (ToProto), with why it waits. On the loop.
+  void View(const Job& job, const ViewLimits& limits, v1::Job* view) const;
   // Drain (with a deadline for running jobs) or resume (`reason` nullopt),
   // for an admin.
   grpc::ServerUnaryReactor* SetDrain(grpc::CallbackServerContext* ctx,

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "api_convert.h"
+#include "bytes.h"
 #include "job_privacy.h"
 #include "service.h"
 #include "str_util.h"
@@ -35,6 +37,13 @@ bool LtdService::SeesAllDetails(const PeerCreds& who) const {
 
 void LtdService::ForCaller(const Job& job, uid_t who, bool all, v1::Job* view) {
   if (!all && job.spec.uid != who) HideOthersDetails(view);
+}
+
+void LtdService::View(const Job& job, const ViewLimits& limits, v1::Job* view) const {
+  ToProto(job, limits, view);
+  if (job.state == JobState::kPending) {
+    view->set_pending_reason(DisplayEscapeElided(manager_.PendingReason(job), limits.text));
+  }
 }
 
 bool LtdService::IsAdmin(const PeerCreds& who) const {

@@ -56,7 +56,7 @@ void LtdService::ShowArray(const std::vector<const Job*>& tasks, uid_t caller, b
                            v1::Job* reply) {
   // The array's fields are its first task's (they share the spec); its
   // tasks follow in short, at most kMaxArrayTasks.
-  ToProto(*tasks.front(), kShowLimits, reply);
+  View(*tasks.front(), kShowLimits, reply);
   ForCaller(*tasks.front(), caller, all, reply);
   for (const Job* t : tasks) {
     v1::ArrayTaskState* s = reply->add_array_tasks();
@@ -65,7 +65,7 @@ void LtdService::ShowArray(const std::vector<const Job*>& tasks, uid_t caller, b
     s->set_state(ToProto(t->state));
     if (t->exit_code) s->set_exit_code(*t->exit_code);
     if (t->state == JobState::kPending) {
-      s->set_pending_reason(DisplayEscapeElided(t->table.pending_reason, 256, Controls::kEscape));
+      s->set_pending_reason(DisplayEscapeElided(manager_.PendingReason(*t), 256, Controls::kEscape));
     }
   }
 }

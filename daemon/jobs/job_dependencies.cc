@@ -145,25 +145,19 @@ void JobManager::FailDependent(const std::string& id, const std::string& depende
   Finish(*job, std::move(cause), JobState::kCancelled);
 }
 
-void JobManager::UpdatePendingReasons() {
-  for (auto& [id, job] : jobs_) {
-    if (job->state != JobState::kPending) continue;
-    if (deps_.Waiting(id)) {
-      const std::vector<std::string> unmet = deps_.Unmet(id);
-      job->table.pending_reason =
-          Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
-    } else if (drain_) {
-      job->table.pending_reason =
-          drain_->empty() ? std::string("ltd is draining") : Cat("ltd is draining: ", *drain_);
-    } else {
-      job->table.pending_reason = scheduler_.WhyPending(id);
-      // Short of devices while a GPU sits in quarantine: say which holds it.
-      const auto q = gpus_ != nullptr ? gpus_->AnyQuarantined() : std::nullopt;
-      if (q && job->table.pending_reason.starts_with("needs ")) {
-        job->table.pending_reason += "; " + gpus_->Describe(*q);
-      }
-    }
+std::string JobManager::PendingReason(const Job& job) const {
+  if (job.state != JobState::kPending) return "";
+  if (deps_.Waiting(job.id)) {
+    const std::vector<std::string> unmet = deps_.Unmet(job.id);
+    return Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
   }
+  if (drain_)
+    return drain_->empty() ? std::string("ltd is draining") : Cat("ltd is draining: ", *drain_);
+  std::string why = scheduler_.WhyPending(job.id);
+  // Short of devices while a GPU sits in quarantine: say which holds it.
+  const auto q = gpus_ != nullptr ? gpus_->AnyQuarantined() : std::nullopt;
+  if (q && why.starts_with("needs ")) why += "; " + gpus_->Describe(*q);
+  return why;
 }
 
 }  // namespace ltd

@@ -130,6 +130,7 @@ void JobManager::Recover(const Adopter& adopt) {
   std::sort(pending.begin(), pending.end());
   for (auto& [seq, job] : pending) {
     job->device_slots.clear();
+    CountWaiting(*job);
     WaitOrQueue(*job, seq);
     if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
   }
@@ -195,7 +196,7 @@ std::vector<SlotView> JobManager::Slots() const {
 
 void JobManager::Schedule() {
   if (shutting_down_) return;
-  if (drain_) return UpdatePendingReasons();
+  if (drain_) return;
   for (Scheduler::Placement& p : scheduler_.Place()) {
     Job* job = FindMutable(p.id);
     if (job == nullptr || job->state != JobState::kPending) {
@@ -211,13 +212,13 @@ void JobManager::Schedule() {
       if (job->isolate_gpus && static_cast<size_t>(slot) < config_.gpu_minors.size())
         job->gpu_minors.push_back(config_.gpu_minors[static_cast<size_t>(slot)]);
     }
-    job->table.pending_reason.clear();
     Start(*job);
   }
-  UpdatePendingReasons();
 }
 
 void JobManager::Start(Job& job) {
+  live_bytes_.NotWaiting(job.id);
+  live_bytes_.PlacedChanged();
   if (auto s = ReloadEnv(job); !s.ok()) {
     RootCause cause;
     cause.reason = CauseReason::kSpawnFailed;
@@ -495,6 +496,8 @@ void JobManager::Finish(Job& job, RootCause cause, JobState state) {
 
 void JobManager::Ended(Job& job) {
   scheduler_.Release(job.id);
+  live_bytes_.NotWaiting(job.id);
+  live_bytes_.PlacedChanged();
   HoldUnkillable(job, /*announce=*/true);
   // Every process of the job is gone; a GPU some other process still holds
   // is not reused until that one is gone too.

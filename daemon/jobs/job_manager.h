@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "dependencies.h"
 #include "finished_jobs.h"
+#include "live_bytes.h"
 #include "gpu_pool.h"
 #include "job.h"
 #include "job_events.h"
@@ -145,6 +146,10 @@ class JobManager {
   // The job of this id exactly (no name, no array); nullptr: none.
   const Job* Find(const std::string& id) const;
   std::vector<const Job*> List(bool all) const;
+  // Why a PENDING job waits, in words ("needs 4 devices, 2 free", "after
+  // job 7"); "" for any other. Worked out when asked, not on every
+  // scheduling pass: a pass costs the same whatever the queue holds.
+  std::string PendingReason(const Job& job) const;
 
   // order.signal 0: tear the job down (cancelled by order.by, a user's
   // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
@@ -255,8 +260,10 @@ class JobManager {
   void PruneFinished(const FinishedJobs::Usage& live);
   // A job ended: kept, with what its dir takes (with --max-state-bytes).
   void CountFinished(const Job& job);
-  // What the live jobs' dirs take now, per user.
-  FinishedJobs::Usage LiveUsage() const;
+  // What the live jobs' dirs take now, per user (live_bytes.h).
+  FinishedJobs::Usage LiveUsage();
+  // A job begins to wait (submitted, recovered): its dir counted once.
+  void CountWaiting(const Job& job);
   // Whether a submit of `uid`'s fits the state dir's bound: refused only
   // while the dir is full and `uid` is over their share of it.
   absl::Status RoomToSubmit(uid_t uid);
@@ -285,8 +292,6 @@ class JobManager {
   void OnDependencyEnded(const Job& job);
   void ArmFailDependents();
   void FailDependent(const std::string& id, const std::string& dependency);
-  // Every PENDING job's pending_reason, in words.
-  void UpdatePendingReasons();
   // The drain an earlier ltd left in the state dir.
   void RecoverDrain();
   template <typename F>
@@ -308,6 +313,7 @@ class JobManager {
   std::vector<std::unique_ptr<Link>> graveyard_links_;
   Clock::TimerId bury_timer_ = 0;
   FinishedJobs finished_;          // final jobs kept, per user, oldest first
+  LiveBytes live_bytes_;           // live jobs' dirs, per user
   std::set<std::string> unsaved_;  // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};

@@ -104,6 +104,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     spdlog::info("job={} submitted by {}: {} rank(s) of {}{}", id, ref.user, ref.spec.devices,
                  ForLog(ref.spec.argv.front()),
                  ref.spec.array.job_id.empty() ? "" : Cat(", task ", DisplayId(ref)));
+    CountWaiting(ref);
     uint64_t seq = 0;
     (void)absl::SimpleAtoi(id, &seq);
     if (unmet->empty()) {

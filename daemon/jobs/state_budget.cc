@@ -32,12 +32,24 @@ void JobManager::CountFinished(const Job& job) {
   finished_.Add(job.id, job.spec.uid, bytes);
 }
 
-FinishedJobs::Usage JobManager::LiveUsage() const {
-  FinishedJobs::Usage usage;
-  for (const auto& [id, job] : jobs_) {
-    if (!IsFinal(job->state)) usage[job->spec.uid] += DirBytes(store_.JobDir(id));
-  }
-  return usage;
+void JobManager::CountWaiting(const Job& job) {
+  if (config_.max_state_bytes == 0) return;
+  live_bytes_.Waiting(job.id, job.spec.uid, DirBytes(store_.JobDir(job.id)));
+}
+
+FinishedJobs::Usage JobManager::LiveUsage() {
+  // The waiting jobs' as counted when they began to wait; the placed ones'
+  // measured again, at most once a second: a walk per running job, never
+  // one per queued job.
+  return live_bytes_.Total(clock_.Monotonic(), [this] {
+    FinishedJobs::Usage placed;
+    for (const auto& [id, entry] : supervised_) {
+      const Job* job = FindMutable(id);
+      if (job != nullptr && !IsFinal(job->state))
+        placed[job->spec.uid] += DirBytes(store_.JobDir(id));
+    }
+    return placed;
+  });
 }
 
 void JobManager::PruneFinished() {
