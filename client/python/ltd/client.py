@@ -9,7 +9,6 @@ is opened again once ltd is back; exit codes are ltctl's.
 
 import errno as _errno
 import os
-import signal as _signal
 import socket as _socket
 import struct as _struct
 import sys
@@ -21,6 +20,7 @@ import grpc
 from ltd import errors
 from ltd._durations import to_ms
 from ltd._pb import ltd_pb2, ltd_pb2_grpc
+from ltd._values import _bytes, _env_list, _job_ref, _size, _umask, parse_signal
 from ltd.job import Job
 from ltd.types import JobInfo
 
@@ -75,19 +75,6 @@ _GRPC_OWN = {
 
 
 
-def _umask():
-    """This process's umask, read without changing it where Linux can say."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8) & 0o777
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o077)  # a kernel before 4.7: set it and set it back
-    os.umask(mask)
-    return mask & 0o777
-
 def _going_away(e):
     """Whether an RPC failed because ltd is on its way out (not a refusal of ltd's)."""
     code = e.code()
@@ -122,85 +109,6 @@ def _try_connect(path):
         s.close()
 
 
-_SIZE_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-
-
-def _size(value, what):
-    """Bytes, as ltctl's sizes: an int, or a text such as "512M" or "4G"; None: 0."""
-    if value is None:
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str):
-        text = value.strip().upper().removesuffix("B").removesuffix("I")
-        digits = text.rstrip("KMGT")
-        if digits.isdigit() and text[len(digits):] in _SIZE_UNITS and int(digits) > 0:
-            return int(digits) << _SIZE_UNITS[text[len(digits):]]
-    raise errors.InvalidArgument("%s takes a size such as 512M or 4G, got %r" % (what, value))
-
-
-def _bytes(value, what):
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return os.fsencode(value)
-    if isinstance(value, os.PathLike):
-        return os.fsencode(value)
-    raise errors.InvalidArgument("%s must be str or bytes, not %s" % (what, type(value).__name__))
-
-
-def _job_ref(job):
-    """JOB as ltd takes it: an id (an int too) or a name."""
-    if isinstance(job, int) and not isinstance(job, bool):
-        job = str(job)
-    return _bytes(job, "job")
-
-
-def _env_list(env, what):
-    """``env`` (a mapping, K=V items, or one K=V text, as one ``--env``) as K=V bytes."""
-    if env is None:
-        return []
-    if isinstance(env, (str, bytes, os.PathLike)):
-        # One KEY=VALUE, as one --env: never its characters, one by one.
-        env = [env]
-    items = env.items() if hasattr(env, "items") else None
-    out = []
-    if items is not None:
-        for k, v in items:
-            k, v = _bytes(k, what + " key"), _bytes(v, what + " value")
-            if not k or b"=" in k:
-                raise errors.InvalidArgument("%s key %r must be non-empty and have no '='" % (what, k))
-            out.append(k + b"=" + v)
-        return out
-    for kv in env:
-        kv = _bytes(kv, what)
-        if b"=" not in kv or kv.startswith(b"="):
-            raise errors.InvalidArgument("%s takes KEY=VALUE, got %r" % (what, kv))
-        out.append(kv)
-    return out
-
-
-def parse_signal(sig):
-    """A signal as a number: an int, a ``signal.Signals``, or a name ("TERM", "SIGUSR1")."""
-    if sig is None:
-        return 0
-    if isinstance(sig, int) and not isinstance(sig, bool):
-        if 0 < sig < _signal.NSIG:
-            return int(sig)
-    elif isinstance(sig, str):
-        name = sig.strip().upper()
-        if name.isdigit():
-            return parse_signal(int(name))
-        if not name.startswith("SIG"):
-            name = "SIG" + name
-        member = getattr(_signal.Signals, name, None)
-        if member is not None:
-            return int(member)
-    raise errors.InvalidArgument(
-        "signal %r is not a signal; use a name such as TERM, INT, USR1 or a number" % (sig,)
-    )
-
-
 class Client:
     """A connection to ltd.
 
@@ -221,6 +129,9 @@ class Client:
         self.reconnect_for = reconnect_for
         self._channel = None
         self._stub = None
+        # Whether ltd answered a submit on this channel: later submits skip
+        # the checks of its socket that a first one makes.
+        self._answered = False
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -247,6 +158,7 @@ class Client:
         if self._channel is not None:
             self._channel.close()
         self._channel = self._stub = None
+        self._answered = False
 
     def close(self):
         """Closes the connection (an attached job's stream with it)."""
@@ -480,25 +392,28 @@ class Client:
 
         When ltd goes away before it answers (it stops, restarts or
         crashes), waits for it (bounded by ``reconnect_for``) and sends the
-        same request, token and all, as ltctl does.
+        same request, token and all, as ltctl does. The socket is checked
+        first only on a channel that has not answered yet: one connect of
+        our own a client, not two a submit (ltd accepts each).
         """
-        if _try_connect(self.socket) == _errno.ECONNREFUSED:
-            # Nothing listens on the socket: ltd crashed, or is between two
-            # runs of a restart.
-            print("ltd: ltd at %s does not answer (it is restarting, or it crashed); waiting up to "
-                  "a minute for it" % self.socket, file=sys.stderr, flush=True)
-            deadline = time.monotonic() + 60
-            while _try_connect(self.socket) == _errno.ECONNREFUSED and time.monotonic() < deadline:
-                time.sleep(0.1)
         told = False
         while True:
-            self._check_reachable()
+            if not self._answered:
+                self._check_socket()
+            # A channel that answered before went unchecked: should this
+            # send fail as ltd going away, the checks come first again.
+            unchecked = self._answered
             stream = self._api().Submit(req)
             try:
-                return stream, next(stream)
+                first = next(stream)
+                self._answered = True
+                return stream, first
             except grpc.RpcError as e:
                 if not _going_away(e):
                     raise self._error(e) from None
+                if unchecked:
+                    self._reset()
+                    continue
                 if not told:
                     print("ltd: ltd went away before it answered (it is stopping or restarting); "
                           "waiting for it to come back to submit again", file=sys.stderr, flush=True)
@@ -506,6 +421,18 @@ class Client:
                 self._wait_for_ltd(e, "ps", None)
             except StopIteration:
                 raise errors.Error("ltd ended the submit without accepting the job") from None
+
+    def _check_socket(self):
+        """Before a submit: waits up to a minute while nothing listens on the
+        socket (ltd crashed, or is between two runs of a restart), then
+        raises Unreachable unless it takes a connection."""
+        if _try_connect(self.socket) == _errno.ECONNREFUSED:
+            print("ltd: ltd at %s does not answer (it is restarting, or it crashed); waiting up to "
+                  "a minute for it" % self.socket, file=sys.stderr, flush=True)
+            deadline = time.monotonic() + 60
+            while _try_connect(self.socket) == _errno.ECONNREFUSED and time.monotonic() < deadline:
+                time.sleep(0.1)
+        self._check_reachable()
 
     def ps(self, all=False, *, me=False, user=None, state=None, no_trunc=False) -> List[JobInfo]:
         """Running and pending jobs (``all``: finished ones too), oldest first.

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 import unittest
 
 import fixture
@@ -385,6 +386,31 @@ class RestartTest(unittest.TestCase):
             self.assertIn("lost ltd", err.getvalue())
             self.assertIn("[0] done 0", out.getvalue())
             self.assertEqual(ltd.Client(d.socket).job(job.id).wait(), 0)
+        finally:
+            d.stop()
+
+    def test_a_client_that_submitted_submits_again_after_a_restart_and_is_told_when_ltd_is_gone(self):
+        # Submits after the first skip the checks of ltd's socket: a send
+        # that fails makes them again, so neither a restart nor a stopped
+        # ltd is taken for ltd "going away" mid-submit.
+        d = fixture.Daemon().start()
+        try:
+            c = ltd.Client(d.socket)
+            first = c.submit(["/bin/true"], 1, detach=True)
+            self.assertEqual(first.wait(), 0)
+            d.terminate()
+            d.start()
+            again = c.submit(["/bin/true"], 1, detach=True)
+            self.assertEqual(again.wait(), 0)
+            self.assertNotEqual(again.id, first.id)
+            d.terminate()
+            if os.path.exists(d.socket):
+                os.unlink(d.socket)
+            t0 = time.monotonic()
+            with self.assertRaises(ltd.Unreachable) as e:
+                c.submit(["/bin/true"], 1, detach=True)
+            self.assertIn("cannot reach ltd at " + d.socket, str(e.exception))
+            self.assertLess(time.monotonic() - t0, 30, "waited for an ltd that is gone")
         finally:
             d.stop()
 
