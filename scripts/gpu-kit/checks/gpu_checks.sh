@@ -6,11 +6,17 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 logs_have() { [[ $(ctl logs "$1" 2>/dev/null) == *"$2"* ]]; }
 
-# The minor of GPU $1 (NVML index): /proc/driver/nvidia/gpus/*/information
-# in PCI bus order, which is NVML's.
+# The driver's view of the GPUs and their device nodes; the kit's test
+# points these at a stand-in tree (nodes of the driver's major, no driver
+# behind them: opening one the cgroup allows gives ENXIO, not success).
+NVIDIA_PROC=${LTD_KIT_NVIDIA_PROC:-/proc/driver/nvidia}
+NVIDIA_DEV=${LTD_KIT_NVIDIA_DEV:-/dev}
+
+# The minor of GPU $1 (NVML index): $NVIDIA_PROC/gpus/*/information in PCI
+# bus order, which is NVML's.
 gpu_minor() {
   local dirs
-  mapfile -t dirs < <(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | sort)
+  mapfile -t dirs < <(ls -d "$NVIDIA_PROC"/gpus/*/ 2>/dev/null | sort)
   [[ -n ${dirs[$1]:-} ]] || return 1
   sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}information"
 }
@@ -21,9 +27,9 @@ check_nvml_gpus() {
   g=$(ctl --json gpus | flat)
   [[ $(jget gpu_checks <<<"$g") == true ]] || fail "ltd has no GPU checks: $(grep -m1 'GPU checks off' "$KIT_LTD_LOG")"
   n=$(grep -c '^slots\.[0-9]*\.gpu	' <<<"$g")
-  proc_n=$(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | wc -l)
+  proc_n=$(ls -d "$NVIDIA_PROC"/gpus/*/ 2>/dev/null | wc -l)
   [[ $n == "$KIT_NGPU" ]] || fail "ltctl gpus lists $n GPUs, NVML counted $KIT_NGPU"
-  [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, /proc/driver/nvidia has $proc_n"
+  [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, $NVIDIA_PROC/gpus has $proc_n"
   for ((i = 0; i < n; i++)); do
     total=$(jget "slots.$i.usage.memory_total_mib" <<<"$g")
     [[ ${total:-0} -gt 0 ]] || fail "GPU $(jget "slots.$i.gpu" <<<"$g") has no memory total: $(grep "^slots\.$i\." <<<"$g" | tr '\n' ' ')"
@@ -70,33 +76,64 @@ check_gpu_leftover() {
   pass "GPU $gpu QUARANTINED while pid $holder (outside any job) held 1 GiB, named by ltctl gpus, FREE once it left"
 }
 
+# A job that opens each of $NODES, one line a node: "open NODE ok" or
+# "open NODE refused: STRERROR". Each open in a subshell (a failed
+# redirection of a special builtin ends a POSIX shell); the error's last
+# words say why it failed.
+# shellcheck disable=SC2016 # expanded by the rank's shell
+PROBE='echo gpu $CUDA_VISIBLE_DEVICES; for n in $NODES; do if e=$( (true <>"$n") 2>&1); then echo "open $n ok"; else echo "open $n refused: ${e##*: }"; fi; done'
+probe_job() {  # NAME NODES...
+  local name=$1
+  shift
+  NODES="$*" timeout 60 "${CTL[@]}" submit --devices 1 --name "$name" -- /bin/sh -c "$PROBE" 2>&1
+}
+# The probe's line for node $1 in $2 says the job opened it (with the
+# stand-in nodes: the cgroup let the open through to a missing driver).
+opened() {
+  grep -qxF "[0] open $1 ok" <<<"$2" ||
+    { [[ -n ${LTD_KIT_NVIDIA_DEV:-} ]] && grep -qxF "[0] open $1 refused: No such device or address" <<<"$2"; }
+}
+eperm() { grep -qxF "[0] open $1 refused: Operation not permitted" <<<"$2"; }
+probe_line() { grep -m1 -F "open $1 " <<<"$2" || echo "no line for $1"; }
+
 check_device_isolation() {
   need_gpus 1
   local iso
   iso=$(ctl --json gpus | flat | jget gpu_isolation)
   [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
-  # Each open in a subshell: a failed redirection of a special builtin ends
-  # a POSIX shell.
-  local probe='for m in $MINORS; do if (true <>/dev/nvidia$m) 2>/dev/null; then echo "open $m ok"; else echo "open $m refused"; fi; done'
-  local minors="" out id mine other m
-  for ((i = 0; i < KIT_NGPU; i++)); do m=$(gpu_minor "$i") && minors+="$m "; done
-  [[ -n $minors ]] || skip "no /proc/driver/nvidia/gpus/*/information to learn the GPUs' minors from"
-  if ((KIT_NGPU >= 2)); then
-    out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 1 --name kit-iso -- /bin/sh -c "echo gpu \$CUDA_VISIBLE_DEVICES; $probe" 2>&1) ||
-      fail "the probe job failed: $out"
-    mine=$(gpu_minor "$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")")
-    grep -q "open $mine ok" <<<"$out" || fail "the job cannot open its own GPU's /dev/nvidia$mine: $out"
-    for m in $minors; do
-      [[ $m == "$mine" ]] && continue
-      grep -q "open $m refused" <<<"$out" || fail "the job on /dev/nvidia$mine can open another GPU's /dev/nvidia$m: $out"
-      other=$m
-    done
-    pass "a 1-GPU job opens its /dev/nvidia$mine and is refused the others (e.g. /dev/nvidia$other); $iso"
+  local minors=() nodes=() out mine m i others=() spare major dir="" e
+  for ((i = 0; i < KIT_NGPU; i++)); do
+    m=$(gpu_minor "$i") && [[ -n $m ]] || skip "no $NVIDIA_PROC/gpus/*/information for GPU $i to learn its minor from"
+    minors+=("$m") nodes+=("$NVIDIA_DEV/nvidia$m")
+  done
+  if ((KIT_NGPU == 1)); then
+    # No second GPU to be refused: a node of the driver's major for a minor
+    # no GPU has stands in for one (the job may open only its GPUs' minors).
+    major=$(( 0x$(stat -c %t "${nodes[0]}" 2>/dev/null || echo 0) ))
+    ((major > 0)) || skip "no device node ${nodes[0]} for GPU 0"
+    spare=$(( minors[0] == 0 ? 1 : 0 ))
+    dir=$KIT_WORK/spare-node
+    mkdir -p "$dir"
+    mknod "$dir/nvidia$spare" c "$major" "$spare" 2>/dev/null ||
+      skip "one GPU, and no device node could be made in $dir to stand in for a second"
+    e=$( (true <>"$dir/nvidia$spare") 2>&1) ||
+      [[ ${e##*: } == "No such device or address" ]] ||
+      skip "one GPU, and the stand-in node $dir/nvidia$spare cannot be opened outside a job either: ${e##*: }"
+    nodes+=("$dir/nvidia$spare")
   fi
-  out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 0 --name kit-iso0 -- /bin/sh -c "$probe" 2>&1) ||
-    skip "one GPU, and a job with no GPU cannot be made to test against (--devices 0: $(tail -1 <<<"$out"))"
-  grep -q "open ${minors%% *} refused" <<<"$out" || fail "a job given no GPU can open /dev/nvidia${minors%% *}: $out"
-  pass "a job given no GPU is refused /dev/nvidia${minors%% *}; $iso"
+  out=$(probe_job kit-iso "${nodes[@]}") || fail "the probe job failed: $out"
+  note "$out"
+  i=$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")
+  [[ -n $i && -n ${nodes[i]:-} ]] || fail "the job's CUDA_VISIBLE_DEVICES is not one GPU index: $(head -1 <<<"$out")"
+  mine=${nodes[i]}
+  opened "$mine" "$out" || fail "the job cannot open its own GPU's $mine: $(probe_line "$mine" "$out")"
+  for m in "${nodes[@]}"; do
+    [[ $m == "$mine" ]] && continue
+    eperm "$m" "$out" || fail "the job on $mine is not refused (EPERM) $m: $(probe_line "$m" "$out")"
+    others+=("$m")
+  done
+  [[ -n $dir ]] && rm -rf "$dir"
+  pass "a 1-GPU job opens its $mine and gets EPERM on ${others[*]}$([[ -n $dir ]] && echo " (a stand-in node for a minor no GPU has)"); $iso"
 }
 
 check_cuda_ltd() {
