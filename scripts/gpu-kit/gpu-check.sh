@@ -26,8 +26,11 @@ export KIT
 
 if [[ ${1:-} == --run-one ]]; then
   # One check, in a process of its own, under the caller's deadline.
+  # shellcheck source=SCRIPTDIR/checks/lib.sh
   source "$KIT/checks/lib.sh"
+  # shellcheck source=SCRIPTDIR/checks/cpu_checks.sh
   source "$KIT/checks/cpu_checks.sh"
+  # shellcheck source=SCRIPTDIR/checks/gpu_checks.sh
   source "$KIT/checks/gpu_checks.sh"
   cd "$KIT_WORK" || fail "no work dir $KIT_WORK"
   "check_$2"
@@ -78,7 +81,7 @@ elif [[ ! -x $KIT_PY ]]; then
   KIT_PY=
 fi
 py() { PYTHONPATH=$KIT/python timeout 120 "$KIT_PY" -c "$1" 2>&1; }
-KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION= KIT_TORCH_WHY= KIT_CUDA_WHY=
+KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION='' KIT_TORCH_WHY='' KIT_CUDA_WHY=
 if [[ -n $KIT_PY ]]; then
   if KIT_TORCH_VERSION=$(py 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"; print(torch.__version__)'); then
     KIT_TORCH=yes KIT_TORCH_VERSION=$(tail -1 <<<"$KIT_TORCH_VERSION")
@@ -120,18 +123,19 @@ record() {  # NAME STATUS SECONDS WHY [FIGURES]
 elapsed() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
 marked() {  # the pids of processes a check started that still live
   local e p
-  for e in $(grep -lzx "LTD_KIT_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do
+  while read -r e; do
     p=${e#/proc/}; p=${p%/environ}
     [[ $p != "$$" ]] && alive_pid "$p" && echo "$p"
-  done
+  done < <(grep -lzx "LTD_KIT_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null)
 }
 alive_pid() { [[ -d /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 describe() { local p; for p in "$@"; do printf '%s(%s) ' "$p" "$(cat "/proc/$p/comm" 2>/dev/null)"; done; }
 
 # --- ltd ------------------------------------------------------------------------
-LTD_PID= LTD_SOCK= SOCK_DIR=
+LTD_PID='' LTD_SOCK='' SOCK_DIR=
 start_ltd() {  # PHASE ARGS...
-  local phase=$1 dir=$OUT/run/$1 t=$(date +%s%N)
+  local phase=$1 dir=$OUT/run/$1 t
+  t=$(date +%s%N)
   shift
   mkdir -p "$dir/work"
   LTD_SOCK=$dir/ltd.sock
@@ -166,7 +170,8 @@ reap() {
 }
 
 stop_ltd() {  # PHASE [quiet]
-  local phase=$1 t=$(date +%s%N) why="" jobs_dir
+  local phase=$1 t why="" jobs_dir
+  t=$(date +%s%N)
   [[ -n $LTD_PID ]] || return 0
   timeout 60 "$KIT/bin/ltctl" --socket "$LTD_SOCK" shutdown >/dev/null 2>&1 || why="ltctl shutdown failed; "
   local end=$(( $(date +%s) + 40 ))
@@ -188,17 +193,19 @@ stop_ltd() {  # PHASE [quiet]
   else record "ltd_stop_$phase" PASS "$(elapsed "$t")" "ltctl shutdown stopped ltd; no job, process or cgroup left"; fi
 }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   stop_ltd final quiet
   local left
-  left=$(marked)
-  [[ -n $left ]] && kill -KILL $left 2>/dev/null
+  mapfile -t left < <(marked)
+  ((${#left[@]} == 0)) || kill -KILL "${left[@]}" 2>/dev/null
 }
 trap cleanup EXIT
 trap 'echo "gpu-check: interrupted" >&2; exit 1' INT TERM
 
 run_check() {  # NAME
-  local name=$1 t=$(date +%s%N) rc=0 status why figs left
+  local name=$1 t rc=0 status why figs left=()
+  t=$(date +%s%N)
   [[ $name =~ $only ]] || return 0
   if (( ($(date +%s%N) - T0) / 1000000000 > RUN_LIMIT )); then
     record "$name" SKIP 0.0 "the run's 8 minutes are spent"
@@ -217,10 +224,10 @@ run_check() {  # NAME
   fi
   reap
   local end=$(( $(date +%s) + 20 ))
-  while left=$(marked) && [[ -n $left ]] && (( $(date +%s) < end )); do sleep 0.2; done
-  if [[ -n $left ]]; then
-    [[ $status == FAIL ]] || status=FAIL why="processes of the check left: $(describe $left); $why"
-    kill -KILL $left 2>/dev/null
+  while mapfile -t left < <(marked) && ((${#left[@]})) && (( $(date +%s) < end )); do sleep 0.2; done
+  if ((${#left[@]})); then
+    [[ $status == FAIL ]] || status=FAIL why="processes of the check left: $(describe "${left[@]}"); $why"
+    kill -KILL "${left[@]}" 2>/dev/null
   fi
   figs=$(awk '{ printf "%s%s=%s", sep, $1, $2; sep = " " }' "$figures")
   record "$name" "$status" "$(elapsed "$t")" "$why" "$figs"
@@ -261,9 +268,9 @@ else
   skip_all "ltd did not start (see ltd_start_gpu)" "${GPU_CHECKS[@]}"
 fi
 
-left=$(marked)
-if [[ -n $left ]]; then
-  record nothing_left FAIL 0.0 "processes of the run left: $(describe $left)"
+mapfile -t left < <(marked)
+if ((${#left[@]})); then
+  record nothing_left FAIL 0.0 "processes of the run left: $(describe "${left[@]}")"
 else
   record nothing_left PASS 0.0 "no process of any check or job is left"
 fi

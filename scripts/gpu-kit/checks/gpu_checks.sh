@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The checks on real GPUs, under the ltd of the GPU phase (its slots are
 # the GPUs NVML finds; NVML through libnvidia-ml.so.1). GPU indices are
 # NVML's (PCI bus order); CUDA is told the same order so that a process
@@ -12,14 +13,19 @@ logs_have() { [[ $(ctl logs "$1" 2>/dev/null) == *"$2"* ]]; }
 NVIDIA_PROC=${LTD_KIT_NVIDIA_PROC:-/proc/driver/nvidia}
 NVIDIA_DEV=${LTD_KIT_NVIDIA_DEV:-/dev}
 
+gpu_dirs() { find "$NVIDIA_PROC/gpus" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort; }
 # The minor of GPU $1 (NVML index): $NVIDIA_PROC/gpus/*/information in PCI
 # bus order, which is NVML's.
 gpu_minor() {
   local dirs
-  mapfile -t dirs < <(ls -d "$NVIDIA_PROC"/gpus/*/ 2>/dev/null | sort)
+  mapfile -t dirs < <(gpu_dirs)
   [[ -n ${dirs[$1]:-} ]] || return 1
-  sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}information"
+  sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}/information"
 }
+
+job_gpu_mib_at_least() { local v; v=$(show_flat "$1" | jget gpus.0.memory_used_mib); ((${v:-0} >= $2)); }
+slot_is() { [[ $(slot_state "$1") == "$2" ]]; }
+gpu_used_at_most() { local v; v=$(gpu_used "$1"); [[ -n $v ]] && ((v <= $2)); }
 
 check_nvml_gpus() {
   need_gpus 1
@@ -27,7 +33,7 @@ check_nvml_gpus() {
   g=$(ctl --json gpus | flat)
   [[ $(jget gpu_checks <<<"$g") == true ]] || fail "ltd has no GPU checks: $(grep -m1 'GPU checks off' "$KIT_LTD_LOG")"
   n=$(grep -c '^slots\.[0-9]*\.gpu	' <<<"$g")
-  proc_n=$(ls -d "$NVIDIA_PROC"/gpus/*/ 2>/dev/null | wc -l)
+  proc_n=$(gpu_dirs | wc -l)
   [[ $n == "$KIT_NGPU" ]] || fail "ltctl gpus lists $n GPUs, NVML counted $KIT_NGPU"
   [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, $NVIDIA_PROC/gpus has $proc_n"
   for ((i = 0; i < n; i++)); do
@@ -41,7 +47,7 @@ check_nvml_gpus() {
   id=$(submit_d --devices 1 --name kit-nvml -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$rel") ||
     fail "submit failed"
   wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going: $(ctl logs "$id" | tail -3)"; }
-  wait_for 10 eval '[[ $(show_flat "$id" | jget gpus.0.memory_used_mib) -ge 1000 ]]' ||
+  wait_for 10 job_gpu_mib_at_least "$id" 1000 ||
     { touch "$rel"; fail "ltctl show does not see the rank's 1 GiB: $(show_flat "$id" | grep '^gpus' | tr '\n' ' ')"; }
   used=$(show_flat "$id" | jget gpus.0.memory_used_mib)
   local gpu
@@ -56,7 +62,7 @@ check_nvml_gpus() {
 check_gpu_leftover() {
   need_gpus 1
   need_cuda
-  local rel=$KIT_WORK/leftover.release id gpu holder st
+  local rel=$KIT_WORK/leftover.release id gpu holder
   id=$(submit_d --devices 1 --name kit-left -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 256 --hold-until "$rel")
   wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going"; }
   gpu=$(show_flat "$id" | jget cuda_visible_devices)
@@ -67,12 +73,12 @@ check_gpu_leftover() {
   wait_for 120 grep -q "cuda ok" "$KIT_WORK/holder.log" || { kill $holder; touch "$rel"; fail "the holder outside ltd never got going: $(tail -2 "$KIT_WORK/holder.log")"; }
   touch "$rel"
   wait_for 60 job_ended "$id" || { kill $holder; fail "job $id did not end"; }
-  wait_for 15 eval '[[ $(slot_state "$gpu") == QUARANTINED ]]' ||
+  wait_for 15 slot_is "$gpu" QUARANTINED ||
     { kill $holder; fail "GPU $gpu is $(slot_state "$gpu") with pid $holder holding 1 GiB on it; want QUARANTINED"; }
   ctl gpus | grep -q "pid $holder" || { kill $holder; fail "ltctl gpus does not name the holder pid $holder: $(ctl gpus)"; }
   touch "$KIT_WORK/holder.release"
   wait "$holder"
-  wait_for 30 eval '[[ $(slot_state "$gpu") == FREE ]]' || fail "GPU $gpu is $(slot_state "$gpu") after the holder left; want FREE"
+  wait_for 30 slot_is "$gpu" FREE || fail "GPU $gpu is $(slot_state "$gpu") after the holder left; want FREE"
   pass "GPU $gpu QUARANTINED while pid $holder (outside any job) held 1 GiB, named by ltctl gpus, FREE once it left"
 }
 
@@ -103,7 +109,8 @@ check_device_isolation() {
   [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
   local minors=() nodes=() out mine m i others=() spare major dir="" e
   for ((i = 0; i < KIT_NGPU; i++)); do
-    m=$(gpu_minor "$i") && [[ -n $m ]] || skip "no $NVIDIA_PROC/gpus/*/information for GPU $i to learn its minor from"
+    m=$(gpu_minor "$i") || m=""
+    [[ -n $m ]] || skip "no $NVIDIA_PROC/gpus/*/information for GPU $i to learn its minor from"
     minors+=("$m") nodes+=("$NVIDIA_DEV/nvidia$m")
   done
   if ((KIT_NGPU == 1)); then
@@ -158,12 +165,11 @@ check_gpu_crash() {
   need_gpus 1
   need_cuda
   local n=$(( KIT_NGPU >= 2 ? 2 : 1 )) log=$KIT_WORK/gpu-crash.log rec=$KIT_WORK/gpu-crash.flat rc=0
-  local ready=$KIT_WORK/gpu-crash.ready crash gone back gpus g before=() base
+  local ready=$KIT_WORK/gpu-crash.ready crash back gpus g before=() base
   mkdir -p "$ready"
   for g in $(gpu_memory | awk '{ print $1 }'); do before[g]=$(gpu_used "$g"); done
   timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-crash -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 \
     --crash-rank $((n - 1)) --ready-dir "$ready" >"$log" 2>&1 || rc=$?
-  gone=$(now_ms)
   ctl --json show kit-gpu-crash | flat >"$rec"
   [[ $rc == 139 && $(jget root_cause.rank <"$rec") == $((n - 1)) ]] ||
     fail "exit code $rc; want rank $((n - 1))'s SIGSEGV as the root cause: $(cause_of "$rec")"
@@ -174,7 +180,7 @@ check_gpu_crash() {
   gpus=$(jget cuda_visible_devices <"$rec")
   for g in ${gpus//,/ }; do
     base=${before[g]:-0}
-    wait_for 60 eval '[[ $(gpu_used '"$g"') -le $((base + 256)) ]]' ||
+    wait_for 60 gpu_used_at_most "$g" $((base + 256)) ||
       fail "GPU $g still has $(gpu_used "$g") MiB used 60 s after the crash (was $base MiB before)"
   done
   back=$(now_ms)
