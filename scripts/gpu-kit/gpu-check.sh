@@ -7,7 +7,8 @@
 #   --out DIR      where the report goes (default ./gpu-check-out): report.txt,
 #                  summary.json, each check's log, ltd's logs and job records
 #   --python PATH  the Python (with torch) for the Python checks; default the
-#                  first python3 in PATH
+#                  first with torch of $VIRTUAL_ENV's, $CONDA_PREFIX's and
+#                  every python3 and python in PATH, else the first of them
 #   --no-gpu       only the checks that need no GPU
 #   --only REGEX   only the checks whose names match
 #
@@ -72,9 +73,22 @@ MARK=kit-$$-$RANDOM
 export KIT_NO_GPU KIT_PY
 
 # --- what the host has ---------------------------------------------------------
-KIT_PY_WHY=
+KIT_PY_WHY='' KIT_PY_FROM=--python
 if [[ -z $KIT_PY ]]; then
-  KIT_PY=$(command -v python3 || true)
+  # A GPU host's torch is often in a virtual environment: the first Python
+  # that imports torch, else the first Python at all.
+  cands=()
+  [[ -n ${VIRTUAL_ENV:-} ]] && cands+=("$VIRTUAL_ENV/bin/python")
+  [[ -n ${CONDA_PREFIX:-} ]] && cands+=("$CONDA_PREFIX/bin/python")
+  mapfile -t -O ${#cands[@]} cands < <(type -ap python3 python)
+  first=''
+  for p in "${cands[@]}"; do
+    [[ -x $p ]] || continue
+    [[ -n $first ]] || first=$p
+    if PYTHONPATH='' timeout 120 "$p" -c 'import torch' >/dev/null 2>&1; then KIT_PY=$p; break; fi
+  done
+  KIT_PY_FROM="the first with torch of: ${cands[*]}"
+  if [[ -z $KIT_PY && -n $first ]]; then KIT_PY=$first KIT_PY_FROM="none with torch of: ${cands[*]}"; fi
   [[ -n $KIT_PY ]] || KIT_PY_WHY="no python3 in PATH (give one with --python)"
 elif [[ ! -x $KIT_PY ]]; then
   KIT_PY_WHY="--python $KIT_PY is not an executable"
@@ -107,7 +121,7 @@ host_facts() {
   echo "kit: $(head -1 "$KIT/MANIFEST" 2>/dev/null); $(sed -n 3p "$KIT/MANIFEST" 2>/dev/null)"
   echo "cgroup2: ${cgroup2:-not mounted}$([[ -n $cgroup2 && -w $cgroup2 ]] && echo ' (writable)')"
   echo "nvidia driver: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo none)"
-  echo "python: ${KIT_PY:-none ($KIT_PY_WHY)}${KIT_PY:+ $(py 'import sys; print(sys.version.split()[0])')}"
+  echo "python: ${KIT_PY:-none ($KIT_PY_WHY)}${KIT_PY:+ $(py 'import sys; print(sys.version.split()[0])') ($KIT_PY_FROM)}"
   echo "torch: ${KIT_TORCH_VERSION:-none${KIT_TORCH_WHY:+ ($KIT_TORCH_WHY)}}; CUDA ${cuda_version:-none}; NCCL $KIT_NCCL; grpcio $KIT_GRPC"
 }
 host_facts | tee "$OUT/host.txt"
