@@ -197,8 +197,12 @@ stop_ltd() {  # PHASE [quiet]
   wait "$LTD_PID" 2>/dev/null
   LTD_PID=
   jobs_dir=$(sed -n 's/.*containment: cgroup, jobs under //p' "$KIT_LTD_LOG" | head -1)
-  if [[ -n $jobs_dir && -d $jobs_dir ]] && find "$jobs_dir" -mindepth 1 -type d | grep -q .; then
-    why+="job cgroups left under $jobs_dir: $(find "$jobs_dir" -mindepth 1 -type d | head -3 | tr '\n' ' '); "
+  # ltd removes its cgroups (its run's and the state dir's ltd-*) when it
+  # stops; what it leaves is named, then removed, so the host keeps nothing.
+  local base=${jobs_dir%/run-*}
+  if [[ -n $jobs_dir && -d $base ]]; then
+    why+="cgroups left after ltd stopped: $(find "$base" -type d | head -3 | tr '\n' ' ')(removed now); "
+    find "$base" -depth -type d -exec rmdir {} + 2>/dev/null
   fi
   [[ -n $SOCK_DIR ]] && rm -rf "$SOCK_DIR" && SOCK_DIR=
   [[ -e $LTD_SOCK ]] && why+="the socket $LTD_SOCK is left; "
