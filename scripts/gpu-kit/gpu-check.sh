@@ -53,18 +53,23 @@ only=.
 KIT_NO_GPU=0
 KIT_PY=
 usage() { sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; }
+bad() { echo "gpu-check: $*" >&2; exit 2; }
 while (($#)); do
   case $1 in
-    --out) out=${2:?--out needs a directory}; shift 2 ;;
-    --python) KIT_PY=${2:?--python needs a path}; shift 2 ;;
+    --out|--python|--only) [[ -n ${2:-} ]] || bad "$1 needs a value; see --help" ;;&
+    --out) out=$2; shift 2 ;;
+    --python) KIT_PY=$2; shift 2 ;;
     --no-gpu) KIT_NO_GPU=1; shift ;;
-    --only) only=${2:?--only needs a pattern}; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu-check: unknown option '$1'; see --help" >&2; exit 2 ;;
+    *) bad "unknown option '$1'; see --help" ;;
   esac
 done
-[[ $(id -u) == 0 ]] || { echo "gpu-check: run as root (ltd runs as root and starts jobs as their user)" >&2; exit 2; }
-mkdir -p "$out" || exit 2
+[[ $(id -u) == 0 ]] || bad "run as root (ltd runs as root and starts jobs as their user)"
+[[ -z $KIT_PY || ( -f $KIT_PY && -x $KIT_PY ) ]] ||
+  bad "--python $KIT_PY is not an executable file; give a Python's path (e.g. /opt/venv/bin/python)"
+[[ $only == . ]] || { [[ x =~ $only ]]; (($? != 2)); } || bad "--only $only is not a regular expression bash takes"
+if ! mkdir -p "$out" 2>/dev/null || [[ ! -w $out ]]; then bad "cannot write to --out $out; give a directory root can write"; fi
 OUT=$(cd "$out" && pwd)
 rm -rf "$OUT/run" "$OUT/checks" "$OUT/report.txt" "$OUT/summary.json"
 mkdir -p "$OUT/run" "$OUT/checks"
@@ -90,9 +95,6 @@ if [[ -z $KIT_PY ]]; then
   KIT_PY_FROM="the first with torch of: ${cands[*]}"
   if [[ -z $KIT_PY && -n $first ]]; then KIT_PY=$first KIT_PY_FROM="none with torch of: ${cands[*]}"; fi
   [[ -n $KIT_PY ]] || KIT_PY_WHY="no python3 in PATH (give one with --python)"
-elif [[ ! -x $KIT_PY ]]; then
-  KIT_PY_WHY="--python $KIT_PY is not an executable"
-  KIT_PY=
 fi
 py() { PYTHONPATH=$KIT/python timeout 120 "$KIT_PY" -c "$1" 2>&1; }
 KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION='' KIT_TORCH_WHY='' KIT_CUDA_WHY=
