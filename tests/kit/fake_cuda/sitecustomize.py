@@ -32,7 +32,7 @@ def _account(gpu, nbytes):
     with open(_NVML_FILE + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open(_NVML_FILE) as f:
-            lines = [l for l in f if not (l.startswith("proc ") and l.split()[2] == str(os.getpid()))]
+            lines = [ln for ln in f if not (ln.startswith("proc ") and ln.split()[2] == str(os.getpid()))]
         for g, b in sorted(_held.items()):
             lines.append("proc %d %d %d\n" % (g, os.getpid(), max(1, b >> 20)))
         tmp = "%s.%d" % (_NVML_FILE, os.getpid())
@@ -47,9 +47,9 @@ def _visible():
         count = 0
         if _NVML_FILE:
             with open(_NVML_FILE) as f:
-                for l in f:
-                    if l.startswith("count "):
-                        count = int(l.split()[1])
+                for ln in f:
+                    if ln.startswith("count "):
+                        count = int(ln.split()[1])
         return list(range(count))
     return [int(x) for x in v.split(",") if x.strip().isdigit()]
 
