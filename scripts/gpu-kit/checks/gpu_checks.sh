@@ -107,7 +107,7 @@ check_device_isolation() {
   local iso
   iso=$(ctl --json gpus | flat | jget gpu_isolation)
   [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
-  local minors=() nodes=() out mine m i others=() spare major dir="" e
+  local minors=() nodes=() out mine m i others=() spare major node="" e
   for ((i = 0; i < KIT_NGPU; i++)); do
     m=$(gpu_minor "$i") || m=""
     [[ -n $m ]] || skip "no $NVIDIA_PROC/gpus/*/information for GPU $i to learn its minor from"
@@ -119,14 +119,26 @@ check_device_isolation() {
     major=$(( 0x$(stat -c %t "${nodes[0]}" 2>/dev/null || echo 0) ))
     ((major > 0)) || skip "no device node ${nodes[0]} for GPU 0"
     spare=$(( minors[0] == 0 ? 1 : 0 ))
-    dir=$KIT_WORK/spare-node
-    mkdir -p "$dir"
-    mknod "$dir/nvidia$spare" c "$major" "$spare" 2>/dev/null ||
-      skip "one GPU, and no device node could be made in $dir to stand in for a second"
-    e=$( (true <>"$dir/nvidia$spare") 2>&1) ||
-      [[ ${e##*: } == "No such device or address" ]] ||
-      skip "one GPU, and the stand-in node $dir/nvidia$spare cannot be opened outside a job either: ${e##*: }"
-    nodes+=("$dir/nvidia$spare")
+    # In the work dir, else (a nodev mount) in /dev; removed when the check
+    # ends (SPARE_NODE is global: the EXIT trap reads it).
+    local where why=""
+    trap 'rm -f "${SPARE_NODE:-}"' EXIT
+    for where in "$KIT_WORK" "$NVIDIA_DEV"; do
+      SPARE_NODE=$where/ltd-kit-spare-nvidia$spare.$$
+      node=$SPARE_NODE
+      if ! mknod "$node" c "$major" "$spare" 2>/dev/null; then why+="no node could be made in $where; "; node=""; continue; fi
+      # Outside a job the driver may refuse a minor it lacks (ENXIO,
+      # ENODEV), but nothing may deny it: EPERM in the job is the cgroup's.
+      if ! e=$( (true <>"$node") 2>&1); then
+        case ${e##*: } in
+          "Operation not permitted"|"Permission denied")
+            why+="$node is denied outside a job too (${e##*: }: a nodev mount?); "; rm -f "$node"; node=""; continue ;;
+        esac
+      fi
+      break
+    done
+    [[ -n $node ]] || skip "one GPU, and no node to stand in for a second: $why"
+    nodes+=("$node")
   fi
   out=$(probe_job kit-iso "${nodes[@]}") || fail "the probe job failed: $out"
   note "$out"
@@ -139,8 +151,7 @@ check_device_isolation() {
     eperm "$m" "$out" || fail "the job on $mine is not refused (EPERM) $m: $(probe_line "$m" "$out")"
     others+=("$m")
   done
-  [[ -n $dir ]] && rm -rf "$dir"
-  pass "a 1-GPU job opens its $mine and gets EPERM on ${others[*]}$([[ -n $dir ]] && echo " (a stand-in node for a minor no GPU has)"); $iso"
+  pass "a 1-GPU job opens its $mine and gets EPERM on ${others[*]}$([[ -n $node ]] && echo " (a stand-in node for a minor no GPU has)"); $iso"
 }
 
 check_cuda_ltd() {
