@@ -7,8 +7,9 @@
 #   --out DIR      where the report goes (default ./gpu-check-out): report.txt,
 #                  summary.json, each check's log, ltd's logs and job records
 #   --python PATH  the Python (with torch) for the Python checks; default the
-#                  first with torch of $VIRTUAL_ENV's, $CONDA_PREFIX's and
-#                  every python3 and python in PATH, else the first of them
+#                  first with torch of $VIRTUAL_ENV's, $CONDA_PREFIX's,
+#                  every python3 and python in PATH, and venvs' under /opt
+#                  and $HOME; else the first of them
 #   --no-gpu       only the checks that need no GPU
 #   --only REGEX   only the checks whose names match
 #
@@ -86,6 +87,12 @@ if [[ -z $KIT_PY ]]; then
   [[ -n ${VIRTUAL_ENV:-} ]] && cands+=("$VIRTUAL_ENV/bin/python")
   [[ -n ${CONDA_PREFIX:-} ]] && cands+=("$CONDA_PREFIX/bin/python")
   mapfile -t -O ${#cands[@]} cands < <(type -ap python3 python)
+  # Then virtual environments where they are usually made (the first
+  # Python without torch stays the one from PATH).
+  for p in /opt/*/bin/python3 /opt/*/*/bin/python3 "${HOME:-/root}"/*/bin/python3 "${HOME:-/root}"/.*/bin/python3 \
+    /usr/local/bin/python3; do
+    [[ -x $p ]] && cands+=("$p")
+  done
   first=''
   for p in "${cands[@]}"; do
     [[ -x $p ]] || continue
