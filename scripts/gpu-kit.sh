@@ -17,7 +17,8 @@
 # The programs come from scripts/build.sh's tree (./build, or $BUILD_DIR):
 # the build CI and developers already have, so the kit costs a link and a
 # copy, not a second compile; installed with --strip. Needs patchelf
-# (scripts/install-deps.sh).
+# (scripts/install-deps.sh). KIT_NO_BUILD=1 packs $BUILD_DIR as it is,
+# building nothing (a tree built by someone else, e.g. another worktree's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -26,13 +27,20 @@ out=${KIT_OUT_DIR:-$src/dist}
 max_mib=48
 command -v patchelf >/dev/null || { echo "gpu-kit: no patchelf (apt-get install patchelf)" >&2; exit 1; }
 
-echo "gpu-kit: building in $build" >&2
-BUILD_DIR=$build scripts/build.sh ltd ltctl ltrun lt-shim lt-exec lt-userio ltworker ltd_python \
-  ltd_python_client man_pages >&2
-# Built where NCCL is (the install wants it), but not packed: it must load
-# the GPU host's libnccl, not a copy of the build host's.
-if grep -q libltworker_nccl "$build/worker_runtime/cmake_install.cmake"; then
-  BUILD_DIR=$build scripts/build.sh ltworker_nccl >&2
+if [[ ${KIT_NO_BUILD:-0} == 1 ]]; then
+  for f in daemon/ltd client/ltctl cmake_install.cmake; do
+    [[ -f $build/$f ]] || { echo "gpu-kit: KIT_NO_BUILD=1 but $build has no $f (build it with scripts/build.sh, or unset KIT_NO_BUILD)" >&2; exit 1; }
+  done
+  echo "gpu-kit: packing $build as it is (KIT_NO_BUILD=1)" >&2
+else
+  echo "gpu-kit: building in $build" >&2
+  BUILD_DIR=$build scripts/build.sh ltd ltctl ltrun lt-shim lt-exec lt-userio ltworker ltd_python \
+    ltd_python_client man_pages >&2
+  # Built where NCCL is (the install wants it), but not packed: it must load
+  # the GPU host's libnccl, not a copy of the build host's.
+  if grep -q libltworker_nccl "$build/worker_runtime/cmake_install.cmake"; then
+    BUILD_DIR=$build scripts/build.sh ltworker_nccl >&2
+  fi
 fi
 [[ -f $build/python/ltd/_pb/ltd_pb2.py ]] ||
   { echo "gpu-kit: no Python client in $build/python (apt-get install protobuf-compiler-grpc)" >&2; exit 1; }
@@ -59,9 +67,9 @@ install -d "$kit/checks"
 install -m 0644 scripts/gpu-kit/checks/*.sh scripts/gpu-kit/checks/*.py scripts/gpu-kit/checks/*.awk "$kit/checks/"
 
 # glibc's own objects stay the host's: they must match its ld.so.
-glibc="linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1
-  libresolv.so.2 libutil.so.1 libanl.so.1"
-is_glibc() { [[ " $(echo $glibc) " == *" $1 "* ]]; }
+glibc=" linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1"
+glibc+=" libresolv.so.2 libutil.so.1 libanl.so.1 "
+is_glibc() { [[ $glibc == *" $1 "* ]]; }
 mapfile -t elves < <(find "$kit" -type f -exec sh -c 'head -c4 "$1" | grep -q "^.ELF"' _ {} \; -print | sort)
 for elf in "${elves[@]}"; do
   while read -r name path; do
@@ -74,13 +82,14 @@ done
 # Each program names the copies relative to itself; each copy its siblings.
 for elf in "${elves[@]}"; do
   dir=$(dirname "${elf#"$kit"/}")
+  # shellcheck disable=SC2001 # every component to "..": no glob says "[^/]*"
   up=$(sed 's|[^/]*|..|g' <<<"$dir")
   patchelf --set-rpath "\$ORIGIN/$up/lib/kit" "$elf"
 done
+# shellcheck disable=SC2016 # $ORIGIN is the loader's, not the shell's
 for lib in "$kit"/lib/kit/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 
 # Every object resolves to the kit or to glibc, and the glibc it needs.
-need=0
 for elf in "${elves[@]}" "$kit"/lib/kit/*; do
   while read -r name arrow path _; do
     [[ $arrow == "=>" ]] || continue
@@ -93,9 +102,9 @@ glibc_needed=$(for elf in "${elves[@]}" "$kit"/lib/kit/*; do objdump -T "$elf"; 
   grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
 {
   echo "ltd $(sed -n 's/^project(ltd VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt) ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
-  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(uname -m)"
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release), $(uname -m)"
   echo "needs glibc >= $glibc_needed (Debian 12 has 2.36)"
-  echo "bundled libraries: $(cd "$kit/lib/kit" && ls | tr '\n' ' ')"
+  echo "bundled libraries: $(find "$kit/lib/kit" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
 } >"$kit/MANIFEST"
 
 mkdir -p "$out"

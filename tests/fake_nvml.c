@@ -9,7 +9,13 @@
  *   util GPU PERCENT     utilisation
  *   minor GPU N          its /dev/nvidiaN (default: its index)
  *   fail init            nvmlInit fails (a driver that is not loaded)
+ *   live                 as a driver does: a proc line whose PID is gone is
+ *                        not reported, and each live proc's MIB adds to its
+ *                        GPU's used memory (the GPU check kit's fake CUDA
+ *                        writes proc lines as its processes allocate)
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +42,7 @@ enum { kOk = 0, kInvalidArgument = 2, kInsufficientSize = 7, kDriverNotLoaded = 
 struct State {
   int count;
   int fail_init;
+  int live;
   int proc_gpu[MAX_PROCS];
   unsigned proc_pid[MAX_PROCS];
   unsigned long long proc_bytes[MAX_PROCS];
@@ -60,6 +67,7 @@ static int Read(struct State* s) {
     char mib[32];
     if (sscanf(line, "count %d", &s->count) == 1) continue;
     if (strncmp(line, "fail init", 9) == 0) s->fail_init = 1;
+    if (strncmp(line, "live", 4) == 0) s->live = 1;
     if (sscanf(line, "proc %d %u %31s", &gpu, &pid, mib) == 3 && s->procs < MAX_PROCS) {
       s->proc_gpu[s->procs] = gpu;
       s->proc_pid[s->procs] = pid;
@@ -79,6 +87,19 @@ static int Read(struct State* s) {
   }
   fclose(f);
   if (s->count > 64) s->count = 64;
+  if (s->live) {
+    int kept = 0;
+    for (int p = 0; p < s->procs; ++p) {
+      if (kill((pid_t)s->proc_pid[p], 0) != 0 && errno == ESRCH) continue;
+      int g = s->proc_gpu[p];
+      if (g >= 0 && g < 64 && s->proc_bytes[p] != ~0ull) s->used[g] += s->proc_bytes[p];
+      s->proc_gpu[kept] = g;
+      s->proc_pid[kept] = s->proc_pid[p];
+      s->proc_bytes[kept] = s->proc_bytes[p];
+      ++kept;
+    }
+    s->procs = kept;
+  }
   return 0;
 }
 

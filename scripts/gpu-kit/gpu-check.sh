@@ -7,7 +7,9 @@
 #   --out DIR      where the report goes (default ./gpu-check-out): report.txt,
 #                  summary.json, each check's log, ltd's logs and job records
 #   --python PATH  the Python (with torch) for the Python checks; default the
-#                  first python3 in PATH
+#                  first with torch of $VIRTUAL_ENV's, $CONDA_PREFIX's,
+#                  every python3 and python in PATH, and venvs' under /opt
+#                  and $HOME; else the first of them
 #   --no-gpu       only the checks that need no GPU
 #   --only REGEX   only the checks whose names match
 #
@@ -26,8 +28,11 @@ export KIT
 
 if [[ ${1:-} == --run-one ]]; then
   # One check, in a process of its own, under the caller's deadline.
+  # shellcheck source=SCRIPTDIR/checks/lib.sh
   source "$KIT/checks/lib.sh"
+  # shellcheck source=SCRIPTDIR/checks/cpu_checks.sh
   source "$KIT/checks/cpu_checks.sh"
+  # shellcheck source=SCRIPTDIR/checks/gpu_checks.sh
   source "$KIT/checks/gpu_checks.sh"
   cd "$KIT_WORK" || fail "no work dir $KIT_WORK"
   "check_$2"
@@ -49,18 +54,23 @@ only=.
 KIT_NO_GPU=0
 KIT_PY=
 usage() { sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; }
+bad() { echo "gpu-check: $*" >&2; exit 2; }
 while (($#)); do
   case $1 in
-    --out) out=${2:?--out needs a directory}; shift 2 ;;
-    --python) KIT_PY=${2:?--python needs a path}; shift 2 ;;
+    --out|--python|--only) [[ -n ${2:-} ]] || bad "$1 needs a value; see --help" ;;&
+    --out) out=$2; shift 2 ;;
+    --python) KIT_PY=$2; shift 2 ;;
     --no-gpu) KIT_NO_GPU=1; shift ;;
-    --only) only=${2:?--only needs a pattern}; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu-check: unknown option '$1'; see --help" >&2; exit 2 ;;
+    *) bad "unknown option '$1'; see --help" ;;
   esac
 done
-[[ $(id -u) == 0 ]] || { echo "gpu-check: run as root (ltd runs as root and starts jobs as their user)" >&2; exit 2; }
-mkdir -p "$out" || exit 2
+[[ $(id -u) == 0 ]] || bad "run as root (ltd runs as root and starts jobs as their user)"
+[[ -z $KIT_PY || ( -f $KIT_PY && -x $KIT_PY ) ]] ||
+  bad "--python $KIT_PY is not an executable file; give a Python's path (e.g. /opt/venv/bin/python)"
+[[ $only == . ]] || { [[ x =~ $only ]]; (($? != 2)); } || bad "--only $only is not a regular expression bash takes"
+if ! mkdir -p "$out" 2>/dev/null || [[ ! -w $out ]]; then bad "cannot write to --out $out; give a directory root can write"; fi
 OUT=$(cd "$out" && pwd)
 rm -rf "$OUT/run" "$OUT/checks" "$OUT/report.txt" "$OUT/summary.json"
 mkdir -p "$OUT/run" "$OUT/checks"
@@ -69,16 +79,32 @@ MARK=kit-$$-$RANDOM
 export KIT_NO_GPU KIT_PY
 
 # --- what the host has ---------------------------------------------------------
-KIT_PY_WHY=
+KIT_PY_WHY='' KIT_PY_FROM=--python
 if [[ -z $KIT_PY ]]; then
-  KIT_PY=$(command -v python3 || true)
+  # A GPU host's torch is often in a virtual environment: the first Python
+  # that imports torch, else the first Python at all.
+  cands=()
+  [[ -n ${VIRTUAL_ENV:-} ]] && cands+=("$VIRTUAL_ENV/bin/python")
+  [[ -n ${CONDA_PREFIX:-} ]] && cands+=("$CONDA_PREFIX/bin/python")
+  mapfile -t -O ${#cands[@]} cands < <(type -ap python3 python)
+  # Then virtual environments where they are usually made (the first
+  # Python without torch stays the one from PATH).
+  for p in /opt/*/bin/python3 /opt/*/*/bin/python3 "${HOME:-/root}"/*/bin/python3 "${HOME:-/root}"/.*/bin/python3 \
+    /usr/local/bin/python3; do
+    [[ -x $p ]] && cands+=("$p")
+  done
+  first=''
+  for p in "${cands[@]}"; do
+    [[ -x $p ]] || continue
+    [[ -n $first ]] || first=$p
+    if PYTHONPATH='' timeout 120 "$p" -c 'import torch' >/dev/null 2>&1; then KIT_PY=$p; break; fi
+  done
+  KIT_PY_FROM="the first with torch of: ${cands[*]}"
+  if [[ -z $KIT_PY && -n $first ]]; then KIT_PY=$first KIT_PY_FROM="none with torch of: ${cands[*]}"; fi
   [[ -n $KIT_PY ]] || KIT_PY_WHY="no python3 in PATH (give one with --python)"
-elif [[ ! -x $KIT_PY ]]; then
-  KIT_PY_WHY="--python $KIT_PY is not an executable"
-  KIT_PY=
 fi
 py() { PYTHONPATH=$KIT/python timeout 120 "$KIT_PY" -c "$1" 2>&1; }
-KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION= KIT_TORCH_WHY= KIT_CUDA_WHY=
+KIT_TORCH=no KIT_CUDA=no KIT_NCCL=no KIT_GRPC=no KIT_TORCH_VERSION='' KIT_TORCH_WHY='' KIT_CUDA_WHY=
 if [[ -n $KIT_PY ]]; then
   if KIT_TORCH_VERSION=$(py 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"; print(torch.__version__)'); then
     KIT_TORCH=yes KIT_TORCH_VERSION=$(tail -1 <<<"$KIT_TORCH_VERSION")
@@ -104,7 +130,7 @@ host_facts() {
   echo "kit: $(head -1 "$KIT/MANIFEST" 2>/dev/null); $(sed -n 3p "$KIT/MANIFEST" 2>/dev/null)"
   echo "cgroup2: ${cgroup2:-not mounted}$([[ -n $cgroup2 && -w $cgroup2 ]] && echo ' (writable)')"
   echo "nvidia driver: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo none)"
-  echo "python: ${KIT_PY:-none ($KIT_PY_WHY)}${KIT_PY:+ $(py 'import sys; print(sys.version.split()[0])')}"
+  echo "python: ${KIT_PY:-none ($KIT_PY_WHY)}${KIT_PY:+ $(py 'import sys; print(sys.version.split()[0])') ($KIT_PY_FROM)}"
   echo "torch: ${KIT_TORCH_VERSION:-none${KIT_TORCH_WHY:+ ($KIT_TORCH_WHY)}}; CUDA ${cuda_version:-none}; NCCL $KIT_NCCL; grpcio $KIT_GRPC"
 }
 host_facts | tee "$OUT/host.txt"
@@ -120,18 +146,19 @@ record() {  # NAME STATUS SECONDS WHY [FIGURES]
 elapsed() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
 marked() {  # the pids of processes a check started that still live
   local e p
-  for e in $(grep -lzx "LTD_KIT_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do
+  while read -r e; do
     p=${e#/proc/}; p=${p%/environ}
     [[ $p != "$$" ]] && alive_pid "$p" && echo "$p"
-  done
+  done < <(grep -lzx "LTD_KIT_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null)
 }
 alive_pid() { [[ -d /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 describe() { local p; for p in "$@"; do printf '%s(%s) ' "$p" "$(cat "/proc/$p/comm" 2>/dev/null)"; done; }
 
 # --- ltd ------------------------------------------------------------------------
-LTD_PID= LTD_SOCK= SOCK_DIR=
+LTD_PID='' LTD_SOCK='' SOCK_DIR=
 start_ltd() {  # PHASE ARGS...
-  local phase=$1 dir=$OUT/run/$1 t=$(date +%s%N)
+  local phase=$1 dir=$OUT/run/$1 t
+  t=$(date +%s%N)
   shift
   mkdir -p "$dir/work"
   LTD_SOCK=$dir/ltd.sock
@@ -166,7 +193,8 @@ reap() {
 }
 
 stop_ltd() {  # PHASE [quiet]
-  local phase=$1 t=$(date +%s%N) why="" jobs_dir
+  local phase=$1 t why="" jobs_dir
+  t=$(date +%s%N)
   [[ -n $LTD_PID ]] || return 0
   timeout 60 "$KIT/bin/ltctl" --socket "$LTD_SOCK" shutdown >/dev/null 2>&1 || why="ltctl shutdown failed; "
   local end=$(( $(date +%s) + 40 ))
@@ -178,8 +206,12 @@ stop_ltd() {  # PHASE [quiet]
   wait "$LTD_PID" 2>/dev/null
   LTD_PID=
   jobs_dir=$(sed -n 's/.*containment: cgroup, jobs under //p' "$KIT_LTD_LOG" | head -1)
-  if [[ -n $jobs_dir && -d $jobs_dir ]] && find "$jobs_dir" -mindepth 1 -type d | grep -q .; then
-    why+="job cgroups left under $jobs_dir: $(find "$jobs_dir" -mindepth 1 -type d | head -3 | tr '\n' ' '); "
+  # ltd removes its cgroups (its run's and the state dir's ltd-*) when it
+  # stops; what it leaves is named, then removed, so the host keeps nothing.
+  local base=${jobs_dir%/run-*}
+  if [[ -n $jobs_dir && -d $base ]]; then
+    why+="cgroups left after ltd stopped: $(find "$base" -type d | head -3 | tr '\n' ' ')(removed now); "
+    find "$base" -depth -type d -exec rmdir {} + 2>/dev/null
   fi
   [[ -n $SOCK_DIR ]] && rm -rf "$SOCK_DIR" && SOCK_DIR=
   [[ -e $LTD_SOCK ]] && why+="the socket $LTD_SOCK is left; "
@@ -188,17 +220,19 @@ stop_ltd() {  # PHASE [quiet]
   else record "ltd_stop_$phase" PASS "$(elapsed "$t")" "ltctl shutdown stopped ltd; no job, process or cgroup left"; fi
 }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   stop_ltd final quiet
   local left
-  left=$(marked)
-  [[ -n $left ]] && kill -KILL $left 2>/dev/null
+  mapfile -t left < <(marked)
+  ((${#left[@]} == 0)) || kill -KILL "${left[@]}" 2>/dev/null
 }
 trap cleanup EXIT
 trap 'echo "gpu-check: interrupted" >&2; exit 1' INT TERM
 
 run_check() {  # NAME
-  local name=$1 t=$(date +%s%N) rc=0 status why figs left
+  local name=$1 t rc=0 status why figs left=()
+  t=$(date +%s%N)
   [[ $name =~ $only ]] || return 0
   if (( ($(date +%s%N) - T0) / 1000000000 > RUN_LIMIT )); then
     record "$name" SKIP 0.0 "the run's 8 minutes are spent"
@@ -217,10 +251,10 @@ run_check() {  # NAME
   fi
   reap
   local end=$(( $(date +%s) + 20 ))
-  while left=$(marked) && [[ -n $left ]] && (( $(date +%s) < end )); do sleep 0.2; done
-  if [[ -n $left ]]; then
-    [[ $status == FAIL ]] || status=FAIL why="processes of the check left: $(describe $left); $why"
-    kill -KILL $left 2>/dev/null
+  while mapfile -t left < <(marked) && ((${#left[@]})) && (( $(date +%s) < end )); do sleep 0.2; done
+  if ((${#left[@]})); then
+    [[ $status == FAIL ]] || status=FAIL why="processes of the check left: $(describe "${left[@]}"); $why"
+    kill -KILL "${left[@]}" 2>/dev/null
   fi
   figs=$(awk '{ printf "%s%s=%s", sep, $1, $2; sep = " " }' "$figures")
   record "$name" "$status" "$(elapsed "$t")" "$why" "$figs"
@@ -261,9 +295,9 @@ else
   skip_all "ltd did not start (see ltd_start_gpu)" "${GPU_CHECKS[@]}"
 fi
 
-left=$(marked)
-if [[ -n $left ]]; then
-  record nothing_left FAIL 0.0 "processes of the run left: $(describe $left)"
+mapfile -t left < <(marked)
+if ((${#left[@]})); then
+  record nothing_left FAIL 0.0 "processes of the run left: $(describe "${left[@]}")"
 else
   record nothing_left PASS 0.0 "no process of any check or job is left"
 fi

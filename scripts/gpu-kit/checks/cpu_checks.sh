@@ -1,7 +1,9 @@
+# shellcheck shell=bash
 # The checks that need no GPU: jobs of shell ranks (every host), of the
 # host's torch on gloo, and ltd.launch (where Python is). Each runs under
 # the ltd of the CPU phase (logical slots), or under ltrun.
 
+# shellcheck disable=SC2016 # the ranks' shell expands these
 # A rank that crashes (rank 1, SIGSEGV) while rank 0 left a grandchild in
 # a session of its own: the teardown must take both.
 CRASH_RANK='echo hb 1 >&3
@@ -32,6 +34,7 @@ crash_verdict() {  # LOG RC RECORD_FLAT WHERE
 
 check_ltd_job() {
   local out
+  # shellcheck disable=SC2016 # the rank's shell expands these
   out=$(timeout 60 "${CTL[@]}" submit --devices 2 --name kit-hello -- /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"') ||
     fail "a 2-rank shell job failed (exit $?): $out"
   for r in 0 1; do grep -qx "\[$r\] rank $r of 2" <<<"$out" || fail "rank $r's line is missing: $out"; done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The checks on real GPUs, under the ltd of the GPU phase (its slots are
 # the GPUs NVML finds; NVML through libnvidia-ml.so.1). GPU indices are
 # NVML's (PCI bus order); CUDA is told the same order so that a process
@@ -6,14 +7,25 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 logs_have() { [[ $(ctl logs "$1" 2>/dev/null) == *"$2"* ]]; }
 
-# The minor of GPU $1 (NVML index): /proc/driver/nvidia/gpus/*/information
-# in PCI bus order, which is NVML's.
+# The driver's view of the GPUs and their device nodes; the kit's test
+# points these at a stand-in tree (nodes of the driver's major, no driver
+# behind them: opening one the cgroup allows gives ENXIO, not success).
+NVIDIA_PROC=${LTD_KIT_NVIDIA_PROC:-/proc/driver/nvidia}
+NVIDIA_DEV=${LTD_KIT_NVIDIA_DEV:-/dev}
+
+gpu_dirs() { find "$NVIDIA_PROC/gpus" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort; }
+# The minor of GPU $1 (NVML index): $NVIDIA_PROC/gpus/*/information in PCI
+# bus order, which is NVML's.
 gpu_minor() {
   local dirs
-  mapfile -t dirs < <(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | sort)
+  mapfile -t dirs < <(gpu_dirs)
   [[ -n ${dirs[$1]:-} ]] || return 1
-  sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}information"
+  sed -n 's/^Device Minor:[[:space:]]*\([0-9]*\).*/\1/p' "${dirs[$1]}/information"
 }
+
+job_gpu_mib_at_least() { local v; v=$(show_flat "$1" | jget gpus.0.memory_used_mib); ((${v:-0} >= $2)); }
+slot_is() { [[ $(slot_state "$1") == "$2" ]]; }
+gpu_used_at_most() { local v; v=$(gpu_used "$1"); [[ -n $v ]] && ((v <= $2)); }
 
 check_nvml_gpus() {
   need_gpus 1
@@ -21,9 +33,9 @@ check_nvml_gpus() {
   g=$(ctl --json gpus | flat)
   [[ $(jget gpu_checks <<<"$g") == true ]] || fail "ltd has no GPU checks: $(grep -m1 'GPU checks off' "$KIT_LTD_LOG")"
   n=$(grep -c '^slots\.[0-9]*\.gpu	' <<<"$g")
-  proc_n=$(ls -d /proc/driver/nvidia/gpus/*/ 2>/dev/null | wc -l)
+  proc_n=$(gpu_dirs | wc -l)
   [[ $n == "$KIT_NGPU" ]] || fail "ltctl gpus lists $n GPUs, NVML counted $KIT_NGPU"
-  [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, /proc/driver/nvidia has $proc_n"
+  [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, $NVIDIA_PROC/gpus has $proc_n"
   for ((i = 0; i < n; i++)); do
     total=$(jget "slots.$i.usage.memory_total_mib" <<<"$g")
     [[ ${total:-0} -gt 0 ]] || fail "GPU $(jget "slots.$i.gpu" <<<"$g") has no memory total: $(grep "^slots\.$i\." <<<"$g" | tr '\n' ' ')"
@@ -35,7 +47,7 @@ check_nvml_gpus() {
   id=$(submit_d --devices 1 --name kit-nvml -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$rel") ||
     fail "submit failed"
   wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going: $(ctl logs "$id" | tail -3)"; }
-  wait_for 10 eval '[[ $(show_flat "$id" | jget gpus.0.memory_used_mib) -ge 1000 ]]' ||
+  wait_for 10 job_gpu_mib_at_least "$id" 1000 ||
     { touch "$rel"; fail "ltctl show does not see the rank's 1 GiB: $(show_flat "$id" | grep '^gpus' | tr '\n' ' ')"; }
   used=$(show_flat "$id" | jget gpus.0.memory_used_mib)
   local gpu
@@ -50,7 +62,7 @@ check_nvml_gpus() {
 check_gpu_leftover() {
   need_gpus 1
   need_cuda
-  local rel=$KIT_WORK/leftover.release id gpu holder st
+  local rel=$KIT_WORK/leftover.release id gpu holder
   id=$(submit_d --devices 1 --name kit-left -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 256 --hold-until "$rel")
   wait_for 120 logs_have "$id" "cuda ok" || { touch "$rel"; fail "the CUDA rank never got going"; }
   gpu=$(show_flat "$id" | jget cuda_visible_devices)
@@ -61,42 +73,85 @@ check_gpu_leftover() {
   wait_for 120 grep -q "cuda ok" "$KIT_WORK/holder.log" || { kill $holder; touch "$rel"; fail "the holder outside ltd never got going: $(tail -2 "$KIT_WORK/holder.log")"; }
   touch "$rel"
   wait_for 60 job_ended "$id" || { kill $holder; fail "job $id did not end"; }
-  wait_for 15 eval '[[ $(slot_state "$gpu") == QUARANTINED ]]' ||
+  wait_for 15 slot_is "$gpu" QUARANTINED ||
     { kill $holder; fail "GPU $gpu is $(slot_state "$gpu") with pid $holder holding 1 GiB on it; want QUARANTINED"; }
   ctl gpus | grep -q "pid $holder" || { kill $holder; fail "ltctl gpus does not name the holder pid $holder: $(ctl gpus)"; }
   touch "$KIT_WORK/holder.release"
   wait "$holder"
-  wait_for 30 eval '[[ $(slot_state "$gpu") == FREE ]]' || fail "GPU $gpu is $(slot_state "$gpu") after the holder left; want FREE"
+  wait_for 30 slot_is "$gpu" FREE || fail "GPU $gpu is $(slot_state "$gpu") after the holder left; want FREE"
   pass "GPU $gpu QUARANTINED while pid $holder (outside any job) held 1 GiB, named by ltctl gpus, FREE once it left"
 }
+
+# A job that opens each of $NODES, one line a node: "open NODE ok" or
+# "open NODE refused: STRERROR". Each open in a subshell (a failed
+# redirection of a special builtin ends a POSIX shell); the error's last
+# words say why it failed.
+# shellcheck disable=SC2016 # expanded by the rank's shell
+PROBE='echo gpu $CUDA_VISIBLE_DEVICES; for n in $NODES; do if e=$( (true <>"$n") 2>&1); then echo "open $n ok"; else echo "open $n refused: ${e##*: }"; fi; done'
+probe_job() {  # NAME NODES...
+  local name=$1
+  shift
+  NODES="$*" timeout 60 "${CTL[@]}" submit --devices 1 --name "$name" -- /bin/sh -c "$PROBE" 2>&1
+}
+# The probe's line for node $1 in $2 says the job opened it (with the
+# stand-in nodes: the cgroup let the open through to a missing driver).
+opened() {
+  grep -qxF "[0] open $1 ok" <<<"$2" ||
+    { [[ -n ${LTD_KIT_NVIDIA_DEV:-} ]] && grep -qxF "[0] open $1 refused: No such device or address" <<<"$2"; }
+}
+eperm() { grep -qxF "[0] open $1 refused: Operation not permitted" <<<"$2"; }
+probe_line() { grep -m1 -F "open $1 " <<<"$2" || echo "no line for $1"; }
 
 check_device_isolation() {
   need_gpus 1
   local iso
   iso=$(ctl --json gpus | flat | jget gpu_isolation)
   [[ $iso == isolated* ]] || skip "ltd says GPU isolation is off here: ${iso:-(nothing)} ($KIT_CONTAINMENT)"
-  # Each open in a subshell: a failed redirection of a special builtin ends
-  # a POSIX shell.
-  local probe='for m in $MINORS; do if (true <>/dev/nvidia$m) 2>/dev/null; then echo "open $m ok"; else echo "open $m refused"; fi; done'
-  local minors="" out id mine other m
-  for ((i = 0; i < KIT_NGPU; i++)); do m=$(gpu_minor "$i") && minors+="$m "; done
-  [[ -n $minors ]] || skip "no /proc/driver/nvidia/gpus/*/information to learn the GPUs' minors from"
-  if ((KIT_NGPU >= 2)); then
-    out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 1 --name kit-iso -- /bin/sh -c "echo gpu \$CUDA_VISIBLE_DEVICES; $probe" 2>&1) ||
-      fail "the probe job failed: $out"
-    mine=$(gpu_minor "$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")")
-    grep -q "open $mine ok" <<<"$out" || fail "the job cannot open its own GPU's /dev/nvidia$mine: $out"
-    for m in $minors; do
-      [[ $m == "$mine" ]] && continue
-      grep -q "open $m refused" <<<"$out" || fail "the job on /dev/nvidia$mine can open another GPU's /dev/nvidia$m: $out"
-      other=$m
+  local minors=() nodes=() out mine m i others=() spare major node="" e
+  for ((i = 0; i < KIT_NGPU; i++)); do
+    m=$(gpu_minor "$i") || m=""
+    [[ -n $m ]] || skip "no $NVIDIA_PROC/gpus/*/information for GPU $i to learn its minor from"
+    minors+=("$m") nodes+=("$NVIDIA_DEV/nvidia$m")
+  done
+  if ((KIT_NGPU == 1)); then
+    # No second GPU to be refused: a node of the driver's major for a minor
+    # no GPU has stands in for one (the job may open only its GPUs' minors).
+    major=$(( 0x$(stat -c %t "${nodes[0]}" 2>/dev/null || echo 0) ))
+    ((major > 0)) || skip "no device node ${nodes[0]} for GPU 0"
+    spare=$(( minors[0] == 0 ? 1 : 0 ))
+    # In the work dir, else (a nodev mount) in /dev; removed when the check
+    # ends (SPARE_NODE is global: the EXIT trap reads it).
+    local where why=""
+    trap 'rm -f "${SPARE_NODE:-}"' EXIT
+    for where in "$KIT_WORK" "$NVIDIA_DEV"; do
+      SPARE_NODE=$where/ltd-kit-spare-nvidia$spare.$$
+      node=$SPARE_NODE
+      if ! mknod "$node" c "$major" "$spare" 2>/dev/null; then why+="no node could be made in $where; "; node=""; continue; fi
+      # Outside a job the driver may refuse a minor it lacks (ENXIO,
+      # ENODEV), but nothing may deny it: EPERM in the job is the cgroup's.
+      if ! e=$( (true <>"$node") 2>&1); then
+        case ${e##*: } in
+          "Operation not permitted"|"Permission denied")
+            why+="$node is denied outside a job too (${e##*: }: a nodev mount?); "; rm -f "$node"; node=""; continue ;;
+        esac
+      fi
+      break
     done
-    pass "a 1-GPU job opens its /dev/nvidia$mine and is refused the others (e.g. /dev/nvidia$other); $iso"
+    [[ -n $node ]] || skip "one GPU, and no node to stand in for a second: $why"
+    nodes+=("$node")
   fi
-  out=$(MINORS=$minors timeout 60 "${CTL[@]}" submit --devices 0 --name kit-iso0 -- /bin/sh -c "$probe" 2>&1) ||
-    skip "one GPU, and a job with no GPU cannot be made to test against (--devices 0: $(tail -1 <<<"$out"))"
-  grep -q "open ${minors%% *} refused" <<<"$out" || fail "a job given no GPU can open /dev/nvidia${minors%% *}: $out"
-  pass "a job given no GPU is refused /dev/nvidia${minors%% *}; $iso"
+  out=$(probe_job kit-iso "${nodes[@]}") || fail "the probe job failed: $out"
+  note "$out"
+  i=$(sed -n 's/^\[0\] gpu \([0-9]*\)$/\1/p' <<<"$out")
+  [[ -n $i && -n ${nodes[i]:-} ]] || fail "the job's CUDA_VISIBLE_DEVICES is not one GPU index: $(head -1 <<<"$out")"
+  mine=${nodes[i]}
+  opened "$mine" "$out" || fail "the job cannot open its own GPU's $mine: $(probe_line "$mine" "$out")"
+  for m in "${nodes[@]}"; do
+    [[ $m == "$mine" ]] && continue
+    eperm "$m" "$out" || fail "the job on $mine is not refused (EPERM) $m: $(probe_line "$m" "$out")"
+    others+=("$m")
+  done
+  pass "a 1-GPU job opens its $mine and gets EPERM on ${others[*]}$([[ -n $node ]] && echo " (a stand-in node for a minor no GPU has)"); $iso"
 }
 
 check_cuda_ltd() {
@@ -121,12 +176,11 @@ check_gpu_crash() {
   need_gpus 1
   need_cuda
   local n=$(( KIT_NGPU >= 2 ? 2 : 1 )) log=$KIT_WORK/gpu-crash.log rec=$KIT_WORK/gpu-crash.flat rc=0
-  local ready=$KIT_WORK/gpu-crash.ready crash gone back gpus g before=() base
+  local ready=$KIT_WORK/gpu-crash.ready crash back gpus g before=() base
   mkdir -p "$ready"
   for g in $(gpu_memory | awk '{ print $1 }'); do before[g]=$(gpu_used "$g"); done
   timeout 180 "${CTL[@]}" submit --devices $n --name kit-gpu-crash -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 4096 \
     --crash-rank $((n - 1)) --ready-dir "$ready" >"$log" 2>&1 || rc=$?
-  gone=$(now_ms)
   ctl --json show kit-gpu-crash | flat >"$rec"
   [[ $rc == 139 && $(jget root_cause.rank <"$rec") == $((n - 1)) ]] ||
     fail "exit code $rc; want rank $((n - 1))'s SIGSEGV as the root cause: $(cause_of "$rec")"
@@ -137,7 +191,7 @@ check_gpu_crash() {
   gpus=$(jget cuda_visible_devices <"$rec")
   for g in ${gpus//,/ }; do
     base=${before[g]:-0}
-    wait_for 60 eval '[[ $(gpu_used '"$g"') -le $((base + 256)) ]]' ||
+    wait_for 60 gpu_used_at_most "$g" $((base + 256)) ||
       fail "GPU $g still has $(gpu_used "$g") MiB used 60 s after the crash (was $base MiB before)"
   done
   back=$(now_ms)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The check functions' toolbox (sourced by gpu-check.sh --run-one). A check
 # ends by calling pass, fail or skip with one line saying why; figures go
 # to its figures file as "NAME MILLISECONDS". Everything here works in a
