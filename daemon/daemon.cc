@@ -210,11 +210,9 @@ absl::Status Daemon::TakeOverEarlier() {
   // Supervisors an earlier ltd left: those that answer for their job keep
   // it; the rest of what earlier processes left is swept.
   std::vector<std::string> running, pending;
-  for (const Job& job : store_->LoadAll()) {
-    if (job.state == JobState::kRunning || job.state == JobState::kStarting) {
-      running.push_back(job.id);
-    }
-    if (job.state == JobState::kPending) pending.push_back(job.id);
+  for (auto& [id, state] : store_->States()) {
+    if (state == JobState::kRunning || state == JobState::kStarting) running.push_back(id);
+    if (state == JobState::kPending) pending.push_back(id);
   }
   // A supervisor the earlier ltd started as it died is going, or starting
   // its job: which, before the sweep (that would kill a starting one).

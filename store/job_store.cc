@@ -230,27 +230,64 @@ absl::StatusOr<Job> JobStore::Load(const std::string& job_id) const {
   return std::move(*job);
 }
 
-std::vector<Job> JobStore::LoadAll() const {
-  std::vector<Job> jobs;
-  const std::string root = state_dir_ + "/jobs";
+namespace {
+
+// Calls fn with each entry of state_dir's jobs/ (its name).
+void ForEachJobDir(const std::string& state_dir, const std::function<void(const char*)>& fn) {
+  const std::string root = state_dir + "/jobs";
   DIR* dir = opendir(root.c_str());
   if (dir == nullptr) {
     spdlog::warn("cannot list {}: {}", root, std::strerror(errno));
-    return jobs;
+    return;
   }
   while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    auto job = Load(entry->d_name);
+    if (entry->d_name[0] != '.') fn(entry->d_name);
+  }
+  closedir(dir);
+}
+
+}  // namespace
+
+void JobStore::ForEach(const std::function<void(Job&&)>& fn) const {
+  ForEachJobDir(state_dir_, [&](const char* name) {
+    auto job = Load(name);
     if (!job.ok()) {
       if (!absl::IsNotFound(job.status())) {
         spdlog::warn("skipping job record: {}", std::string(job.status().message()));
       }
-      continue;
+      return;
     }
-    jobs.push_back(std::move(*job));
-  }
-  closedir(dir);
-  return jobs;
+    fn(std::move(*job));
+  });
+}
+
+std::vector<std::pair<std::string, JobState>> JobStore::States() const {
+  std::vector<std::pair<std::string, JobState>> states;
+  ForEachJobDir(state_dir_, [&](const char* name) {
+    auto text = ReadWholeFile(JobDir(name) + "/job.json");
+    if (!text.ok()) return;
+    // Only the top level's "id" and "state" are built; the rest is only
+    // scanned.
+    auto keep = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+        return parsed == "id" || parsed == "state";
+      }
+      if (depth > 1 && (event == nlohmann::json::parse_event_t::object_start ||
+                        event == nlohmann::json::parse_event_t::array_start)) {
+        return false;
+      }
+      return true;
+    };
+    auto parsed = nlohmann::json::parse(*text, keep, /*allow_exceptions=*/false);
+    if (!parsed.is_object()) return;
+    auto id = parsed.find("id");
+    auto state = parsed.find("state");
+    if (id == parsed.end() || state == parsed.end() || !id->is_string() || !state->is_string())
+      return;
+    auto s = ParseJobState(state->get<std::string>());
+    if (s && id->get<std::string>() == name) states.emplace_back(name, *s);
+  });
+  return states;
 }
 
 bool CloseJobErrorDir(const JobStore& store, Job& job) {

@@ -17,9 +17,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,8 +42,13 @@ class JobStore {
   absl::Status Save(const Job& job) const;
   // One job's record: NotFound without one, DataLoss when unreadable.
   absl::StatusOr<Job> Load(const std::string& job_id) const;
-  // Every readable record; unreadable ones are logged and skipped.
-  std::vector<Job> LoadAll() const;
+  // Every readable record, one at a time (a record may be megabytes: they
+  // are never all in memory at once); unreadable ones are logged and
+  // skipped.
+  void ForEach(const std::function<void(Job&&)>& fn) const;
+  // Every record's id and state, read without the rest (a restart's first
+  // look at what was live).
+  std::vector<std::pair<std::string, JobState>> States() const;
 
   // Deletes a job's record and logs: the dir is renamed away at once, and
   // removed on a thread of the store's (it may hold a user's many files).

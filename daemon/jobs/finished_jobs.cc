@@ -20,7 +20,7 @@ void FinishedJobs::Add(const std::string& id, uid_t uid, uint64_t bytes) {
   user.jobs.push_back(Entry{id, bytes, next_seq_++});
   user.bytes += bytes;
   bytes_ += bytes;
-  owner_.emplace(id, uid);
+  owner_.emplace(id, Owner{uid, user.jobs.back().seq});
 }
 
 void FinishedJobs::SortById() {
@@ -34,24 +34,44 @@ void FinishedJobs::SortById() {
   next_seq_ = 0;
   for (auto& [entry, uid] : all) {
     entry.seq = next_seq_++;
+    owner_[entry.id] = Owner{uid, entry.seq};
     users_[uid].jobs.push_back(std::move(entry));
   }
+}
+
+std::pair<FinishedJobs::User*, std::deque<FinishedJobs::Entry>::iterator> FinishedJobs::Find(
+    const Owner& o, std::string_view id) {
+  auto user = users_.find(o.uid);
+  if (user == users_.end()) return {nullptr, {}};
+  std::deque<Entry>& jobs = user->second.jobs;
+  auto it = std::lower_bound(jobs.begin(), jobs.end(), o.seq,
+                             [](const Entry& e, uint64_t seq) { return e.seq < seq; });
+  if (it == jobs.end() || it->id != id) return {nullptr, {}};
+  return {&user->second, it};
+}
+
+void FinishedJobs::SetBytes(const std::string& id, uint64_t bytes) {
+  auto owner = owner_.find(id);
+  if (owner == owner_.end()) return;
+  auto [user, e] = Find(owner->second, id);
+  if (user == nullptr) return;
+  user->bytes = user->bytes - e->bytes + bytes;
+  bytes_ = bytes_ - e->bytes + bytes;
+  e->bytes = bytes;
 }
 
 void FinishedJobs::Remove(const std::string& id) {
   auto owner = owner_.find(id);
   if (owner == owner_.end()) return;
-  auto user = users_.find(owner->second);
+  const Owner o = owner->second;
   owner_.erase(owner);
-  if (user == users_.end()) return;
-  std::deque<Entry>& jobs = user->second.jobs;
-  // Nearly always the oldest: what pruning takes.
-  auto it = std::find_if(jobs.begin(), jobs.end(), [&](const Entry& e) { return e.id == id; });
-  if (it == jobs.end()) return;
-  user->second.bytes -= it->bytes;
+  auto [user, it] = Find(o, id);
+  if (user == nullptr) return;
+  std::deque<Entry>& jobs = user->jobs;
+  user->bytes -= it->bytes;
   bytes_ -= it->bytes;
   jobs.erase(it);
-  if (jobs.empty()) users_.erase(user);
+  if (jobs.empty()) users_.erase(o.uid);
 }
 
 size_t FinishedJobs::Users(const Usage& live, std::optional<uid_t> also) const {

@@ -21,6 +21,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace ltd {
 
@@ -35,6 +37,9 @@ class FinishedJobs {
   // A recovered table's jobs: oldest is the smallest id.
   void SortById();
   void Remove(const std::string& id);
+  // What a kept job takes, measured after it was added (a restart counts
+  // its kept jobs first and measures their dirs while it serves).
+  void SetBytes(const std::string& id, uint64_t bytes);
 
   size_t size() const { return owner_.size(); }
   uint64_t bytes() const { return bytes_; }
@@ -68,7 +73,13 @@ class FinishedJobs {
   size_t Users(const Usage& live, std::optional<uid_t> also = std::nullopt) const;
 
   std::map<uid_t, User> users_;
-  std::map<std::string, uid_t, std::less<>> owner_;
+  struct Owner {
+    uid_t uid;
+    uint64_t seq;  // its Entry's: a user's entries are in seq order
+  };
+  std::map<std::string, Owner, std::less<>> owner_;
+  // Job `id`'s user and entry (owner `o`); {nullptr, {}} when it has none.
+  std::pair<User*, std::deque<Entry>::iterator> Find(const Owner& o, std::string_view id);
   uint64_t bytes_ = 0;
   uint64_t next_seq_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "job_manager.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -75,6 +76,7 @@ JobManager::~JobManager() {
   if (retry_timer_ != 0) clock_.CancelTimer(retry_timer_);
   if (bury_timer_ != 0) clock_.CancelTimer(bury_timer_);
   if (fail_dependents_timer_ != 0) clock_.CancelTimer(fail_dependents_timer_);
+  if (measure_timer_ != 0) clock_.CancelTimer(measure_timer_);
   CancelDrainTimers();
   for (Clock::TimerId t : shutdown_timers_) clock_.CancelTimer(t);
 }
@@ -82,9 +84,9 @@ JobManager::~JobManager() {
 void JobManager::Recover(const Adopter& adopt) {
   RecoverDrain();
   std::vector<std::pair<uint64_t, Job*>> pending, running;
-  for (Job& loaded : store_.LoadAll()) {
+  store_.ForEach([&](Job&& loaded) {
     uint64_t numeric = 0;
-    if (!absl::SimpleAtoi(loaded.id, &numeric)) continue;  // not a job of ours
+    if (!absl::SimpleAtoi(loaded.id, &numeric)) return;  // not a job of ours
     next_id_ = std::max(next_id_, numeric + 1);
     std::string id = loaded.id;
     Job& job =
@@ -97,10 +99,13 @@ void JobManager::Recover(const Adopter& adopt) {
     }
     if (IsFinal(job.state)) {
       CutToSummary(job, kSummaryArgvBytes);
-      CountFinished(job);
+      CountRecovered(job);
       HoldUnkillable(job, /*announce=*/false);  // an earlier ltd's, still there
     }
-  }
+  });
+  // What the records took while read (a finished one's command line and
+  // environment are cut to its summary) goes back to the system.
+  malloc_trim(0);
   if (!jobs_.empty()) spdlog::info("recovered {} job records", jobs_.size());
   std::sort(running.begin(), running.end());
   for (auto& [seq, job] : running) {
@@ -136,6 +141,7 @@ void JobManager::Recover(const Adopter& adopt) {
   }
   finished_.SortById();
   PruneFinished();
+  MeasureRecovered();
   // An earlier ltd's drain --deadline comes when it said (at once if past).
   if (drain_deadline_) ArmDrainDeadline();
   Schedule();

@@ -19,12 +19,12 @@
 #include "clock.h"
 #include "dependencies.h"
 #include "finished_jobs.h"
-#include "live_bytes.h"
 #include "gpu_pool.h"
 #include "job.h"
 #include "job_events.h"
 #include "job_log.h"
 #include "job_store.h"
+#include "live_bytes.h"
 #include "ports.h"
 #include "scheduler.h"
 #include "submit_tokens.h"
@@ -260,6 +260,13 @@ class JobManager {
   void PruneFinished(const FinishedJobs::Usage& live);
   // A job ended: kept, with what its dir takes (with --max-state-bytes).
   void CountFinished(const Job& job);
+  // A finished job a restart found: kept at once, its dir measured soon
+  // after (MeasureRecovered), so that ltd answers before 10,000 dirs are
+  // walked.
+  void CountRecovered(const Job& job);
+  // Measures the next batch of recovered jobs' dirs; again on a timer
+  // until none is left, then prunes.
+  void MeasureRecovered();
   // What the live jobs' dirs take now, per user (live_bytes.h).
   FinishedJobs::Usage LiveUsage();
   // A job begins to wait (submitted, recovered): its dir counted once.
@@ -312,8 +319,10 @@ class JobManager {
   std::vector<std::unique_ptr<Supervision>> graveyard_;
   std::vector<std::unique_ptr<Link>> graveyard_links_;
   Clock::TimerId bury_timer_ = 0;
-  FinishedJobs finished_;          // final jobs kept, per user, oldest first
-  LiveBytes live_bytes_;           // live jobs' dirs, per user
+  FinishedJobs finished_;                // final jobs kept, per user, oldest first
+  LiveBytes live_bytes_;                 // live jobs' dirs, per user
+  std::vector<std::string> unmeasured_;  // recovered finished jobs, dirs not yet measured
+  Clock::TimerId measure_timer_ = 0;
   std::set<std::string> unsaved_;  // final jobs whose record is not on disk
   Clock::TimerId retry_timer_ = 0;
   Millis retry_delay_{0};

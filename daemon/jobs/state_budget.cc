@@ -37,6 +37,27 @@ void JobManager::CountWaiting(const Job& job) {
   live_bytes_.Waiting(job.id, job.spec.uid, DirBytes(store_.JobDir(job.id)));
 }
 
+void JobManager::CountRecovered(const Job& job) {
+  finished_.Add(job.id, job.spec.uid, 0);
+  if (config_.max_state_bytes > 0) unmeasured_.push_back(job.id);
+}
+
+void JobManager::MeasureRecovered() {
+  measure_timer_ = 0;
+  // A batch a turn of the loop (~10 ms): requests are answered in between.
+  constexpr size_t kBatch = 256;
+  for (size_t i = 0; i < kBatch && !unmeasured_.empty(); ++i) {
+    const std::string id = std::move(unmeasured_.back());
+    unmeasured_.pop_back();
+    finished_.SetBytes(id, DirBytes(store_.JobDir(id)));  // none if pruned meanwhile
+  }
+  if (unmeasured_.empty()) {
+    std::vector<std::string>().swap(unmeasured_);
+    return PruneFinished();
+  }
+  measure_timer_ = clock_.StartTimer(Millis(0), [this] { MeasureRecovered(); });
+}
+
 FinishedJobs::Usage JobManager::LiveUsage() {
   // The waiting jobs' as counted when they began to wait; the placed ones'
   // measured again, at most once a second: a walk per running job, never
