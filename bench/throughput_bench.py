@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""What a job costs ltd: submits queued, jobs run to the end, a restart with
+many kept jobs; and a local Slurm doing the same in the same run.
+
+From one Python client process (the ltd package, as a sweep or workflow
+engine would), 1-rank `/bin/true` jobs:
+
+  queued   every device busy (one job holds the only device), submits from
+           --threads threads until --pending jobs wait; the rate and ltd's
+           CPU a submit over a window of --window submits at each depth,
+           and the time to queue the deepest.
+  run      ltd --devices 512: --jobs jobs from 1 and --threads threads,
+           each submitting and waiting for the exit; jobs/s and the CPU of
+           ltd and everything it started (supervisors, helpers, the job's
+           own /bin/true) a job. An 8-rank job's submit to exit, too.
+  restart  --kept finished jobs kept (--keep-jobs), ltd stopped and
+           started: how long until it answers `ps`, and its RSS a kept
+           job.
+  slurm    a local slurmctld and slurmd (tests/slurm/cluster.sh): `sbatch
+           --hold --wrap /bin/true` queued from --threads threads, and
+           `sbatch --wrap /bin/true` run to the end, timed as above; the
+           ratio ltd / Slurm.
+
+--base BUILD runs every ltd measurement with that build too, in turns
+(base, this, base, ...), for a before/after of the same run.
+Not a test: nothing is asserted. Medians of --runs (default 3).
+
+Usage: bench/throughput_bench.py [--build DIR] [--base DIR] [--only queued,run,restart,slurm]
+"""
+
+import argparse
+import concurrent.futures
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid, children=True):
+    """utime + stime of pid, with its reaped children's."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLK
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Ltd:
+    """An ltd of `build` on a socket and state dir of its own."""
+
+    def __init__(self, build, devices, extra=(), state=None):
+        self.build = build
+        self.dir = tempfile.mkdtemp(prefix="ltd-tput.")
+        self.state = state or os.path.join(self.dir, "state")
+        self.sock = os.path.join(self.dir, "ltd.sock")
+        self.args = [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", self.state,
+                     "--devices", str(devices), "--log-level", "warn", *extra]
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "ltd.log"), "a")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
+        self.client = client_for(self.build, self.sock)
+        deadline = t0 + 600
+        while True:
+            if self.proc.poll() is not None:
+                sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
+            try:
+                self.client.ps()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    sys.exit(f"ltd did not answer; see {self.dir}/ltd.log")
+                time.sleep(0.005)
+        self.started_in = time.monotonic() - t0
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self, keep_state=False):
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=120)
+        self.log.close()
+        if not keep_state:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_clients = {}
+
+
+def client_for(build, sock):
+    """The ltd package of `build` (each build's own, imported once)."""
+    if build not in _clients:
+        sys.path.insert(0, os.path.join(build, "python"))
+        for m in [m for m in sys.modules if m == "ltd" or m.startswith("ltd.")]:
+            del sys.modules[m]
+        import ltd  # noqa: E402
+
+        _clients[build] = ltd
+        sys.path.pop(0)
+    return _clients[build].Client(sock)
+
+
+def submit_many(client, n, threads, argv=("/bin/true",), wait=False, devices=1):
+    """n submits from `threads` threads; seconds taken. With wait, each
+    thread waits for its job's exit before its next submit."""
+    def one(_):
+        job = client.submit(list(argv), devices, detach=not wait)
+        if wait:
+            job.wait()
+
+    t0 = time.monotonic()
+    if threads == 1:
+        for i in range(n):
+            one(i)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(n)))
+    return time.monotonic() - t0
+
+
+def med(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def bench_queued(build, pendings, threads, window):
+    """{depth: (jobs/s, ms of ltd CPU a submit)}, seconds to queue the deepest."""
+    d = Ltd(build, devices=1, extra=["--user-max-pending-jobs", "0"])
+    try:
+        blocker = d.client.submit(["sleep", "3600"], 1, detach=True)
+        deadline = time.monotonic() + 30
+        while d.client.show(blocker.id).state != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out, queued, fill = {}, 0, 0.0
+        for depth in sorted(pendings):
+            if depth - window > queued:
+                fill += submit_many(d.client, depth - window - queued, threads)
+                queued = depth - window
+            cpu0 = d.cpu()
+            took = submit_many(d.client, window, threads)
+            fill += took
+            queued += window
+            out[depth] = (window / took, (d.cpu() - cpu0) / window * 1000)
+        return out, fill
+    finally:
+        d.stop()
+
+
+def bench_run(build, jobs, threads, ranks=1):
+    """(jobs/s, ms of CPU a job of ltd and all it started) over `jobs` jobs."""
+    d = Ltd(build, devices=512)
+    try:
+        submit_many(d.client, min(20, jobs), threads, wait=True)  # warm: spares, caches
+        cpu0 = d.cpu()
+        took = submit_many(d.client, jobs, threads, wait=True, devices=ranks)
+        # The last supervisors are reaped (their CPU counted) once they exit.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(children(d.proc.pid)) > 1:
+            time.sleep(0.01)
+        return jobs / took, (d.cpu() - cpu0) / jobs * 1000
+    finally:
+        d.stop()
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def bench_restart(build, kept, big=100):
+    """(seconds until ltd answers after a restart with `kept` finished jobs
+    kept, KiB of ltd's RSS a kept job, KiB a kept job with a 512 KiB command
+    line and environment). The jobs are arrays' tasks cancelled while they
+    wait (one device, held): as many records as run jobs leave, made fast."""
+    d = Ltd(build, devices=1, extra=["--keep-jobs", str(kept + big + 1),
+                                     "--user-max-pending-jobs", "0"])
+    try:
+        blocker = d.client.submit(["sleep", "3600"], 1, detach=True)
+        for start in range(0, kept, 1000):
+            n = min(1000, kept - start)
+            d.client.submit(["/bin/true"], 1, array=f"0-{n - 1}").kill()
+        blocker.kill()
+        deadline = time.monotonic() + 60
+        while len(d.client.ps()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        def restart():
+            d.proc.terminate()
+            d.proc.wait(timeout=120)
+            d.log.close()
+            d.client.close()
+            d.start()
+            return d.started_in, rss_kib(d.proc.pid), len(d.client.ps(all=True))
+
+        answered, rss_small, listed = restart()
+        if listed < kept:
+            print(f"  restart: only {listed} of {kept} jobs listed after the restart")
+        # The same again with `big` jobs of a 256 KiB command line and a
+        # 256 KiB environment more.
+        # (Linux takes at most 128 KiB an argument or variable.)
+        args = ["x" * (64 << 10)] * 4
+        env = {f"BIG{i}": "y" * (64 << 10) for i in range(4)}
+        for _ in range(big):
+            d.client.submit(["/bin/true", *args], 1, environ=env, detach=True).wait()
+        _, rss_big, _ = restart()
+        base = Ltd(build, devices=1)
+        rss0 = rss_kib(base.proc.pid)
+        base.stop()
+        return answered, (rss_small - rss0) / kept, (rss_big - rss_small) / big
+    finally:
+        d.stop()
+
+
+class Slurm:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="slurm-tput.")
+        r = subprocess.run([f"{ROOT}/tests/slurm/cluster.sh", "start", self.dir],
+                           stdout=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise RuntimeError(r.stdout.strip() or "cluster.sh failed")
+        self.env = dict(os.environ, SLURM_CONF=f"{self.dir}/slurm.conf")
+
+    def sbatch(self, *args):
+        r = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *args],
+                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"sbatch: {r.stderr.strip()}")
+        return r.stdout.strip().split(";")[0]
+
+    def cancel_all(self):
+        subprocess.run(["scancel", "--user", "root"], env=self.env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env,
+                               stdout=subprocess.PIPE, text=True)
+            if not r.stdout.strip():
+                return
+            time.sleep(0.2)
+
+    def stop(self):
+        subprocess.run([f"{ROOT}/tests/slurm/cluster.sh", "stop", self.dir])
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# slurmctld's default MaxJobCount (10,000) refuses jobs past it, the
+# bench's cluster (tests/slurm/cluster.sh) keeps the default.
+SLURM_MAX_PENDING = 9000
+
+
+def slurm_queued(s, pendings, threads, window):
+    """{depth: jobs/s}; a depth past SLURM_MAX_PENDING is measured at it."""
+    out, queued = {}, 0
+    def many(n):
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda _: s.sbatch("--hold", "--wrap", "/bin/true"), range(n)))
+        return time.monotonic() - t0
+    for depth in sorted(pendings):
+        at = min(depth, SLURM_MAX_PENDING)
+        if at - window > queued:
+            many(at - window - queued)
+            queued = at - window
+        out[depth] = window / many(window)
+        queued += window
+    return out
+
+
+def slurm_run(s, jobs, threads):
+    """Jobs/s, each thread submitting and waiting (sbatch --wait)."""
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda _: s.sbatch("--wait", "--wrap", "/bin/true"), range(jobs)))
+    return jobs / (time.monotonic() - t0)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--base", help="a build of the previous main, measured in turns")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--pending", default="100,1000,10000")
+    p.add_argument("--window", type=int, default=100)
+    p.add_argument("--jobs", type=int, default=300)
+    p.add_argument("--kept", type=int, default=10000)
+    p.add_argument("--only", default="queued,run,restart,slurm")
+    args = p.parse_args()
+    only = set(args.only.split(","))
+    pendings = [int(x) for x in args.pending.split(",")]
+    builds = [("this", os.path.abspath(args.build))]
+    if args.base:
+        builds.insert(0, ("base", os.path.abspath(args.base)))
+    results = {name: {} for name, _ in builds}
+
+    def turn(key, fn):
+        for _ in range(args.runs):
+            for name, build in builds:
+                results[name].setdefault(key, []).append(fn(build))
+
+    if "queued" in only:
+        turn("queued", lambda b: bench_queued(b, pendings, args.threads, args.window))
+    if "run" in only:
+        for t in (1, args.threads):
+            turn(f"run{t}", lambda b, t=t: bench_run(b, args.jobs, t))
+        turn("run8ranks", lambda b: bench_run(b, max(args.jobs // 10, 10), 1, ranks=8))
+    if "restart" in only:
+        turn("restart", lambda b: bench_restart(b, args.kept))
+
+    for name, _ in builds:
+        r = results[name]
+        print(f"== ltd ({name}: {dict(builds)[name]})")
+        if "queued" in r:
+            for depth in sorted(pendings):
+                rates = [q[0][depth][0] for q in r["queued"]]
+                cpus = [q[0][depth][1] for q in r["queued"]]
+                print(f"queued, {depth:>6} pending, {args.threads} threads: {med(rates):8.0f} jobs/s, "
+                      f"{med(cpus):6.2f} ms of ltd's CPU a submit  (rates {[round(x) for x in rates]})")
+            print(f"queued, {max(pendings)} jobs in {med([q[1] for q in r['queued']]):.1f} s")
+        for t in (1, args.threads):
+            if f"run{t}" in r:
+                rates = [x[0] for x in r[f"run{t}"]]
+                cpus = [x[1] for x in r[f"run{t}"]]
+                print(f"run to the end, {t} thread(s): {med(rates):8.1f} jobs/s, {med(cpus):6.2f} ms "
+                      f"of CPU a job (ltd + helpers + /bin/true)  (rates {[round(x) for x in rates]})")
+        if "run8ranks" in r:
+            print(f"8-rank jobs, 1 thread: {1000 / med([x[0] for x in r['run8ranks']]):.1f} ms submit "
+                  f"to exit, {med([x[1] for x in r['run8ranks']]):.2f} ms of CPU a job")
+        if "restart" in r:
+            print(f"restart with {args.kept} kept jobs: answers in "
+                  f"{med([x[0] for x in r['restart']]):.2f} s, "
+                  f"{med([x[1] for x in r['restart']]):.1f} KiB of ltd's RSS a kept job, "
+                  f"{med([x[2] for x in r['restart']]):.1f} KiB a kept job of a 256 KiB "
+                  f"command line and 256 KiB environment")
+
+    if "slurm" in only:
+        # A fresh cluster each run: slurmctld keeps ended jobs for
+        # MinJobAge (300 s), and they count toward MaxJobCount.
+        sq, sr = [], []
+        for _ in range(args.runs):
+            try:
+                s = Slurm()
+            except RuntimeError as e:
+                print(f"== Slurm: not run ({e})")
+                return
+            try:
+                sq.append(slurm_queued(s, pendings, args.threads, args.window))
+                s.cancel_all()
+                sr.append(slurm_run(s, min(args.jobs, 24), args.threads))
+            finally:
+                s.stop()
+        print("== Slurm (sbatch from the same process's threads)")
+        mine = results["this"]
+        for depth in sorted(pendings):
+            rate = med([q[depth] for q in sq])
+            shown = min(depth, SLURM_MAX_PENDING)
+            line = f"queued, {shown:>6} pending, {args.threads} threads: {rate:8.0f} jobs/s"
+            if "queued" in mine:
+                ours = med([q[0][depth][0] for q in mine["queued"]])
+                line += f"; ltd / Slurm {ours / rate:.1f}x"
+            print(line)
+        rate = med(sr)
+        line = f"run to the end, {args.threads} threads: {rate:8.2f} jobs/s"
+        if f"run{args.threads}" in mine:
+            line += f"; ltd / Slurm {med([x[0] for x in mine[f'run{args.threads}']]) / rate:.0f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
