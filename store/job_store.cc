@@ -14,6 +14,7 @@
 
 #include "fd.h"
 #include "file_io.h"
+#include "record_state.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -266,26 +267,8 @@ std::vector<std::pair<std::string, JobState>> JobStore::States() const {
   ForEachJobDir(state_dir_, [&](const char* name) {
     auto text = ReadWholeFile(JobDir(name) + "/job.json");
     if (!text.ok()) return;
-    // Only the top level's "id" and "state" are built; the rest is only
-    // scanned.
-    auto keep = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      if (event == nlohmann::json::parse_event_t::key && depth == 1) {
-        return parsed == "id" || parsed == "state";
-      }
-      if (depth > 1 && (event == nlohmann::json::parse_event_t::object_start ||
-                        event == nlohmann::json::parse_event_t::array_start)) {
-        return false;
-      }
-      return true;
-    };
-    auto parsed = nlohmann::json::parse(*text, keep, /*allow_exceptions=*/false);
-    if (!parsed.is_object()) return;
-    auto id = parsed.find("id");
-    auto state = parsed.find("state");
-    if (id == parsed.end() || state == parsed.end() || !id->is_string() || !state->is_string())
-      return;
-    auto s = ParseJobState(state->get<std::string>());
-    if (s && id->get<std::string>() == name) states.emplace_back(name, *s);
+    auto read = RecordIdAndState(*text);
+    if (read && read->first == name) states.push_back(std::move(*read));
   });
   return states;
 }
