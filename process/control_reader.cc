@@ -111,7 +111,10 @@ void ControlReader::ReadBatch() {
   for (size_t rounds = entries_.size() / kMax + 1; rounds > 0; --rounds) {
     const int n = epoll_wait(epoll_.get(), events, kMax, 0);
     for (int i = 0; i < n; ++i) {
-      auto it = entries_.find(events[i].data.u64);
+      // A copy: epoll_event is packed on x86-64, and find() takes a
+      // reference, which would be a misaligned one.
+      const Id id = events[i].data.u64;
+      auto it = entries_.find(id);
       if (it == entries_.end()) continue;
       if (!it->second.parked && !ReadAll(it->first, it->second)) Remove(it);
     }
