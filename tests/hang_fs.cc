@@ -49,6 +49,7 @@ struct Late {
   int64_t due_ms;
 };
 std::vector<Late> g_late;
+std::vector<fuse_req_t> g_stuck;  // lookups of "stuck*", never answered while mounted
 
 void Attr(fuse_ino_t ino, struct stat* st) {
   std::memset(st, 0, sizeof *st);
@@ -63,7 +64,10 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, ENOENT);
     return;
   }
-  if (std::strncmp(name, "stuck", 5) == 0) return;  // never answered
+  if (std::strncmp(name, "stuck", 5) == 0) {  // never answered while mounted
+    g_stuck.push_back(req);
+    return;
+  }
   const bool late = std::strncmp(name, "late", 4) == 0;
   if (!late && std::strncmp(name, "slow", 4) != 0) {
     fuse_reply_err(req, ENOENT);
@@ -140,6 +144,12 @@ int Serve(fuse_session* se) {
     fuse_session_process_buf(se, &buf);
   }
   std::free(buf.mem);
+  // What was never answered is answered now, so that libfuse frees it
+  // (the kernel has let go of it: the mount is gone).
+  for (fuse_req_t req : g_stuck) fuse_reply_err(req, EIO);
+  for (const Late& late : g_late) fuse_reply_err(late.req, EIO);
+  g_stuck.clear();
+  g_late.clear();
   return rc;
 }
 
@@ -165,9 +175,13 @@ int main(int argc, char** argv) {
                        const_cast<char*>("allow_other,fsname=lt_hang_fs"), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, nullptr);
-  if (se == nullptr) return 1;
+  if (se == nullptr) {
+    fuse_opt_free_args(&args);
+    return 1;
+  }
   if (fuse_session_mount(se, argv[1]) != 0) {
     fuse_session_destroy(se);
+    fuse_opt_free_args(&args);
     return 1;
   }
   std::printf("mounted\n");
@@ -175,5 +189,6 @@ int main(int argc, char** argv) {
   const int rc = Serve(se);
   fuse_session_unmount(se);
   fuse_session_destroy(se);
+  fuse_opt_free_args(&args);  // what fuse_session_new's parse added
   return rc == 0 ? 0 : 1;
 }
