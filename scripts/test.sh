@@ -11,6 +11,6 @@ ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 300 -j2
 # (17 harnesses: about 90 s after their sanitized build, ~8 min here from
 # a warm ccache). Longer runs
 # and growing the corpus: docs/design.md, "Fuzzers". The suite under
-# ASan and UBSan is scripts/sanitize.sh, run by hand for now (its first
-# whole run is still to come: docs/design.md, "Sanitizers").
+# ASan and UBSan is scripts/sanitize.sh, run by hand until a whole run
+# passes (docs/design.md, "Sanitizers").
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"

@@ -49,7 +49,8 @@ struct Late {
   int64_t due_ms;
 };
 std::vector<Late> g_late;
-std::vector<fuse_req_t> g_stuck;  // lookups of "stuck*", never answered while mounted
+std::vector<fuse_req_t>
+    g_stuck;  // lookups of "stuck*" and writes of "slow*", never answered while mounted
 
 void Attr(fuse_ino_t ino, struct stat* st) {
   std::memset(st, 0, sizeof *st);
@@ -109,8 +110,11 @@ void Open(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char*, size_t size, off_t, fuse_file_info*) {
-  if ((ino & kLateBit) != 0) fuse_reply_write(req, size);
-  // a /slow* file's: never answered
+  if ((ino & kLateBit) != 0) {
+    fuse_reply_write(req, size);
+  } else {
+    g_stuck.push_back(req);  // a /slow* file's: never answered while mounted
+  }
 }
 
 // The session's loop, single-threaded as fuse_session_loop's, that also
