@@ -65,7 +65,8 @@ void LtdService::ShowArray(const std::vector<const Job*>& tasks, uid_t caller, b
     s->set_state(ToProto(t->state));
     if (t->exit_code) s->set_exit_code(*t->exit_code);
     if (t->state == JobState::kPending) {
-      s->set_pending_reason(DisplayEscapeElided(manager_.PendingReason(*t), 256, Controls::kEscape));
+      s->set_pending_reason(
+          DisplayEscapeElided(manager_.PendingReason(*t), 256, Controls::kEscape));
     }
   }
 }
