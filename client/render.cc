@@ -310,17 +310,22 @@ std::string UnkillableText(const v1::Unkillable& u) {
 }  // namespace
 
 void PrintSlots(const v1::GpusReply& reply, FILE* out) {
-  Table t({"SLOT", "GPU", "STATE", "JOB", "USER", "MEMORY", "DETAIL"});
+  Table t({"SLOT", "GPU", "MINOR", "STATE", "JOB", "USER", "MEMORY", "DETAIL"});
+  auto holder = [](const v1::GpuHolder& h) {
+    return "pid " + std::to_string(h.pid()) + " (" +
+           (h.user().empty() ? std::string("gone") : Line(h.user())) + ") holds " +
+           (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
+  };
   for (const auto& s : reply.slots()) {
     std::string detail = "-";
+    if (s.state() != v1::Slot::QUARANTINED && !s.processes().empty()) {
+      detail.clear();
+      for (const auto& h : s.processes()) detail += (detail.empty() ? "" : "; ") + holder(h);
+      if (s.processes_unlisted() > 0) detail += Cat("; ", s.processes_unlisted(), " more");
+    }
     if (s.state() == v1::Slot::QUARANTINED) {
       detail.clear();
-      for (const auto& h : s.holders()) {
-        if (!detail.empty()) detail += "; ";
-        detail += "pid " + std::to_string(h.pid()) + " (" +
-                  (h.user().empty() ? std::string("gone") : Line(h.user())) + ") holds " +
-                  (h.has_memory_mib() ? Mib(h.memory_mib()) : std::string("memory"));
-      }
+      for (const auto& h : s.holders()) detail += (detail.empty() ? "" : "; ") + holder(h);
       if (detail.empty() && !s.job_id().empty()) {
         detail = "job " + Line(s.job_id()) + "'s process that would not die: ";
         for (int i = 0; i < s.unkillable_size(); ++i) {
@@ -332,8 +337,9 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
         detail += ", since " + Time(s.has_quarantined_since(), s.quarantined_since());
       }
     }
-    t.Add({std::to_string(s.slot()), Line(s.gpu()), v1::Slot::State_Name(s.state()),
-           Line(s.job_id()), Line(s.user()), s.has_usage() ? Use(s.usage()) : "-", detail});
+    t.Add({std::to_string(s.slot()), Line(s.gpu()), s.has_minor() ? std::to_string(s.minor()) : "-",
+           v1::Slot::State_Name(s.state()), Line(s.job_id()), Line(s.user()),
+           s.has_usage() ? Use(s.usage()) : "-", detail});
   }
   t.Print(out);
   if (!reply.gpu_checks()) {

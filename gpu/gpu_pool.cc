@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -46,7 +47,34 @@ void GpuPool::SetCallbacks(std::function<void(int)> on_clean, std::function<void
 }
 
 void GpuPool::Start() {
-  if (checks_on()) Sample();
+  if (!checks_on()) return;
+  for (const std::string& id : gpu_ids_) {
+    int index = -1;
+    std::optional<uint32_t> minor;
+    if (absl::SimpleAtoi(id, &index)) {
+      if (auto m = info_->Minor(index); m.ok()) minor = *m;
+    }
+    minors_.push_back(minor);
+  }
+  Sample();
+}
+
+std::optional<uint32_t> GpuPool::minor(int slot) const {
+  return slot >= 0 && static_cast<size_t>(slot) < minors_.size()
+             ? minors_[static_cast<size_t>(slot)]
+             : std::nullopt;
+}
+
+const GpuPool::Processes* GpuPool::processes(int slot) const {
+  auto it = processes_.find(slot);
+  return it == processes_.end() ? nullptr : &it->second;
+}
+
+void GpuPool::SampleUnlessFresherThan(Millis fresh) {
+  if (!checks_on() || (sampled_at_ && clock_.Monotonic() - *sampled_at_ < fresh)) return;
+  if (sample_timer_ != 0) clock_.CancelTimer(sample_timer_);
+  sample_timer_ = 0;
+  Sample();
 }
 
 const std::string& GpuPool::gpu(int slot) const {
@@ -59,23 +87,30 @@ const std::string& GpuPool::gpu(int slot) const {
 std::optional<std::vector<GpuHolder>> GpuPool::Holders(int slot) {
   int index = -1;
   if (!absl::SimpleAtoi(gpu(slot), &index)) return std::vector<GpuHolder>{};
-  auto procs = info_->Processes(index);
-  if (!procs.ok()) {
+  auto holders = Identify(index, config_.leftover_mib);
+  if (!holders.ok()) {
     if (!failure_logged_) {
       spdlog::error("NVML: {}; GPUs it cannot read are kept out of use until it can",
-                    std::string(procs.status().message()));
+                    std::string(holders.status().message()));
     }
     failure_logged_ = true;
     return std::nullopt;
   }
   failure_logged_ = false;
+  return std::move(*holders);
+}
+
+absl::StatusOr<std::vector<GpuHolder>> GpuPool::Identify(int index,
+                                                         std::optional<uint64_t> over_mib) {
+  auto procs = info_->Processes(index);
+  if (!procs.ok()) return procs.status();
   // NVML's pids are numbers: each is held (ProcDir) and NVML asked again;
   // one it still lists while held is the holder, and its owner is read
   // from the held process, never from one that took its pid since.
   std::vector<std::pair<const GpuProcess*, std::optional<ProcDir>>> held;
   for (const GpuProcess& p : *procs) {
     // Unknown use counts as use: better a GPU idle a while than a job OOM.
-    if (p.used_mib && *p.used_mib <= config_.leftover_mib) continue;
+    if (over_mib && p.used_mib && *p.used_mib <= *over_mib) continue;
     held.emplace_back(&p, ProcDir::Open(static_cast<pid_t>(p.pid)));
   }
   std::set<uint64_t> again;
@@ -175,6 +210,14 @@ void GpuPool::Sample() {
   for (size_t slot = 0; slot < gpu_ids_.size(); ++slot) {
     int index = -1;
     if (!absl::SimpleAtoi(gpu_ids_[slot], &index)) continue;
+    if (auto procs = Identify(index, std::nullopt); procs.ok()) {
+      Processes& p = processes_[static_cast<int>(slot)];
+      p.unlisted = procs->size() > kMaxListed ? procs->size() - kMaxListed : 0;
+      procs->resize(std::min(procs->size(), kMaxListed));
+      p.listed = std::move(*procs);
+    } else {
+      processes_.erase(static_cast<int>(slot));
+    }
     auto u = info_->Usage(index);
     if (!u.ok()) {
       usage_.erase(static_cast<int>(slot));
@@ -188,6 +231,7 @@ void GpuPool::Sample() {
     s.at = clock_.Now();
     usage_[static_cast<int>(slot)] = s;
   }
+  sampled_at_ = clock_.Monotonic();
   if (on_sample_) on_sample_();
   sample_timer_ = clock_.StartTimer(config_.sample, [this] {
     sample_timer_ = 0;

@@ -64,11 +64,29 @@ class GpuPool {
   // The first quarantined slot, if any, for a pending job's reason.
   std::optional<int> AnyQuarantined() const;
   std::optional<GpuSample> usage(int slot) const;
+  // Every compute process on the slot's GPU at the last sample, whoever's
+  // (at most kMaxListed; `unlisted` more).
+  struct Processes {
+    std::vector<GpuHolder> listed;
+    size_t unlisted = 0;
+  };
+  const Processes* processes(int slot) const;
+  // N of the slot's /dev/nvidiaN, as NVML said at Start.
+  std::optional<uint32_t> minor(int slot) const;
   const std::string& gpu(int slot) const;
+  // Samples now unless the last sample is younger than `fresh` (`ltctl
+  // gpus` asks for a view at most a second old; many asking cost one
+  // NVML round a second).
+  void SampleUnlessFresherThan(Millis fresh);
+
+  static constexpr size_t kMaxListed = 64;
 
  private:
   // Holders of `slot`'s GPU over the threshold; nullopt when NVML failed.
   std::optional<std::vector<GpuHolder>> Holders(int slot);
+  // NVML's compute processes on GPU `index` holding more than `over_mib`
+  // (nullopt: all), each with its owner when it is still that process.
+  absl::StatusOr<std::vector<GpuHolder>> Identify(int index, std::optional<uint64_t> over_mib);
   void ScheduleRecheck();
   void Recheck();
   void Sample();
@@ -79,8 +97,11 @@ class GpuPool {
   Config config_;
   std::function<void(int)> on_clean_;
   std::function<void()> on_sample_;
-  std::map<int, GpuQuarantine> quarantined_;  // by slot
-  std::map<int, GpuSample> usage_;            // by slot, the last sample
+  std::map<int, GpuQuarantine> quarantined_;     // by slot
+  std::map<int, GpuSample> usage_;               // by slot, the last sample
+  std::map<int, Processes> processes_;           // by slot, the last sample
+  std::vector<std::optional<uint32_t>> minors_;  // by slot
+  std::optional<Millis> sampled_at_;             // monotonic
   Clock::TimerId recheck_timer_ = 0;
   Clock::TimerId sample_timer_ = 0;
   bool failure_logged_ = false;

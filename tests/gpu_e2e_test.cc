@@ -123,6 +123,51 @@ TEST_F(FakeNvml, LeftoverQuarantinesUntilItGoesAndGpusShowsEachState) {
   EXPECT_NE(d_.log().find("GPU 1 is clean again"), std::string::npos);
 }
 
+// Each GPU's /dev/nvidiaN and every process on it, a job's rank and any
+// other, as NVML saw them at most a second before `ltctl gpus` asked.
+TEST_F(FakeNvml, GpusShowsEachGpusMinorAndEveryProcessOnIt) {
+  Write("count 2\nminor 0 4\nminor 1 7\n");
+  ASSERT_TRUE(d_.Start({"--gpus", "0,1", "--nvml-library", LT_FAKE_NVML})) << d_.log();
+  nlohmann::json g = Gpus();
+  ASSERT_EQ(g["slots"].size(), 2u) << g.dump();
+  EXPECT_EQ(g["slots"][0]["minor"], 4) << g.dump();
+  EXPECT_EQ(g["slots"][1]["minor"], 7) << g.dump();
+  EXPECT_TRUE(g["slots"][1]["processes"].empty()) << g.dump();
+
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id)["state"] == "RUNNING"; }, 20s));
+  const nlohmann::json shown = d_.Show(id);
+  const std::string gpu = shown["cuda_visible_devices"];
+  const int rank_pid = shown["ranks"][0]["pid"];
+  const int slot = std::stoi(gpu);
+  // The rank holds 1 GiB; a process of no job (pid 1) holds an amount
+  // NVML cannot tell.
+  Write("count 2\nminor 0 4\nminor 1 7\nproc " + gpu + " " + std::to_string(rank_pid) +
+        " 1024\nproc " + gpu + " 1 na\n");
+  ASSERT_TRUE(WaitFor([&] { return Gpus()["slots"][slot]["processes"].size() == 2; }, 10s))
+      << Gpus().dump();
+  g = Gpus();
+  const nlohmann::json procs = g["slots"][slot]["processes"];
+  EXPECT_EQ(g["slots"][slot]["state"], "BUSY");
+  EXPECT_EQ(g["slots"][slot]["job_id"], id);
+  EXPECT_EQ(procs[0]["pid"], rank_pid);
+  EXPECT_EQ(procs[0]["user"], Me());
+  EXPECT_EQ(procs[0]["memory_mib"], 1024);
+  EXPECT_EQ(procs[1]["pid"], 1);
+  EXPECT_EQ(procs[1]["user"], "root");
+  EXPECT_TRUE(procs[1]["memory_mib"].is_null()) << procs.dump();  // NVML cannot tell
+  EXPECT_TRUE(g["slots"][1 - slot]["processes"].empty()) << g.dump();
+  const std::string table = d_.Ctl({"gpus"}).out;
+  EXPECT_NE(table.find("MINOR"), std::string::npos) << table;
+  EXPECT_NE(table.find("pid " + std::to_string(rank_pid) + " (" + Me() +
+                       ") holds 1.0 GiB; pid 1 (root) holds memory"),
+            std::string::npos)
+      << table;
+  Write("count 2\n");
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  d_.WaitEnded(id);
+}
+
 TEST_F(FakeNvml, WithoutGpusOptionTheGpusNvmlFindsAreTheSlots) {
   Write("count 3\n");
   d_.set_default_devices(false);

@@ -103,6 +103,44 @@ TEST(GpuPool, SamplesUsageAtItsInterval) {
   EXPECT_EQ(samples, 4);
 }
 
+// Every process on a GPU is listed, up to a bound; `ltctl gpus` asking
+// often samples at most once a second, and the timer goes on from there.
+TEST(GpuPool, ListsEveryProcessUpToItsBoundAndSamplesOnAskAtMostOnceASecond) {
+  FakeClock clock;
+  FakeGpus gpus;
+  GpuPool pool(clock, &gpus, {"0", "1"}, GpuPool::Config{.sample = Millis(10000)});
+  int samples = 0;
+  pool.SetCallbacks(nullptr, [&] { ++samples; });
+  for (size_t i = 0; i < GpuPool::kMaxListed + 6; ++i) gpus.procs[1].push_back(Proc(1, 10));
+  gpus.procs[0] = {Proc(getpid(), std::nullopt)};
+  pool.Start();
+  EXPECT_EQ(pool.minor(0), std::nullopt);  // this NVML has no minors
+  ASSERT_NE(pool.processes(1), nullptr);
+  EXPECT_EQ(pool.processes(1)->listed.size(), GpuPool::kMaxListed);
+  EXPECT_EQ(pool.processes(1)->unlisted, 6u);
+  ASSERT_EQ(pool.processes(0)->listed.size(), 1u);
+  EXPECT_EQ(pool.processes(0)->listed[0].pid, getpid());
+  EXPECT_EQ(pool.processes(0)->listed[0].used_mib, std::nullopt);
+  EXPECT_EQ(pool.processes(0)->unlisted, 0u);
+
+  gpus.procs[0].clear();
+  pool.SampleUnlessFresherThan(Millis(1000));  // fresh: not sampled
+  EXPECT_EQ(samples, 1);
+  EXPECT_EQ(pool.processes(0)->listed.size(), 1u);
+  clock.Advance(Millis(1000));
+  pool.SampleUnlessFresherThan(Millis(1000));
+  EXPECT_EQ(samples, 2);
+  EXPECT_TRUE(pool.processes(0)->listed.empty());
+  clock.Advance(Millis(9999));  // the timer restarted with that sample
+  EXPECT_EQ(samples, 2);
+  clock.Advance(Millis(1));
+  EXPECT_EQ(samples, 3);
+
+  gpus.failing = true;  // NVML cannot tell: nothing listed, not "none"
+  clock.Advance(Millis(10000));
+  EXPECT_EQ(pool.processes(0), nullptr);
+}
+
 TEST(FormatMib, MiBThenGiB) {
   EXPECT_EQ(FormatMib(512), "512 MiB");
   EXPECT_EQ(FormatMib(3174), "3.1 GiB");

@@ -330,15 +330,18 @@ void ToProto(const SlotView& slot, v1::Slot* out) {
       out->set_user(DisplayEscapeElided(slot.user, kListLimits.text));
       break;
   }
+  auto holder = [](const GpuHolder& h, v1::GpuHolder* out) {
+    out->set_pid(h.pid);
+    out->set_user(DisplayEscapeElided(h.user, kListLimits.text));
+    if (h.used_mib) out->set_memory_mib(*h.used_mib);
+  };
   if (slot.quarantine) {
     SetTime(slot.quarantine->since, out->mutable_quarantined_since());
-    for (const GpuHolder& h : slot.quarantine->holders) {
-      auto* ph = out->add_holders();
-      ph->set_pid(h.pid);
-      ph->set_user(DisplayEscapeElided(h.user, kListLimits.text));
-      if (h.used_mib) ph->set_memory_mib(*h.used_mib);
-    }
+    for (const GpuHolder& h : slot.quarantine->holders) holder(h, out->add_holders());
   }
+  if (slot.minor) out->set_minor(*slot.minor);
+  for (const GpuHolder& h : slot.processes) holder(h, out->add_processes());
+  out->set_processes_unlisted(static_cast<uint32_t>(slot.processes_unlisted));
   // Anyone sees the slots: of the kernel stack (root's to read), where
   // it is now only, as world-readable wchan says.
   for (UnkillableProcess p : slot.unkillable) {

@@ -349,6 +349,7 @@ grpc::ServerUnaryReactor* LtdService::Gpus(grpc::CallbackServerContext* ctx, con
                                            v1::GpusReply* reply) {
   auto* reactor = ctx->DefaultReactor();
   loop_.Post([this, reply, reactor] {
+    manager_.SampleGpus();
     for (const SlotView& slot : manager_.Slots()) ToProto(slot, reply->add_slots());
     reply->set_gpu_checks(manager_.gpu_checks());
     reply->set_gpu_isolation(manager_.gpu_isolation());

@@ -167,8 +167,15 @@ std::vector<SlotView> JobManager::Slots() const {
   for (size_t i = 0; i < out.size(); ++i) {
     out[i].slot = static_cast<int>(i);
     if (i < config_.placement.gpu_ids.size()) out[i].gpu = config_.placement.gpu_ids[i];
+    // From isolation's lookup (NVML or /proc/driver/nvidia), else NVML's.
+    if (i < config_.gpu_minors.size()) out[i].minor = config_.gpu_minors[i];
     if (gpus_ == nullptr) continue;
+    if (!out[i].minor) out[i].minor = gpus_->minor(out[i].slot);
     out[i].usage = gpus_->usage(out[i].slot);
+    if (const GpuPool::Processes* p = gpus_->processes(out[i].slot)) {
+      out[i].processes = p->listed;
+      out[i].processes_unlisted = p->unlisted;
+    }
     if (const GpuQuarantine* q = gpus_->quarantine(out[i].slot)) {
       out[i].state = SlotView::State::kQuarantined;
       out[i].quarantine = *q;

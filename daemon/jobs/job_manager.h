@@ -61,6 +61,10 @@ struct SlotView {
   // sleep in the kernel, since when.
   std::vector<UnkillableProcess> unkillable;
   std::optional<GpuSample> usage;  // the last sample, with NVML
+  std::optional<uint32_t> minor;   // of its /dev/nvidiaN
+  // Every compute process on its GPU at the last sample, whoever's.
+  std::vector<GpuHolder> processes;
+  size_t processes_unlisted = 0;
 };
 
 struct ManagerConfig {
@@ -215,6 +219,10 @@ class JobManager {
   // Copies the pool's last samples into each running job's gpu_usage.
   void RefreshGpuUsage();
   bool gpu_checks() const { return gpus_ != nullptr && gpus_->checks_on(); }
+  // A fresh look at the GPUs for `ltctl gpus` (at most one a second).
+  void SampleGpus() {
+    if (gpus_ != nullptr) gpus_->SampleUnlessFresherThan(Millis(1000));
+  }
   const std::string& gpu_isolation() const { return config_.gpu_isolation; }
 
   // Tells `events` (outliving the manager) what happens to jobs.

@@ -527,15 +527,27 @@ class Client:
         }
 
     def gpus(self):
-        """Every device slot, as dicts: slot, gpu, state (FREE/BUSY/QUARANTINED), job_id, user."""
+        """Every device slot, as dicts: slot, gpu, minor (of /dev/nvidiaN; None
+        unknown), state (FREE/BUSY/QUARANTINED), job_id, user, and processes:
+        each compute process on the GPU as NVML last saw it (pid, user,
+        memory_mib; None where NVML cannot tell)."""
         reply = self._unary("Gpus", ltd_pb2.GpusRequest())
         return [
             {
                 "slot": s.slot,
                 "gpu": s.gpu,
+                "minor": s.minor if s.HasField("minor") else None,
                 "state": ltd_pb2.Slot.State.Name(s.state),
                 "job_id": s.job_id,
                 "user": s.user,
+                "processes": [
+                    {
+                        "pid": p.pid,
+                        "user": p.user,
+                        "memory_mib": p.memory_mib if p.HasField("memory_mib") else None,
+                    }
+                    for p in s.processes
+                ],
             }
             for s in reply.slots
         ]

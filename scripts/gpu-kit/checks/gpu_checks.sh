@@ -36,12 +36,18 @@ check_nvml_gpus() {
   proc_n=$(gpu_dirs | wc -l)
   [[ $n == "$KIT_NGPU" ]] || fail "ltctl gpus lists $n GPUs, NVML counted $KIT_NGPU"
   [[ $proc_n == 0 || $proc_n == "$n" ]] || fail "ltctl gpus lists $n GPUs, $NVIDIA_PROC/gpus has $proc_n"
+  local minors="" m want
   for ((i = 0; i < n; i++)); do
     total=$(jget "slots.$i.usage.memory_total_mib" <<<"$g")
     [[ ${total:-0} -gt 0 ]] || fail "GPU $(jget "slots.$i.gpu" <<<"$g") has no memory total: $(grep "^slots\.$i\." <<<"$g" | tr '\n' ' ')"
+    m=$(jget "slots.$i.minor" <<<"$g")
+    [[ -n $m ]] || fail "ltctl gpus gives GPU $(jget "slots.$i.gpu" <<<"$g") no minor"
+    want=$(gpu_minor "$(jget "slots.$i.gpu" <<<"$g")" 2>/dev/null || true)
+    [[ -z $want || $m == "$want" ]] || fail "ltctl gpus says GPU $i is /dev/nvidia$m, the driver says /dev/nvidia$want"
+    minors+="${minors:+,}$m"
   done
   [[ ${KIT_CUDA:-} == yes ]] ||
-    pass "$n GPU(s) listed with memory totals (a job's GPU not checked: no CUDA in ${KIT_PY:-any Python})"
+    pass "$n GPU(s) listed with memory totals and minors $minors (a job's GPU not checked: no CUDA in ${KIT_PY:-any Python})"
   # A job's GPU shows its job, and its memory in the job's record.
   local rel=$KIT_WORK/nvml.release id used
   id=$(submit_d --devices 1 --name kit-nvml -- "$KIT_PY" "$KIT/checks/cuda_rank.py" --mib 1024 --hold-until "$rel") ||
@@ -53,10 +59,14 @@ check_nvml_gpus() {
   local gpu
   gpu=$(show_flat "$id" | jget gpus.0.gpu)
   [[ $(slot_state "$gpu") == BUSY ]] || { touch "$rel"; fail "GPU $gpu is not BUSY while job $id runs on it"; }
+  local pid
+  pid=$(show_flat "$id" | jget ranks.0.pid)
+  wait_for 5 gpu_lists_pid "$gpu" "$pid" ||
+    { touch "$rel"; fail "ltctl gpus does not list the rank's pid $pid on GPU $gpu: $(ctl gpus)"; }
   touch "$rel"
   wait_for 60 job_ended "$id" || fail "job $id did not end"
   [[ $(job_state "$id") == SUCCEEDED ]] || fail "job $id: $(job_state "$id"): $(show_flat "$id" | cause_of /dev/stdin)"
-  pass "$n GPU(s) with memory totals; job $id's GPU $gpu BUSY and ${used} MiB used seen (GPU minors and per-GPU processes are not in ltctl gpus; leftovers are: see gpu_leftover)"
+  pass "$n GPU(s) with memory totals and minors $minors; job $id's GPU $gpu BUSY, its rank (pid $pid) listed on it, ${used} MiB used seen"
 }
 
 check_gpu_leftover() {

@@ -86,9 +86,18 @@ gpu_memory() {
 }
 # The memory used on GPU $1 (MiB).
 gpu_used() { gpu_memory | awk -v g="$1" '$1 == g { print $2 }'; }
-slot_state() {
-  ctl --json gpus | flat | awk -F'\t' -v g="$1" '
+# Field $2 of GPU $1's slot in `ltctl gpus` (state, minor, processes.0.pid).
+slot_field() {
+  ctl --json gpus | flat | awk -F'\t' -v g="$1" -v f="$2" '
     $1 ~ /^slots\.[0-9]+\.gpu$/ && $2 == g { split($1, a, "."); want = a[2] }
-    $1 ~ /^slots\.[0-9]+\.state$/ { split($1, a, "."); st[a[2]] = $2 }
-    END { print st[want] }'
+    { n = index(substr($1, 7), "."); if ($1 ~ /^slots\./) v[substr($1, 7, n - 1), substr($1, 7 + n)] = $2 }
+    END { print v[want, f] }'
+}
+slot_state() { slot_field "$1" state; }
+# Whether pid $2 is among the processes ltctl gpus lists on GPU $1.
+gpu_lists_pid() {
+  ctl --json gpus | flat | awk -F'\t' -v g="$1" -v pid="$2" '
+    $1 ~ /^slots\.[0-9]+\.gpu$/ && $2 == g { split($1, a, "."); want = a[2] }
+    $1 ~ /^slots\.[0-9]+\.processes\.[0-9]+\.pid$/ { split($1, a, "."); if ($2 == pid) has[a[2]] = 1 }
+    END { exit !has[want] }'
 }
