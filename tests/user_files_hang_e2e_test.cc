@@ -295,6 +295,11 @@ TEST_F(HangingFiles, AJobIsKillableWhileItsOutputFileHangs) {
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(WaitFor([&] { return WritersUnderSupervisors(a_->uid()) > 0; }, 30s))
       << "the supervisor's writer never reached the mount";
+  // Placed, its ranks not started: what it waits for is said.
+  const nlohmann::json waiting = d_.Show(id);
+  EXPECT_EQ(waiting.value("state", ""), "PENDING") << waiting.dump();
+  EXPECT_EQ(waiting.value("pending_reason", ""), "placed; its supervisor is starting")
+      << waiting.dump();
   const CmdResult kill = CtlAs(*a_, {"kill", id});
   EXPECT_EQ(kill.exit_code, 0) << kill.err;
   const nlohmann::json ended = d_.WaitEnded(id, 30s);

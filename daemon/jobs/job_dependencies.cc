@@ -147,6 +147,10 @@ void JobManager::FailDependent(const std::string& id, const std::string& depende
 
 std::string JobManager::PendingReason(const Job& job) const {
   if (job.state != JobState::kPending) return "";
+  // Placed: its supervisor is on its way (it may wait on the job's files).
+  if (supervised_.count(job.id) != 0) {
+    return "placed; its supervisor is starting";
+  }
   if (deps_.Waiting(job.id)) {
     const std::vector<std::string> unmet = deps_.Unmet(job.id);
     return Cat(unmet.size() == 1 ? "after job " : "after jobs ", Join(unmet, ", "));
