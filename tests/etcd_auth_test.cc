@@ -100,7 +100,10 @@ TEST_F(RdzvAuthTest, ForgedAbortAndMasterDoNotDecideTheStart) {
   ASSERT_TRUE(r1.ok()) << r1.status();
   EXPECT_EQ((*r1)->agreement().master_addr, "127.0.0.1");
   EXPECT_EQ((*r1)->agreement().master_port, 29500);
-  EXPECT_GE((*r1)->auth().refused(), 2);
+  // Node 0 reads both forgeries before it writes the master; node 1 may
+  // come after that write, and then sees the forged abort alone.
+  EXPECT_GE((*r0)->auth().refused(), 2);
+  EXPECT_GE((*r1)->auth().refused(), 1);
 }
 
 TEST_F(RdzvAuthTest, AnOwnersMisconfiguredNodeStillAbortsTheStart) {
