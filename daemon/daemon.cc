@@ -210,9 +210,12 @@ absl::Status Daemon::TakeOverEarlier() {
   // Supervisors an earlier ltd left: those that answer for their job keep
   // it; the rest of what earlier processes left is swept.
   std::vector<std::string> running, pending;
-  for (auto& [id, state] : store_->States()) {
-    if (state == JobState::kRunning || state == JobState::kStarting) running.push_back(id);
-    if (state == JobState::kPending) pending.push_back(id);
+  records_ = JobManager::ReadRecords(*store_);
+  for (const auto& job : records_) {
+    if (job->state == JobState::kRunning || job->state == JobState::kStarting) {
+      running.push_back(job->id);
+    }
+    if (job->state == JobState::kPending) pending.push_back(job->id);
   }
   // A supervisor the earlier ltd started as it died is going, or starting
   // its job: which, before the sweep (that would kill a starting one).
@@ -341,6 +344,7 @@ absl::Status Daemon::Wire() {
     spdlog::info("metrics on http://{}/metrics", metrics_->address());
   }
   manager.Recover(
+      std::move(records_),
       [this](const Job& job, SupervisionEvents& events) -> std::unique_ptr<Supervision> {
         auto it = found_.find(job.id);
         if (it == found_.end()) return nullptr;

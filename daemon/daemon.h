@@ -85,6 +85,8 @@ class Daemon {
   std::optional<Loop> loop_;
   std::optional<ContainmentPlan> plan_;
   std::map<std::string, ShimSupervisorHost::Found> found_;
+  // The state dir's records, read once at the start (JobManager::Recover).
+  std::vector<std::unique_ptr<Job>> records_;
   std::unique_ptr<Containment> containment_;
   std::optional<UvClock> clock_;
   KernelPortAllocator ports_;

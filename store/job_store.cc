@@ -14,7 +14,6 @@
 
 #include "fd.h"
 #include "file_io.h"
-#include "record_state.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -260,17 +259,6 @@ void JobStore::ForEach(const std::function<void(Job&&)>& fn) const {
     }
     fn(std::move(*job));
   });
-}
-
-std::vector<std::pair<std::string, JobState>> JobStore::States() const {
-  std::vector<std::pair<std::string, JobState>> states;
-  ForEachJobDir(state_dir_, [&](const char* name) {
-    auto text = ReadWholeFile(JobDir(name) + "/job.json");
-    if (!text.ok()) return;
-    auto read = RecordIdAndState(*text);
-    if (read && read->first == name) states.push_back(std::move(*read));
-  });
-  return states;
 }
 
 bool CloseJobErrorDir(const JobStore& store, Job& job) {

@@ -46,9 +46,6 @@ class JobStore {
   // are never all in memory at once); unreadable ones are logged and
   // skipped.
   void ForEach(const std::function<void(Job&&)>& fn) const;
-  // Every record's id and state, read without the rest (a restart's first
-  // look at what was live).
-  std::vector<std::pair<std::string, JobState>> States() const;
 
   // Deletes a job's record and logs: the dir is renamed away at once, and
   // removed on a thread of the store's (it may hold a user's many files).

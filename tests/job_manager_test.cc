@@ -448,6 +448,30 @@ TEST_F(JobManagerTest, RecoverMarksRunningJobsWithoutSupervisorLostAndKeepsCount
   EXPECT_EQ(Submit(Spec(1)), "3");
 }
 
+// ltd's start reads the records once, then waits on the supervisors it
+// found; one may end its job meanwhile. A live record is read again when
+// recovered: the job is what its supervisor wrote last, not LOST.
+TEST_F(JobManagerTest, RecoverReadsALiveRecordAgainAndAFinalOneOnce) {
+  const std::string done = Submit(Spec(1));
+  launcher_.Exit(done, 0, 0);
+  clock_.Advance(Millis(0));
+  const std::string running = Submit(Spec(1));
+  Reset();  // a new ltd on the same state dir
+  auto records = JobManager::ReadRecords(*store_);
+  ASSERT_EQ(records.size(), 2u);
+  auto ended = store_->Load(running);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state, JobState::kRunning);
+  ended->state = JobState::kSucceeded;  // as its supervisor writes it at the end
+  ended->exit_code = 0;
+  ended->ended_at = clock_.Now();
+  ASSERT_TRUE(store_->Save(*ended).ok());
+  manager_->Recover(std::move(records), nullptr);
+  EXPECT_EQ(Get(running).state, JobState::kSucceeded);
+  EXPECT_EQ(Get(done).state, JobState::kSucceeded);
+  EXPECT_EQ(Submit(Spec(1)), "3");
+}
+
 TEST_F(JobManagerTest, OnlyTheNewestFinishedJobsAreKept) {
   Reset(8, nullptr, 2);
   std::vector<std::string> ids;

@@ -81,16 +81,35 @@ JobManager::~JobManager() {
   for (Clock::TimerId t : shutdown_timers_) clock_.CancelTimer(t);
 }
 
-void JobManager::Recover(const Adopter& adopt) {
+std::vector<std::unique_ptr<Job>> JobManager::ReadRecords(const JobStore& store) {
+  std::vector<std::unique_ptr<Job>> records;
+  store.ForEach([&](Job&& job) {
+    if (IsFinal(job.state)) CutToSummary(job, kSummaryArgvBytes);
+    records.push_back(std::make_unique<Job>(std::move(job)));
+  });
+  return records;
+}
+
+void JobManager::Recover(std::vector<std::unique_ptr<Job>> records, const Adopter& adopt) {
   RecoverDrain();
   std::vector<std::pair<uint64_t, Job*>> pending, running;
-  store_.ForEach([&](Job&& loaded) {
+  for (std::unique_ptr<Job>& record : records) {
+    if (!IsFinal(record->state)) {
+      auto now = store_.Load(record->id);
+      if (!now.ok()) {
+        if (!absl::IsNotFound(now.status())) {
+          spdlog::warn("skipping job record: {}", std::string(now.status().message()));
+        }
+        continue;
+      }
+      *record = std::move(*now);
+      if (IsFinal(record->state)) CutToSummary(*record, kSummaryArgvBytes);
+    }
     uint64_t numeric = 0;
-    if (!absl::SimpleAtoi(loaded.id, &numeric)) return;  // not a job of ours
+    if (!absl::SimpleAtoi(record->id, &numeric)) continue;  // not a job of ours
     next_id_ = std::max(next_id_, numeric + 1);
-    std::string id = loaded.id;
-    Job& job =
-        *jobs_.emplace(std::move(id), std::make_unique<Job>(std::move(loaded))).first->second;
+    std::string id = record->id;
+    Job& job = *jobs_.emplace(std::move(id), std::move(record)).first->second;
     tokens_.Remember(job.spec.uid, job.spec.submit_token, job.id, job.submitted_at);
     if (job.state == JobState::kPending) pending.emplace_back(numeric, &job);
     // A STARTING one's supervisor waits in its rendezvous: adopted as a running one's.
@@ -98,11 +117,12 @@ void JobManager::Recover(const Adopter& adopt) {
       running.emplace_back(numeric, &job);
     }
     if (IsFinal(job.state)) {
-      CutToSummary(job, kSummaryArgvBytes);
       CountRecovered(job);
       HoldUnkillable(job, /*announce=*/false);  // an earlier ltd's, still there
     }
-  });
+  }
+  records.clear();
+  records.shrink_to_fit();
   // What the records took while read (a finished one's command line and
   // environment are cut to its summary) goes back to the system.
   malloc_trim(0);

@@ -116,7 +116,14 @@ class JobManager {
   // in their order; RUNNING ones go to `adopt` (ltd's re-attach to their
   // supervisors), or become LOST without one.
   using Adopter = std::function<std::unique_ptr<Supervision>(const Job&, SupervisionEvents&)>;
-  void Recover(const Adopter& adopt = nullptr);
+  void Recover(const Adopter& adopt = nullptr) { Recover(ReadRecords(store_), adopt); }
+  // The same from records read earlier (ReadRecords: ltd's start reads
+  // them once, to know the live jobs first). A live one is read again
+  // here: its supervisor may have changed it since; a final one cannot.
+  void Recover(std::vector<std::unique_ptr<Job>> records, const Adopter& adopt);
+  // Every record of the state dir, a final one cut to its summary
+  // (CutToSummary) as it is read.
+  static std::vector<std::unique_ptr<Job>> ReadRecords(const JobStore& store);
 
   // Validates and queues a job; returns its id. A program that cannot run
   // still makes a job, which ends FAILED with reason spawn_failed
