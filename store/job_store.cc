@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
+#include <thread>
 
 #include "fd.h"
 #include "file_io.h"
@@ -248,17 +251,34 @@ void ForEachJobDir(const std::string& state_dir, const std::function<void(const 
 
 }  // namespace
 
-void JobStore::ForEach(const std::function<void(Job&&)>& fn) const {
-  ForEachJobDir(state_dir_, [&](const char* name) {
-    auto job = Load(name);
-    if (!job.ok()) {
-      if (!absl::IsNotFound(job.status())) {
-        spdlog::warn("skipping job record: {}", std::string(job.status().message()));
+void JobStore::ForEach(const std::function<void(Job&&)>& fn, int threads) const {
+  std::vector<std::string> names;
+  ForEachJobDir(state_dir_, [&](const char* name) { names.emplace_back(name); });
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < names.size(); i = next++) {
+      auto job = Load(names[i]);
+      if (!job.ok()) {
+        if (!absl::IsNotFound(job.status())) {
+          spdlog::warn("skipping job record: {}", std::string(job.status().message()));
+        }
+        continue;
       }
-      return;
+      fn(std::move(*job));
     }
-    fn(std::move(*job));
-  });
+  };
+  // Fewer helpers than asked, or none, when threads cannot be had: this
+  // thread reads whatever they do not.
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
 }
 
 bool CloseJobErrorDir(const JobStore& store, Job& job) {

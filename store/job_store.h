@@ -42,10 +42,11 @@ class JobStore {
   absl::Status Save(const Job& job) const;
   // One job's record: NotFound without one, DataLoss when unreadable.
   absl::StatusOr<Job> Load(const std::string& job_id) const;
-  // Every readable record, one at a time (a record may be megabytes: they
-  // are never all in memory at once); unreadable ones are logged and
-  // skipped.
-  void ForEach(const std::function<void(Job&&)>& fn) const;
+  // Every readable record, one at a time on each of `threads` threads (a
+  // record may be megabytes: at most `threads` are in memory at once, and
+  // `fn` runs on those threads, concurrently); unreadable ones are logged
+  // and skipped.
+  void ForEach(const std::function<void(Job&&)>& fn, int threads = 1) const;
 
   // Deletes a job's record and logs: the dir is renamed away at once, and
   // removed on a thread of the store's (it may hold a user's many files).

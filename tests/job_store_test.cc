@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -53,6 +54,38 @@ TEST_F(JobStoreTest, OthersMayTraverseButReadNothing) {
   job.id = "1";
   ASSERT_TRUE(store->Save(job).ok());
   EXPECT_EQ(Mode(store->JobDir("1") + "/job.json"), 0600u);
+}
+
+// A restart reads the records on several threads: each readable one
+// reaches the callback once, an unreadable one never.
+TEST_F(JobStoreTest, ForEachOnThreadsGivesEveryReadableRecordOnce) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 1; i <= 200; ++i) {
+    const std::string id = std::to_string(i);
+    ASSERT_TRUE(store->CreateJobDir(id).ok());
+    Job job;
+    job.id = id;
+    job.spec.name = "job-" + id;
+    ASSERT_TRUE(store->Save(job).ok());
+  }
+  std::ofstream(store->JobDir("7") + "/job.json", std::ios::trunc) << "{not json";
+  for (int threads : {1, 4}) {
+    std::mutex mu;
+    std::multiset<std::string> seen;
+    store->ForEach(
+        [&](Job&& job) {
+          EXPECT_EQ(job.spec.name, "job-" + job.id);
+          std::lock_guard lock(mu);
+          seen.insert(job.id);
+        },
+        threads);
+    EXPECT_EQ(seen.size(), 199u) << threads << " threads";
+    EXPECT_EQ(seen.count("7"), 0u);
+    for (int i = 1; i <= 200; ++i) {
+      if (i != 7) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << i;
+    }
+  }
 }
 
 // A finished job's errors/ dir is root's: its user writes no more there.
