@@ -21,8 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${SAN_BUILD_DIR:-build-asan}
 
-# The subset meant for CI (not in scripts/test.sh yet: docs/design.md,
-# "Sanitizers"): every test of ltd's own
+# The subset CI runs (scripts/test.sh, last): every test of ltd's own
 # processes (unit, integration, e2e: security, containment, systemd,
 # queue, metrics, nvml), without the multi-node, etcd, Slurm and Python
 # client runs, which spend their minutes in torch, etcd and slurmd rather
