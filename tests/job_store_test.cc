@@ -83,7 +83,9 @@ TEST_F(JobStoreTest, ForEachOnThreadsGivesEveryReadableRecordOnce) {
     EXPECT_EQ(seen.size(), 199u) << threads << " threads";
     EXPECT_EQ(seen.count("7"), 0u);
     for (int i = 1; i <= 200; ++i) {
-      if (i != 7) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << i;
+      if (i != 7) {
+        EXPECT_EQ(seen.count(std::to_string(i)), 1u) << i;
+      }
     }
   }
 }
