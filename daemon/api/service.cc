@@ -224,8 +224,9 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
     if (auto s = LogReplay::Start(loop_, manager_, *submitted, std::move(attach), out); !s.ok()) {
       return out->Finish(ToGrpc(s));
     }
-    // A job that waits says so at once, as srun does: a silent ltctl looks hung.
-    if (const Job* job = manager_.Find(*id); job != nullptr) {
+    // A job that waits says so at once, as srun does: a silent ltctl looks
+    // hung. A placed one starts now: no wait to announce.
+    if (const Job* job = manager_.Find(*id); job != nullptr && !manager_.Placed(*id)) {
       if (std::string why = manager_.PendingReason(*job); !why.empty()) {
         v1::JobEvent pending;
         pending.mutable_pending()->set_job_id(*id);

@@ -148,7 +148,7 @@ void JobManager::FailDependent(const std::string& id, const std::string& depende
 std::string JobManager::PendingReason(const Job& job) const {
   if (job.state != JobState::kPending) return "";
   // Placed: its supervisor is on its way (it may wait on the job's files).
-  if (supervised_.count(job.id) != 0) {
+  if (Placed(job.id)) {
     return "placed; its supervisor is starting";
   }
   if (deps_.Waiting(job.id)) {

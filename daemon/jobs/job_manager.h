@@ -161,6 +161,8 @@ class JobManager {
   // job 7"); "" for any other. Worked out when asked, not on every
   // scheduling pass: a pass costs the same whatever the queue holds.
   std::string PendingReason(const Job& job) const;
+  // Placed on devices, its supervisor starting: PENDING, but not queued.
+  bool Placed(const std::string& id) const { return supervised_.contains(id); }
 
   // order.signal 0: tear the job down (cancelled by order.by, a user's
   // name or kByLtd; the manager words the message). Else send the signal to the ranks. `done` gets
