@@ -3,7 +3,6 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -97,20 +96,24 @@ std::optional<std::vector<GpuHolder>> GpuPool::Holders(int slot) {
     return std::nullopt;
   }
   failure_logged_ = false;
-  return std::move(*holders);
+  return std::move(holders->listed);
 }
 
-absl::StatusOr<std::vector<GpuHolder>> GpuPool::Identify(int index,
-                                                         std::optional<uint64_t> over_mib) {
+absl::StatusOr<GpuPool::Processes> GpuPool::Identify(int index, std::optional<uint64_t> over_mib) {
   auto procs = info_->Processes(index);
   if (!procs.ok()) return procs.status();
   // NVML's pids are numbers: each is held (ProcDir) and NVML asked again;
   // one it still lists while held is the holder, and its owner is read
   // from the held process, never from one that took its pid since.
+  Processes out;
   std::vector<std::pair<const GpuProcess*, std::optional<ProcDir>>> held;
   for (const GpuProcess& p : *procs) {
     // Unknown use counts as use: better a GPU idle a while than a job OOM.
     if (over_mib && p.used_mib && *p.used_mib <= *over_mib) continue;
+    if (held.size() == kMaxListed) {
+      ++out.unlisted;
+      continue;
+    }
     held.emplace_back(&p, ProcDir::Open(static_cast<pid_t>(p.pid)));
   }
   std::set<uint64_t> again;
@@ -119,7 +122,6 @@ absl::StatusOr<std::vector<GpuHolder>> GpuPool::Identify(int index,
       for (const GpuProcess& p : *now) again.insert(static_cast<uint64_t>(p.pid));
     }
   }
-  std::vector<GpuHolder> out;
   for (const auto& [p, dir] : held) {
     GpuHolder h;
     h.pid = p->pid;
@@ -127,7 +129,7 @@ absl::StatusOr<std::vector<GpuHolder>> GpuPool::Identify(int index,
     const bool same = dir && dir->Alive() && again.count(static_cast<uint64_t>(p->pid)) != 0;
     if (same) h.user = ProcessUser(*dir);
     h.used_mib = p->used_mib;
-    out.push_back(std::move(h));
+    out.listed.push_back(std::move(h));
   }
   return out;
 }
@@ -211,10 +213,7 @@ void GpuPool::Sample() {
     int index = -1;
     if (!absl::SimpleAtoi(gpu_ids_[slot], &index)) continue;
     if (auto procs = Identify(index, std::nullopt); procs.ok()) {
-      Processes& p = processes_[static_cast<int>(slot)];
-      p.unlisted = procs->size() > kMaxListed ? procs->size() - kMaxListed : 0;
-      procs->resize(std::min(procs->size(), kMaxListed));
-      p.listed = std::move(*procs);
+      processes_[static_cast<int>(slot)] = std::move(*procs);
     } else {
       processes_.erase(static_cast<int>(slot));
     }

@@ -85,8 +85,10 @@ class GpuPool {
   // Holders of `slot`'s GPU over the threshold; nullopt when NVML failed.
   std::optional<std::vector<GpuHolder>> Holders(int slot);
   // NVML's compute processes on GPU `index` holding more than `over_mib`
-  // (nullopt: all), each with its owner when it is still that process.
-  absl::StatusOr<std::vector<GpuHolder>> Identify(int index, std::optional<uint64_t> over_mib);
+  // (nullopt: all), each with its owner when it is still that process: the
+  // first kMaxListed (each is held open while NVML is asked again), and
+  // how many more.
+  absl::StatusOr<Processes> Identify(int index, std::optional<uint64_t> over_mib);
   void ScheduleRecheck();
   void Recheck();
   void Sample();
