@@ -543,27 +543,6 @@ TEST(ContainmentModes, CgroupUnavailableFailsClearlyOrFallsBack) {
   EXPECT_EQ(std::count(forced.err.begin(), forced.err.end(), '\n'), 1) << forced.err;
 }
 
-TEST(CgroupFs, ParsesMountinfoOnHybridAndUnifiedHosts) {
-  const std::string hybrid =
-      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
-      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
-      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n";
-  auto m = ParseCgroup2Mount(hybrid);
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->mount_point, "/sys/fs/cgroup/unified");
-  EXPECT_EQ(m->root, "/");
-  auto escaped = ParseCgroup2Mount("7 1 0:5 /a\\040b /mnt/c\\040g rw - cgroup2 none rw\n");
-  ASSERT_TRUE(escaped.ok());
-  EXPECT_EQ(escaped->mount_point, "/mnt/c g");
-  EXPECT_EQ(escaped->root, "/a b");
-  EXPECT_TRUE(absl::IsNotFound(ParseCgroup2Mount(hybrid.substr(0, hybrid.find("41 "))).status()));
-
-  auto own = ParseUnifiedCgroup("12:pids:/x\n0::/system.slice/ltd.service\n");
-  ASSERT_TRUE(own.ok());
-  EXPECT_EQ(*own, "/system.slice/ltd.service");
-  EXPECT_FALSE(ParseUnifiedCgroup("1:name=systemd:/\n").ok());
-}
-
 // The pre-5.14 kill (freeze, SIGKILL each pid, thaw), run on a kernel
 // that has cgroup.kill, so it is tested all the same.
 TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
