@@ -22,6 +22,7 @@
 #include "line_splitter.h"
 #include "output_files.h"
 #include "run_verdict.h"
+#include "terminate_text.h"
 
 namespace ltd {
 
@@ -55,6 +56,8 @@ struct RankRuntime {
   bool capturing_stack = false;
   bool faulthandler_asked = false;  // in this investigation
   std::string stack;
+  // What std::terminate said on its stderr, should it die of SIGABRT.
+  TerminateText terminate;
 
   // Watchdog, in monotonic time. The deadline is derived, never stored, so a
   // heartbeat costs one assignment and no timer work.

@@ -25,6 +25,7 @@ void JobRunner::OnOutput(int rank, Stream stream, std::string_view data) {
       // where it went).
       return CaptureStack(rank, line);
     }
+    if (stream == Stream::kStderr) rr.terminate.Line(line);
     if (fence_ != nullptr && stream == Stream::kStderr && rr.peer_loss.empty() &&
         !PeerLossIn(line).empty()) {
       rr.peer_loss = std::string(line.substr(0, RankRuntime::kMaxPeerLoss));
@@ -275,6 +276,11 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
       cause.message =
           Cat("rank ", rank, " died of signal ", status.term_signal, " (",
               sigabbrev_np(status.term_signal) ? sigabbrev_np(status.term_signal) : "?", ")");
+      // An uncaught C++ exception (PyTorch's NCCL watchdog ends a rank so):
+      // which one, as the rank's last words on stderr said.
+      if (status.term_signal == SIGABRT && !rr.terminate.text().empty()) {
+        cause.message += ": " + rr.terminate.text();
+      }
     } else {
       cause.reason = CauseReason::kExited;
       cause.exit_code = status.exit_code;

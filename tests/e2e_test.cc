@@ -87,6 +87,20 @@ TEST_F(E2E, SegfaultingRankExits139) {
   EXPECT_EQ(job["root_cause"]["rank"], 1);
 }
 
+// A real uncaught exception in a thread (as PyTorch's NCCL watchdog
+// throws): libstdc++'s words on stderr name it in the root cause.
+TEST_F(E2E, AnUncaughtExceptionsAbortNamesTheException) {
+  CmdResult r = d_.Ctl({"submit", "--devices", "2", "--", kChild, "--rank", "1",
+                        "sleep:50,throw:collective timed out", "hang"});
+  EXPECT_EQ(r.exit_code, 134) << r.err;
+  nlohmann::json job = d_.Show("1");
+  EXPECT_EQ(job["root_cause"]["rank"], 1);
+  EXPECT_EQ(job["root_cause"]["message"],
+            "rank 1 died of signal 6 (ABRT): terminate called after throwing "
+            "std::runtime_error: collective timed out")
+      << job.dump(2);
+}
+
 TEST_F(E2E, KillCancelsTheJobAndWaitReports130) {
   const std::string id =
       SubmitDetached({"--devices", "2", "--name", "victim", "--", kChild, "hang"});

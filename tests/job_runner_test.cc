@@ -50,6 +50,38 @@ TEST_F(JobRunnerTest, SignalDeathMapsTo128PlusN) {
   EXPECT_EQ(Get().root_cause->signal, SIGSEGV);
 }
 
+// PyTorch's NCCL watchdog ends a rank by throwing in its own thread: the
+// rank dies of SIGABRT, and its stderr said which exception.
+TEST_F(JobRunnerTest, AnAbortAfterAnUncaughtExceptionSaysWhichOne) {
+  Run(Spec(2));
+  launcher_.Output(id_, 1, Stream::kStderr,
+                   "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+                   "  what():  [Rank 1] Watchdog caught collective operation timeout\n"
+                   "Exception raised from checkTimeout at ProcessGroupNCCL.cpp:692\n");
+  launcher_.Output(id_, 0, Stream::kStderr,
+                   "terminate called after throwing an instance of 'std::bad_alloc'\n");
+  launcher_.Exit(id_, 1, 0, SIGABRT);
+  launcher_.ExitSignalled(id_);
+  clock_.Advance(Millis(0));
+  ASSERT_TRUE(Get().root_cause);
+  EXPECT_EQ(Get().root_cause->reason, CauseReason::kSignaled);
+  EXPECT_EQ(Get().root_cause->message,
+            "rank 1 died of signal 6 (ABRT): terminate called after throwing "
+            "c10::DistBackendError: [Rank 1] Watchdog caught collective operation timeout");
+}
+
+// Only an abort is std::terminate's: another signal after such a line is
+// said as it is.
+TEST_F(JobRunnerTest, AnotherSignalAfterATerminateLineIsJustTheSignal) {
+  Run(Spec(1));
+  launcher_.Output(id_, 0, Stream::kStderr,
+                   "terminate called after throwing an instance of 'std::runtime_error'\n"
+                   "  what():  not this\n");
+  launcher_.Exit(id_, 0, 0, SIGSEGV);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get().root_cause->message, "rank 0 died of signal 11 (SEGV)");
+}
+
 TEST_F(JobRunnerTest, GraceExpiryKillsWhatIsLeft) {
   Run(Spec(2));
   launcher_.Exit(id_, 0, 7);

@@ -22,6 +22,8 @@
 //                   the job's environment (its markers) is left
 //   fork:N          N children that sleep forever in the rank's group
 //   stop            SIGSTOP itself
+//   throw:TEXT      a thread throws std::runtime_error(TEXT) that nobody
+//                   catches: std::terminate says so on stderr and aborts
 //   env             print RANK WORLD_SIZE MASTER_ADDR MASTER_PORT ... lines
 //   pidfile:PATH    append "PID\n" to PATH (grandchildren write theirs too)
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
@@ -51,7 +53,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -183,6 +187,9 @@ void Run(const std::string& action) {
     signal(sig, SIG_DFL);
     raise(sig);
     SleepForever();
+  } else if (verb == "throw") {
+    std::fflush(stdout);
+    std::thread([arg] { throw std::runtime_error(arg); }).join();
   } else if (verb == "hang") {
     std::fflush(stdout);
     SleepForever();
