@@ -293,5 +293,9 @@ check_nccl_watchdog() {
   mapfile -t pids < <(rank_pids "$rec")
   wait_for 5 none_alive "${pids[@]}" || fail "ranks alive after the teardown: ${pids[*]}"
   figure stall_to_job_ended_ms $(( $(to_ms "$(jget ended_at <"$rec")") - $(to_ms "$(event_at stall "$log")") ))
-  pass "$n-rank NCCL communicator: PyTorch's watchdog aborted the collective after its 20 s timeout; rank 0 $(jget root_cause.reason <"$rec"), every rank gone"
+  # The root cause as ltd words it (an uncaught exception's abort names
+  # the exception), cut to a line of the report.
+  local said
+  said=$(jget root_cause.message <"$rec" | cut -c1-200)
+  pass "$n-rank NCCL communicator: PyTorch's watchdog aborted the collective after its 20 s timeout; rank 0 $(jget root_cause.reason <"$rec"), every rank gone; root cause: $said"
 }
