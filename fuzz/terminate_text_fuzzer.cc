@@ -6,31 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include "bytes.h"
 #include "fuzz_check.h"
 #include "terminate_text.h"
 
 using namespace ltd;
-
-namespace {
-
-bool ValidUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80           ? 1
-                     : (c >> 5) == 0x6  ? 2
-                     : (c >> 4) == 0xE  ? 3
-                     : (c >> 3) == 0x1E ? 4
-                                        : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -52,6 +32,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(t.text().find('\n') == std::string::npos);
   }
   // Valid text in, valid text out: a cut never splits a character.
-  if (ValidUtf8(input)) FUZZ_CHECK(ValidUtf8(t.text()));
+  if (IsValidUtf8(input)) FUZZ_CHECK(IsValidUtf8(t.text()));
   return 0;
 }
