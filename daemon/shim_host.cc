@@ -1,10 +1,10 @@
 #include "shim_host.h"
 
-#include <grpcpp/create_channel_posix.h>
-
 #include <climits>
 #include <cstdlib>
 
+#include "framed_shim_channel.h"
+#include "grpc_shim_channel.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -52,7 +52,7 @@ void ShimSupervisorHost::Forget(ShimLink* link) {
 
 std::unique_ptr<Supervision> ShimSupervisorHost::Watch(const std::string& job_id, pid_t pid,
                                                        Fd pidfd,
-                                                       std::shared_ptr<grpc::Channel> channel,
+                                                       std::unique_ptr<ShimChannel> channel,
                                                        SupervisionEvents& events) {
   auto link = ShimLink::Watch(context_, job_id, pid, std::move(pidfd), std::move(channel), events);
   links_.insert(link);
@@ -75,10 +75,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   }
   spares_.Prepare(kNextSpareDelay);
   spdlog::debug("job={} supervisor pid {}", job.id, shim->pid);
-  grpc::ChannelArguments channel_args;
-  channel_args.SetMaxReceiveMessageSize(kMaxRecordBytes);
-  auto channel =
-      grpc::CreateCustomInsecureChannelFromFd("lt-shim", shim->channel.release(), channel_args);
+  auto channel = FramedShimChannel::Open(loop_, std::move(shim->channel),
+                                         store_.JobDir(job.id) + "/supervisor.sock");
   return Watch(job.id, shim->pid, std::move(shim->pidfd), std::move(channel), events);
 }
 
@@ -86,7 +84,13 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Adopt(const Job& job, Found fou
                                                        SupervisionEvents& events) {
   spdlog::info("job={} adopted its supervisor, pid {} (release {})", job.id, found.pid,
                found.release);
-  return Watch(job.id, found.pid, std::move(found.pidfd), std::move(found.channel), events);
+  const std::string dir = store_.JobDir(job.id);
+  std::unique_ptr<ShimChannel> channel =
+      found.framed.valid()
+          ? FramedShimChannel::Open(loop_, std::move(found.framed), dir + "/supervisor.sock")
+          : std::make_unique<GrpcShimChannel>(loop_, std::move(found.grpc_channel),
+                                              dir + "/shim.sock");
+  return Watch(job.id, found.pid, std::move(found.pidfd), std::move(channel), events);
 }
 
 }  // namespace ltd

@@ -1,6 +1,6 @@
 // ltd's side of per-job supervisors: starts an lt-shim for each job it
 // places (the spare's, when one is ready), watches it over the supervisor
-// API (proto/shim.proto) through a ShimLink, and adopts the supervisors an
+// protocol (proto/shim.proto) through a ShimLink, and adopts the supervisors an
 // earlier ltd left. Loop thread, except Probe (start-up).
 #pragma once
 
@@ -48,7 +48,7 @@ class ShimSupervisorHost final : public SupervisorHost {
 
  private:
   std::unique_ptr<Supervision> Watch(const std::string& job_id, pid_t pid, Fd pidfd,
-                                     std::shared_ptr<grpc::Channel> channel,
+                                     std::unique_ptr<ShimChannel> channel,
                                      SupervisionEvents& events);
   void Forget(ShimLink* link);
 

@@ -38,7 +38,7 @@ class ShimLink::Supervised final : public Supervision {
     // The job table lets go (the job ended, or ltd stops and leaves the
     // job to its supervisor): stop watching; the process is still reaped.
     link_->events_ = nullptr;
-    if (link_->watcher_) link_->watcher_->Cancel();
+    link_->channel_->Cancel();
   }
   void Kill(KillOrder order, Done done) override { link_->Kill(std::move(order), std::move(done)); }
   void SetOutput(bool on) override { link_->WantOutput(on); }
@@ -51,22 +51,19 @@ class ShimLink::Supervised final : public Supervision {
 };
 
 ShimLink::ShimLink(const Context& context, std::string job_id, pid_t pid, Fd pidfd,
-                   std::shared_ptr<grpc::Channel> channel, SupervisionEvents& events)
+                   std::unique_ptr<ShimChannel> channel, SupervisionEvents& events)
     : context_(context),
       job_id_(std::move(job_id)),
       pid_(pid),
       pidfd_(std::move(pidfd)),
       channel_(std::move(channel)),
-      stub_(pb::Supervisor::NewStub(channel_)),
       events_(&events),
       output_(job_id_) {}
 
-ShimLink::~ShimLink() {
-  if (watcher_) watcher_->Cancel();
-}
+ShimLink::~ShimLink() { channel_->Cancel(); }
 
 std::shared_ptr<ShimLink> ShimLink::Watch(const Context& context, std::string job_id, pid_t pid,
-                                          Fd pidfd, std::shared_ptr<grpc::Channel> channel,
+                                          Fd pidfd, std::unique_ptr<ShimChannel> channel,
                                           SupervisionEvents& events) {
   std::shared_ptr<ShimLink> link(
       new ShimLink(context, std::move(job_id), pid, std::move(pidfd), std::move(channel), events));
@@ -89,25 +86,19 @@ void ShimLink::Detach() {
   events_ = nullptr;
   exit_poll_.reset();
   rewatch_timer_.reset();
-  if (watcher_) watcher_->Cancel();
+  channel_->Cancel();
 }
 
 void ShimLink::BeginWatch() {
   output_.NewWatch();
   std::weak_ptr<ShimLink> weak = weak_from_this();
-  Loop* l = &context_.loop;
-  watcher_ = ShimWatcher::Start(
-      *stub_,
-      [l, weak](pb::Event event, std::function<void()> taken) {
-        l->Post([weak, event = std::move(event), taken = std::move(taken)] {
-          if (auto link = weak.lock()) link->OnEvent(event);
-          taken();
-        });
+  watching_ = true;
+  channel_->Watch(
+      [weak](const pb::Event& event) {
+        if (auto link = weak.lock()) link->OnEvent(event);
       },
-      [l, weak](grpc::Status status) {
-        l->Post([weak, status] {
-          if (auto link = weak.lock()) link->OnStreamEnd(status);
-        });
+      [weak](std::string error) {
+        if (auto link = weak.lock()) link->OnStreamEnd(error);
       });
 }
 
@@ -149,14 +140,14 @@ void ShimLink::End(const Job& job) {
   if (e != nullptr) e->OnEnded(job);
 }
 
-void ShimLink::OnStreamEnd(const grpc::Status& status) {
-  watcher_.reset();
+void ShimLink::OnStreamEnd(const std::string& error) {
+  watching_ = false;
   if (exited_) return FinishExit();
   if (!Reporting() || !exit_poll_) return;
-  // The supervisor lives (its exit would have been seen) but the stream
+  // The supervisor lives (its exit would have been seen) but the watch
   // broke: watch again, over its socket.
-  spdlog::warn("job={} supervisor stream ended ({}); watching again", job_id_,
-               status.error_message());
+  spdlog::warn("job={} the watch of its supervisor ended ({}); watching again", job_id_,
+               error.empty() ? "before the job did" : error);
   if (!rewatch_timer_) {
     rewatch_timer_ =
         UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(context_.loop.get(), t); });
@@ -170,8 +161,7 @@ void ShimLink::OnStreamEnd(const grpc::Status& status) {
 
 void ShimLink::Rewatch() {
   if (!Reporting() || !exit_poll_) return;
-  channel_ = ShimSocketChannel(context_.store.JobDir(job_id_) + "/shim.sock");
-  stub_ = pb::Supervisor::NewStub(channel_);
+  channel_ = channel_->Reopen();
   BeginWatch();
 }
 
@@ -188,7 +178,7 @@ void ShimLink::OnExit() {
     exit_text_ = ExitText(info);
   }
   exited_ = true;
-  if (!watcher_) FinishExit();
+  if (!watching_) FinishExit();
 }
 
 void ShimLink::FinishExit() {
@@ -208,7 +198,7 @@ void ShimLink::FinishExit() {
                     " process(es) of the job were killed"));
     }
   }
-  if (watcher_) watcher_->Cancel();
+  channel_->Cancel();
   context_.gone(this);
 }
 
@@ -229,88 +219,65 @@ void ShimLink::Carry(const OutputSwitch::Actions& actions, bool now) {
 }
 
 void ShimLink::SendOutputWish(bool on) {
-  auto call = std::make_shared<UnaryCall<pb::SetOutputRequest, pb::SetOutputReply>>();
-  call->request.set_on(on);
   std::weak_ptr<ShimLink> weak = weak_from_this();
-  Loop* l = &context_.loop;
-  stub_->async()->SetOutput(
-      &call->ctx, &call->request, &call->reply,
-      [l, weak, call, on, generation = output_.generation()](grpc::Status s) {
-        l->Post([weak, s, on, generation] {
-          auto link = weak.lock();
-          if (!link) return;
-          const OutputSwitch::Answer answer = s.ok() ? OutputSwitch::Answer::kOk
-                                              : s.error_code() == grpc::UNIMPLEMENTED
-                                                  ? OutputSwitch::Answer::kUnimplemented
-                                                  : OutputSwitch::Answer::kFailed;
-          link->Carry(link->output_.Answered(answer, on, generation, s.error_message()),
-                      /*now=*/true);
-        });
-      });
+  channel_->SetOutput(on, [weak, on, generation = output_.generation()](
+                              absl::StatusOr<pb::SetOutputReply> got) {
+    auto link = weak.lock();
+    if (!link) return;
+    const OutputSwitch::Answer answer = got.ok() ? OutputSwitch::Answer::kOk
+                                        : absl::IsUnimplemented(got.status())
+                                            ? OutputSwitch::Answer::kUnimplemented
+                                            : OutputSwitch::Answer::kFailed;
+    link->Carry(link->output_.Answered(answer, on, generation, std::string(got.status().message())),
+                /*now=*/true);
+  });
 }
 
 void ShimLink::Stacks(std::optional<int> rank, Millis budget, Supervision::StacksDone done) {
-  auto call = std::make_shared<UnaryCall<pb::StackRequest, pb::StackReply>>();
-  if (rank) call->request.set_rank(*rank);
-  call->request.set_budget_ms(budget.count());
-  // The supervisor answers within the budget; a second more for the wire.
-  call->ctx.set_deadline(std::chrono::system_clock::now() + budget + std::chrono::seconds(2));
-  Loop* l = &context_.loop;
+  pb::StackRequest request;
+  if (rank) request.set_rank(*rank);
+  request.set_budget_ms(budget.count());
   const std::string id = job_id_;
-  stub_->async()->Stack(
-      &call->ctx, &call->request, &call->reply,
-      [l, call, id, done = std::move(done)](grpc::Status s) {
-        l->Post([s, call, id, done] {
-          if (s.error_code() == grpc::UNIMPLEMENTED) {
-            return done(absl::FailedPreconditionError(
-                Cat("job ", id,
-                    "'s supervisor is of an earlier release, which cannot take "
-                    "stacks; the job's next start can")));
-          }
-          if (s.error_code() == grpc::INVALID_ARGUMENT ||
-              s.error_code() == grpc::RESOURCE_EXHAUSTED ||
-              s.error_code() == grpc::FAILED_PRECONDITION) {
-            return done(
-                absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message()));
-          }
-          if (!s.ok()) {
-            return done(absl::UnavailableError(Cat(
-                "job ", id, "'s supervisor did not answer (",
-                s.error_code() == grpc::DEADLINE_EXCEEDED ? "past its budget" : "it may be ending",
-                ")")));
-          }
-          LiveStacks out;
-          out.took = Millis(call->reply.took_ms());
-          for (const pb::RankStack& r : call->reply.ranks()) {
-            out.ranks.push_back(RankStack{r.rank(), r.pid(), r.state(), r.kind(), r.frames(),
-                                          r.kernel(), r.note()});
-          }
-          done(std::move(out));
-        });
-      });
+  channel_->Stack(request, [id, done = std::move(done)](absl::StatusOr<pb::StackReply> got) {
+    if (absl::IsUnimplemented(got.status())) {
+      return done(absl::FailedPreconditionError(
+          Cat("job ", id,
+              "'s supervisor is of an earlier release, which cannot take stacks; the job's next "
+              "start can")));
+    }
+    if (absl::IsInvalidArgument(got.status()) || absl::IsResourceExhausted(got.status()) ||
+        absl::IsFailedPrecondition(got.status())) {
+      return done(got.status());
+    }
+    if (!got.ok()) {
+      return done(absl::UnavailableError(Cat(
+          "job ", id, "'s supervisor did not answer (",
+          absl::IsDeadlineExceeded(got.status()) ? "past its budget" : "it may be ending", ")")));
+    }
+    LiveStacks out;
+    out.took = Millis(got->took_ms());
+    for (const pb::RankStack& r : got->ranks()) {
+      out.ranks.push_back(
+          RankStack{r.rank(), r.pid(), r.state(), r.kind(), r.frames(), r.kernel(), r.note()});
+    }
+    done(std::move(out));
+  });
 }
 
 void ShimLink::Kill(KillOrder order, Supervision::Done done) {
-  auto call = std::make_shared<UnaryCall<pb::KillRequest, pb::KillReply>>();
-  call->request.set_signal(order.signal);
-  call->request.set_all_processes(order.all_processes);
-  call->request.set_why(std::move(order.why));
-  call->request.set_by(std::move(order.by));
-  call->request.set_warn(std::move(order.warn));
-  Loop* l = &context_.loop;
+  pb::KillRequest request;
+  request.set_signal(order.signal);
+  request.set_all_processes(order.all_processes);
+  request.set_why(std::move(order.why));
+  request.set_by(std::move(order.by));
+  request.set_warn(std::move(order.warn));
   const std::string id = job_id_;
-  stub_->async()->Kill(
-      &call->ctx, &call->request, &call->reply,
-      [l, call, id, done = std::move(done)](grpc::Status s) {
-        l->Post([s, id, done] {
-          if (s.ok()) return done(absl::OkStatus());
-          if (s.error_code() == grpc::FAILED_PRECONDITION) {
-            return done(absl::FailedPreconditionError(s.error_message()));
-          }
-          done(absl::UnavailableError(Cat("job ", id, "'s supervisor did not answer (",
-                                          s.error_message(), "); try again")));
-        });
-      });
+  channel_->Kill(request, [id, done = std::move(done)](absl::StatusOr<pb::KillReply> got) {
+    if (got.ok()) return done(absl::OkStatus());
+    if (absl::IsFailedPrecondition(got.status())) return done(got.status());
+    done(absl::UnavailableError(
+        Cat("job ", id, "'s supervisor did not answer (", got.status().message(), "); try again")));
+  });
 }
 
 }  // namespace ltd

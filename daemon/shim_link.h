@@ -1,11 +1,11 @@
 // ltd's link to one supervisor (lt-shim): its process (a pidfd, polled
-// for its exit), its channel, the watch on it, the output switch, and the
+// for its exit), its channel (frames, or gRPC for an earlier release's
+// supervisor: shim_channel.h), the watch on it, the output switch, and the
 // events of the job table it reports to. Outlives its Supervision until
 // the supervisor process is gone; when it dies before the job ended, kills
 // what it left and says the job is lost. Loop thread.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
 #include <uv.h>
 
 #include <functional>
@@ -17,8 +17,7 @@
 #include "job_store.h"
 #include "loop.h"
 #include "output_switch.h"
-#include "shim.grpc.pb.h"
-#include "shim_watcher.h"
+#include "shim_channel.h"
 #include "supervision.h"
 #include "uv_handle.h"
 
@@ -38,7 +37,7 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
   // Watches the supervisor `pid` of `job_id` over `channel`, reporting to
   // `events`.
   static std::shared_ptr<ShimLink> Watch(const Context& context, std::string job_id, pid_t pid,
-                                         Fd pidfd, std::shared_ptr<grpc::Channel> channel,
+                                         Fd pidfd, std::unique_ptr<ShimChannel> channel,
                                          SupervisionEvents& events);
   ~ShimLink();
   ShimLink(const ShimLink&) = delete;
@@ -52,12 +51,12 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
 
  private:
   ShimLink(const Context& context, std::string job_id, pid_t pid, Fd pidfd,
-           std::shared_ptr<grpc::Channel> channel, SupervisionEvents& events);
+           std::unique_ptr<ShimChannel> channel, SupervisionEvents& events);
   class Supervised;
   void BeginWatch();
   void OnEvent(const shim::v1::Event& event);
   void End(const Job& job);
-  void OnStreamEnd(const grpc::Status& status);
+  void OnStreamEnd(const std::string& error);
   void Rewatch();
   void OnExit();
   void FinishExit();
@@ -76,9 +75,8 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
   Fd pidfd_;
   UvPtr<uv_poll_t> exit_poll_;
   UvPtr<uv_timer_t> rewatch_timer_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<shim::v1::Supervisor::Stub> stub_;
-  std::shared_ptr<ShimWatcher> watcher_;
+  std::unique_ptr<ShimChannel> channel_;
+  bool watching_ = false;      // a watch is open on channel_
   SupervisionEvents* events_;  // null once the job table let go
   bool ended_ = false;
   bool exited_ = false;  // the process is gone (reaped when it was ours)

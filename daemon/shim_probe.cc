@@ -1,7 +1,12 @@
 #include "shim_probe.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
@@ -10,35 +15,154 @@
 #include <thread>
 
 #include "pidfd.h"
+#include "shim_frames.h"
 #include "shim_watcher.h"
 #include "spdlog/spdlog.h"
 
 namespace ltd {
 
-std::map<std::string, FoundShim> ProbeShims(const JobStore& store,
-                                            const std::string& canonical_state_dir,
-                                            const std::vector<std::string>& job_ids,
-                                            std::chrono::milliseconds timeout) {
+namespace {
+
+namespace pb = shim::v1;
+
+// Whether `reply` is the supervisor of `job_id` on this state dir, speaking
+// `api_version`; logs why not.
+bool IsOurs(const std::string& job_id, const pb::HelloReply& r, uint32_t api_version,
+            const std::string& canonical_state_dir) {
+  if (r.api_version() == api_version && r.job_id() == job_id &&
+      r.state_dir() == canonical_state_dir && r.pid() > 0) {
+    return true;
+  }
+  spdlog::error(
+      "job={} the supervisor on its socket is not its own (api {}, job {}, state dir {}); not "
+      "adopted",
+      job_id, r.api_version(), r.job_id(), r.state_dir());
+  return false;
+}
+
+bool Found(const std::string& job_id, const pb::HelloReply& r, FoundShim* f) {
+  Fd pidfd(PidfdOpen(r.pid()));
+  if (!pidfd.valid()) {
+    spdlog::warn("job={} supervisor pid {} is gone: {}", job_id, r.pid(), std::strerror(errno));
+    return false;
+  }
+  f->pid = r.pid();
+  f->pidfd = std::move(pidfd);
+  f->release = r.release();
+  return true;
+}
+
+// Hello over frames to every supervisor of `jobs` (id, socket) at once,
+// each within `timeout`: a connection that does not connect at once, or
+// does not answer in time, is no supervisor of ours.
+void ProbeFramed(const std::vector<std::pair<std::string, std::string>>& jobs,
+                 const std::string& canonical_state_dir, std::chrono::milliseconds timeout,
+                 std::map<std::string, FoundShim>* found) {
+  struct Probe {
+    std::string job_id;
+    Fd fd;
+    FrameReader reader{kMaxAnswerFrame};
+  };
+  std::vector<Probe> probes;
+  std::string hello;
+  pb::Call call;
+  call.set_id(1);
+  call.mutable_hello();
+  AppendFrame(call, &hello);
+  for (const auto& [id, path] : jobs) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) continue;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(hello.size())) {
+      spdlog::warn("job={} no supervisor answered: {}", id, std::strerror(errno));
+      continue;
+    }
+    probes.push_back(Probe{id, std::move(fd)});
+  }
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  size_t open = probes.size();
+  while (open > 0) {
+    std::vector<pollfd> fds;
+    std::vector<Probe*> of;
+    for (Probe& p : probes) {
+      if (!p.fd.valid()) continue;
+      fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
+      of.push_back(&p);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    const int n = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Probe& p = *of[i];
+      char buf[64 << 10];
+      const ssize_t got = read(p.fd.get(), buf, sizeof(buf));
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      auto fail = [&](const char* why) {
+        spdlog::warn("job={} no supervisor answered: {}", p.job_id, why);
+        p.fd.reset();
+        --open;
+      };
+      if (got <= 0) {
+        fail("its connection closed");
+        continue;
+      }
+      p.reader.Feed(std::string_view(buf, static_cast<size_t>(got)));
+      std::string_view frame;
+      const FrameReader::Got g = p.reader.Next(&frame);
+      if (g == FrameReader::Got::kMore) continue;
+      pb::Answer answer;
+      if (g != FrameReader::Got::kFrame ||
+          !answer.ParseFromArray(frame.data(), static_cast<int>(frame.size())) ||
+          answer.id() != 1 || !answer.has_hello()) {
+        fail("it answered something that is no hello");
+        continue;
+      }
+      FoundShim f;
+      if (IsOurs(p.job_id, answer.hello(), 2, canonical_state_dir) &&
+          Found(p.job_id, answer.hello(), &f)) {
+        f.framed = std::move(p.fd);
+        found->emplace(p.job_id, std::move(f));
+      }
+      p.fd.reset();
+      --open;
+    }
+  }
+  for (Probe& p : probes) {
+    if (p.fd.valid())
+      spdlog::warn("job={} no supervisor answered within {} ms", p.job_id, timeout.count());
+  }
+}
+
+// The same over gRPC, to supervisors of an earlier release.
+void ProbeGrpc(const std::vector<std::pair<std::string, std::string>>& jobs,
+               const std::string& canonical_state_dir, std::chrono::milliseconds timeout,
+               std::map<std::string, FoundShim>* found) {
   struct Call {
     std::string job_id;
     std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<shim::v1::Supervisor::Stub> stub;
+    std::unique_ptr<pb::Supervisor::Stub> stub;
     grpc::ClientContext ctx;
-    shim::v1::HelloRequest request;
-    shim::v1::HelloReply reply;
+    pb::HelloRequest request;
+    pb::HelloReply reply;
     grpc::Status status;
   };
   std::vector<std::unique_ptr<Call>> calls;
   std::mutex mu;
   std::condition_variable cv;
   size_t pending = 0;
-  // All at once, each bounded: one wedged supervisor costs `timeout`, not
-  // `timeout` per job.
-  for (const std::string& id : job_ids) {
+  for (const auto& [id, path] : jobs) {
     auto call = std::make_unique<Call>();
     call->job_id = id;
-    call->channel = ShimSocketChannel(store.JobDir(id) + "/shim.sock");
-    call->stub = shim::v1::Supervisor::NewStub(call->channel);
+    call->channel = ShimSocketChannel(path);
+    call->stub = pb::Supervisor::NewStub(call->channel);
     call->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     Call* c = call.get();
     calls.push_back(std::move(call));
@@ -56,34 +180,47 @@ std::map<std::string, FoundShim> ProbeShims(const JobStore& store,
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return pending == 0; });
   }
-  std::map<std::string, FoundShim> found;
   for (auto& c : calls) {
     if (!c->status.ok()) {
-      spdlog::warn("job={} no supervisor answered: {}", c->job_id, c->status.error_message());
-      continue;
-    }
-    const shim::v1::HelloReply& r = c->reply;
-    if (r.api_version() != 1 || r.job_id() != c->job_id || r.state_dir() != canonical_state_dir ||
-        r.pid() <= 0) {
-      spdlog::error(
-          "job={} the supervisor on its socket is not its own (api {}, job {}, state dir {}); "
-          "not adopted",
-          c->job_id, r.api_version(), r.job_id(), r.state_dir());
-      continue;
-    }
-    Fd pidfd(PidfdOpen(r.pid()));
-    if (!pidfd.valid()) {
-      spdlog::warn("job={} supervisor pid {} is gone: {}", c->job_id, r.pid(),
-                   std::strerror(errno));
+      spdlog::warn("job={} no supervisor answered (an earlier release's, over gRPC)", c->job_id);
       continue;
     }
     FoundShim f;
-    f.pid = r.pid();
-    f.pidfd = std::move(pidfd);
-    f.release = r.release();
-    f.channel = c->channel;
-    found.emplace(c->job_id, std::move(f));
+    if (!IsOurs(c->job_id, c->reply, 1, canonical_state_dir) || !Found(c->job_id, c->reply, &f)) {
+      continue;
+    }
+    f.grpc_channel = c->channel;
+    found->emplace(c->job_id, std::move(f));
   }
+}
+
+}  // namespace
+
+std::map<std::string, FoundShim> ProbeShims(const JobStore& store,
+                                            const std::string& canonical_state_dir,
+                                            const std::vector<std::string>& job_ids,
+                                            std::chrono::milliseconds timeout) {
+  // Both kinds at once, each bounded: one wedged supervisor costs
+  // `timeout`, not `timeout` per job.
+  std::vector<std::pair<std::string, std::string>> framed, grpc;
+  for (const std::string& id : job_ids) {
+    const std::string dir = store.JobDir(id);
+    struct stat st;
+    if (lstat((dir + "/supervisor.sock").c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      framed.emplace_back(id, dir + "/supervisor.sock");
+    } else {
+      grpc.emplace_back(id, dir + "/shim.sock");
+    }
+  }
+  std::map<std::string, FoundShim> found;
+  std::thread old;
+  std::map<std::string, FoundShim> found_old;
+  if (!grpc.empty()) {
+    old = std::thread([&] { ProbeGrpc(grpc, canonical_state_dir, timeout, &found_old); });
+  }
+  if (!framed.empty()) ProbeFramed(framed, canonical_state_dir, timeout, &found);
+  if (old.joinable()) old.join();
+  found.merge(found_old);
   return found;
 }
 

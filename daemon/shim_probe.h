@@ -1,5 +1,7 @@
 // ltd's start-up probe of the supervisors an earlier ltd left: each job
-// RUNNING in the state dir is asked, on its socket, who answers there.
+// RUNNING in the state dir is asked, on its socket, who answers there:
+// frames on supervisor.sock (this release's), gRPC on shim.sock (an
+// earlier release's).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -20,7 +22,9 @@ struct FoundShim {
   pid_t pid = 0;
   Fd pidfd;
   std::string release;
-  std::shared_ptr<grpc::Channel> channel;
+  // The connection it answered on: frames (api_version 2), or else gRPC.
+  Fd framed;
+  std::shared_ptr<grpc::Channel> grpc_channel;
 };
 
 // Asks the supervisors of `job_ids` who they are, all at once, each within

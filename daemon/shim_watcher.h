@@ -1,6 +1,7 @@
-// ltd's gRPC client of one supervisor (proto/shim.proto): the channel to
-// its socket, unary calls with a deadline, and the reader of its Watch
-// stream, which hands each event to the loop with bounded memory.
+// ltd's gRPC client of a supervisor of an earlier release (proto/shim.proto,
+// api_version 1; grpc_shim_channel.h): the channel to its socket, unary
+// calls with a deadline, and the reader of its Watch stream, which hands
+// each event to the loop with bounded memory.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

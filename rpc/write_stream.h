@@ -1,8 +1,8 @@
 // One server-streaming RPC fed from the loop thread: the loop pushes
 // events; the reactor writes them one at a time; a slow reader gets a
 // bounded queue and a notice of what it missed, never an unbounded writer.
-// ltd's client streams (attached submit, attach, logs, wait) and a
-// supervisor's Watch stream to ltd are both one of these.
+// ltd's client streams (attached submit, attach, logs, wait) are each
+// one of these.
 //
 // `Traits` says what may be dropped and how to say so:
 //   static bool Droppable(const Event&);      // live output, say

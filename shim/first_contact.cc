@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<FirstContact>> FirstContact::Watch(uv_loop_t* loo
       UvInit<uv_poll_t>([&](uv_poll_t* p) { return rc = uv_poll_init(loop, p, c->fd_.get()); });
   if (!c->poll_) return PosixError("uv_poll_init", "ltd's connection", -rc);
   c->poll_->data = c.get();
-  // Only the hang-up: the bytes are gRPC's to read.
+  // Only the hang-up: the bytes are the server's to read.
   rc = uv_poll_start(c->poll_.get(), UV_DISCONNECT, [](uv_poll_t* p, int, int) {
     auto* self = static_cast<FirstContact*>(p->data);
     if (!PeerGone(self->fd_.get())) return;

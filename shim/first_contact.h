@@ -55,7 +55,7 @@ class FirstContact {
 
  private:
   FirstContact() = default;
-  Fd fd_;  // a dup of the connection: gRPC owns and closes the original
+  Fd fd_;  // a dup of the connection: the server owns and closes the original
   UvPtr<uv_poll_t> poll_;
   std::function<void()> gone_;
 };

@@ -3,13 +3,10 @@
 // the job's ranks through lt-exec, watches them, tears them down, restarts
 // them, and records the job, whether or not ltd is there. ltd watches it
 // over the socket pair it was started with (fd 3); a later ltd finds it
-// again at <job dir>/shim.sock. With ltd gone for longer than the restore
-// window it tears its job down; should the ltd that started it go before
-// it watched it, it goes too, the job still PENDING (first_contact.h). Its
-// ranks die with it (PDEATHSIG); what they leave, ltd kills.
-#include <grpc/grpc.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/server_posix.h>
+// again at <job dir>/supervisor.sock (proto/shim.proto's frames, no gRPC). With ltd gone for longer
+// than the restore window it tears its job down; should the ltd that started it go before it
+// watched it, it goes too, the job still PENDING (first_contact.h). Its ranks die with it
+// (PDEATHSIG); what they leave, ltd kills.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +32,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
+#include "supervisor_server.h"
 #include "uv_clock.h"
 #include "uv_handle.h"
 #include "uv_launcher.h"
@@ -184,18 +182,13 @@ int Run(const Options& opt) {
     so.job_id = opt.job;
     so.state_dir = resolved;
     so.restore_window = Millis(opt.restore_window_ms);
-    ShimService service(loop, clock, so);
+    ShimService service(clock, so);
     JobRunner runner(clock, launcher, *store, &sampler, config, std::move(*job), service);
 
-    grpc_init();  // kept: see ltd's main.cc for why the library is never shut down
-    const std::string socket_path = store->JobDir(opt.job) + "/shim.sock";
-    unlink(socket_path.c_str());
-    grpc::ServerBuilder builder;
-    builder.RegisterService(&service);
-    builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
-    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-    if (!server) {
-      spdlog::critical("job={} cannot serve on {}", opt.job, socket_path);
+    SupervisorServer server(loop, service);
+    const std::string socket_path = store->JobDir(opt.job) + "/supervisor.sock";
+    if (absl::Status s = server.Listen(socket_path); !s.ok()) {
+      spdlog::critical("job={} cannot serve: {}", opt.job, std::string(s.message()));
       return 1;
     }
     // Until ltd watches the job (and its ranks start), ltd's going ends
@@ -218,7 +211,10 @@ int Run(const Options& opt) {
         return 1;
       }
       first_contact = std::move(*contact);
-      grpc::AddInsecureChannelFromFd(server.get(), opt.ltd_fd);
+      if (absl::Status s = server.Adopt(opt.ltd_fd); !s.ok()) {
+        spdlog::critical("job={} {}", opt.job, std::string(s.message()));
+        return 1;
+      }
     }
 
     auto start = [&] {
@@ -272,10 +268,8 @@ int Run(const Options& opt) {
       spdlog::error("job={} final record not saved: {}", opt.job, runner.job().record_error);
       rc = 1;
     }
-    unlink(socket_path.c_str());
-    // Calls that came as the job ended (a Kill, a Watch) finish on the loop.
-    loop.RunWhile(
-        [&] { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); });
+    server.Close();
+    uv_run(loop.get(), UV_RUN_NOWAIT);
   }
   return rc;
 }

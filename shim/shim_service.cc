@@ -22,8 +22,19 @@ int64_t UnixNanos(WallTime t) {
 
 }  // namespace
 
-ShimService::ShimService(Loop& loop, Clock& clock, Options options)
-    : loop_(loop), clock_(clock), options_(std::move(options)) {}
+shim::v1::Event WatchSink::DroppedNotice(uint64_t dropped) {
+  shim::v1::Event notice;
+  // Not a notice for users (the job's log has every line; a reader of
+  // ltd's takes them from there), only a sign that the log grew.
+  notice.mutable_output()->set_rank(kLinesDroppedOnTheWay);
+  notice.mutable_output()->set_stderr(true);
+  notice.mutable_output()->set_data("ltd: " + std::to_string(dropped) +
+                                    " output line(s) dropped: ltd was too slow to take them");
+  return notice;
+}
+
+ShimService::ShimService(Clock& clock, Options options)
+    : clock_(clock), options_(std::move(options)) {}
 
 ShimService::~ShimService() {
   CancelRestoreWindow();
@@ -40,119 +51,78 @@ void ShimService::Begin(JobRunner& runner, std::function<void()> start,
   ArmRestoreWindow(std::max(options_.restore_window, kFirstContact));
 }
 
-grpc::ServerUnaryReactor* ShimService::Hello(grpc::CallbackServerContext* ctx,
-                                             const shim::v1::HelloRequest*,
-                                             shim::v1::HelloReply* reply) {
-  reply->set_api_version(1);
-  reply->set_job_id(options_.job_id);
-  reply->set_state_dir(options_.state_dir);
-  reply->set_pid(getpid());
-  reply->set_release(LTD_RELEASE);
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+shim::v1::HelloReply ShimService::Hello() const {
+  shim::v1::HelloReply reply;
+  reply.set_api_version(kApiVersion);
+  reply.set_job_id(options_.job_id);
+  reply.set_state_dir(options_.state_dir);
+  reply.set_pid(getpid());
+  reply.set_release(LTD_RELEASE);
+  return reply;
 }
 
-grpc::ServerWriteReactor<shim::v1::Event>* ShimService::Watch(grpc::CallbackServerContext*,
-                                                              const shim::v1::WatchRequest* req) {
-  auto* stream = new Stream();
-  std::shared_ptr<Stream::Handle> handle = stream->handle();
-  const Watching asked{req->beats(),
-                       RecordForm{req->typed_records(), req->beats() && req->slim_records()}};
-  loop_.Post([this, handle, asked] {
-    if (runner_ == nullptr) return handle->Finish(grpc::Status(grpc::UNAVAILABLE, "starting"));
-    // ltd is here: the job is watched again.
-    if (restore_timer_ != 0) {
-      CancelRestoreWindow();
-      if (ever_watched_) spdlog::info("job={} ltd is back", options_.job_id);
-    }
-    ever_watched_ = true;
-    output_on_ = true;
-    // Whatever Beats follow carry every rank that moved since the last
-    // record or Beats, which includes all that moved since this record.
-    handle->Push(RecordEventOf(runner_->job(), ended_, RecordForm{asked.form.typed, false}));
-    if (ended_) return handle->Finish(grpc::Status::OK);
-    watchers_.emplace(handle, asked);
-    const bool watching = handle->OnGone(
-        [this, raw = handle.get()] { loop_.Post([this, raw] { WatcherGone(raw); }); });
-    if (!watching) return WatcherGone(handle.get());  // it hung up already
-    if (start_) {
-      // A new job's ranks start now, with ltd listening to every line.
-      auto start = std::move(start_);
-      start_ = nullptr;
-      start();
-    }
-  });
-  return stream;
+void ShimService::Watch(WatchSink* sink, const shim::v1::WatchRequest& req) {
+  const Watching asked{req.beats(),
+                       RecordForm{req.typed_records(), req.beats() && req.slim_records()}};
+  if (runner_ == nullptr) return sink->Finish();
+  // ltd is here: the job is watched again.
+  if (restore_timer_ != 0) {
+    CancelRestoreWindow();
+    if (ever_watched_) spdlog::info("job={} ltd is back", options_.job_id);
+  }
+  ever_watched_ = true;
+  output_on_ = true;
+  // Whatever Beats follow carry every rank that moved since the last
+  // record or Beats, which includes all that moved since this record.
+  sink->Push(RecordEventOf(runner_->job(), ended_, RecordForm{asked.form.typed, false}));
+  if (ended_) return sink->Finish();
+  watchers_.insert_or_assign(sink, asked);
+  if (start_) {
+    // A new job's ranks start now, with ltd listening to every line.
+    auto start = std::move(start_);
+    start_ = nullptr;
+    start();
+  }
 }
 
-grpc::ServerUnaryReactor* ShimService::Kill(grpc::CallbackServerContext* ctx,
-                                            const shim::v1::KillRequest* req,
-                                            shim::v1::KillReply*) {
-  auto* reactor = ctx->DefaultReactor();
-  KillOrder order = KillOrder::Signal(req->signal(), req->all_processes());
-  order.why = req->why();
-  order.by = req->by();
-  order.warn = req->warn();
-  loop_.Post([this, reactor, order = std::move(order)]() mutable {
-    absl::Status s = runner_ == nullptr ? absl::UnavailableError("the supervisor is starting")
-                                        : runner_->Kill(std::move(order));
-    reactor->Finish(s.ok() ? grpc::Status::OK
-                           : grpc::Status(grpc::FAILED_PRECONDITION, std::string(s.message())));
-  });
-  return reactor;
+absl::Status ShimService::Kill(const shim::v1::KillRequest& req) {
+  if (runner_ == nullptr) return absl::UnavailableError("the supervisor is starting");
+  KillOrder order = KillOrder::Signal(req.signal(), req.all_processes());
+  order.why = req.why();
+  order.by = req.by();
+  order.warn = req.warn();
+  return runner_->Kill(std::move(order));
 }
 
-grpc::ServerUnaryReactor* ShimService::Stack(grpc::CallbackServerContext* ctx,
-                                             const shim::v1::StackRequest* req,
-                                             shim::v1::StackReply* reply) {
-  auto* reactor = ctx->DefaultReactor();
+void ShimService::Stack(const shim::v1::StackRequest& req, StackDone done) {
+  if (runner_ == nullptr) return done(absl::UnavailableError("the supervisor is starting"));
   std::optional<int> rank;
-  if (req->has_rank()) rank = req->rank();
+  if (req.has_rank()) rank = req.rank();
   // ltd says the budget; a supervisor bounds it all the same.
-  const Millis budget = std::clamp(Millis(req->budget_ms()), Millis(100), Millis(30000));
-  loop_.Post([this, reactor, reply, rank, budget] {
-    if (runner_ == nullptr) {
-      return reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the supervisor is starting"));
+  const Millis budget = std::clamp(Millis(req.budget_ms()), Millis(100), Millis(30000));
+  runner_->Stacks(rank, budget, [done = std::move(done)](absl::StatusOr<LiveStacks> got) {
+    if (!got.ok()) return done(got.status());
+    shim::v1::StackReply reply;
+    for (RankStack& s : got->ranks) {
+      shim::v1::RankStack* out = reply.add_ranks();
+      out->set_rank(s.rank);
+      out->set_pid(s.pid);
+      out->set_state(std::move(s.state));
+      out->set_kind(std::move(s.kind));
+      out->set_frames(std::move(s.frames));
+      out->set_kernel(std::move(s.kernel));
+      out->set_note(std::move(s.note));
     }
-    runner_->Stacks(rank, budget, [reactor, reply](absl::StatusOr<LiveStacks> got) {
-      if (!got.ok()) {
-        return reactor->Finish(
-            grpc::Status(absl::IsInvalidArgument(got.status())     ? grpc::INVALID_ARGUMENT
-                         : absl::IsResourceExhausted(got.status()) ? grpc::RESOURCE_EXHAUSTED
-                                                                   : grpc::FAILED_PRECONDITION,
-                         std::string(got.status().message())));
-      }
-      for (RankStack& s : got->ranks) {
-        shim::v1::RankStack* out = reply->add_ranks();
-        out->set_rank(s.rank);
-        out->set_pid(s.pid);
-        out->set_state(std::move(s.state));
-        out->set_kind(std::move(s.kind));
-        out->set_frames(std::move(s.frames));
-        out->set_kernel(std::move(s.kernel));
-        out->set_note(std::move(s.note));
-      }
-      reply->set_took_ms(got->took.count());
-      reactor->Finish(grpc::Status::OK);
-    });
+    reply.set_took_ms(got->took.count());
+    done(std::move(reply));
   });
-  return reactor;
 }
 
-grpc::ServerUnaryReactor* ShimService::SetOutput(grpc::CallbackServerContext* ctx,
-                                                 const shim::v1::SetOutputRequest* req,
-                                                 shim::v1::SetOutputReply*) {
-  auto* reactor = ctx->DefaultReactor();
-  // Answered from the loop, after the switch: every line the runner
-  // reported before is in the log, every later one follows the flag.
-  loop_.Post([this, reactor, on = req->on()] {
-    if (on != output_on_)
-      spdlog::debug("job={} output to ltd {}", options_.job_id, on ? "on" : "off");
-    output_on_ = on;
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+void ShimService::SetOutput(bool on) {
+  ++set_output_calls_;
+  if (on != output_on_)
+    spdlog::debug("job={} output to ltd {}", options_.job_id, on ? "on" : "off");
+  output_on_ = on;
 }
 
 void ShimService::OnChanged(const Job& job, Change change) {
@@ -175,10 +145,10 @@ void ShimService::SendRecord(const Job& job) {
   for (const Rank& rank : job.ranks) beats_sent_.push_back(BeatOf(rank));
   // Each form made once, and only if some watcher takes it.
   std::optional<shim::v1::Event> forms[4];  // [typed * 2 + slim]
-  for (const auto& [handle, watching] : watchers_) {
+  for (const auto& [sink, watching] : watchers_) {
     const size_t form = (watching.form.typed ? 2 : 0) + (watching.form.slim ? 1 : 0);
     if (!forms[form].has_value()) forms[form].emplace(RecordEventOf(job, false, watching.form));
-    handle->Push(*forms[form]);
+    sink->Push(*forms[form]);
   }
 }
 
@@ -203,13 +173,13 @@ void ShimService::SendProgress() {
   }
   if (beats.beats().ranks().empty()) return;
   std::optional<shim::v1::Event> record;  // for a watcher of an older release
-  for (const auto& [handle, watching] : watchers_) {
+  for (const auto& [sink, watching] : watchers_) {
     if (watching.beats) {
-      handle->Push(beats);
+      sink->Push(beats);
       continue;
     }
     if (!record) record = RecordEventOf(job, false, watching.form);
-    handle->Push(*record);
+    sink->Push(*record);
   }
 }
 
@@ -230,26 +200,22 @@ void ShimService::OnEnded(const Job& job) {
   // The whole record, in each watcher's form; a typed one says whether it
   // is saved, so that ltd saves what the disk refused here.
   std::optional<shim::v1::Event> forms[2];  // [typed]
-  for (const auto& [handle, watching] : watchers_) {
+  for (const auto& [sink, watching] : watchers_) {
     auto& form = forms[watching.form.typed ? 1 : 0];
     if (!form) form = RecordEventOf(job, true, RecordForm{watching.form.typed, false});
-    handle->Push(*form);
-    handle->Finish(grpc::Status::OK);
+    sink->Push(*form);
+    sink->Finish();
   }
   // Done once every watcher has its final record (or is gone).
   MaybeDone();
 }
 
 void ShimService::Broadcast(const shim::v1::Event& event) {
-  for (const auto& [handle, beats] : watchers_) handle->Push(event);
+  for (const auto& [sink, watching] : watchers_) sink->Push(event);
 }
 
-void ShimService::WatcherGone(Stream::Handle* raw) {
-  for (auto it = watchers_.begin(); it != watchers_.end(); ++it) {
-    if (it->first.get() != raw) continue;
-    watchers_.erase(it);
-    break;
-  }
+void ShimService::Unwatch(WatchSink* sink) {
+  if (watchers_.erase(sink) == 0) return;
   if (ended_) return MaybeDone();
   if (watchers_.empty()) {
     spdlog::warn("job={} ltd went away; the job runs on for {} without it", options_.job_id,

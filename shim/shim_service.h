@@ -1,44 +1,47 @@
 // lt-shim's side of the supervisor API (proto/shim.proto): it serves ltd
-// the job its JobRunner runs, and keeps time while no ltd watches. Runner
-// events arrive on the loop thread; gRPC calls arrive on gRPC's threads
-// and go to the loop through Loop::Post.
+// the job its JobRunner runs, and keeps time while no ltd watches. What
+// carries the calls is not its business (SupervisorServer: frames over a
+// socket); everything here runs on the loop thread.
 #pragma once
-
-#include <grpcpp/grpcpp.h>
 
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "clock.h"
 #include "job_runner.h"
-#include "loop.h"
-#include "shim.grpc.pb.h"
+#include "shim.pb.h"
 #include "shim_record.h"
 #include "supervision.h"
-#include "write_stream.h"
 
 namespace ltd {
 
-struct ShimEventTraits {
+// One ltd watching the job: where its events go.
+class WatchSink {
+ public:
+  // Live output may be dropped on the way (the log has every line); a
+  // sink says so with an Output of rank kLinesDroppedOnTheWay.
   static constexpr int kLinesDroppedOnTheWay = -2;
   static bool Droppable(const shim::v1::Event& event) { return event.has_output(); }
-  static shim::v1::Event Notice(uint64_t dropped) {
-    shim::v1::Event notice;
-    // -2: not a notice for users (the job's log has every line; a reader
-    // of ltd's takes them from there), only a sign that the log grew.
-    notice.mutable_output()->set_rank(kLinesDroppedOnTheWay);
-    notice.mutable_output()->set_stderr(true);
-    notice.mutable_output()->set_data("ltd: " + std::to_string(dropped) +
-                                      " output line(s) dropped: ltd was too slow to take them");
-    return notice;
-  }
+  static shim::v1::Event DroppedNotice(uint64_t dropped);
+
+  virtual ~WatchSink() = default;
+  // Neither calls back into the service: a sink that finds its watcher
+  // gone says so (Unwatch) on a later turn of the loop.
+  // Queues `event` for the watcher.
+  virtual void Push(const shim::v1::Event& event) = 0;
+  // After the final record: the watch ends once the watcher has it all,
+  // and then (or should the watcher go first) the sink calls
+  // ShimService::Unwatch.
+  virtual void Finish() = 0;
 };
 
-class ShimService final : public shim::v1::Supervisor::CallbackService, public SupervisionEvents {
+class ShimService final : public SupervisionEvents {
  public:
   struct Options {
     std::string job_id;
@@ -51,32 +54,33 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
     Millis progress_interval{1000};
   };
   static constexpr Millis kFirstContact{10000};
+  static constexpr uint32_t kApiVersion = 2;
 
-  ShimService(Loop& loop, Clock& clock, Options options);
+  ShimService(Clock& clock, Options options);
   ~ShimService() override;
 
-  // Loop thread. The runner reports to this service. A new job's ranks
-  // start (`start`) once ltd watches, so that an attached client sees
-  // every line; `done` runs on the loop once the job has
-  // ended and ltd has its final record (or no ltd is there to take it).
+  // The runner reports to this service. A new job's ranks start (`start`)
+  // once ltd watches, so that an attached client sees every line; `done`
+  // runs once the job has ended and ltd has its final record (or no ltd
+  // is there to take it).
   void Begin(JobRunner& runner, std::function<void()> start, std::function<void()> done);
 
-  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx,
-                                  const shim::v1::HelloRequest* req,
-                                  shim::v1::HelloReply* reply) override;
-  grpc::ServerWriteReactor<shim::v1::Event>* Watch(grpc::CallbackServerContext* ctx,
-                                                   const shim::v1::WatchRequest* req) override;
-  grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const shim::v1::KillRequest* req,
-                                 shim::v1::KillReply* reply) override;
-  grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
-                                      const shim::v1::SetOutputRequest* req,
-                                      shim::v1::SetOutputReply* reply) override;
-  grpc::ServerUnaryReactor* Stack(grpc::CallbackServerContext* ctx,
-                                  const shim::v1::StackRequest* req,
-                                  shim::v1::StackReply* reply) override;
+  // The calls (proto/shim.proto). A refusal is a status with one line.
+  shim::v1::HelloReply Hello() const;
+  // `sink` watches until it calls Unwatch (it may be at once).
+  void Watch(WatchSink* sink, const shim::v1::WatchRequest& request);
+  void Unwatch(WatchSink* sink);
+  absl::Status Kill(const shim::v1::KillRequest& request);
+  // Once this returns, every line the runner reported before is in the
+  // log, and every later one follows `on`.
+  void SetOutput(bool on);
+  using StackDone = std::function<void(absl::StatusOr<shim::v1::StackReply>)>;
+  void Stack(const shim::v1::StackRequest& request, StackDone done);
 
-  // Loop thread. Whether output lines go to the watchers now.
+  const std::string& job_id() const { return options_.job_id; }
+  // Whether output lines go to the watchers now, and how often ltd said.
   bool output_on() const { return output_on_; }
+  int set_output_calls() const { return set_output_calls_; }
 
   // SupervisionEvents, from the runner on the loop thread.
   void OnChanged(const Job& job, Change change) override;
@@ -85,32 +89,28 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   void OnLost(std::string) override {}
 
  private:
-  using Stream = WriteStream<shim::v1::Event, ShimEventTraits>;
   void Broadcast(const shim::v1::Event& event);
   // The record to every watcher, now; later Beats are counted from it.
   void SendRecord(const Job& job);
   void SendProgress();
-  void WatcherGone(Stream::Handle* handle);
   void ArmRestoreWindow(Millis window);
   // The job's --signal its DUR before the restore window ends (ltd away).
   void ArmRestoreWarning();
   void CancelRestoreWindow();
   void MaybeDone();
 
-  Loop& loop_;
   Clock& clock_;
   const Options options_;
   JobRunner* runner_ = nullptr;
   std::function<void()> start_;  // until the first watch
   std::function<void()> done_;
-  // Loop thread only:
   // What a watcher asked for: Beats, and records as Record messages and
   // without the command line past the first (an ltd of this release).
   struct Watching {
     bool beats = false;
     RecordForm form;
   };
-  std::map<std::shared_ptr<Stream::Handle>, Watching> watchers_;
+  std::map<WatchSink*, Watching> watchers_;
   Clock::TimerId restore_timer_ = 0;
   Clock::TimerId restore_warn_timer_ = 0;
   Clock::TimerId progress_timer_ = 0;
@@ -125,7 +125,7 @@ class ShimService final : public shim::v1::Supervisor::CallbackService, public S
   // or follows); each Watch starts with them on, for an ltd of a release
   // that never asks.
   bool output_on_ = true;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted closures
+  int set_output_calls_ = 0;
 };
 
 }  // namespace ltd

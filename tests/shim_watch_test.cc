@@ -5,7 +5,8 @@
 // reporting is tested elsewhere) and whose heartbeats it writes; ltd's
 // ShimSupervisorHost adopts it as it would after a restart. Both live on
 // one libuv loop, run on a thread of the test; the test reaches them only
-// through the loop.
+// through the loop. The supervisor speaks this release's frames
+// (SupervisorServer), or gRPC as one of an earlier release did (Served).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "fakes.h"
@@ -20,8 +22,11 @@
 #include "job_runner.h"
 #include "loop.h"
 #include "pidfd.h"
+#include "shim.grpc.pb.h"
 #include "shim_host.h"
 #include "shim_service.h"
+#include "supervisor_server.h"
+#include "write_stream.h"
 
 namespace ltd::test {
 namespace {
@@ -50,44 +55,82 @@ struct Ears final : SupervisionEvents {
   std::optional<Job> ended;  // the final record
 };
 
-// The supervisor's service as served: ShimService's, counting SetOutput
-// calls, or (`old_release`) one of a release before SetOutput existed.
-// `old_ltd`: the watch comes as from an ltd of a release before Beats.
-// `old_records`: the supervisor sends records as JSON, as the releases
-// before Record did.
+// A supervisor of an earlier release (api_version 1): ShimService served
+// over gRPC, counting SetOutput calls, or (`old_release`) one of a release
+// before SetOutput existed. `old_ltd`: the watch comes as from an ltd of a
+// release before Beats. `old_records`: the supervisor sends records as
+// JSON, as the releases before Record did.
 class Served final : public pb::Supervisor::CallbackService {
  public:
-  Served(ShimService& real, bool old_release, bool old_ltd, bool old_records)
-      : real_(real), old_release_(old_release), old_ltd_(old_ltd), old_records_(old_records) {}
-  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const pb::HelloRequest* req,
+  Served(Loop& loop, ShimService& real, bool old_release, bool old_ltd, bool old_records)
+      : loop_(loop),
+        real_(real),
+        old_release_(old_release),
+        old_ltd_(old_ltd),
+        old_records_(old_records) {}
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const pb::HelloRequest*,
                                   pb::HelloReply* reply) override {
-    return real_.Hello(ctx, req, reply);
+    *reply = real_.Hello();
+    reply->set_api_version(1);
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
   }
-  grpc::ServerWriteReactor<pb::Event>* Watch(grpc::CallbackServerContext* ctx,
+  grpc::ServerWriteReactor<pb::Event>* Watch(grpc::CallbackServerContext*,
                                              const pb::WatchRequest* req) override {
-    const pb::WatchRequest before_beats;
-    if (old_ltd_) return real_.Watch(ctx, &before_beats);
     pb::WatchRequest as_asked = *req;
+    if (old_ltd_) as_asked = pb::WatchRequest();
     if (old_records_) as_asked.clear_typed_records();
-    return real_.Watch(ctx, &as_asked);
+    auto* stream = new Stream();
+    auto sink = std::make_shared<Sink>(stream->handle());
+    loop_.Post([this, sink, as_asked] {
+      sinks_.insert(sink);
+      const bool watching = sink->handle->OnGone([this, sink] {
+        loop_.Post([this, sink] {
+          real_.Unwatch(sink.get());
+          sinks_.erase(sink);
+        });
+      });
+      if (watching) real_.Watch(sink.get(), as_asked);
+    });
+    return stream;
   }
   grpc::ServerUnaryReactor* SetOutput(grpc::CallbackServerContext* ctx,
                                       const pb::SetOutputRequest* req,
-                                      pb::SetOutputReply* reply) override {
+                                      pb::SetOutputReply*) override {
     ++set_output_calls;
-    if (!old_release_) return real_.SetOutput(ctx, req, reply);
-    // What gRPC answers for a method the service does not have.
     auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(grpc::Status(grpc::UNIMPLEMENTED, ""));
+    // What gRPC answers for a method the service does not have.
+    if (old_release_) {
+      reactor->Finish(grpc::Status(grpc::UNIMPLEMENTED, ""));
+      return reactor;
+    }
+    loop_.Post([this, reactor, on = req->on()] {
+      real_.SetOutput(on);
+      reactor->Finish(grpc::Status::OK);
+    });
     return reactor;
   }
   std::atomic<int> set_output_calls{0};
 
  private:
+  struct Traits {
+    static bool Droppable(const pb::Event& e) { return WatchSink::Droppable(e); }
+    static pb::Event Notice(uint64_t dropped) { return WatchSink::DroppedNotice(dropped); }
+  };
+  using Stream = WriteStream<pb::Event, Traits>;
+  struct Sink final : WatchSink {
+    explicit Sink(std::shared_ptr<Stream::Handle> h) : handle(std::move(h)) {}
+    void Push(const pb::Event& event) override { handle->Push(event); }
+    void Finish() override { handle->Finish(grpc::Status::OK); }
+    std::shared_ptr<Stream::Handle> handle;
+  };
+  Loop& loop_;
   ShimService& real_;
   const bool old_release_;
   const bool old_ltd_;
   const bool old_records_;
+  std::set<std::shared_ptr<Sink>> sinks_;  // loop thread
 };
 
 class ShimWatch : public ::testing::Test {
@@ -110,22 +153,35 @@ class ShimWatch : public ::testing::Test {
   // Serves the supervisor of job 7 (job_) and has ltd adopt it; its ranks
   // start with the watch. `then` runs on the loop right after the
   // adoption, before the watch brought anything.
-  void Start(bool old_release, const std::function<void()>& then = nullptr) {
+  enum class Wire {
+    kFrames,        // this release's supervisor
+    kGrpc,          // an earlier release's, over gRPC
+    kGrpcNoOutput,  // and one before SetOutput
+  };
+  void Start(Wire wire, const std::function<void()>& then = nullptr) {
     const Job& job = job_;
     ShimService::Options so;
     so.job_id = kJobId;
     so.state_dir = std::filesystem::canonical(store_->state_dir());
-    service_ = std::make_unique<ShimService>(loop_, clock_, so);
+    service_ = std::make_unique<ShimService>(clock_, so);
     runner_ = std::make_unique<JobRunner>(clock_, launcher_, *store_, nullptr, RunnerConfig{}, job,
                                           *service_);
-    served_ = std::make_unique<Served>(*service_, old_release, old_ltd_, old_records_);
-    const std::string socket = store_->JobDir(kJobId) + "/shim.sock";
-    grpc::ServerBuilder builder;
-    builder.RegisterService(served_.get());
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
     loop_thread_ = std::thread([this] { loop_.Run(); });
+    if (wire == Wire::kFrames) {
+      OnLoop([&] {
+        frames_ = std::make_unique<SupervisorServer>(loop_, *service_);
+        ASSERT_TRUE(frames_->Listen(store_->JobDir(kJobId) + "/supervisor.sock").ok());
+      });
+    } else {
+      served_ = std::make_unique<Served>(loop_, *service_, wire == Wire::kGrpcNoOutput, old_ltd_,
+                                         old_records_);
+      grpc::ServerBuilder builder;
+      builder.RegisterService(served_.get());
+      builder.AddListeningPort("unix:" + store_->JobDir(kJobId) + "/shim.sock",
+                               grpc::InsecureServerCredentials());
+      server_ = builder.BuildAndStart();
+      ASSERT_NE(server_, nullptr);
+    }
     OnLoop([&] {
       service_->Begin(
           *runner_, [this] { runner_->Start(); }, [] {});
@@ -149,8 +205,9 @@ class ShimWatch : public ::testing::Test {
         host_.reset();
       });
       // The watch ends and the service lets go of it on the loop.
-      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
       OnLoop([&] {
+        frames_.reset();
         runner_.reset();
         service_.reset();
       });
@@ -158,6 +215,16 @@ class ShimWatch : public ::testing::Test {
       loop_thread_.join();
     }
     std::filesystem::remove_all(dir_);
+  }
+
+  void ForwardsNothingWhileOff(Wire wire);
+
+  // SetOutput calls the supervisor took.
+  int SetOutputCalls() {
+    if (served_) return served_->set_output_calls;
+    int n = 0;
+    OnLoop([&] { n = service_->set_output_calls(); });
+    return n;
   }
 
   // Runs `fn` on the loop and waits for it.
@@ -214,6 +281,7 @@ class ShimWatch : public ::testing::Test {
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<Served> served_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<SupervisorServer> frames_;
   std::unique_ptr<ShimSupervisorHost> host_;
   std::unique_ptr<Supervision> supervision_;
   Ears heard_;
@@ -221,7 +289,16 @@ class ShimWatch : public ::testing::Test {
 };
 
 TEST_F(ShimWatch, ForwardsNothingWhileOffAndResumesWhenOn) {
-  Start(/*old_release=*/false);
+  ForwardsNothingWhileOff(Wire::kFrames);
+}
+
+// A supervisor of the release before frames, adopted across an upgrade.
+TEST_F(ShimWatch, AnEarlierReleasesSupervisorOverGrpcForwardsNothingWhileOff) {
+  ForwardsNothingWhileOff(Wire::kGrpc);
+}
+
+void ShimWatch::ForwardsNothingWhileOff(Wire wire) {
+  Start(wire);
   Print("before");  // on by default: an older ltd never asks
   ASSERT_TRUE(Heard("before"));
 
@@ -240,12 +317,12 @@ TEST_F(ShimWatch, ForwardsNothingWhileOffAndResumesWhenOn) {
   ASSERT_TRUE(Heard("after"));
   // One stream, in order: a quiet line sent would have come before.
   EXPECT_EQ(heard_.lines, (std::vector<std::string>{"before", "after"}));
-  EXPECT_EQ(served_->set_output_calls, 2);
+  EXPECT_EQ(SetOutputCalls(), 2);
   EXPECT_EQ(heard_.lost, "");
 }
 
 TEST_F(ShimWatch, FastTogglesCoalesceIntoTheLatestWish) {
-  Start(/*old_release=*/false);
+  Start(Wire::kFrames);
   // 1,000 attach/detach in one turn of ltd's loop: the first wish goes out
   // at once, the others wait for its answer and only the last is sent.
   int resumed = 0;
@@ -255,7 +332,7 @@ TEST_F(ShimWatch, FastTogglesCoalesceIntoTheLatestWish) {
   });
   ASSERT_TRUE(Until([&] { return heard_.resumed == resumed + 1; }));
   EXPECT_TRUE(service_->output_on());
-  EXPECT_EQ(served_->set_output_calls, 2);
+  EXPECT_EQ(SetOutputCalls(), 2);
   Print("still here");
   EXPECT_TRUE(Heard("still here"));
 }
@@ -264,20 +341,20 @@ TEST_F(ShimWatch, OffThenOnBeforeTheWatchAnswersAsksNothing) {
   // ltd turns a new job off, and an attach turns it on again, before the
   // supervisor's first event: it sends output from the watch's start, so
   // ltd asks nothing, and output counts as flowing.
-  Start(/*old_release=*/false, [&] {
+  Start(Wire::kFrames, [&] {
     supervision_->SetOutput(false);
     supervision_->SetOutput(true);
   });
   ASSERT_TRUE(Until([&] { return heard_.resumed >= 1; }));
   Print("first");
   ASSERT_TRUE(Heard("first"));
-  EXPECT_EQ(served_->set_output_calls, 0);
+  EXPECT_EQ(SetOutputCalls(), 0);
 }
 
 TEST_F(ShimWatch, ASupervisorWithoutSetOutputKeepsSendingEverything) {
-  Start(/*old_release=*/true);
+  Start(Wire::kGrpcNoOutput);
   OnLoop([&] { supervision_->SetOutput(false); });
-  ASSERT_TRUE(WaitFor([&] { return served_->set_output_calls == 1; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor([&] { return SetOutputCalls() == 1; }, std::chrono::seconds(20)));
   Print("one");
   ASSERT_TRUE(Heard("one"));
   // Whether or not ltd has its answer yet, it asks no more: the answer
@@ -293,14 +370,14 @@ TEST_F(ShimWatch, ASupervisorWithoutSetOutputKeepsSendingEverything) {
   const int records = Records();
   OnLoop([&] { service_->OnChanged(runner_->job(), Change::kCourse); });
   ASSERT_TRUE(Until([&] { return heard_.records > records; }));
-  EXPECT_EQ(served_->set_output_calls, 1);
+  EXPECT_EQ(SetOutputCalls(), 1);
   EXPECT_EQ(heard_.lines, (std::vector<std::string>{"one", "two"}));
   EXPECT_EQ(heard_.lost, "");
 }
 
 TEST_F(ShimWatch, ProgressComesAsTheBeatsOfTheRanksThatMovedOnly) {
   job_.spec.devices = 3;
-  Start(/*old_release=*/false);
+  Start(Wire::kFrames);
   ASSERT_TRUE(Until(
       [&] { return heard_.last.state == JobState::kRunning && heard_.last.ranks.size() == 3; }));
   const int records = Records();
@@ -353,7 +430,7 @@ TEST_F(ShimWatch, ProgressComesAsTheBeatsOfTheRanksThatMovedOnly) {
 TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsProgressAsRecords) {
   old_ltd_ = true;
   job_.spec.devices = 2;
-  Start(/*old_release=*/false);
+  Start(Wire::kGrpc);
   ASSERT_TRUE(Until([&] { return heard_.last.ranks.size() == 2; }));
   const int records = Records();
   Beat(1, 4);
@@ -372,7 +449,7 @@ TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsProgressAsRecords) {
 TEST_F(ShimWatch, RecordsAfterTheFirstLeaveOutTheCommandLine) {
   job_.spec.devices = 2;
   job_.spec.argv = {"/bin/true", std::string(100000, 'a')};
-  Start(/*old_release=*/false);
+  Start(Wire::kFrames);
   ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
   const int records = Records();
   OnLoop([&] { launcher_.Exit(kJobId, 1, 0); });  // a record's worth
@@ -388,7 +465,7 @@ TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsTheCommandLineInEveryRecord) {
   old_ltd_ = true;
   job_.spec.devices = 2;
   job_.spec.argv = {"/bin/true", "x"};
-  Start(/*old_release=*/false);
+  Start(Wire::kGrpc);
   ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
   const int records = Records();
   OnLoop([&] { launcher_.Exit(kJobId, 1, 0); });
@@ -400,7 +477,7 @@ TEST_F(ShimWatch, AnLtdOfAnEarlierReleaseGetsTheCommandLineInEveryRecord) {
 // The final record crosses typed, saying that the disk refused it, so
 // that ltd saves it.
 TEST_F(ShimWatch, TheFinalRecordSaysWhetherItWasSaved) {
-  Start(/*old_release=*/false);
+  Start(Wire::kFrames);
   ASSERT_TRUE(Until([&] { return heard_.last.state == JobState::kRunning; }));
   const std::string tmp = store_->JobDir(kJobId) + "/job.json.tmp";
   ASSERT_TRUE(std::filesystem::create_directory(tmp));  // no record can be written
@@ -424,7 +501,7 @@ TEST_F(ShimWatch, TheFinalRecordSaysWhetherItWasSaved) {
 TEST_F(ShimWatch, ASupervisorOfTheReleaseBeforeRecordIsWatchedAsBefore) {
   old_records_ = true;
   job_.spec.devices = 2;
-  Start(/*old_release=*/false);
+  Start(Wire::kGrpc);
   ASSERT_TRUE(Until(
       [&] { return heard_.last.state == JobState::kRunning && heard_.last.ranks.size() == 2; }));
   OnLoop([&] {

@@ -38,9 +38,10 @@ size_t Count(const std::string& text, const std::string& what) {
 }
 
 // A Unix socket the test listens on: what ltd finds at a dead
-// supervisor's shim.sock. Silent (never accepts; connections wait in the
-// backlog) or, with `garbage`, answering every connection with bytes that
-// are no HTTP/2, then hanging up.
+// supervisor's supervisor.sock (or an earlier release's shim.sock).
+// Silent (never accepts; connections wait in the backlog) or, with
+// `garbage`, answering every connection with bytes that are neither a
+// frame nor HTTP/2, then hanging up.
 class FakeSupervisorSocket {
  public:
   FakeSupervisorSocket(const std::string& path, bool garbage) : path_(path) {
@@ -113,7 +114,9 @@ class SupervisorE2E : public E2E {
     std::error_code ec;
     for (auto it = std::filesystem::directory_iterator(d_.state_dir() + "/jobs", ec);
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-      EXPECT_FALSE(std::filesystem::exists(it->path() / "shim.sock")) << it->path() << "/shim.sock";
+      for (const char* socket : {"supervisor.sock", "shim.sock"}) {
+        EXPECT_FALSE(std::filesystem::exists(it->path() / socket)) << it->path() << "/" << socket;
+      }
     }
     E2E::TearDown();
   }
@@ -463,37 +466,46 @@ TEST_F(SupervisorE2E, LtctlShutdownEndsEveryJobThenLtd) {
   }
 }
 
+// Both wires: this release's frames (supervisor.sock) and an earlier
+// release's gRPC (shim.sock, where no supervisor.sock is).
 TEST_F(SupervisorE2E, AGarbageOrSilentSupervisorSocketDoesNotWedgeStartup) {
   ASSERT_TRUE(Start("10m")) << d_.log();
-  const std::string silent = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
-  const std::string garbage = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
-  ASSERT_EQ(WaitRunning(silent, 1).size(), 1u);
-  ASSERT_EQ(WaitRunning(garbage, 1).size(), 1u);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(SubmitDetached({"--devices", "1", "--", kChild, "hang"}));
+    ASSERT_EQ(WaitRunning(ids.back(), 1).size(), 1u);
+  }
   std::vector<pid_t> shims = Supervisors(d_.state_dir());
-  ASSERT_EQ(shims.size(), 2u);
+  ASSERT_EQ(shims.size(), 4u);
   // ltd stopped cannot see its supervisors die; then it dies too.
   ASSERT_EQ(kill(d_.pid(), SIGSTOP), 0);
   for (pid_t shim : shims) ASSERT_EQ(kill(shim, SIGKILL), 0);
   d_.KillHard();
   ExpectAllDead(shims);
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 5s));
+  auto dir = [&](int i) { return d_.state_dir() + "/jobs/" + ids[i]; };
+  // Jobs 2 and 3 as an earlier release's supervisors left them.
+  for (int i : {2, 3}) std::filesystem::remove(dir(i) + "/supervisor.sock");
   {
-    FakeSupervisorSocket quiet(d_.state_dir() + "/jobs/" + silent + "/shim.sock", false);
-    FakeSupervisorSocket noise(d_.state_dir() + "/jobs/" + garbage + "/shim.sock", true);
-    ASSERT_TRUE(quiet.ok() && noise.ok()) << std::strerror(errno);
-    ASSERT_TRUE(std::filesystem::is_socket(d_.state_dir() + "/jobs/" + silent + "/shim.sock"));
-    ASSERT_TRUE(std::filesystem::is_socket(d_.state_dir() + "/jobs/" + garbage + "/shim.sock"));
+    FakeSupervisorSocket quiet(dir(0) + "/supervisor.sock", false);
+    FakeSupervisorSocket noise(dir(1) + "/supervisor.sock", true);
+    FakeSupervisorSocket old_quiet(dir(2) + "/shim.sock", false);
+    FakeSupervisorSocket old_noise(dir(3) + "/shim.sock", true);
+    for (auto* fake : {&quiet, &noise, &old_quiet, &old_noise}) {
+      ASSERT_TRUE(fake->ok()) << std::strerror(errno);
+    }
     ASSERT_TRUE(Start("10m")) << "ltd did not start:\n" << d_.log();
     // Its socket accepts before it has probed; it answers calls after.
     CmdResult ps = d_.Ctl({"ps"}, 15s);
     EXPECT_EQ(ps.exit_code, 0) << ps.err;
     EXPECT_GT(noise.answered(), 0) << "ltd never asked the garbage socket";
+    EXPECT_GT(old_noise.answered(), 0) << "ltd never asked the garbage gRPC socket";
   }
-  for (const std::string& id : {silent, garbage}) {
+  for (const std::string& id : ids) {
     nlohmann::json job = d_.Show(id);
     EXPECT_EQ(job["state"], "LOST") << job.dump(2);
     EXPECT_EQ(job["root_cause"]["reason"], "supervisor_lost") << job.dump(2);
-    EXPECT_NE(d_.log().find("job=" + id + " no supervisor answered"), std::string::npos);
+    EXPECT_NE(d_.log().find("job=" + id + " no supervisor answered"), std::string::npos) << id;
   }
   // And it serves.
   CmdResult r = d_.Ctl({"submit", "--devices", "1", "--", kChild, "exit:0"});

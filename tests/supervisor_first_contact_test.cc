@@ -21,10 +21,8 @@
 #include "harness.h"
 #include "job_store.h"
 #include "pidfd.h"
-#include "shim.grpc.pb.h"
 #include "shim_probe.h"
 #include "shim_spawner.h"
-#include "shim_watcher.h"
 
 namespace ltd::test {
 namespace {
@@ -73,18 +71,15 @@ class SupervisorFirstContact : public ::testing::Test {
   }
   // The pid of the supervisor that answers on the job's socket; 0: none.
   pid_t Answering() {
-    auto stub =
-        shim::v1::Supervisor::NewStub(ShimSocketChannel(store_->JobDir(kJobId) + "/shim.sock"));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
-    shim::v1::HelloReply reply;
-    return stub->Hello(&ctx, shim::v1::HelloRequest(), &reply).ok() ? reply.pid() : 0;
+    const std::string state = std::filesystem::canonical(store_->state_dir());
+    auto found = ProbeShims(*store_, state, {kJobId}, 2s);
+    return found.count(kJobId) != 0 ? found[kJobId].pid : 0;
   }
   void ExpectJobUntouched() {
     auto job = store_->Load(kJobId);
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->state, JobState::kPending);
-    EXPECT_FALSE(std::filesystem::exists(store_->JobDir(kJobId) + "/shim.sock"));
+    EXPECT_FALSE(std::filesystem::exists(store_->JobDir(kJobId) + "/supervisor.sock"));
   }
 
   std::string dir_;
@@ -98,8 +93,8 @@ TEST_F(SupervisorFirstContact, ASupervisorWhoseLtdGoesBeforeWatchingItGoesToo) {
   ASSERT_TRUE(shim.ok()) << shim.status();
   SpawnedShim& s = shims_.emplace_back(std::move(*shim));
   // Up and serving its job, unwatched.
-  ASSERT_TRUE(
-      WaitFor([&] { return std::filesystem::exists(store_->JobDir(kJobId) + "/shim.sock"); }, 20s));
+  ASSERT_TRUE(WaitFor(
+      [&] { return std::filesystem::exists(store_->JobDir(kJobId) + "/supervisor.sock"); }, 20s));
   s.channel.reset();  // ltd is gone
   EXPECT_EQ(ExitCode(s, 10s), std::optional<int>(0)) << "it waits for a watch that never comes";
   ExpectJobUntouched();
