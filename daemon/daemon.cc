@@ -165,9 +165,11 @@ void Daemon::FindSlots() {
 absl::Status Daemon::FindHelpers() {
   shim_config_.exec_binary = FindHelper("lt-exec", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   shim_config_.shim_binary = FindHelper("lt-shim", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
-  if (shim_config_.exec_binary.empty() || shim_config_.shim_binary.empty()) {
-    return absl::NotFoundError(
-        HelperMissing(shim_config_.exec_binary.empty() ? "lt-exec" : "lt-shim", "ltd"));
+  shim_config_.shim_etcd_binary = FindHelper("lt-shim-etcd", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
+  for (const auto& [name, path] : {std::pair{"lt-exec", &shim_config_.exec_binary},
+                                   {"lt-shim", &shim_config_.shim_binary},
+                                   {"lt-shim-etcd", &shim_config_.shim_etcd_binary}}) {
+    if (path->empty()) return absl::NotFoundError(HelperMissing(name, "ltd"));
   }
   const std::string userio = FindHelper("lt-userio", LTD_LIBEXEC_FROM_BIN, LTD_LIBEXECDIR);
   if (userio.empty()) return absl::NotFoundError(HelperMissing("lt-userio", "ltd"));

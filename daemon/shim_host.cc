@@ -67,9 +67,13 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   };
   // The supervisor starts from the record: placed, with its environment.
   if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
-  std::optional<SpawnedShim> shim = spares_.Take(job.id);
+  // A multi-node run's supervisor speaks to etcd over gRPC: a program of
+  // its own, so that every other supervisor starts without gRPC.
+  const bool multi_node = !job.spec.nodes.rdzv.empty();
+  std::optional<SpawnedShim> shim;
+  if (!multi_node) shim = spares_.Take(job.id);
   if (!shim) {
-    auto spawned = SpawnShim(config_, store_.state_dir(), job.id, nullptr);
+    auto spawned = SpawnShim(config_, store_.state_dir(), job.id, nullptr, multi_node);
     if (!spawned.ok()) return fail(std::string(spawned.status().message()));
     shim = std::move(*spawned);
   }

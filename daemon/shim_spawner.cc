@@ -29,7 +29,7 @@ std::string ExitText(const siginfo_t& info) {
 }
 
 absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
-                                      const std::string& job_id, Fd* assign) {
+                                      const std::string& job_id, Fd* assign, bool multi_node) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
     return PosixError("socketpair", "a supervisor's connection", errno);
@@ -52,7 +52,8 @@ absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::strin
   // A spare's --job holds room for the id it is given, which it writes
   // over this, so that ps shows whose supervisor it has become.
   const std::string job_arg = assign != nullptr ? std::string(kMaxJobIdDigits, '_') : job_id;
-  std::vector<std::string> args = {config.shim_binary,
+  const std::string& binary = multi_node ? config.shim_etcd_binary : config.shim_binary;
+  std::vector<std::string> args = {binary,
                                    "--state-dir",
                                    state_dir,
                                    "--job",
@@ -88,10 +89,9 @@ absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::strin
   // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
   const CleanSpawnAttr attr(/*new_session=*/true);
   pid_t pid = 0;
-  const int rc =
-      posix_spawn(&pid, config.shim_binary.c_str(), &actions, attr.get(), argv.data(), envp);
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, attr.get(), argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return PosixError("posix_spawn", config.shim_binary, rc);
+  if (rc != 0) return PosixError("posix_spawn", binary, rc);
   // Not reaped until ltd says so: the pid cannot be anyone else's yet.
   Fd pidfd(PidfdOpen(pid));
   if (!pidfd.valid()) {

@@ -15,9 +15,10 @@
 namespace ltd {
 
 struct ShimConfig {
-  std::string shim_binary;  // lt-shim
-  std::string exec_binary;  // lt-exec
-  std::string containment;  // the mode every supervisor uses
+  std::string shim_binary;       // lt-shim
+  std::string shim_etcd_binary;  // lt-shim-etcd: a multi-node run's
+  std::string exec_binary;       // lt-exec
+  std::string containment;       // the mode every supervisor uses
   std::string log_level = "info";
   std::chrono::milliseconds restore_window{10 * 60 * 1000};
   std::chrono::milliseconds stack_budget{5000};
@@ -36,9 +37,11 @@ struct SpawnedShim {
 };
 
 // Starts lt-shim for `job_id` on `state_dir`, or a spare (empty id) that
-// reads its job id from the other end of `*assign`. In its own session.
+// reads its job id from the other end of `*assign`; lt-shim-etcd instead
+// for a job that is a multi-node run. In its own session.
 absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
-                                      const std::string& job_id, Fd* assign);
+                                      const std::string& job_id, Fd* assign,
+                                      bool multi_node = false);
 
 // How a reaped supervisor ended, for the log: "exited with code 1".
 std::string ExitText(const siginfo_t& info);

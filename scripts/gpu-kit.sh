@@ -5,7 +5,7 @@
 #
 #   tar xzf ltd-gpu-kit.tar.gz && ltd-gpu-kit/gpu-check.sh --out /tmp/report
 #
-# The programs (ltd, ltctl, ltrun, lt-shim, lt-exec, lt-userio), the worker
+# The programs (ltd, ltctl, ltrun, lt-shim, lt-shim-etcd, lt-exec, lt-userio), the worker
 # runtime (libltworker, the automatic-heartbeat module, the ltworker
 # package), the Python client with its generated stubs and cloudpickle (for
 # ltd.launch), the check script and its rank programs, and every shared
@@ -34,7 +34,7 @@ if [[ ${KIT_NO_BUILD:-0} == 1 ]]; then
   echo "gpu-kit: packing $build as it is (KIT_NO_BUILD=1)" >&2
 else
   echo "gpu-kit: building in $build" >&2
-  BUILD_DIR=$build scripts/build.sh ltd ltctl ltrun lt-shim lt-exec lt-userio ltworker ltd_python \
+  BUILD_DIR=$build scripts/build.sh ltd ltctl ltrun lt-shim lt-shim-etcd lt-exec lt-userio ltworker ltd_python \
     ltd_python_client man_pages >&2
   # Built where NCCL is (the install wants it), but not packed: it must load
   # the GPU host's libnccl, not a copy of the build host's.

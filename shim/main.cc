@@ -8,16 +8,15 @@
 // watched it, it goes too, the job still PENDING (first_contact.h). Its ranks die with it
 // (PDEATHSIG); what they leave, ltd kills.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "containment_factory.h"
 #include "control_reader.h"
@@ -25,9 +24,9 @@
 #include "first_contact.h"
 #include "job_runner.h"
 #include "job_store.h"
-#include "join_run.h"
 #include "log_rate.h"
 #include "loop.h"
+#include "run_join.h"
 #include "shim_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -143,6 +142,11 @@ int Run(const Options& opt) {
                      job.ok() ? "it is not PENDING" : std::string(job.status().message()));
     return 1;
   }
+  // ltd starts lt-shim-etcd for a multi-node run; this one changes nothing.
+  if (!job->spec.nodes.rdzv.empty() && !CanJoinRuns()) {
+    spdlog::critical("job={} is a multi-node run, whose supervisor is lt-shim-etcd", opt.job);
+    return 1;
+  }
 
   Loop loop;
   UvClock clock(loop.get());
@@ -161,12 +165,8 @@ int Run(const Options& opt) {
   }
   int rc = 0;
   {
-    // A multi-node run's fence, once its rendezvous is done; it outlives
-    // the runner. The rendezvous waits on a thread of its own, so that ltd
-    // hears from this supervisor (and may cancel the job) meanwhile.
-    std::unique_ptr<rdzv::EtcdFence> fence;
-    std::thread joiner;
-    std::atomic<bool> give_up{false};
+    // A multi-node run's join; its fence outlives the runner.
+    std::unique_ptr<RunJoin> join = MakeRunJoin(loop);
     UvLauncher launcher(loop.get(), std::move(*containment), opt.exec, std::move(*control));
     UvStackSampler sampler(loop.get(), opt.exec);
     RunnerConfig config;
@@ -224,20 +224,7 @@ int Run(const Options& opt) {
       if (unwatched) return;
       if (first_contact) first_contact->Watched();
       if (runner.job().spec.nodes.rdzv.empty()) return runner.Start();
-      runner.BeginRendezvous();
-      if (runner.ended()) return;
-      joiner = std::thread([&, job = runner.job()]() mutable {
-        auto post = [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); };
-        auto joined = rdzv::JoinRun(job, post, "", [&] { return give_up.load(); });
-        auto result = std::make_shared<decltype(joined)>(std::move(joined));
-        loop.Post([&, job, result] {
-          if (!result->ok()) return runner.FailToJoin(std::string(result->status().message()));
-          fence = std::move(**result);
-          if (runner.ended()) return fence->Close();  // cancelled meanwhile
-          runner.JoinedRun(fence.get(), job.spec.nodes, job.master_port);
-          runner.Start();
-        });
-      });
+      join->Start(runner);
     };
     service.Begin(runner, start, [&] { loop.Stop(); });
     std::vector<UvPtr<uv_signal_t>> signals;
@@ -259,9 +246,7 @@ int Run(const Options& opt) {
     }
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     loop.Run();
-    give_up = true;
-    if (joiner.joinable()) joiner.join();
-    if (fence) fence->Close();  // this node's end reaches the others first
+    if (join) join->Stop();  // this node's end reaches the others first
     signals.clear();
     uv_run(loop.get(), UV_RUN_NOWAIT);
     if (!runner.job().record_error.empty()) {
@@ -278,6 +263,8 @@ int Run(const Options& opt) {
 }  // namespace ltd
 
 int main(int argc, char** argv) {
+  // lt-shim-etcd is a supervisor like any other to ps, pkill and top.
+  if (ltd::CanJoinRuns()) prctl(PR_SET_NAME, "lt-shim");
   ltd::Options opt;
   CLI::App app{"lt-shim: supervises one job of ltd's; ltd starts it"};
   app.add_option("--state-dir", opt.state_dir)->required();

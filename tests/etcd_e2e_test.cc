@@ -341,6 +341,14 @@ TEST_F(EtcdRun, UnderLtdMaxTimeEndsANodeWaitingInItsRendezvous) {
       << "the waiting node shows " << seen;
   const CmdResult ps = d.Ctl({"ps"});
   EXPECT_NE(ps.out.find("STARTING"), std::string::npos) << ps.out;
+  // A multi-node run's supervisor is lt-shim-etcd (lt-shim has no etcd
+  // client), named lt-shim to ps as every supervisor is.
+  const std::vector<pid_t> shims = Supervisors(d.state_dir(), id);
+  ASSERT_EQ(shims.size(), 1u);
+  std::error_code ec;
+  EXPECT_EQ(
+      std::filesystem::read_symlink("/proc/" + std::to_string(shims[0]) + "/exe", ec).filename(),
+      "lt-shim-etcd");
   const nlohmann::json ended = d.WaitEnded(id, 60s);
   EXPECT_EQ(ended.value("state", ""), "TIMEOUT") << ended.dump(1);
   EXPECT_EQ(ended["root_cause"].value("reason", ""), "time_limit") << ended.dump(1);

@@ -518,7 +518,7 @@ TEST_F(SupervisorE2E, AnUpgradedLtdAdoptsASupervisorOfAnotherBuild) {
   const std::string old = d_.dir() + "/old";
   ASSERT_TRUE(std::filesystem::create_directory(old));
   const std::filesystem::path build = std::filesystem::path(LtdPath()).parent_path();
-  for (const char* name : {"ltd", "lt-exec", "lt-shim", "lt-userio"}) {
+  for (const char* name : {"ltd", "lt-exec", "lt-shim", "lt-shim-etcd", "lt-userio"}) {
     std::filesystem::copy_file(build / name, old + "/" + name);
   }
   std::ofstream(old + "/lt-shim", std::ios::app | std::ios::binary) << "another build";

@@ -114,6 +114,21 @@ TEST_F(SupervisorFirstContact, ASpareGivenAJobAsItsLtdGoesGoesToo) {
   ExpectJobUntouched();
 }
 
+// lt-shim has no etcd client: given a multi-node run (ltd starts
+// lt-shim-etcd for those) it goes at once, having changed nothing.
+TEST_F(SupervisorFirstContact, LtShimLeavesAMultiNodeRunToLtShimEtcd) {
+  auto job = store_->Load(kJobId);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->spec.nodes.nnodes = 2;
+  job->spec.nodes.rdzv = "etcd://127.0.0.1:1";
+  ASSERT_TRUE(store_->Save(*job).ok());
+  auto shim = SpawnShim(config_, store_->state_dir(), kJobId, nullptr);
+  ASSERT_TRUE(shim.ok()) << shim.status();
+  SpawnedShim& s = shims_.emplace_back(std::move(*shim));
+  EXPECT_EQ(ExitCode(s, 10s), std::optional<int>(1));
+  ExpectJobUntouched();
+}
+
 // The next ltd's supervisor of the job waits for the earlier one, whose
 // ltd is still there in this test, rather than take its socket; it goes
 // on once the earlier is gone.

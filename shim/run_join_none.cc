@@ -1,0 +1,8 @@
+#include "run_join.h"
+
+namespace ltd {
+
+bool CanJoinRuns() { return false; }
+std::unique_ptr<RunJoin> MakeRunJoin(Loop&) { return nullptr; }
+
+}  // namespace ltd
