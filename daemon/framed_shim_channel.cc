@@ -38,27 +38,31 @@ std::unique_ptr<ShimChannel> FramedShimChannel::Open(Loop& loop, Fd connection,
   return c;
 }
 
-std::unique_ptr<ShimChannel> FramedShimChannel::Connect(Loop& loop, std::string socket_path) {
-  std::unique_ptr<FramedShimChannel> c(new FramedShimChannel(loop, std::move(socket_path)));
+absl::StatusOr<Fd> FramedShimChannel::ConnectNow(const std::string& socket_path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (c->socket_path_.size() >= sizeof(addr.sun_path)) {
-    c->broken_ = "its socket's path is too long";
-    return c;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError("its socket's path is too long");
   }
-  std::memcpy(addr.sun_path, c->socket_path_.c_str(), c->socket_path_.size() + 1);
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) {
-    c->broken_ = Cat("socket: ", std::strerror(errno));
-    return c;
-  }
+  if (!fd.valid()) return absl::UnavailableError(Cat("socket: ", std::strerror(errno)));
   // A Unix socket connects at once or not at all (EAGAIN: its backlog is
   // full, the supervisor wedged); ltd does not wait for it.
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    c->broken_ = Cat("it does not take connections (", std::strerror(errno), ")");
+    return absl::UnavailableError(Cat("it does not take connections (", std::strerror(errno), ")"));
+  }
+  return fd;
+}
+
+std::unique_ptr<ShimChannel> FramedShimChannel::Connect(Loop& loop, std::string socket_path) {
+  std::unique_ptr<FramedShimChannel> c(new FramedShimChannel(loop, std::move(socket_path)));
+  absl::StatusOr<Fd> fd = ConnectNow(c->socket_path_);
+  if (!fd.ok()) {
+    c->broken_ = std::string(fd.status().message());
     return c;
   }
-  c->Start(std::move(fd));
+  c->Start(std::move(*fd));
   return c;
 }
 

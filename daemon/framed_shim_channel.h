@@ -31,6 +31,8 @@ class FramedShimChannel final : public ShimChannel {
   // Connects to `socket_path` without waiting: a supervisor that does not
   // take the connection now gets a channel whose calls fail.
   static std::unique_ptr<ShimChannel> Connect(Loop& loop, std::string socket_path);
+  // A connection to the socket `socket_path` made at once, or why not.
+  static absl::StatusOr<Fd> ConnectNow(const std::string& socket_path);
   ~FramedShimChannel() override;
 
   void Watch(Sink sink, End end) override;

@@ -5,7 +5,6 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "framed_shim_channel.h"
 #include "pidfd.h"
 #include "shim_frames.h"
 #include "shim_watcher.h"
@@ -70,18 +70,17 @@ void ProbeFramed(const std::vector<std::pair<std::string, std::string>>& jobs,
   call.mutable_hello();
   AppendFrame(call, &hello);
   for (const auto& [id, path] : jobs) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) continue;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid() || connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
-            static_cast<ssize_t>(hello.size())) {
+    absl::StatusOr<Fd> fd = FramedShimChannel::ConnectNow(path);
+    if (!fd.ok()) {
+      spdlog::warn("job={} no supervisor answered: {}", id, std::string(fd.status().message()));
+      continue;
+    }
+    if (send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(hello.size())) {
       spdlog::warn("job={} no supervisor answered: {}", id, std::strerror(errno));
       continue;
     }
-    probes.push_back(Probe{id, std::move(fd)});
+    probes.push_back(Probe{id, std::move(*fd)});
   }
   const auto give_up = std::chrono::steady_clock::now() + timeout;
   size_t open = probes.size();
