@@ -1,5 +1,6 @@
 #include "framed_pipe.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <utility>
@@ -27,6 +28,9 @@ absl::StatusOr<std::shared_ptr<FramedPipe>> FramedPipe::Open(uv_loop_t* loop, in
                                                              size_t max_frame,
                                                              Callbacks callbacks) {
   std::shared_ptr<FramedPipe> p(new FramedPipe(max_frame, std::move(callbacks)));
+  // No program this process starts gets it (a supervisor's fd 3 came
+  // without close-on-exec, through posix_spawn's dup2).
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
   int rc = 0;
   p->pipe_ = UvInit<uv_pipe_t>([&](uv_pipe_t* h) { return rc = uv_pipe_init(loop, h, 0); });
   if (!p->pipe_) {
