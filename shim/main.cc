@@ -3,10 +3,12 @@
 // the job's ranks through lt-exec, watches them, tears them down, restarts
 // them, and records the job, whether or not ltd is there. ltd watches it
 // over the socket pair it was started with (fd 3); a later ltd finds it
-// again at <job dir>/supervisor.sock (proto/shim.proto's frames, no gRPC). With ltd gone for longer
-// than the restore window it tears its job down; should the ltd that started it go before it
-// watched it, it goes too, the job still PENDING (first_contact.h). Its ranks die with it
-// (PDEATHSIG); what they leave, ltd kills.
+// again at <job dir>/supervisor.sock (proto/shim.proto's frames, no
+// gRPC). With ltd gone for longer than the restore window it tears its job
+// down; should the ltd that started it go before it watched it, it goes
+// too, the job still PENDING (first_contact.h). Its ranks die with it
+// (PDEATHSIG); what they leave, ltd kills. Built twice: lt-shim, and
+// lt-shim-etcd for a multi-node run (run_join.h).
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
