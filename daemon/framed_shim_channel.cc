@@ -139,14 +139,17 @@ void FramedShimChannel::OnFrame(std::string_view frame) {
   if (it == pending_.end()) return;  // past its deadline
   Answered answered = std::move(it->second.answered);
   pending_.erase(it);
+  if (closing_ && pending_.empty()) Broken("cancelled");  // the last call was answered
   if (answer.has_failure()) return answered(StatusOf(answer.failure()));
   answered(std::move(answer));
 }
 
 void FramedShimChannel::Call(pb::Call call, std::chrono::milliseconds timeout, Answered answered) {
-  if (!broken_.empty()) {
-    return Later(
-        [answered = std::move(answered), why = broken_] { answered(absl::UnavailableError(why)); });
+  if (!broken_.empty() || closing_) {
+    std::string why = closing_ ? "cancelled" : broken_;
+    return Later([answered = std::move(answered), why = std::move(why)] {
+      answered(absl::UnavailableError(why));
+    });
   }
   const uint64_t id = next_id_++;
   call.set_id(id);
@@ -172,6 +175,7 @@ void FramedShimChannel::Call(pb::Call call, std::chrono::milliseconds timeout, A
         FramedShimChannel* self = call->channel;
         Answered answered = std::move(call->answered);
         self->pending_.erase(call->id);  // closes this timer
+        if (self->closing_ && self->pending_.empty()) self->Broken("cancelled");
         answered(absl::DeadlineExceededError("it did not answer in time"));
       },
       static_cast<uint64_t>(timeout.count()), 0);
@@ -198,7 +202,18 @@ void FramedShimChannel::Watch(Sink sink, End end) {
   end_ = std::move(end);
 }
 
-void FramedShimChannel::Cancel() { Broken("cancelled"); }
+void FramedShimChannel::Cancel() {
+  // The watch ends now; calls in flight are still answered (a kill whose
+  // answer follows the final record it caused), then the connection closes.
+  if (watch_id_ != 0) {
+    watch_id_ = 0;
+    sink_.reset();
+    Later([end = std::move(end_)] { end("cancelled"); });
+    end_ = nullptr;
+  }
+  closing_ = true;
+  if (pending_.empty()) Broken("cancelled");
+}
 
 void FramedShimChannel::Kill(const pb::KillRequest& request, Done<pb::KillReply> done) {
   pb::Call call;

@@ -68,6 +68,7 @@ class FramedShimChannel final : public ShimChannel {
   uint64_t next_id_ = 1;
   std::map<uint64_t, Pending> pending_;
   uint64_t watch_id_ = 0;  // 0: no watch
+  bool closing_ = false;   // cancelled: closes once no call is in flight
   std::shared_ptr<Sink> sink_;
   End end_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

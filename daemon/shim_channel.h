@@ -28,8 +28,8 @@ class ShimChannel {
   // Beats, slim and typed records, and output, each to `sink`; then `end`
   // once. One watch per channel.
   virtual void Watch(Sink sink, End end) = 0;
-  // The watch ends (`end` is called, on a later turn), and so does every
-  // call in flight.
+  // The watch ends (`end` is called, on a later turn). Calls in flight
+  // are still answered, or end at their deadline; no new call is sent.
   virtual void Cancel() = 0;
   virtual void Kill(const shim::v1::KillRequest& request, Done<shim::v1::KillReply> done) = 0;
   virtual void SetOutput(bool on, Done<shim::v1::SetOutputReply> done) = 0;

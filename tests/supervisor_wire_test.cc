@@ -294,6 +294,61 @@ TEST_F(Wire, ACallToASupervisorThatDoesNotAnswerEndsAtItsDeadline) {
   EXPECT_EQ(s.message(), "its connection closed");
 }
 
+// ltd lets go of a job's watch (its final record came) while a kill it
+// sent is in flight: the supervisor's answer, which follows the final
+// record the kill caused, still reaches the caller. Before, the watch's
+// end closed the connection and the kill failed ("did not answer
+// (cancelled)") though the job was killed.
+TEST_F(Wire, ACallInFlightIsAnsweredAfterTheWatchIsCancelled) {
+  Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path().c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  std::promise<absl::Status> killed;
+  std::promise<std::string> ended;
+  OnLoop([&] {
+    channel_ = FramedShimChannel::Connect(loop_, socket_path());
+    channel_->Watch([](const pb::Event&) {}, [&](std::string why) { ended.set_value(why); });
+    channel_->Kill(pb::KillRequest(),
+                   [&](absl::StatusOr<pb::KillReply> got) { killed.set_value(got.status()); });
+    channel_->Cancel();
+  });
+  auto e = ended.get_future();
+  ASSERT_EQ(e.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(e.get(), "cancelled");
+  Fd accepted(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(accepted.valid());
+  // The watch, then the kill; the kill is answered.
+  FrameReader reader(kMaxCallFrame);
+  std::vector<pb::Call> calls;
+  while (calls.size() < 2) {
+    char buf[4096];
+    const ssize_t n = read(accepted.get(), buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    std::string_view frame;
+    while (reader.Next(&frame) == FrameReader::Got::kFrame) {
+      ASSERT_TRUE(
+          calls.emplace_back().ParseFromArray(frame.data(), static_cast<int>(frame.size())));
+    }
+  }
+  ASSERT_TRUE(calls[1].has_kill());
+  pb::Answer answer;
+  answer.set_id(calls[1].id());
+  answer.mutable_kill();
+  std::string bytes;
+  ASSERT_TRUE(AppendFrame(answer, &bytes));
+  Send(accepted, bytes);
+  auto k = killed.get_future();
+  ASSERT_EQ(k.wait_for(10s), std::future_status::ready);
+  const absl::Status s = k.get();
+  EXPECT_TRUE(s.ok()) << s;
+  // And then ltd closes the connection.
+  EXPECT_TRUE(HungUp(accepted));
+}
+
 TEST_F(Wire, AnAnswerPastTheBoundEndsTheWatch) {
   Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
