@@ -120,6 +120,19 @@ class Wire : public ::testing::Test {
   }
   std::string socket_path() const { return dir_ + "/supervisor.sock"; }
 
+  // A socket listening at `path` that never accepts by itself: a
+  // supervisor that does not answer, or the test's own.
+  static Fd Listener(const std::string& path) {
+    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd.get(), 4) != 0) {
+      return Fd();
+    }
+    return fd;
+  }
   // A blocking client socket, connected to `path`.
   static Fd Dial(const std::string& path) {
     Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -260,12 +273,8 @@ TEST_F(Wire, ARefusedCallsFailureReachesLtdInItsOwnWords) {
 // its deadline; one that hangs up: every call in flight ends at once.
 TEST_F(Wire, ACallToASupervisorThatDoesNotAnswerEndsAtItsDeadline) {
   // Listens, accepts into the backlog, never reads.
-  Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path().c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
+  Fd listener = Listener(socket_path());
+  ASSERT_TRUE(listener.valid());
   std::promise<absl::Status> stacked, killed;
   const auto start = std::chrono::steady_clock::now();
   OnLoop([&] {
@@ -300,12 +309,8 @@ TEST_F(Wire, ACallToASupervisorThatDoesNotAnswerEndsAtItsDeadline) {
 // end closed the connection and the kill failed ("did not answer
 // (cancelled)") though the job was killed.
 TEST_F(Wire, ACallInFlightIsAnsweredAfterTheWatchIsCancelled) {
-  Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path().c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
+  Fd listener = Listener(socket_path());
+  ASSERT_TRUE(listener.valid());
   std::promise<absl::Status> killed;
   std::promise<std::string> ended;
   OnLoop([&] {
@@ -350,12 +355,8 @@ TEST_F(Wire, ACallInFlightIsAnsweredAfterTheWatchIsCancelled) {
 }
 
 TEST_F(Wire, AnAnswerPastTheBoundEndsTheWatch) {
-  Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path().c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
+  Fd listener = Listener(socket_path());
+  ASSERT_TRUE(listener.valid());
   std::promise<std::string> ended;
   int events = 0;
   OnLoop([&] {
