@@ -154,8 +154,10 @@ def _get_channel():
 
 
 def _reset_for_testing():
-    """Forgets LT_HEARTBEAT_FD so the next call reads it again."""
-    global _channel
+    """Forgets LT_HEARTBEAT_FD and the program's own beats, so the next call
+    reads it again."""
+    global _channel, _own_beats_sent
+    _own_beats_sent = False
     with _lock:
         if _channel not in (_UNSET, None):
             _channel.close()
@@ -169,17 +171,19 @@ def _send(line):
     return channel.write(line)
 
 
-# Set once a heartbeat or timeout line of the program's own went out: ltd
+# Set once the program sends a heartbeat or timeout line of its own: ltd
 # then watches this rank by those, and ltd's automatic heartbeat module, if
-# it runs here, stops sending its own (it reads this flag).
+# it runs here, stops sending its own (it reads this flag from its thread).
 _own_beats_sent = False
 
 
-def _own(sent):
+def _send_own(line):
+    """Sends one of the program's own beats. The flag is set before the line
+    goes out: set after, the module's thread could run between the two (a
+    busy machine) and send a whole interval's line after the program's beat."""
     global _own_beats_sent
-    if sent:
-        _own_beats_sent = True
-    return sent
+    _own_beats_sent = True
+    return _send(line)
 
 
 def enabled():
@@ -194,11 +198,11 @@ def heartbeat(step=None):
     tensor).
     """
     if step is None:
-        return _own(_send(b"hb\n"))
+        return _send_own(b"hb\n")
     step = operator.index(step)
     if step < 0:
         raise ValueError(f"heartbeat step must be >= 0, got {step}")
-    return _own(_send(b"hb %d\n" % step))
+    return _send_own(b"hb %d\n" % step)
 
 
 def _format_timeout(milliseconds):
@@ -251,7 +255,7 @@ def set_timeout(seconds):
     MAX_TIMEOUT_SECONDS (365 days, the longest ltd accepts) is sent as that.
     A negative, NaN or infinite one raises ValueError.
     """
-    return _own(_send(_format_timeout(_timeout_ms(seconds))))
+    return _send_own(_format_timeout(_timeout_ms(seconds)))
 
 
 def _format_error(text):

@@ -429,6 +429,25 @@ class HeartbeatHooksTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             HeartbeatHooks(timeout="60s")
 
+    def test_the_programs_own_beat_is_known_before_it_goes_out(self):
+        # ltd's automatic heartbeat module stops once it sees this flag; seen
+        # only after the line, its thread could send another interval's line
+        # after the program's beat (it did on a busy CI machine).
+        seen = []
+        real_send = ltworker._send
+        for beat in (lambda: ltworker.heartbeat(), lambda: ltworker.heartbeat(3),
+                     lambda: ltworker.set_timeout(5)):
+            ltworker._reset_for_testing()
+
+            def send(line):
+                seen.append((line, ltworker._own_beats_sent))
+                return real_send(line)
+
+            with mock.patch.object(ltworker, "_send", send):
+                self.assertTrue(beat())
+        self.assertEqual(seen, [(b"hb\n", True), (b"hb 3\n", True), (b"timeout 5s\n", True)])
+        self.assertEqual(self.channel.lines(), ["hb", "hb 3", "timeout 5s"])
+
     def test_validation_and_loop_hooks_beat_without_a_step(self):
         hooks = HeartbeatHooks(timeout=30)
         self.trainer.global_step = 9
