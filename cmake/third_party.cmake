@@ -77,5 +77,46 @@ if(LTD_SPDLOG_HEADER_ONLY)
     $<TARGET_PROPERTY:spdlog::spdlog_header_only,INTERFACE_INCLUDE_DIRECTORIES>)
   target_link_libraries(ltd_spdlog INTERFACE fmt::fmt-header-only Threads::Threads)
 else()
-  target_link_libraries(ltd_spdlog INTERFACE spdlog::spdlog)
+  # A target with LTD_SELF_CONTAINED set (ltd_self_contained below) links
+  # spdlog's and fmt's compiled parts from common/spdlog_fmt_built_in.cc
+  # instead of the shared libraries: written for fmt 9, it is built only
+  # with that fmt.
+  set(ltd_spdlog_built_in_ok OFF)
+  if(fmt_VERSION VERSION_GREATER_EQUAL 9 AND fmt_VERSION VERSION_LESS 10)
+    set(ltd_spdlog_built_in_ok ON)
+  endif()
+  if(ltd_spdlog_built_in_ok)
+    add_library(ltd_spdlog_built_in STATIC ${PROJECT_SOURCE_DIR}/common/spdlog_fmt_built_in.cc)
+    target_compile_definitions(ltd_spdlog_built_in PUBLIC
+      $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>
+      $<TARGET_PROPERTY:fmt::fmt,INTERFACE_COMPILE_DEFINITIONS>)
+    target_include_directories(ltd_spdlog_built_in SYSTEM PUBLIC
+      $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>
+      $<TARGET_PROPERTY:fmt::fmt,INTERFACE_INCLUDE_DIRECTORIES>)
+    target_link_libraries(ltd_spdlog_built_in PUBLIC Threads::Threads)
+    target_link_libraries(ltd_spdlog INTERFACE
+      $<IF:$<BOOL:$<TARGET_PROPERTY:LTD_SELF_CONTAINED>>,ltd_spdlog_built_in,spdlog::spdlog>)
+  else()
+    target_link_libraries(ltd_spdlog INTERFACE spdlog::spdlog)
+  endif()
 endif()
+
+# ltd_self_contained(target): a program started once a job (lt-shim) loads
+# no shared library but glibc's. Its start is most of what a small job
+# costs, and a fifth of it went to the dynamic loader binding libstdc++,
+# libspdlog and libfmt (bench/README.md). spdlog and fmt are compiled in
+# (header-only, or common/spdlog_fmt_built_in.cc), libstdc++ and libgcc
+# linked statically. Sanitized builds, and an fmt the file was not written
+# for, keep the shared libraries: two copies of libstdc++ in one process
+# (a static one and libspdlog's) would not be sound.
+function(ltd_self_contained target)
+  if(LTD_SANITIZE OR LTD_FUZZ OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    return()
+  endif()
+  if(NOT LTD_SPDLOG_HEADER_ONLY AND NOT ltd_spdlog_built_in_ok)
+    message(STATUS "${target}: fmt ${fmt_VERSION}: libspdlog and libstdc++ stay shared")
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES LTD_SELF_CONTAINED ON)
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+endfunction()
