@@ -64,7 +64,9 @@ struct LimitPlaces {
   ControllerPlace devices;  // which GPUs a job may open (gpu_devices.h)
 };
 // All three, for this process (its /proc/self/mountinfo and cgroup).
-LimitPlaces FindLimitPlaces(const std::string& v2_own_dir);
+// `device_program_proven`: as FindDevicePlace's `proven`.
+LimitPlaces FindLimitPlaces(const std::string& v2_own_dir,
+                            const std::string& device_program_proven = "");
 
 // Writes "+controller" to cgroup.subtree_control of `top` and of every
 // cgroup below it down to `bottom` (a descendant of `top`, or `top`), so

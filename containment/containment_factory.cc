@@ -35,7 +35,8 @@ std::string InstanceId() {
 
 std::string SupervisorInstance(const std::string& job_id) { return "job" + job_id; }
 
-ContainmentPlan PlanContainment(const JobStore& store, std::string instance) {
+ContainmentPlan PlanContainment(const JobStore& store, std::string instance,
+                                const std::string& device_program_proven) {
   ContainmentPlan plan;
   plan.state_tag = StateTag(store.state_dir());
   plan.instance = instance.empty() ? InstanceId() : std::move(instance);
@@ -47,7 +48,7 @@ ContainmentPlan PlanContainment(const JobStore& store, std::string instance) {
   } else {
     plan.cgroup_error = own.status();
   }
-  plan.limits = FindLimitPlaces(own_v2);
+  plan.limits = FindLimitPlaces(own_v2, device_program_proven);
   return plan;
 }
 

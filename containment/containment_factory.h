@@ -43,7 +43,10 @@ struct ContainmentPlan {
 };
 
 // `instance` names this process's jobs (default: a random one per ltd).
-ContainmentPlan PlanContainment(const JobStore& store, std::string instance = "");
+// `device_program_proven`: the cgroup2 cgroup where ltd attached a device
+// program (a supervisor it started is in it: FindDevicePlace).
+ContainmentPlan PlanContainment(const JobStore& store, std::string instance = "",
+                                const std::string& device_program_proven = "");
 
 // The instance of a job's supervisor: its cgroup run-job<ID>, its ranks'
 // marker LT_DAEMON_TAG=<tag>.job<ID>.

@@ -123,8 +123,14 @@ absl::Status DenyOtherGpusV1(const std::string& dir, const std::vector<uint32_t>
 }
 
 ControllerPlace FindDevicePlace(const std::string& v2_own_dir, std::string_view mountinfo,
-                                std::string_view proc_cgroup) {
+                                std::string_view proc_cgroup, const std::string& proven) {
   std::string v2_why = "ltd is in no cgroup2 hierarchy";
+  if (!v2_own_dir.empty() && v2_own_dir == proven) {
+    ControllerPlace place;
+    place.layout = CgroupLayout::kV2;
+    place.own_dir = v2_own_dir;
+    return place;
+  }
   if (!v2_own_dir.empty()) {
     // A program that allows everything, on a cgroup of its own, removed
     // at once: proves both the load and an attachment below ltd's cgroup

@@ -43,9 +43,12 @@ absl::Status DenyOtherGpusV1(const std::string& dir, const std::vector<uint32_t>
 // Where device rules can be set for this process's jobs: kV2 when
 // `v2_own_dir` (ltd's cgroup2 cgroup; empty without one) is set and a
 // device program can be loaded and attached below it, else kV1 in the
-// devices hierarchy of `mountinfo`, else kNone with why.
+// devices hierarchy of `mountinfo`, else kNone with why. `proven`: the
+// cgroup2 cgroup where whoever started this process (ltd, for its
+// supervisors) attached the probe's program; when it is `v2_own_dir`, kV2
+// without probing again (a cgroup and a program loaded, every job's start).
 ControllerPlace FindDevicePlace(const std::string& v2_own_dir, std::string_view mountinfo,
-                                std::string_view proc_cgroup);
+                                std::string_view proc_cgroup, const std::string& proven = "");
 
 // "Device Minor: 3" of /proc/driver/nvidia/gpus/<bus id>/information.
 absl::StatusOr<uint32_t> ParseNvidiaMinor(std::string_view information);

@@ -209,6 +209,9 @@ absl::Status Daemon::TakeOverEarlier() {
   grpc_init();  // see Serve: ltd keeps a reference of its own
   loop_.emplace();
   plan_.emplace(PlanContainment(*store_));
+  if (plan_->limits.devices.layout == CgroupLayout::kV2) {
+    shim_config_.device_program_proven = plan_->limits.devices.own_dir;
+  }
   // Supervisors an earlier ltd left: those that answer for their job keep
   // it; the rest of what earlier processes left is swept.
   std::vector<std::string> running, pending;

@@ -78,6 +78,10 @@ absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::strin
                                    std::to_string(config.auto_heartbeat_timeout.count()),
                                    "--ltd-fd"};
   if (assign != nullptr) args.push_back("--spare");
+  if (!config.device_program_proven.empty()) {
+    args.push_back("--device-program-proven");
+    args.push_back(config.device_program_proven);
+  }
   std::vector<char*> argv = CStrings(args);
   char* envp[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
 

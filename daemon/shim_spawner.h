@@ -19,6 +19,9 @@ struct ShimConfig {
   std::string shim_etcd_binary;  // lt-shim-etcd: a multi-node run's
   std::string exec_binary;       // lt-exec
   std::string containment;       // the mode every supervisor uses
+  // ltd's cgroup2 cgroup, where it attached a device program at its start
+  // (empty: it did not): its supervisors, there too, need not probe again.
+  std::string device_program_proven;
   std::string log_level = "info";
   std::chrono::milliseconds restore_window{10 * 60 * 1000};
   std::chrono::milliseconds stack_budget{5000};

@@ -54,6 +54,7 @@ struct Options {
   std::string auto_heartbeat_dir;
   int64_t auto_heartbeat_timeout_ms = 300000;
   int ltd_fd = -1;  // a connected socket to ltd, when it started us
+  std::string device_program_proven;  // ltd's cgroup with a device program
 };
 
 // The fd of the connection to ltd: the only one a supervisor inherits,
@@ -119,7 +120,9 @@ int Run(const Options& opt) {
     spdlog::critical("state dir {}: {}", opt.state_dir, std::strerror(errno));
     return 1;
   }
-  auto store = JobStore::Open(resolved);
+  // Started by ltd: its state dir, which it opened.
+  absl::StatusOr<JobStore> store =
+      opt.ltd_fd >= 0 ? JobStore::Opened(resolved) : JobStore::Open(resolved);
   if (!store.ok()) {
     spdlog::critical("state dir {}: {}", resolved, std::string(store.status().message()));
     return 1;
@@ -152,7 +155,8 @@ int Run(const Options& opt) {
 
   Loop loop;
   UvClock clock(loop.get());
-  const ContainmentPlan plan = PlanContainment(*store, SupervisorInstance(opt.job));
+  const ContainmentPlan plan =
+      PlanContainment(*store, SupervisorInstance(opt.job), opt.device_program_proven);
   // ltd proved the mode it names before it started us.
   auto containment =
       SetUpContainment(loop.get(), opt.containment, plan, /*proven=*/opt.ltd_fd >= 0);
@@ -278,6 +282,8 @@ int main(int argc, char** argv) {
   app.add_option("--job-max-log-bytes", opt.job_max_log_bytes);
   app.add_option("--restart-backoff-ms", opt.restart_backoff_ms)->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", opt.log_level);
+  app.add_option("--device-program-proven", opt.device_program_proven,
+                 "the cgroup2 cgroup where ltd attached a device program");
   app.add_option("--auto-heartbeat-dir", opt.auto_heartbeat_dir);
   app.add_option("--auto-heartbeat-timeout-ms", opt.auto_heartbeat_timeout_ms)
       ->check(CLI::PositiveNumber);

@@ -134,6 +134,21 @@ TEST_F(Layouts, V2DeviceProgramAllowsOnlyTheGivenMinor) {
   EXPECT_EQ(rmdir(rank.c_str()), 0);
 }
 
+// A supervisor ltd started is in the cgroup where ltd attached a program:
+// told so, it makes no cgroup and loads no program to find out again. A
+// cgroup that does not exist shows it: a probe there fails.
+TEST(DevicePlace, ProvenWhereThisProcessIsIsTakenWithoutAProbe) {
+  const std::string nowhere = "/sys/fs/cgroup/ltd-no-such-cgroup-" + std::to_string(getpid());
+  const ControllerPlace proven = FindDevicePlace(nowhere, "", "", nowhere);
+  EXPECT_EQ(proven.layout, CgroupLayout::kV2);
+  EXPECT_EQ(proven.own_dir, nowhere);
+  // Proven elsewhere is no proof here: probed, and the probe fails.
+  const ControllerPlace elsewhere = FindDevicePlace(nowhere, "", "", nowhere + "-other");
+  EXPECT_EQ(elsewhere.layout, CgroupLayout::kNone);
+  EXPECT_FALSE(elsewhere.why.ok());
+  EXPECT_EQ(FindDevicePlace(nowhere, "", "").layout, CgroupLayout::kNone);
+}
+
 TEST_F(Layouts, V1DevicesDenyAllowsOnlyTheGivenMinor) {
   const std::string mountinfo = ReadWholeFile("/proc/self/mountinfo").value_or("");
   const std::string proc_cgroup = ReadWholeFile("/proc/self/cgroup").value_or("");

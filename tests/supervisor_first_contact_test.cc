@@ -18,11 +18,13 @@
 #include <optional>
 #include <thread>
 
+#include "file_io.h"
 #include "harness.h"
 #include "job_store.h"
 #include "pidfd.h"
 #include "shim_probe.h"
 #include "shim_spawner.h"
+#include "str_util.h"
 
 namespace ltd::test {
 namespace {
@@ -98,6 +100,27 @@ TEST_F(SupervisorFirstContact, ASupervisorWhoseLtdGoesBeforeWatchingItGoesToo) {
   s.channel.reset();  // ltd is gone
   EXPECT_EQ(ExitCode(s, 10s), std::optional<int>(0)) << "it waits for a watch that never comes";
   ExpectJobUntouched();
+}
+
+// What ltd found at its start, a supervisor it started takes as found: the
+// state dir (made and proved writable: nothing made in it again) and the
+// cgroup where a device program attaches (passed down, not probed again).
+TEST_F(SupervisorFirstContact, ASupervisorTakesWhatItsLtdFoundAtItsStart) {
+  std::filesystem::remove(store_->state_dir() + "/removed");
+  config_.device_program_proven = "/sys/fs/cgroup/ltd-test-proven";
+  auto shim = SpawnShim(config_, store_->state_dir(), kJobId, nullptr);
+  ASSERT_TRUE(shim.ok()) << shim.status();
+  SpawnedShim& s = shims_.emplace_back(std::move(*shim));
+  ASSERT_TRUE(WaitFor(
+      [&] { return std::filesystem::exists(store_->JobDir(kJobId) + "/supervisor.sock"); }, 20s));
+  auto cmdline = ReadWholeFile(Cat("/proc/", s.pid, "/cmdline"));
+  ASSERT_TRUE(cmdline.ok()) << cmdline.status();
+  EXPECT_NE(cmdline->find(std::string("--device-program-proven") + '\0' +
+                          "/sys/fs/cgroup/ltd-test-proven" + '\0'),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(store_->state_dir() + "/removed"));
+  s.channel.reset();
+  EXPECT_EQ(ExitCode(s, 10s), std::optional<int>(0));
 }
 
 // A spare: ltd wrote it the job's id, and went before it watched it.
