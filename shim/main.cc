@@ -53,7 +53,7 @@ struct Options {
   std::string log_level = "info";
   std::string auto_heartbeat_dir;
   int64_t auto_heartbeat_timeout_ms = 300000;
-  int ltd_fd = -1;  // a connected socket to ltd, when it started us
+  int ltd_fd = -1;                    // a connected socket to ltd, when it started us
   std::string device_program_proven;  // ltd's cgroup with a device program
 };
 
