@@ -155,6 +155,12 @@ void FramedShimChannel::Call(pb::Call call, std::chrono::milliseconds timeout, A
   call.set_id(id);
   std::string bytes;
   if (!AppendFrame(call, &bytes) || !pipe_->Write(std::move(bytes))) {
+    // Gone: what it sent before it closed still answers earlier calls.
+    if (pipe_->peer_gone() && !pipe_->closed()) {
+      return Later([answered = std::move(answered)] {
+        answered(absl::UnavailableError("its connection closed"));
+      });
+    }
     Broken("its connection failed");
     return Later([answered = std::move(answered)] {
       answered(absl::UnavailableError("its connection failed"));
@@ -194,6 +200,9 @@ void FramedShimChannel::Watch(Sink sink, End end) {
   w->set_typed_records(true);
   std::string bytes;
   if (!AppendFrame(call, &bytes) || !pipe_->Write(std::move(bytes))) {
+    if (pipe_->peer_gone() && !pipe_->closed()) {
+      return Later([end = std::move(end)] { end("its connection closed"); });
+    }
     Broken("its connection failed");
     return Later([end = std::move(end)] { end("its connection failed"); });
   }

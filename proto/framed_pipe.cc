@@ -98,7 +98,7 @@ void FramedPipe::Fail(std::string why) {
 }
 
 bool FramedPipe::Write(std::string bytes) {
-  if (closed()) return false;
+  if (closed() || peer_gone_) return false;
   auto* w = new WriteRequest;
   w->bytes = std::move(bytes);
   w->pipe = weak_from_this();
@@ -112,7 +112,7 @@ bool FramedPipe::Write(std::string bytes) {
                  auto self = done->pipe.lock();
                  if (!self || self->closed()) return;
                  self->queued_ -= std::min(self->queued_, done->bytes.size());
-                 if (status != 0) return self->Fail(uv_strerror(status));
+                 if (status != 0) return self->WriteFailed(status);
                  if (self->queued_ == 0 && self->callbacks_.drained) {
                    self->callbacks_.drained();
                  }
@@ -126,6 +126,20 @@ bool FramedPipe::Write(std::string bytes) {
   }
   queued_ += size;
   return true;
+}
+
+void FramedPipe::WriteFailed(int status) {
+  // The peer closed: nothing more goes out, but its last frames (a
+  // supervisor's answers and final record, sent before it hung up) may
+  // still be unread here; they are read, then the end of the stream ends
+  // the pipe. Failing now lost them (a kill answered, then reported as
+  // not answered).
+  if (status == UV_EPIPE || status == UV_ECONNRESET) {
+    peer_gone_ = true;
+    queued_ = 0;
+    return;
+  }
+  Fail(uv_strerror(status));
 }
 
 void FramedPipe::Close() {

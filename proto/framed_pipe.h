@@ -27,9 +27,11 @@ class FramedPipe : public std::enable_shared_from_this<FramedPipe> {
   struct Callbacks {
     // Each whole frame, in order. `frame` is valid during the call only.
     std::function<void(std::string_view frame)> frame;
-    // The connection ended (the peer closed it, a read or write failed, or
-    // a frame was over the bound): `why` in a few words. Not called after
-    // Close.
+    // The connection ended (the peer closed it and all it sent was read, a
+    // read or write failed, or a frame was over the bound): `why` in a few
+    // words. Not called after Close. A write that finds the peer gone
+    // (EPIPE) ends the writing only: what the peer sent before it closed
+    // is still read, to its end, and `closed` comes then (kPeerClosed).
     std::function<void(std::string why)> closed;
     // The write queue is empty again (optional).
     std::function<void()> drained;
@@ -45,9 +47,12 @@ class FramedPipe : public std::enable_shared_from_this<FramedPipe> {
   FramedPipe(const FramedPipe&) = delete;
   FramedPipe& operator=(const FramedPipe&) = delete;
 
-  // Queues `bytes` (whole frames); false once closed, or if this write
-  // closed it (no callback says so).
+  // Queues `bytes` (whole frames); false once closed, once a write found
+  // the peer gone (peer_gone), or if this write closed it (no callback says
+  // so).
   bool Write(std::string bytes);
+  // A write found the peer closed; reading goes on to its end.
+  bool peer_gone() const { return peer_gone_; }
   // Bytes written and not yet taken by the kernel.
   size_t queued() const { return queued_; }
   bool closed() const { return pipe_ == nullptr; }
@@ -61,12 +66,14 @@ class FramedPipe : public std::enable_shared_from_this<FramedPipe> {
   absl::Status Start();
   void OnRead(ssize_t n);
   void Fail(std::string why);
+  void WriteFailed(int status);
   struct WriteRequest;
 
   FrameReader reader_;
   Callbacks callbacks_;
   UvPtr<uv_pipe_t> pipe_;
   size_t queued_ = 0;
+  bool peer_gone_ = false;
 };
 
 }  // namespace ltd

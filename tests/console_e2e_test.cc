@@ -271,7 +271,8 @@ TEST_F(Console, AStalledAttachStopsTheJobsLinesUntilItReadsAgain) {
                log.find("job=" + id + " output lines on", at) != std::string::npos;
       },
       30s);
-  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  const CmdResult killed = d_.Ctl({"kill", id});
+  EXPECT_EQ(killed.exit_code, 0) << killed.out << killed.err;
   int status = 0;
   EXPECT_EQ(waitpid(pid, &status, 0), pid);
   reader.join();

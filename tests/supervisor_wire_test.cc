@@ -5,6 +5,7 @@
 // thread of the test.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -352,6 +353,78 @@ TEST_F(Wire, ACallInFlightIsAnsweredAfterTheWatchIsCancelled) {
   EXPECT_TRUE(s.ok()) << s;
   // And then ltd closes the connection.
   EXPECT_TRUE(HungUp(accepted));
+}
+
+// A supervisor answers a kill, sends its final record and hangs up; ltd,
+// not having read them yet, sends another call and finds the connection
+// gone (EPIPE). The answers already sent still reach their callers. Before,
+// the failed write closed the connection at once: the kill, done, was
+// reported as not answered ("its connection failed"), and the watch ended
+// without its final record (Console.AStalledAttach... in the full suite).
+TEST_F(Wire, WhatASupervisorSentBeforeItHungUpIsReadAfterAWriteFindsItGone) {
+  signal(SIGPIPE, SIG_IGN);  // as ltd: the write fails with EPIPE instead
+  Fd listener = Listener(socket_path());
+  ASSERT_TRUE(listener.valid());
+  std::promise<absl::Status> killed, output;
+  std::promise<std::string> ended;
+  int events = 0;
+  OnLoop([&] {
+    channel_ = FramedShimChannel::Connect(loop_, socket_path());
+    channel_->Watch([&](const pb::Event&) { ++events; },
+                    [&](std::string why) { ended.set_value(why); });
+    channel_->Kill(pb::KillRequest(),
+                   [&](absl::StatusOr<pb::KillReply> got) { killed.set_value(got.status()); });
+  });
+  Fd accepted(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(accepted.valid());
+  FrameReader reader(kMaxCallFrame);
+  std::vector<pb::Call> calls;
+  while (calls.size() < 2) {
+    char buf[4096];
+    const ssize_t n = read(accepted.get(), buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    std::string_view frame;
+    while (reader.Next(&frame) == FrameReader::Got::kFrame) {
+      ASSERT_TRUE(
+          calls.emplace_back().ParseFromArray(frame.data(), static_cast<int>(frame.size())));
+    }
+  }
+  ASSERT_TRUE(calls[0].has_watch());
+  ASSERT_TRUE(calls[1].has_kill());
+  // The loop is held in one turn while the supervisor answers and hangs
+  // up, and ltd's next call then goes out: the write fails before the
+  // loop looks at what came.
+  OnLoop([&] {
+    std::string bytes;
+    pb::Answer kill;
+    kill.set_id(calls[1].id());
+    kill.mutable_kill();
+    pb::Answer record;
+    record.set_id(calls[0].id());
+    record.mutable_event()->mutable_record();
+    pb::Answer end;
+    end.set_id(calls[0].id());
+    end.mutable_watch_end();
+    for (const pb::Answer* a : {&kill, &record, &end}) ASSERT_TRUE(AppendFrame(*a, &bytes));
+    Send(accepted, bytes);
+    accepted.reset();
+    channel_->SetOutput(
+        true, [&](absl::StatusOr<pb::SetOutputReply> got) { output.set_value(got.status()); });
+  });
+  auto k = killed.get_future();
+  ASSERT_EQ(k.wait_for(10s), std::future_status::ready);
+  const absl::Status ks = k.get();
+  EXPECT_TRUE(ks.ok()) << ks;
+  auto e = ended.get_future();
+  ASSERT_EQ(e.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(e.get(), "") << "the watch ended before its final record";
+  OnLoop([&] { EXPECT_EQ(events, 1); });
+  auto o = output.get_future();
+  ASSERT_EQ(o.wait_for(10s), std::future_status::ready);
+  const absl::Status os = o.get();
+  EXPECT_TRUE(absl::IsUnavailable(os)) << os;
+  EXPECT_EQ(os.message(), "its connection closed");
 }
 
 TEST_F(Wire, AnAnswerPastTheBoundEndsTheWatch) {
