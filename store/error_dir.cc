@@ -150,13 +150,16 @@ absl::StatusOr<uint64_t> CopyData(int in, int out, uint64_t size, uint64_t budge
 // Copies the regular files at the top of `from` (the tmpfs) into `to`,
 // root's and 0600, no more than `budget` bytes in all (the tmpfs's size):
 // no link is followed, no FIFO or device opened for reading past its open,
-// no hole written out. What was cut goes into `use`.
+// no hole written out. What was cut goes into `use`. With no file to copy
+// (most jobs write none), `to` is not made: the dir under the mount,
+// root's, 0700 and empty since MakeErrorDir, stays the job's errors/.
 absl::Status CopyFiles(int from, const std::string& to, uint64_t budget, ErrorDirUse& use) {
+  auto files = RegularFiles(from, to);
+  if (!files.ok()) return files.status();
+  if (files->empty()) return absl::OkStatus();
   if (mkdir(to.c_str(), 0700) != 0 && errno != EEXIST) return PosixError("mkdir", to, errno);
   Fd into = OpenDir(to);
   if (!into.valid()) return PosixError("open", to, errno);
-  auto files = RegularFiles(from, to);
-  if (!files.ok()) return files.status();
   std::string buf(64 * 1024, '\0');
   for (const Entry& f : *files) {
     const std::string name = Cat(to, "/", f.name);

@@ -211,6 +211,30 @@ TEST_F(ErrorDirTest, RemovingAJobUnmountsWhatWasLeft) {
   EXPECT_TRUE(std::filesystem::is_empty(state_ + "/removed"));
 }
 
+// Most jobs write no error file: the dir under the mount stays their
+// errors/ (root's, 0700, empty), with no copy made beside it and moved in.
+TEST_F(ErrorDirTest, AJobWithoutErrorFilesKeepsTheDirUnderTheMount) {
+  const std::string errors = job_dir_ + "/errors";
+  struct stat made {};
+  ASSERT_EQ(stat(errors.c_str(), &made), 0);
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ASSERT_TRUE(ErrorDirMounted(job_dir_));
+  // A directory is no error file: left out, as in a job that wrote some.
+  ASSERT_EQ(AsNobody([&] { return mkdir((errors + "/sub").c_str(), 0700) == 0 ? 0 : 1; }), 0);
+  Job job;
+  job.id = "1";
+  EXPECT_TRUE(CloseJobErrorDir(*store_, job));
+  EXPECT_EQ(job.errors.files, 1u);
+  EXPECT_FALSE(ErrorDirMounted(job_dir_));
+  struct stat now {};
+  ASSERT_EQ(stat(errors.c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, made.st_ino) << "errors/ was replaced";
+  EXPECT_EQ(now.st_uid, 0u);
+  EXPECT_EQ(now.st_mode & 07777, 0700u);
+  EXPECT_TRUE(std::filesystem::is_empty(errors));
+  EXPECT_FALSE(std::filesystem::exists(job_dir_ + "/errors.kept"));
+}
+
 // A job that never started (PENDING, cancelled) has a plain errors/, root's.
 TEST_F(ErrorDirTest, ANeverOpenedDirClosesAsRootsPlainDir) {
   Job job;
