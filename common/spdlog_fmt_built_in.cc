@@ -20,8 +20,6 @@ template FMT_API auto decimal_point_impl(locale_ref) -> char;
 }  // namespace detail
 FMT_END_NAMESPACE
 
-#include <mutex>
-
 #include <spdlog/common-inl.h>
 #include <spdlog/details/backtracer-inl.h>
 #include <spdlog/details/log_msg-inl.h>
@@ -35,6 +33,8 @@ FMT_END_NAMESPACE
 #include <spdlog/sinks/base_sink-inl.h>
 #include <spdlog/sinks/sink-inl.h>
 #include <spdlog/spdlog-inl.h>
+
+#include <mutex>
 
 template class spdlog::sinks::base_sink<std::mutex>;
 template class spdlog::sinks::ansicolor_sink<spdlog::details::console_mutex>;

@@ -168,6 +168,26 @@ class Wire : public ::testing::Test {
     }
     return std::nullopt;
   }
+  // The next `n` calls ltd sent on `fd` (blocking); fewer if it hung up or
+  // sent something that is no call.
+  static std::vector<pb::Call> ReadCalls(const Fd& fd, size_t n) {
+    FrameReader reader(kMaxCallFrame);
+    std::vector<pb::Call> calls;
+    while (calls.size() < n) {
+      char buf[4096];
+      const ssize_t got = read(fd.get(), buf, sizeof buf);
+      if (got <= 0) break;
+      reader.Feed(std::string_view(buf, static_cast<size_t>(got)));
+      std::string_view frame;
+      while (reader.Next(&frame) == FrameReader::Got::kFrame) {
+        if (!calls.emplace_back().ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+          calls.pop_back();
+          return calls;
+        }
+      }
+    }
+    return calls;
+  }
   // Whether the peer of `fd` closed it within 10 s.
   static bool HungUp(const Fd& fd) {
     return WaitFor(
@@ -327,19 +347,8 @@ TEST_F(Wire, ACallInFlightIsAnsweredAfterTheWatchIsCancelled) {
   Fd accepted(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(accepted.valid());
   // The watch, then the kill; the kill is answered.
-  FrameReader reader(kMaxCallFrame);
-  std::vector<pb::Call> calls;
-  while (calls.size() < 2) {
-    char buf[4096];
-    const ssize_t n = read(accepted.get(), buf, sizeof buf);
-    ASSERT_GT(n, 0);
-    reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    std::string_view frame;
-    while (reader.Next(&frame) == FrameReader::Got::kFrame) {
-      ASSERT_TRUE(
-          calls.emplace_back().ParseFromArray(frame.data(), static_cast<int>(frame.size())));
-    }
-  }
+  const std::vector<pb::Call> calls = ReadCalls(accepted, 2);
+  ASSERT_EQ(calls.size(), 2u);
   ASSERT_TRUE(calls[1].has_kill());
   pb::Answer answer;
   answer.set_id(calls[1].id());
@@ -377,19 +386,8 @@ TEST_F(Wire, WhatASupervisorSentBeforeItHungUpIsReadAfterAWriteFindsItGone) {
   });
   Fd accepted(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(accepted.valid());
-  FrameReader reader(kMaxCallFrame);
-  std::vector<pb::Call> calls;
-  while (calls.size() < 2) {
-    char buf[4096];
-    const ssize_t n = read(accepted.get(), buf, sizeof buf);
-    ASSERT_GT(n, 0);
-    reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    std::string_view frame;
-    while (reader.Next(&frame) == FrameReader::Got::kFrame) {
-      ASSERT_TRUE(
-          calls.emplace_back().ParseFromArray(frame.data(), static_cast<int>(frame.size())));
-    }
-  }
+  const std::vector<pb::Call> calls = ReadCalls(accepted, 2);
+  ASSERT_EQ(calls.size(), 2u);
   ASSERT_TRUE(calls[0].has_watch());
   ASSERT_TRUE(calls[1].has_kill());
   // The loop is held in one turn while the supervisor answers and hangs
