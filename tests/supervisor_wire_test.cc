@@ -120,6 +120,13 @@ class Wire : public ::testing::Test {
     });
   }
   std::string socket_path() const { return dir_ + "/supervisor.sock"; }
+  // On the loop: ltd's channel to socket_path(), watching; its events
+  // counted in `events`, the watch's end said in `ended`.
+  void ConnectAndWatch(int& events, std::promise<std::string>& ended) {
+    channel_ = FramedShimChannel::Connect(loop_, socket_path());
+    channel_->Watch([&events](const pb::Event&) { ++events; },
+                    [&ended](std::string why) { ended.set_value(why); });
+  }
 
   // A socket listening at `path` that never accepts by itself: a
   // supervisor that does not answer, or the test's own.
@@ -378,9 +385,7 @@ TEST_F(Wire, WhatASupervisorSentBeforeItHungUpIsReadAfterAWriteFindsItGone) {
   std::promise<std::string> ended;
   int events = 0;
   OnLoop([&] {
-    channel_ = FramedShimChannel::Connect(loop_, socket_path());
-    channel_->Watch([&](const pb::Event&) { ++events; },
-                    [&](std::string why) { ended.set_value(why); });
+    ConnectAndWatch(events, ended);
     channel_->Kill(pb::KillRequest(),
                    [&](absl::StatusOr<pb::KillReply> got) { killed.set_value(got.status()); });
   });
@@ -430,11 +435,7 @@ TEST_F(Wire, AnAnswerPastTheBoundEndsTheWatch) {
   ASSERT_TRUE(listener.valid());
   std::promise<std::string> ended;
   int events = 0;
-  OnLoop([&] {
-    channel_ = FramedShimChannel::Connect(loop_, socket_path());
-    channel_->Watch([&](const pb::Event&) { ++events; },
-                    [&](std::string why) { ended.set_value(why); });
-  });
+  OnLoop([&] { ConnectAndWatch(events, ended); });
   Fd accepted(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(accepted.valid());
   Send(accepted, LengthOnly(kMaxAnswerFrame + 1));
