@@ -108,6 +108,14 @@ void FramedShimChannel::Broken(const std::string& why) {
   }
 }
 
+std::string FramedShimChannel::Unsent() {
+  // Gone: what it sent before it closed still answers earlier calls, and
+  // the end of its stream then ends the channel.
+  if (pipe_->peer_gone() && !pipe_->closed()) return "its connection closed";
+  Broken("its connection failed");
+  return "its connection failed";
+}
+
 void FramedShimChannel::OnFrame(std::string_view frame) {
   pb::Answer answer;
   if (!answer.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
@@ -155,15 +163,8 @@ void FramedShimChannel::Call(pb::Call call, std::chrono::milliseconds timeout, A
   call.set_id(id);
   std::string bytes;
   if (!AppendFrame(call, &bytes) || !pipe_->Write(std::move(bytes))) {
-    // Gone: what it sent before it closed still answers earlier calls.
-    if (pipe_->peer_gone() && !pipe_->closed()) {
-      return Later([answered = std::move(answered)] {
-        answered(absl::UnavailableError("its connection closed"));
-      });
-    }
-    Broken("its connection failed");
-    return Later([answered = std::move(answered)] {
-      answered(absl::UnavailableError("its connection failed"));
+    return Later([answered = std::move(answered), why = Unsent()] {
+      answered(absl::UnavailableError(why));
     });
   }
   Pending& p = pending_[id];
@@ -200,11 +201,7 @@ void FramedShimChannel::Watch(Sink sink, End end) {
   w->set_typed_records(true);
   std::string bytes;
   if (!AppendFrame(call, &bytes) || !pipe_->Write(std::move(bytes))) {
-    if (pipe_->peer_gone() && !pipe_->closed()) {
-      return Later([end = std::move(end)] { end("its connection closed"); });
-    }
-    Broken("its connection failed");
-    return Later([end = std::move(end)] { end("its connection failed"); });
+    return Later([end = std::move(end), why = Unsent()] { end(why); });
   }
   watch_id_ = id;
   sink_ = std::make_shared<Sink>(std::move(sink));

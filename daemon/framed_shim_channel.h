@@ -53,6 +53,9 @@ class FramedShimChannel final : public ShimChannel {
   void OnFrame(std::string_view frame);
   // The connection is over: every call and the watch end with `why`.
   void Broken(const std::string& why);
+  // Why a frame could not be sent; the channel is broken unless the
+  // supervisor hung up and what it sent before is still being read.
+  std::string Unsent();
   void Later(std::function<void()> fn) { loop_.Post(std::move(fn)); }
 
   struct Pending {
