@@ -2,8 +2,8 @@
 // no pre-exec hook, so ltd spawns this instead, which puts the process in
 // place and then execs the program in the same pid:
 //
-//   lt-exec [--cgroup DIR]... [--user UID:GID [--groups GID,...]...] [--rlimit R:SOFT:HARD]...
-//           [--parent PID]
+//   lt-exec [--cgroup DIR]... [--user UID:GID (--groups GID,...)... | --groups-fd 6]
+//           [--rlimit R:SOFT:HARD]... [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
 // reaches code with more privilege than the user: the dynamic loader reads
@@ -15,8 +15,10 @@
 // In order: join the rank's cgroups as root (its own, and the job's in
 // each cgroup v1 hierarchy that holds a limit of it) (a user may not move itself out
 // of ltd's cgroup); become the submitting user with that user's groups
-// (as the caller looked them up: NSS here would cost more than the rest of
-// lt-exec together; without --groups, lt-exec looks them up itself);
+// as the caller looked them up (`--groups`, or, when its lookup had not
+// answered yet, `G,G,...` on fd 6 once it has: `--groups-fd 6`). lt-exec
+// runs no NSS: it is linked statically (a start costs a third less), and
+// glibc's NSS would load a second, shared glibc into it;
 // die with ltd (PR_SET_PDEATHSIG, after the uid change, which clears it);
 // then, as the user, enter the working directory and find the program in
 // the user's PATH, so that the kernel checks the user's own permissions and
@@ -31,7 +33,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -54,7 +55,8 @@ namespace {
 
 constexpr int kHeartbeatFd = 3;
 constexpr int kSpecFd = 4;
-constexpr int kStackFd = 5;  // exec_spec.h; kept for the program
+constexpr int kStackFd = 5;   // exec_spec.h; kept for the program
+constexpr int kGroupsFd = 6;  // exec_shim_args.h
 // argv and environ together cannot exceed what execve takes; this bounds
 // what lt-exec reads whatever fd 4 holds.
 constexpr size_t kMaxSpec = 64u << 20;
@@ -137,18 +139,42 @@ void ParseGroups(const char* list, std::vector<gid_t>& groups) {
   }
 }
 
-// `groups` is what the caller looked up (LoginGroups in exec_shim_args.h);
-// empty from a supervisor of an older release, which left the lookup here.
+// `--groups-fd 6`: the caller's lookup writes `G,G,...` there once NSS
+// has answered, then closes it; nothing when its lookup failed.
+void ReadGroups(uid_t uid, std::vector<gid_t>& groups) {
+  // The kernel's limit of gids, each at most ten digits and a comma.
+  constexpr size_t kMaxText = NGROUPS_MAX * 11;
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = read(kGroupsFd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > kMaxText) Fail(126, "more groups than the kernel takes");
+      continue;
+    }
+    if (n == 0) break;
+    if (errno != EINTR) Fail(126, std::string("cannot read the groups: ") + std::strerror(errno));
+  }
+  close(kGroupsFd);
+  if (text.empty()) {
+    Fail(126, "the supervisor could not look up the groups of uid " + std::to_string(uid) +
+                  "; see its log");
+  }
+  ParseGroups(text.c_str(), groups);
+}
+
+// `groups` is what the caller looked up (LoginGroups in exec_shim_args.h).
 void BecomeUser(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
   // The user's supplementary groups too: GPU device files are often
-  // group-owned (video, render), and so may the program be.
-  int rc = 0;
-  if (!groups.empty()) {
-    rc = setgroups(groups.size(), groups.data());
-  } else {
-    const passwd* pw = getpwuid(uid);
-    rc = pw != nullptr ? initgroups(pw->pw_name, gid) : setgroups(1, &gid);
+  // group-owned (video, render), and so may the program be. A supervisor
+  // of the release before --groups passes none, and left the lookup here.
+  if (groups.empty()) {
+    Fail(126,
+         "--user needs --groups or --groups-fd (a supervisor older than this lt-exec "
+         "passes neither; restart the job)");
   }
+  const int rc = setgroups(groups.size(), groups.data());
   if (rc != 0)
     Fail(126, std::string("cannot set the groups of uid ") + std::to_string(uid) + ": " +
                   std::strerror(errno));
@@ -271,6 +297,7 @@ int main(int argc, char** argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
+  bool groups_later = false;
   std::vector<std::pair<int, rlimit>> limits;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
@@ -283,6 +310,9 @@ int main(int argc, char** argv) {
       gid = static_cast<gid_t>(g);
     } else if (std::strcmp(argv[i], "--groups") == 0 && i + 1 < argc) {
       ParseGroups(argv[++i], groups);
+    } else if (std::strcmp(argv[i], "--groups-fd") == 0 && i + 1 < argc) {
+      if (std::strcmp(argv[++i], "6") != 0) Fail(126, "--groups-fd takes 6");
+      groups_later = true;
     } else if (std::strcmp(argv[i], "--rlimit") == 0 && i + 1 < argc) {
       // RESOURCE:SOFT:HARD, the submitter's as ltd passes them on.
       int resource = -1;
@@ -298,6 +328,7 @@ int main(int argc, char** argv) {
     }
   }
   const Spec spec = ReadSpec();
+  if (groups_later) ReadGroups(uid, groups);
 
   for (const char* cgroup : cgroups) JoinCgroup(cgroup);
   if (change_user) BecomeUser(uid, gid, groups);

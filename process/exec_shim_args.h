@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "fd.h"
+
 namespace ltd {
 
 // The groups `uid` gets at login with primary group `gid` (getgrouplist,
@@ -20,12 +23,17 @@ namespace ltd {
 // some 5.5 ms per rank on the project's VM).
 std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid);
 
+// The fd lt-exec reads a rank's groups from when they come later
+// (`--groups-fd`): above the spec (4) and the stack pipe (5).
+constexpr int kGroupsFd = 6;
+
 // A user's LoginGroups, looked up on a thread of its own: NSS may wait on
 // a network (an LDAP or sssd server away) for as long as its timeout, and
-// the loop that starts ranks must not. Until the answer is in, Get has
-// none, and the caller leaves the lookup to lt-exec, as the supervisors of
-// the release before --groups did: each rank's lt-exec then waits on NSS
-// itself, the loop never does.
+// the loop that starts ranks must not. A rank that starts before the
+// answer is in gets a socket instead, on which the lookup's thread writes
+// the groups once NSS answers: lt-exec waits there, the loop never does,
+// and lt-exec itself runs no NSS (it is linked statically, and glibc's NSS
+// would load a second, shared glibc into it).
 class GroupsLookup {
  public:
   using Lookup = std::function<std::vector<gid_t>(uid_t, gid_t)>;
@@ -38,12 +46,25 @@ class GroupsLookup {
   // uid:gid's groups once the latest Start for them has its answer.
   std::optional<std::vector<gid_t>> Get(uid_t uid, gid_t gid) const;
 
+  // What a rank about to start as uid:gid is given: `groups` when the
+  // lookup has answered; else `later`, the read end of a socket on which
+  // the lookup's thread writes them as `G,G,...` (nothing when the lookup
+  // failed) and which it then closes. A failed lookup is tried again here,
+  // once; an error when that fails too, or when no socket can be had.
+  struct ForRank {
+    std::optional<std::vector<gid_t>> groups;
+    Fd later;
+  };
+  absl::StatusOr<ForRank> GroupsForRank(uid_t uid, gid_t gid);
+
  private:
   struct Answer {
     std::mutex mu;
     bool done = false;
     std::optional<std::vector<gid_t>> groups;  // none when the lookup failed
+    std::vector<Fd> waiting;                   // GroupsForRank's sockets, until done
   };
+  static void Deliver(Answer& answer, gid_t gid, std::optional<std::vector<gid_t>> groups);
   Lookup lookup_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
@@ -53,7 +74,8 @@ class GroupsLookup {
 // `--user UID:GID --groups G1,G2,...` appended to `argv` when the process
 // must become uid:gid (a long list of groups as several --groups, each
 // far below the kernel's limit on one argument); nothing when the caller
-// already is that user. Without `groups` (nullptr), lt-exec looks them up.
+// already is that user. Without `groups` (nullptr), `--groups-fd 6`: they
+// come on lt-exec's kGroupsFd (GroupsLookup::GroupsForRank's `later`).
 void AppendUserArgs(uid_t uid, gid_t gid, const std::vector<gid_t>* groups,
                     std::vector<std::string>& argv);
 

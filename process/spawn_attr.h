@@ -16,9 +16,10 @@
 
 namespace ltd {
 
-// The highest fd any spawn here dups onto: a rank's lt-exec gets 0 to 4
-// (4: what to run), a supervisor 3 and 4.
-constexpr int kHighestSpawnTarget = 4;
+// The highest fd any spawn here dups onto: a rank's lt-exec gets 0 to 6
+// (4: what to run, 5: the stack pipe, 6: its groups when they come
+// later), a supervisor 3 and 4.
+constexpr int kHighestSpawnTarget = 6;
 
 // posix_spawn applies its dup2s in order, so a source fd that is also a
 // target (0 to kHighestSpawnTarget) may be overwritten by an earlier dup2

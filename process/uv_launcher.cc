@@ -125,7 +125,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR]... [--user UID:GID --groups LIST] --parent PID,
+  // lt-exec [--cgroup DIR]... [--user UID:GID --groups LIST|--groups-fd 6] --parent PID,
   // with an empty environment and what to run on fd 4: it runs as root,
   // and nothing the user sent may reach it (see exec_shim.cc).
   std::vector<std::string> argv = {exec_shim_};
@@ -133,11 +133,18 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     argv.push_back("--cgroup");
     argv.push_back(std::move(cgroup));
   }
+  auto fail = [&](const absl::Status& s) {
+    return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", s.message()));
+  };
+  Fd groups_theirs;  // kGroupsFd's: the groups, when NSS has not answered yet
   if (req.uid != geteuid() || req.gid != getegid()) {
-    // Not looked up yet (NSS is slow, or nobody said whom to expect):
-    // lt-exec looks them up itself.
-    const std::optional<std::vector<gid_t>> groups = groups_.Get(req.uid, req.gid);
-    AppendUserArgs(req.uid, req.gid, groups ? &*groups : nullptr, argv);
+    auto groups = groups_.GroupsForRank(req.uid, req.gid);
+    if (!groups.ok()) return fail(groups.status());
+    if (groups->later.valid()) {
+      groups_theirs = std::move(groups->later);
+      if (absl::Status s = AboveSpawnFds(groups_theirs); !s.ok()) return fail(s);
+    }
+    AppendUserArgs(req.uid, req.gid, groups->groups ? &*groups->groups : nullptr, argv);
   }
   for (const auto& [resource, soft, hard] : req.rlimits) {
     argv.push_back("--rlimit");
@@ -149,9 +156,6 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   char* no_env[] = {nullptr};
   auto spec = WriteExecSpec(req.cwd, req.argv, req.env);
   if (!spec.ok()) return spec.status();
-  auto fail = [&](const absl::Status& s) {
-    return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", s.message()));
-  };
 
   // The heartbeat fd: a socketpair as for stdio, blocking on the rank's
   // side (shells write to it), read in batches on ours.
@@ -177,6 +181,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     stack_ours.reset(p[0]);
     stack_theirs.reset(p[1]);
     (void)fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kStackPipeBytes));  // the default 64 KiB else
+    if (absl::Status s = AboveSpawnFds(stack_theirs); !s.ok()) return fail(s);
   }
 
   // posix_spawn, not fork: the parent is suspended only until lt-exec's
@@ -193,6 +198,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   static_assert(kExecSpecFd == 4);
   posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
   posix_spawn_file_actions_adddup2(&fa, stack_theirs.get(), kStackFd);
+  if (groups_theirs.valid()) posix_spawn_file_actions_adddup2(&fa, groups_theirs.get(), kGroupsFd);
   const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, args[0], &fa, attr.get(), args.data(), no_env);

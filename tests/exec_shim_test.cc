@@ -1,7 +1,8 @@
 // lt-exec on its own: whom a rank becomes. The caller looks the user's
-// groups up (LoginGroups) and hands them over with --groups; a caller of
-// an older release passes none and lt-exec looks them up itself; anything
-// else on --groups is refused before the program runs.
+// groups up (LoginGroups) and hands them over with --groups, or on fd 6
+// once its lookup answers (--groups-fd); lt-exec runs no NSS, so a caller
+// of an older release that passes neither is refused, as is anything
+// else on --groups, before the program runs.
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "exec_shim_args.h"
 #include "exec_spec.h"
@@ -38,8 +40,10 @@ std::string Drain(int fd) {
   return s;
 }
 
-// lt-exec ARGS, told to run lt_test_child CHILD_ARGS in "/".
-ShimRun RunShim(const std::vector<std::string>& args, const std::vector<std::string>& child_args) {
+// lt-exec ARGS, told to run lt_test_child CHILD_ARGS in "/"; with
+// `groups_fd`, that fd is lt-exec's fd 6 (kGroupsFd).
+ShimRun RunShim(const std::vector<std::string>& args, const std::vector<std::string>& child_args,
+                const Fd* groups_fd = nullptr) {
   ShimRun run;
   std::vector<std::string> program = {TestChildPath()};
   program.insert(program.end(), child_args.begin(), child_args.end());
@@ -64,6 +68,7 @@ ShimRun RunShim(const std::vector<std::string>& args, const std::vector<std::str
   posix_spawn_file_actions_adddup2(&fa, out[1], 2);
   posix_spawn_file_actions_adddup2(&fa, control[1], 3);
   posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);
+  if (groups_fd != nullptr) posix_spawn_file_actions_adddup2(&fa, groups_fd->get(), kGroupsFd);
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), no_env);
   posix_spawn_file_actions_destroy(&fa);
@@ -169,19 +174,6 @@ TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {
   EXPECT_EQ(over.out.find("uid="), std::string::npos) << over.out;
 }
 
-// A supervisor started by an older ltd passes no --groups: lt-exec looks
-// the groups up itself, so its ranks keep their supplementary groups.
-TEST_F(ExecShimTest, WithoutGroupsLtExecLooksThemUpItself) {
-  // As a supervisor calls it before its lookup has an answer (or as one of
-  // the release before --groups did).
-  std::vector<std::string> args;
-  AppendUserArgs(user_->uid(), user_->gid(), nullptr, args);
-  EXPECT_EQ(args, (std::vector<std::string>{"--user", Cat(user_->uid(), ":", user_->gid())}));
-  ShimRun r = RunShim(args, {"ids,exit:0"});
-  EXPECT_EQ(r.status, 0) << r.out << r.control;
-  EXPECT_EQ(r.out, Ids(user_->uid(), user_->gid(), {user_->gid(), extra_gid_}));
-}
-
 // A spawn's source fd as low as its targets (free once the spawner closed
 // one) would be overwritten by an earlier dup2: it is moved above them.
 TEST(AboveSpawnFds, MovesAnFdAsLowAsASpawnTargetAboveThem) {
@@ -245,6 +237,56 @@ class SlowNss : public std::enable_shared_from_this<SlowNss> {
   int released_ = 0;
 };
 
+// A rank that starts before its supervisor's lookup has answered gets
+// `--groups-fd 6` and waits there for the groups: they arrive, all of
+// them, though written only once lt-exec runs.
+TEST_F(ExecShimTest, GroupsThatComeLaterOnFd6AreTheRanksGroups) {
+  auto nss = std::make_shared<SlowNss>();
+  GroupsLookup lookup([nss](uid_t uid, gid_t gid) {
+    (void)nss->Lookup()(uid, gid);  // held until released
+    return LoginGroups(uid, gid);
+  });
+  auto given = lookup.GroupsForRank(user_->uid(), user_->gid());
+  ASSERT_TRUE(given.ok()) << given.status();
+  ASSERT_FALSE(given->groups.has_value());  // NSS has not answered
+  ASSERT_TRUE(given->later.valid());
+  Fd later = std::move(given->later);
+  ASSERT_TRUE(AboveSpawnFds(later).ok());
+  std::vector<std::string> args;
+  AppendUserArgs(user_->uid(), user_->gid(), nullptr, args);
+  EXPECT_EQ(args, (std::vector<std::string>{"--user", Cat(user_->uid(), ":", user_->gid()),
+                                            "--groups-fd", "6"}));
+  // NSS answers while lt-exec runs: before it reads fd 6 or while it waits there.
+  std::thread release([nss] { nss->ReleaseOne(); });
+  ShimRun r = RunShim(args, {"ids,exit:0"}, &later);
+  release.join();
+  EXPECT_EQ(r.status, 0) << r.out << r.control;
+  EXPECT_EQ(r.out, Ids(user_->uid(), user_->gid(), {user_->gid(), extra_gid_}));
+}
+
+// A failed lookup writes nothing: the rank does not run, and says why.
+TEST_F(ExecShimTest, NoGroupsOnFd6AndNoGroupsAtAllAreRefusedBeforeTheProgramRuns) {
+  const std::string user = Cat(user_->uid(), ":", user_->gid());
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  Fd rd(p[0]), wr(p[1]);
+  ASSERT_TRUE(AboveSpawnFds(rd).ok());
+  wr.reset();  // the lookup failed: EOF, nothing written
+  ShimRun failed = RunShim({"--user", user, "--groups-fd", "6"}, {"print:1,exit:0"}, &rd);
+  EXPECT_EQ(WIFEXITED(failed.status) ? WEXITSTATUS(failed.status) : -1, 126);
+  EXPECT_EQ(failed.control, Cat("exec_failed the supervisor could not look up the groups of uid ",
+                                user_->uid(), "; see its log\n"));
+  EXPECT_EQ(failed.out.find("line 0 of 1"), std::string::npos) << failed.out;
+
+  // A supervisor of the release before --groups passed none and left NSS
+  // to lt-exec, which runs none now.
+  ShimRun none = RunShim({"--user", user}, {"print:1,exit:0"});
+  EXPECT_EQ(WIFEXITED(none.status) ? WEXITSTATUS(none.status) : -1, 126);
+  EXPECT_NE(none.control.find("--user needs --groups or --groups-fd"), std::string::npos)
+      << none.control;
+  EXPECT_EQ(none.out.find("line 0 of 1"), std::string::npos) << none.out;
+}
+
 TEST(GroupsLookup, AnswersOnlyOnceNssHasForThatUserAndTheLatestStart) {
   auto nss = std::make_shared<SlowNss>();
   GroupsLookup lookup(nss->Lookup());
@@ -282,23 +324,55 @@ TEST_F(ExecShimTest, GarbledGroupsAreRefusedBeforeTheProgramRuns) {
   }
 }
 
-TEST(GroupsLookup, ALookupThatThrowsLeavesTheGroupsToLtExecAndTheNextStartTriesAgain) {
+// The groups as a rank waiting on `later` reads them: until the writer
+// closes it.
+std::string ReadAll(Fd& later) { return Drain(later.get()); }
+
+TEST(GroupsLookup, RanksStartedBeforeNssAnswersGetTheGroupsOnTheirSocketsOnceItDoes) {
+  auto nss = std::make_shared<SlowNss>();
+  GroupsLookup lookup(nss->Lookup());
+  lookup.Start(5, 6);
+  auto first = lookup.GroupsForRank(5, 6);
+  auto second = lookup.GroupsForRank(5, 6);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(first->later.valid() && second->later.valid());
+  EXPECT_FALSE(first->groups || second->groups);
+  nss->ReleaseOne();
+  EXPECT_EQ(ReadAll(first->later), "6,5,1000");
+  EXPECT_EQ(ReadAll(second->later), "6,5,1000");
+  // Once answered, a rank gets them at once, with no socket.
+  auto third = lookup.GroupsForRank(5, 6);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third->later.valid());
+  EXPECT_EQ(third->groups, (std::vector<gid_t>{6, 5, 1000}));
+  EXPECT_EQ(nss->calls(), 1);
+}
+
+TEST(GroupsLookup, ALookupThatThrowsTellsTheWaitingRanksAndTheNextRankTriesAgain) {
   std::atomic<int> calls{0};
-  GroupsLookup lookup([&calls](uid_t, gid_t gid) -> std::vector<gid_t> {
-    if (calls++ == 0) throw std::bad_alloc();
+  std::mutex mu;
+  mu.lock();  // the first lookup waits for the test
+  GroupsLookup lookup([&](uid_t, gid_t gid) -> std::vector<gid_t> {
+    if (calls++ == 0) {
+      const std::lock_guard<std::mutex> held(mu);
+      throw std::bad_alloc();
+    }
     return {gid};
   });
   lookup.Start(5, 6);
-  // Each turn: an answer yet? Else start again, which waits for a lookup
-  // still running and starts a new one once the failed one is over.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        if (lookup.Get(5, 6)) return true;
-        lookup.Start(5, 6);
-        return false;
-      },
-      std::chrono::seconds(10)));
-  EXPECT_EQ(*lookup.Get(5, 6), std::vector<gid_t>{6});
+  auto waiting = lookup.GroupsForRank(5, 6);
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_TRUE(waiting->later.valid());
+  mu.unlock();
+  EXPECT_EQ(ReadAll(waiting->later), "");  // nothing: lt-exec refuses to run the rank
+  // The next rank asks NSS again.
+  auto next = lookup.GroupsForRank(5, 6);
+  ASSERT_TRUE(next.ok()) << next.status();
+  if (next->later.valid()) {
+    EXPECT_EQ(ReadAll(next->later), "6");
+  } else {
+    EXPECT_EQ(next->groups, std::vector<gid_t>{6});
+  }
   EXPECT_EQ(calls.load(), 2);
 }
 
