@@ -47,24 +47,45 @@ int FdsTo(pid_t pid, const std::string& part) {
   return n;
 }
 
-// How many threads of `pid` run at niceness `nice`.
-int ThreadsAtNice(pid_t pid, int nice) {
-  int n = 0;
+// Each thread of `pid`: its tid, name and niceness.
+struct ThreadNice {
+  std::string tid, name;
+  int nice = 0;
+};
+std::vector<ThreadNice> Threads(pid_t pid) {
+  std::vector<ThreadNice> out;
   std::error_code ec;
   for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::ifstream in(it->path() / "stat");
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
     std::istringstream fields(stat.substr(close + 2));
     std::string field;
     // After "pid (comm) ": state is field 3 of stat(5), nice field 19.
     for (int i = 3; i <= 19 && fields >> field; ++i) {
-      if (i == 19 && field == std::to_string(nice)) ++n;
+      if (i == 19)
+        out.push_back({it->path().filename().string(), stat.substr(open + 1, close - open - 1),
+                       std::stoi(field)});
     }
   }
-  return n;
+  return out;
+}
+
+// How many threads of `pid` run at niceness `nice`.
+int ThreadsAtNice(pid_t pid, int nice) {
+  const std::vector<ThreadNice> all = Threads(pid);
+  return static_cast<int>(
+      std::count_if(all.begin(), all.end(), [&](const ThreadNice& t) { return t.nice == nice; }));
+}
+
+// "tid name nice, ..." of every thread: what a failed check saw.
+std::string NiceList(pid_t pid) {
+  std::string out;
+  for (const ThreadNice& t : Threads(pid))
+    out += t.tid + " " + t.name + " " + std::to_string(t.nice) + ", ";
+  return out;
 }
 
 // A process of `as` that connects to `socket` and closes, as fast as it
@@ -186,7 +207,7 @@ TEST_F(Dos, AConnectFloodLeavesOthersServed) {
     floods.push_back(std::make_unique<ConnectFlood>(d_.socket(), a_->As()));
   // Refusing the flood, the accept thread drops behind the users' processes.
   EXPECT_TRUE(WaitFor([&] { return ThreadsAtNice(d_.pid(), 10) == 1; }, 20s))
-      << "ltd's accept thread kept its priority while refusing a flood";
+      << "ltd's accept thread kept its priority while refusing a flood: " << NiceList(d_.pid());
   ExpectOthersServed(20);
   floods.clear();
   // The flood over, it goes back ahead at the next connect.
@@ -196,7 +217,11 @@ TEST_F(Dos, AConnectFloodLeavesOthersServed) {
         return ThreadsAtNice(d_.pid(), -5) == 1;
       },
       20s))
-      << "ltd's accept thread stayed behind after the flood";
+      << "ltd's accept thread stayed behind after the flood: " << NiceList(d_.pid());
+  // The threads gRPC started as it took connections, some from the accept
+  // thread while it was ahead or behind, run as ltd's others do.
+  EXPECT_EQ(ThreadsAtNice(d_.pid(), 0), static_cast<int>(Threads(d_.pid()).size()) - 1)
+      << NiceList(d_.pid());
 }
 
 // Heartbeat lines: a rank writing `auto on` in a loop costs one log line

@@ -311,7 +311,13 @@ void Listener::AcceptLoop(grpc::Server* server) {
       over_limit.erase(cred.uid);
       peers_[conn] = peer;
     }
+    // gRPC may start a thread of its pool in this call, and a new thread
+    // keeps its creator's niceness for good: at 0, as ltd's other threads,
+    // not ahead of every user's processes, nor behind them once a flood
+    // is over.
+    (void)setpriority(PRIO_PROCESS, tid, 0);
     grpc::AddInsecureChannelFromFd(server, conn);
+    (void)setpriority(PRIO_PROCESS, tid, refusing ? kRefusingNice : kServingNice);
   }
 }
 
