@@ -80,7 +80,9 @@ for elf in "${elves[@]}"; do
   done < <(ldd "$elf" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
 done
 # Each program names the copies relative to itself; each copy its siblings.
+# A static program (lt-exec) loads nothing, and patchelf would break it.
 for elf in "${elves[@]}"; do
+  readelf -dW "$elf" | grep -q '(NEEDED)' || continue
   dir=$(dirname "${elf#"$kit"/}")
   # shellcheck disable=SC2001 # every component to "..": no glob says "[^/]*"
   up=$(sed 's|[^/]*|..|g' <<<"$dir")
