@@ -6,8 +6,9 @@
 //           [--rlimit R:SOFT:HARD]... [--parent PID]
 //
 // It runs as root with an empty environment, so nothing the user controls
-// reaches code with more privilege than the user: the dynamic loader reads
-// LD_* before main(), and the user's environment is not lt-exec's. What to
+// reaches code with more privilege than the user: glibc reads its own
+// variables (GLIBC_TUNABLES; LD_* in a sanitized build, linked shared)
+// before main(), and the user's environment is not lt-exec's. What to
 // run comes on fd 4 (a sealed memfd ltd wrote), never in argv or environ:
 //
 //   CWD \0 ARGC \0 ARGV[0] \0 ... ENVC \0 ENV[0] \0 ...
@@ -17,8 +18,8 @@
 // of ltd's cgroup); become the submitting user with that user's groups
 // as the caller looked them up (`--groups`, or, when its lookup had not
 // answered yet, `G,G,...` on fd 6 once it has: `--groups-fd 6`). lt-exec
-// runs no NSS: it is linked statically (a start costs a third less), and
-// glibc's NSS would load a second, shared glibc into it;
+// runs no NSS: it is linked statically (a rank's start costs a quarter
+// less CPU), and glibc's NSS would load a second, shared glibc into it;
 // die with ltd (PR_SET_PDEATHSIG, after the uid change, which clears it);
 // then, as the user, enter the working directory and find the program in
 // the user's PATH, so that the kernel checks the user's own permissions and
