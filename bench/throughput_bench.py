@@ -12,7 +12,9 @@ engine would), 1-rank `/bin/true` jobs:
   run      ltd --devices 512: --jobs jobs from 1 and --threads threads,
            each submitting and waiting for the exit; jobs/s and the CPU of
            ltd and everything it started (supervisors, helpers, the job's
-           own /bin/true) a job. An 8-rank job's submit to exit, too.
+           own /bin/true) a job, and that less /bin/true's own start
+           (measured alone, spawned from this process), which the target
+           leaves out. An 8-rank job's submit to exit, too.
   restart  --kept finished jobs kept (--keep-jobs), ltd stopped and
            started: how long until it answers `ps`, and its RSS a kept
            job.
@@ -51,6 +53,20 @@ def cpu_seconds(pid, children=True):
     if children:
         ticks += int(fields[13]) + int(fields[14])
     return ticks / CLK
+
+
+def program_cpu_ms(argv=("/bin/true",), n=300):
+    """ms of CPU one start of `argv` costs, spawned alone from this process
+    (posix_spawn, then reaped): the job's own program, which the target
+    (ltd and its helpers) leaves out of a job's CPU."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(n):
+        pid = os.posix_spawn(argv[0], list(argv), {})
+        os.waitpid(pid, 0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return used / n * 1000
 
 
 def rss_kib(pid):
@@ -321,7 +337,9 @@ def main():
 
     if "queued" in only:
         turn("queued", lambda b: bench_queued(b, pendings, args.threads, args.window))
+    true_ms = None
     if "run" in only:
+        true_ms = med([program_cpu_ms() for _ in range(args.runs)])
         for t in (1, args.threads):
             turn(f"run{t}", lambda b, t=t: bench_run(b, args.jobs, t))
         turn("run8ranks", lambda b: bench_run(b, max(args.jobs // 10, 10), 1, ranks=8))
@@ -343,7 +361,10 @@ def main():
                 rates = [x[0] for x in r[f"run{t}"]]
                 cpus = [x[1] for x in r[f"run{t}"]]
                 print(f"run to the end, {t} thread(s): {med(rates):8.1f} jobs/s, {med(cpus):6.2f} ms "
-                      f"of CPU a job (ltd + helpers + /bin/true)  (rates {[round(x) for x in rates]})")
+                      f"of CPU a job (ltd + helpers + /bin/true), {med(cpus) - true_ms:6.2f} ms "
+                      f"without /bin/true  (rates {[round(x) for x in rates]})")
+        if true_ms is not None and name == builds[-1][0]:
+            print(f"/bin/true alone, spawned from this process: {true_ms:.2f} ms of CPU a start")
         if "run8ranks" in r:
             print(f"8-rank jobs, 1 thread: {1000 / med([x[0] for x in r['run8ranks']]):.1f} ms submit "
                   f"to exit, {med([x[1] for x in r['run8ranks']]):.2f} ms of CPU a job")
