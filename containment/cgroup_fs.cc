@@ -84,11 +84,15 @@ absl::StatusOr<std::string> ParseUnifiedCgroup(std::string_view proc_cgroup) {
 absl::StatusOr<std::string> OwnCgroupDir() {
   auto mountinfo = ReadWholeFile("/proc/self/mountinfo");
   if (!mountinfo.ok()) return mountinfo.status();
-  auto mount = ParseCgroup2Mount(*mountinfo);
-  if (!mount.ok()) return mount.status();
   auto cgroup = ReadWholeFile("/proc/self/cgroup");
   if (!cgroup.ok()) return cgroup.status();
-  auto own = ParseUnifiedCgroup(*cgroup);
+  return OwnCgroupDir(*mountinfo, *cgroup);
+}
+
+absl::StatusOr<std::string> OwnCgroupDir(std::string_view mountinfo, std::string_view proc_cgroup) {
+  auto mount = ParseCgroup2Mount(mountinfo);
+  if (!mount.ok()) return mount.status();
+  auto own = ParseUnifiedCgroup(proc_cgroup);
   if (!own.ok()) return own.status();
   // A bind-mounted subtree shows cgroup ROOT at the mount point; our path
   // must lie below it or we cannot reach our own cgroup at all.

@@ -40,7 +40,10 @@ absl::StatusOr<Cgroup2Mount> ParseCgroup2Mount(std::string_view mountinfo);
 // The cgroup v2 path ("/a/b") in /proc/PID/cgroup text: its "0::" line.
 absl::StatusOr<std::string> ParseUnifiedCgroup(std::string_view proc_cgroup);
 // The directory of this process's own cgroup: the mount point plus its
-// own path below the mount's root.
+// own path below the mount's root. From this process's mountinfo and
+// cgroup as read (the caller that needs them again reads them once), or
+// read here.
+absl::StatusOr<std::string> OwnCgroupDir(std::string_view mountinfo, std::string_view proc_cgroup);
 absl::StatusOr<std::string> OwnCgroupDir();
 
 // Whether anything lives in the cgroup or below (`populated` of

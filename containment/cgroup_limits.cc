@@ -113,13 +113,12 @@ ControllerPlace FindController(std::string_view controller, const std::string& v
   return place;
 }
 
-LimitPlaces FindLimitPlaces(const std::string& v2_own_dir,
+LimitPlaces FindLimitPlaces(const std::string& v2_own_dir, std::string_view mountinfo,
+                            std::string_view proc_cgroup,
                             const std::string& device_program_proven) {
-  const std::string mountinfo = ReadWholeFile("/proc/self/mountinfo").value_or("");
-  const std::string cgroup = ReadWholeFile("/proc/self/cgroup").value_or("");
-  return LimitPlaces{FindController("memory", v2_own_dir, mountinfo, cgroup),
-                     FindController("cpu", v2_own_dir, mountinfo, cgroup),
-                     FindDevicePlace(v2_own_dir, mountinfo, cgroup, device_program_proven)};
+  return LimitPlaces{FindController("memory", v2_own_dir, mountinfo, proc_cgroup),
+                     FindController("cpu", v2_own_dir, mountinfo, proc_cgroup),
+                     FindDevicePlace(v2_own_dir, mountinfo, proc_cgroup, device_program_proven)};
 }
 
 absl::Status EnableV2Controller(const std::string& top, const std::string& bottom,

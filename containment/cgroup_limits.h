@@ -63,9 +63,11 @@ struct LimitPlaces {
   ControllerPlace cpu;
   ControllerPlace devices;  // which GPUs a job may open (gpu_devices.h)
 };
-// All three, for this process (its /proc/self/mountinfo and cgroup).
-// `device_program_proven`: as FindDevicePlace's `proven`.
-LimitPlaces FindLimitPlaces(const std::string& v2_own_dir,
+// All three, for this process, from its /proc/self/mountinfo and
+// /proc/self/cgroup as read. `device_program_proven`: as FindDevicePlace's
+// `proven`.
+LimitPlaces FindLimitPlaces(const std::string& v2_own_dir, std::string_view mountinfo,
+                            std::string_view proc_cgroup,
                             const std::string& device_program_proven = "");
 
 // Writes "+controller" to cgroup.subtree_control of `top` and of every

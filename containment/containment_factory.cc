@@ -41,14 +41,18 @@ ContainmentPlan PlanContainment(const JobStore& store, std::string instance,
   plan.state_tag = StateTag(store.state_dir());
   plan.instance = instance.empty() ? InstanceId() : std::move(instance);
   plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
+  // Read once: a supervisor plans at every job's start, and the kernel
+  // writes mountinfo out anew, mount by mount, at each read.
+  const std::string mountinfo = ReadWholeFile("/proc/self/mountinfo").value_or("");
+  const std::string proc_cgroup = ReadWholeFile("/proc/self/cgroup").value_or("");
   std::string own_v2;
-  if (auto own = OwnCgroupDir(); own.ok()) {
+  if (auto own = OwnCgroupDir(mountinfo, proc_cgroup); own.ok()) {
     own_v2 = *own;
     plan.cgroup_base = Cat(*own, "/ltd-", plan.state_tag);
   } else {
     plan.cgroup_error = own.status();
   }
-  plan.limits = FindLimitPlaces(own_v2, device_program_proven);
+  plan.limits = FindLimitPlaces(own_v2, mountinfo, proc_cgroup, device_program_proven);
   return plan;
 }
 

@@ -20,13 +20,19 @@ namespace {
 
 std::string LtrunPath() { return LtdPath().substr(0, LtdPath().rfind('/')) + "/ltrun"; }
 
+// Where this process's limits go, as ltd finds them for itself.
+LimitPlaces OwnLimitPlaces(const std::string& own) {
+  return FindLimitPlaces(own, ReadWholeFile("/proc/self/mountinfo").value_or(""),
+                         ReadWholeFile("/proc/self/cgroup").value_or(""));
+}
+
 class Limits : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for cgroup containment";
     auto own = OwnCgroupDir();
     if (!own.ok()) GTEST_SKIP() << "no cgroup v2 here: " << own.status().message();
-    places_ = FindLimitPlaces(*own);
+    places_ = OwnLimitPlaces(*own);
     char tmpl[] = "/tmp/limits-test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     marker_ = "LT_TEST_TAG=" + dir_;
@@ -161,7 +167,7 @@ class LimitsUnderLtd : public E2E {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for cgroup containment";
     auto own = OwnCgroupDir();
     if (!own.ok()) GTEST_SKIP() << "no cgroup v2 here";
-    if (FindLimitPlaces(*own).memory.layout == CgroupLayout::kNone)
+    if (OwnLimitPlaces(*own).memory.layout == CgroupLayout::kNone)
       GTEST_SKIP() << "no memory controller";
     E2E::SetUp();
   }
