@@ -43,16 +43,21 @@ ContainmentPlan PlanContainment(const JobStore& store, std::string instance,
   plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
   // Read once: a supervisor plans at every job's start, and the kernel
   // writes mountinfo out anew, mount by mount, at each read.
-  const std::string mountinfo = ReadWholeFile("/proc/self/mountinfo").value_or("");
-  const std::string proc_cgroup = ReadWholeFile("/proc/self/cgroup").value_or("");
+  const absl::StatusOr<std::string> mountinfo = ReadWholeFile("/proc/self/mountinfo");
+  const absl::StatusOr<std::string> proc_cgroup = ReadWholeFile("/proc/self/cgroup");
+  const absl::StatusOr<std::string> own = !mountinfo.ok() ? mountinfo.status()
+                                          : !proc_cgroup.ok()
+                                              ? proc_cgroup.status()
+                                              : OwnCgroupDir(*mountinfo, *proc_cgroup);
   std::string own_v2;
-  if (auto own = OwnCgroupDir(mountinfo, proc_cgroup); own.ok()) {
+  if (own.ok()) {
     own_v2 = *own;
     plan.cgroup_base = Cat(*own, "/ltd-", plan.state_tag);
   } else {
     plan.cgroup_error = own.status();
   }
-  plan.limits = FindLimitPlaces(own_v2, mountinfo, proc_cgroup, device_program_proven);
+  plan.limits = FindLimitPlaces(own_v2, mountinfo.value_or(""), proc_cgroup.value_or(""),
+                                device_program_proven);
   return plan;
 }
 
