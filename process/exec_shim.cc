@@ -76,20 +76,28 @@ struct Spec {
   std::vector<std::string> env;
 };
 
-Spec ReadSpec() {
-  std::string raw;
+// All of `fd` up to its end, then closed; past `max` bytes, or when it
+// cannot be read, lt-exec fails saying `too_large` or what it read (`what`).
+std::string ReadToEnd(int fd, size_t max, const char* too_large, const char* what) {
+  std::string text;
   char buf[65536];
   for (;;) {
-    const ssize_t n = read(kSpecFd, buf, sizeof buf);
+    const ssize_t n = read(fd, buf, sizeof buf);
     if (n > 0) {
-      raw.append(buf, static_cast<size_t>(n));
-      if (raw.size() > kMaxSpec) Fail(126, "the program's arguments and environment are too large");
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > max) Fail(126, too_large);
       continue;
     }
     if (n == 0) break;
-    if (errno != EINTR) Fail(126, std::string("cannot read what to run: ") + std::strerror(errno));
+    if (errno != EINTR) Fail(126, std::string("cannot read ") + what + ": " + std::strerror(errno));
   }
-  close(kSpecFd);
+  close(fd);
+  return text;
+}
+
+Spec ReadSpec() {
+  const std::string raw = ReadToEnd(
+      kSpecFd, kMaxSpec, "the program's arguments and environment are too large", "what to run");
   size_t at = 0;
   auto next = [&]() -> std::string {
     const size_t end = raw.find('\0', at);
@@ -145,19 +153,8 @@ void ParseGroups(const char* list, std::vector<gid_t>& groups) {
 void ReadGroups(uid_t uid, std::vector<gid_t>& groups) {
   // The kernel's limit of gids, each at most ten digits and a comma.
   constexpr size_t kMaxText = NGROUPS_MAX * 11;
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = read(kGroupsFd, buf, sizeof buf);
-    if (n > 0) {
-      text.append(buf, static_cast<size_t>(n));
-      if (text.size() > kMaxText) Fail(126, "more groups than the kernel takes");
-      continue;
-    }
-    if (n == 0) break;
-    if (errno != EINTR) Fail(126, std::string("cannot read the groups: ") + std::strerror(errno));
-  }
-  close(kGroupsFd);
+  const std::string text =
+      ReadToEnd(kGroupsFd, kMaxText, "more groups than the kernel takes", "the groups");
   if (text.empty()) {
     Fail(126, "the supervisor could not look up the groups of uid " + std::to_string(uid) +
                   "; see its log");
