@@ -21,8 +21,9 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (int i = 3; i < argc; ++i) pids.push_back(static_cast<pid_t>(std::atoi(argv[i])));
   const auto start = std::chrono::steady_clock::now();
-  const auto stacks = ltd::TakeStacks(ltd::StackTools::Installed(), argv[1], geteuid(), getegid(),
-                                      pids, ltd::Millis(std::atol(argv[2])));
+  const auto stacks = ltd::TakeStacks(ltd::StackTools::Installed(), argv[1],
+                                      ltd::Credentials{geteuid(), getegid(), {}}, pids,
+                                      ltd::Millis(std::atol(argv[2])));
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   int taken = 0;

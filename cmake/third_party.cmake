@@ -102,13 +102,17 @@ else()
 endif()
 
 # ltd_self_contained(target): a program started once a job (lt-shim) loads
-# no shared library but glibc's. Its start is most of what a small job
-# costs, and a fifth of it went to the dynamic loader binding libstdc++,
-# libspdlog and libfmt (bench/README.md). spdlog and fmt are compiled in
-# (header-only, or common/spdlog_fmt_built_in.cc), libstdc++ and libgcc
-# linked statically. Sanitized builds, and an fmt the file was not written
-# for, keep the shared libraries: two copies of libstdc++ in one process
-# (a static one and libspdlog's) would not be sound.
+# no shared library at all: it is linked statically and position-
+# independent (-static-pie: its address still randomised), so no loader
+# runs at its start. Its start is most of what a small job costs, and the
+# loader binding libstdc++, libspdlog, libfmt and then glibc was a fifth
+# of it (bench/README.md). spdlog and fmt are compiled in (header-only, or
+# common/spdlog_fmt_built_in.cc). Such a program must run no NSS (a static
+# glibc loads a shared one beside it for that): see shim/CMakeLists.txt.
+# Sanitized
+# builds, and an fmt the file was not written for, keep the shared
+# libraries: two copies of libstdc++ in one process (a static one and
+# libspdlog's) would not be sound.
 function(ltd_self_contained target)
   if(LTD_SANITIZE OR LTD_FUZZ OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     return()
@@ -118,5 +122,5 @@ function(ltd_self_contained target)
     return()
   endif()
   set_target_properties(${target} PROPERTIES LTD_SELF_CONTAINED ON)
-  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+  target_link_options(${target} PRIVATE -static-pie)
 endfunction()

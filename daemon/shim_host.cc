@@ -1,5 +1,7 @@
 #include "shim_host.h"
 
+#include <unistd.h>
+
 #include <climits>
 #include <cstdlib>
 
@@ -68,12 +70,17 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   // The supervisor starts from the record: placed, with its environment.
   if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
   // A multi-node run's supervisor speaks to etcd over gRPC: a program of
-  // its own, so that every other supervisor starts without gRPC.
+  // its own, so that every other supervisor starts without gRPC. It links
+  // glibc shared, and so also supervises a job whose groups it must look
+  // up (NSS): one an earlier release queued, whose record names none.
   const bool multi_node = !job.spec.nodes.rdzv.empty();
+  const bool looks_up_groups =
+      !job.spec.groups && (job.spec.uid != geteuid() || job.spec.gid != getegid());
+  const bool etcd_build = multi_node || looks_up_groups;
   std::optional<SpawnedShim> shim;
-  if (!multi_node) shim = spares_.Take(job.id);
+  if (!etcd_build) shim = spares_.Take(job.id);
   if (!shim) {
-    auto spawned = SpawnShim(config_, store_.state_dir(), job.id, nullptr, multi_node);
+    auto spawned = SpawnShim(config_, store_.state_dir(), job.id, nullptr, etcd_build);
     if (!spawned.ok()) return fail(std::string(spawned.status().message()));
     shim = std::move(*spawned);
   }

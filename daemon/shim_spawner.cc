@@ -29,7 +29,7 @@ std::string ExitText(const siginfo_t& info) {
 }
 
 absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
-                                      const std::string& job_id, Fd* assign, bool multi_node) {
+                                      const std::string& job_id, Fd* assign, bool etcd_build) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
     return PosixError("socketpair", "a supervisor's connection", errno);
@@ -52,7 +52,7 @@ absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::strin
   // A spare's --job holds room for the id it is given, which it writes
   // over this, so that ps shows whose supervisor it has become.
   const std::string job_arg = assign != nullptr ? std::string(kMaxJobIdDigits, '_') : job_id;
-  const std::string& binary = multi_node ? config.shim_etcd_binary : config.shim_binary;
+  const std::string& binary = etcd_build ? config.shim_etcd_binary : config.shim_binary;
   std::vector<std::string> args = {binary,
                                    "--state-dir",
                                    state_dir,

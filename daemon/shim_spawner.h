@@ -16,7 +16,9 @@ namespace ltd {
 
 struct ShimConfig {
   std::string shim_binary;       // lt-shim
-  std::string shim_etcd_binary;  // lt-shim-etcd: a multi-node run's
+  // lt-shim-etcd: a multi-node run's, and a job's whose groups must be
+  // looked up (NSS), which lt-shim, linked statically, never does.
+  std::string shim_etcd_binary;
   std::string exec_binary;       // lt-exec
   std::string containment;       // the mode every supervisor uses
   // ltd's cgroup2 cgroup, where it attached a device program at its start
@@ -41,10 +43,10 @@ struct SpawnedShim {
 
 // Starts lt-shim for `job_id` on `state_dir`, or a spare (empty id) that
 // reads its job id from the other end of `*assign`; lt-shim-etcd instead
-// for a job that is a multi-node run. In its own session.
+// with `etcd_build`. In its own session.
 absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
                                       const std::string& job_id, Fd* assign,
-                                      bool multi_node = false);
+                                      bool etcd_build = false);
 
 // How a reaped supervisor ended, for the log: "exited with code 1".
 std::string ExitText(const siginfo_t& info);

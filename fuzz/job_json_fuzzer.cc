@@ -3,6 +3,8 @@
 // as a supervisor of an older release sends it. Invariants: any bytes give
 // a job or none, never a throw; a job read is written again as JSON that
 // dumps (valid UTF-8) and reads back to the same record.
+#include <limits.h>
+
 #include <nlohmann/json.hpp>
 
 #include "fuzz_check.h"
@@ -18,6 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!job->id.empty());
   FUZZ_CHECK(job->spec.submit_token.size() <= kMaxSubmitTokenBytes);
   FUZZ_CHECK(job->spec.label.size() <= kMaxLabelBytes);
+  // Groups are gids the kernel takes, at most NGROUPS_MAX, or none at all.
+  if (job->spec.groups) {
+    FUZZ_CHECK(job->spec.groups->size() <= NGROUPS_MAX);
+    for (gid_t g : *job->spec.groups) FUZZ_CHECK(g != static_cast<gid_t>(-1));
+  }
   const nlohmann::json first = ToJson(*job);
   const std::string dumped = first.dump();
   const std::optional<Job> again = JobFromJson(nlohmann::json::parse(dumped));

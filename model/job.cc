@@ -160,6 +160,7 @@ void CutToSummary(Job& job, size_t max_argv) {
     break;
   }
   std::vector<std::string>().swap(job.spec.env);
+  job.spec.groups.reset();
 }
 
 void ApplyRecord(Job& job, Job sent) {

@@ -1,5 +1,7 @@
 // The job record's JSON (job.h: ToJson, JobFromJson), as the state dir
 // keeps it and `--json` prints it; what another release wrote reads back.
+#include <limits.h>
+
 #include <cctype>
 #include <utility>
 
@@ -41,6 +43,24 @@ std::optional<std::string> BytesField(const nlohmann::json& j, const char* key) 
   auto it = j.find(key);
   if (it == j.end()) return std::nullopt;
   return BytesFromJson(*it);
+}
+
+// A list of supplementary groups: each a gid (an unsigned number below
+// (gid_t)-1), at most the kernel's NGROUPS_MAX of them; anything else is
+// no list at all, never a wrong one.
+std::optional<std::vector<gid_t>> GroupsField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array() || it->size() > NGROUPS_MAX) return std::nullopt;
+  std::vector<gid_t> out;
+  out.reserve(it->size());
+  for (const auto& g : *it) {
+    if (!g.is_number_integer() || (!g.is_number_unsigned() && g.get<int64_t>() < 0) ||
+        g.get<uint64_t>() >= static_cast<gid_t>(-1)) {
+      return std::nullopt;
+    }
+    out.push_back(static_cast<gid_t>(g.get<uint64_t>()));
+  }
+  return out;
 }
 
 nlohmann::json BytesList(const std::vector<std::string>& items) {
@@ -232,6 +252,7 @@ nlohmann::json ToJson(const Job& job) {
   // survives ltd's restart, and a supervisor is started from the record.
   // Its secrets go no further than they must, so a final record drops it.
   if (!IsFinal(job.state)) out["env"] = BytesList(s.env);
+  if (!IsFinal(job.state) && s.groups) out["groups"] = *s.groups;
   if (!s.rlimits.empty()) {
     nlohmann::json limits = nlohmann::json::array();
     for (const ResourceLimit& l : s.rlimits) {
@@ -311,6 +332,7 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
   s.argv = BytesListField(j, "argv");
   s.cwd = BytesField(j, "cwd").value_or("");
   s.env = BytesListField(j, "env");
+  s.groups = GroupsField(j, "groups");
   s.max_restarts = Field<int>(j, "max_restarts").value_or(0);
   s.heartbeat_timeout =
       std::chrono::milliseconds(Field<int64_t>(j, "heartbeat_timeout_ms").value_or(0));

@@ -1,8 +1,6 @@
 #include "exec_shim_args.h"
 
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -16,28 +14,6 @@
 #include "str_util.h"
 
 namespace ltd {
-
-std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  while (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == ERANGE && buf.size() < (1u << 22))
-    buf.resize(buf.size() * 2);
-  if (found == nullptr) return {gid};
-  std::vector<gid_t> groups(64);
-  for (;;) {
-    int n = static_cast<int>(groups.size());
-    if (getgrouplist(pw.pw_name, gid, groups.data(), &n) >= 0) {
-      groups.resize(static_cast<size_t>(n));
-      return groups;
-    }
-    // More than fit: as initgroups does, at most the kernel's limit (the
-    // first ones, which getgrouplist has filled in).
-    if (groups.size() >= NGROUPS_MAX) return groups;
-    groups.resize(std::min<size_t>(
-        std::max<size_t>(static_cast<size_t>(std::max(n, 0)), groups.size() * 2), NGROUPS_MAX));
-  }
-}
 
 void GroupsLookup::Start(uid_t uid, gid_t gid) {
   if (answer_ != nullptr && uid == uid_ && gid == gid_) {
@@ -61,6 +37,13 @@ void GroupsLookup::Start(uid_t uid, gid_t gid) {
     spdlog::warn("cannot look up the groups of uid {}: no thread for it ({})", uid, e.what());
     Deliver(*answer_, gid, std::nullopt);
   }
+}
+
+void GroupsLookup::Set(uid_t uid, gid_t gid, std::vector<gid_t> groups) {
+  uid_ = uid;
+  gid_ = gid;
+  answer_ = std::make_shared<Answer>();
+  Deliver(*answer_, gid, std::move(groups));
 }
 
 void GroupsLookup::Deliver(Answer& answer, gid_t gid, std::optional<std::vector<gid_t>> groups) {

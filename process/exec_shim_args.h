@@ -20,8 +20,11 @@ namespace ltd {
 // through NSS, so LDAP or sssd groups too); just `gid` when the uid has
 // no passwd entry. Looked up here, in the caller, once per job attempt:
 // lt-exec itself then runs no NSS at all, a quarter of its CPU (1.5 ms of
-// some 5.5 ms per rank on the project's VM).
-std::vector<gid_t> LoginGroups(uid_t uid, gid_t gid);
+// some 5.5 ms per rank on the project's VM). None in a program linked
+// statically (lt-shim, with shim/login_groups_none.cc): NSS in a static
+// glibc loads a shared glibc beside its own (and crashed so in Debian 12's
+// nss_systemd); such a program gets its users' groups from its caller.
+std::optional<std::vector<gid_t>> LoginGroups(uid_t uid, gid_t gid);
 
 // The fd lt-exec reads a rank's groups from when they come later
 // (`--groups-fd`): above the spec (4) and the stack pipe (5).
@@ -36,13 +39,16 @@ constexpr int kGroupsFd = 6;
 // would load a second, shared glibc into it).
 class GroupsLookup {
  public:
-  using Lookup = std::function<std::vector<gid_t>(uid_t, gid_t)>;
+  using Lookup = std::function<std::optional<std::vector<gid_t>>(uid_t, gid_t)>;
   explicit GroupsLookup(Lookup lookup = LoginGroups) : lookup_(std::move(lookup)) {}
 
   // Looks up uid:gid's groups afresh (a new attempt, as at a new login):
   // an earlier answer is forgotten. While a lookup for uid:gid still runs,
   // its answer is awaited instead: one thread at most waits on a slow NSS.
   void Start(uid_t uid, gid_t gid);
+  // uid:gid's groups are `groups`, as the job's submitter had them: no
+  // lookup (one still running for them is forgotten).
+  void Set(uid_t uid, gid_t gid, std::vector<gid_t> groups);
   // uid:gid's groups once the latest Start for them has its answer.
   std::optional<std::vector<gid_t>> Get(uid_t uid, gid_t gid) const;
 

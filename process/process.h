@@ -93,12 +93,13 @@ class ProcessLauncher {
   // How jobs are contained: "cgroup", "subreaper" or "process-group".
   virtual std::string_view containment() const = 0;
 
-  // The job's next attempt runs its ranks as uid:gid: what a launcher
-  // needs to know of that user (as at a login) may be looked up now, ahead
-  // of the attempt's first spawn.
-  virtual void ExpectUser(uid_t uid, gid_t gid) {
+  // The job's next attempt runs its ranks as uid:gid with supplementary
+  // `groups` (none: the user's login groups, which a launcher may look up
+  // now, ahead of the attempt's first spawn).
+  virtual void ExpectUser(uid_t uid, gid_t gid, const std::optional<std::vector<gid_t>>& groups) {
     (void)uid;
     (void)gid;
+    (void)groups;
   }
 
   // Prepares what holds a job's processes (its cgroup, say), for each
@@ -224,9 +225,9 @@ class StackSampler {
   virtual ~StackSampler() = default;
   // Python ranks are asked for their stacks through faulthandler instead.
   virtual bool IsPython(pid_t pid) = 0;
-  // Taken with the privileges of the ranks' user `uid`/`gid`, no more;
+  // Taken with the privileges of the ranks' user `who`, no more;
   // pid 0 is skipped. Every helper is killed at the budget.
-  virtual void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid,
+  virtual void Sample(const std::vector<pid_t>& pids, const Credentials& who,
                       std::chrono::milliseconds budget,
                       std::function<void(std::vector<SampledStack>)> done) = 0;
 };

@@ -145,7 +145,7 @@ bool IsPythonProcess(pid_t pid) {
 }
 
 std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string& exec_shim,
-                                     uid_t uid, gid_t gid, const std::vector<pid_t>& pids,
+                                     const Credentials& who, const std::vector<pid_t>& pids,
                                      Millis budget) {
   const auto start = SteadyClock::now();
   const auto deadline = start + budget;
@@ -176,9 +176,13 @@ std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string&
     tasks.push_back(Task{i, pids[i], order, std::nullopt, nullptr, "", false});
   }
   if (tasks.empty()) return stacks;
-  StackHelper::Setup setup{exec_shim, uid, gid, {}};
-  // NSS may be slow (LDAP): here, off the loop, once for every tool.
-  if (uid != geteuid() || gid != getegid()) setup.groups = LoginGroups(uid, gid);
+  StackHelper::Setup setup{exec_shim, who.uid, who.gid, {}};
+  // The job's groups; or NSS, which may be slow (LDAP): here, off the
+  // loop, once for every tool. None found: the primary group alone.
+  if (who.uid != geteuid() || who.gid != getegid()) {
+    setup.groups =
+        who.groups ? *who.groups : LoginGroups(who.uid, who.gid).value_or(std::vector<gid_t>{});
+  }
 
   size_t next = 0;  // the first task not started yet
   auto running = [&] {
@@ -253,8 +257,7 @@ struct SampleWork {
   uv_work_t req{};
   StackTools tools;
   std::string exec_shim;
-  uid_t uid = 0;
-  gid_t gid = 0;
+  Credentials who;
   std::vector<pid_t> pids;
   Millis budget{0};
   std::vector<SampledStack> stacks;
@@ -267,14 +270,13 @@ struct SampleWork {
 UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim, StackTools tools)
     : loop_(loop), exec_shim_(std::move(exec_shim)), tools_(std::move(tools)) {}
 
-void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
+void UvStackSampler::Sample(const std::vector<pid_t>& pids, const Credentials& who, Millis budget,
                             std::function<void(std::vector<SampledStack>)> done) {
   auto* work = new SampleWork;
   work->req.data = work;
   work->tools = tools_;
   work->exec_shim = exec_shim_;
-  work->uid = uid;
-  work->gid = gid;
+  work->who = who;
   work->pids = pids;
   work->budget = budget;
   work->done = std::move(done);
@@ -283,7 +285,7 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        w->stacks = TakeStacks(w->tools, w->exec_shim, w->uid, w->gid, w->pids, w->budget);
+        w->stacks = TakeStacks(w->tools, w->exec_shim, w->who, w->pids, w->budget);
       },
       [](uv_work_t* req, int) {
         auto* w = static_cast<SampleWork*>(req->data);

@@ -33,7 +33,7 @@ class UvStackSampler final : public StackSampler {
   UvStackSampler(uv_loop_t* loop, std::string exec_shim,
                  StackTools tools = StackTools::Installed());
   bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
-  void Sample(const std::vector<pid_t>& pids, uid_t uid, gid_t gid, Millis budget,
+  void Sample(const std::vector<pid_t>& pids, const Credentials& who, Millis budget,
               std::function<void(std::vector<SampledStack>)> done) override;
 
  private:
@@ -48,7 +48,7 @@ class UvStackSampler final : public StackSampler {
 // Takes the stacks of `pids` right here (blocking, within `budget`): what
 // UvStackSampler runs on the pool. For tests and benchmarks too.
 std::vector<SampledStack> TakeStacks(const StackTools& tools, const std::string& exec_shim,
-                                     uid_t uid, gid_t gid, const std::vector<pid_t>& pids,
+                                     const Credentials& who, const std::vector<pid_t>& pids,
                                      Millis budget);
 
 }  // namespace ltd

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "credentials.h"
 
 namespace ltd {
 
@@ -52,14 +53,14 @@ class UserFileSink {
 class UserFiles {
  public:
   virtual ~UserFiles() = default;
-  // Whether each file could be written by uid:gid (and its login groups);
-  // the first that cannot fails the call, `failure` says which.
-  virtual absl::Status Check(uid_t uid, gid_t gid, const std::vector<UserFile>& files,
+  // Whether each file could be written by `who`; the first that cannot
+  // fails the call, `failure` says which.
+  virtual absl::Status Check(const Credentials& who, const std::vector<UserFile>& files,
                              UserFileFailure* failure) = 0;
-  // Opens `paths` for appending as uid:gid (cut to empty with `truncate`)
+  // Opens `paths` for appending as `who` (cut to empty with `truncate`)
   // in a helper that then writes what the sink is given; one it creates
   // gets mode 0666 less `umask`.
-  virtual absl::StatusOr<std::unique_ptr<UserFileSink>> Open(uid_t uid, gid_t gid,
+  virtual absl::StatusOr<std::unique_ptr<UserFileSink>> Open(const Credentials& who,
                                                              const std::vector<std::string>& paths,
                                                              bool truncate, mode_t umask,
                                                              UserFileFailure* failure) = 0;

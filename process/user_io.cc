@@ -183,9 +183,11 @@ class WriterSink final : public UserFileSink {
 };
 
 absl::StatusOr<std::unique_ptr<Helper>> Start(const std::string& helper, const char* mode,
-                                              uid_t uid, gid_t gid,
+                                              const Credentials& who,
                                               const std::vector<UserFile>& files, bool truncate,
                                               mode_t umask) {
+  const uid_t uid = who.uid;
+  const gid_t gid = who.gid;
   const bool root = geteuid() == 0;
   if (!root && (uid != geteuid() || gid != getegid())) {
     return absl::PermissionDeniedError(Cat("cannot open files as uid ", uid, " without root"));
@@ -196,8 +198,13 @@ absl::StatusOr<std::unique_ptr<Helper>> Start(const std::string& helper, const c
   std::snprintf(mask, sizeof mask, "%03o", static_cast<unsigned>(umask & 0777));
   std::vector<std::string> argv = {helper, mode, "--umask", mask};
   if (root) {
-    const std::vector<gid_t> groups = LoginGroups(uid, gid);
-    AppendUserArgs(uid, gid, &groups, argv);
+    const std::optional<std::vector<gid_t>> groups =
+        who.groups ? who.groups : LoginGroups(uid, gid);
+    if (!groups) {
+      return absl::UnavailableError(
+          Cat("cannot look up the groups of uid ", uid, " (see the supervisor's log)"));
+    }
+    AppendUserArgs(uid, gid, &*groups, argv);
   }
   int p[2];
   if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -244,24 +251,24 @@ std::string UserIo::Beside(const std::string& exec_shim) {
          "/lt-userio";
 }
 
-absl::Status UserIo::Check(uid_t uid, gid_t gid, const std::vector<UserFile>& files,
+absl::Status UserIo::Check(const Credentials& who, const std::vector<UserFile>& files,
                            UserFileFailure* failure) {
   const Clock::time_point deadline = Clock::now() + deadline_;
-  auto h = Start(helper_, "check", uid, gid, files, false, 077);
+  auto h = Start(helper_, "check", who, files, false, 077);
   if (!h.ok()) return h.status();
   absl::Status s = (*h)->Answer(deadline, deadline_, failure);
   (*h)->Leave(/*kill=*/false);  // it exits after its answer
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<UserFileSink>> UserIo::Open(uid_t uid, gid_t gid,
+absl::StatusOr<std::unique_ptr<UserFileSink>> UserIo::Open(const Credentials& who,
                                                            const std::vector<std::string>& paths,
                                                            bool truncate, mode_t umask,
                                                            UserFileFailure* failure) {
   const Clock::time_point deadline = Clock::now() + deadline_;
   std::vector<UserFile> files;
   for (const std::string& p : paths) files.push_back(UserFile{p, false});
-  auto h = Start(helper_, "write", uid, gid, files, truncate, umask);
+  auto h = Start(helper_, "write", who, files, truncate, umask);
   if (!h.ok()) return h.status();
   if (absl::Status s = (*h)->Answer(deadline, deadline_, failure); !s.ok()) return s;
   return std::unique_ptr<UserFileSink>(new WriterSink(std::move(*h)));

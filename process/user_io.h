@@ -25,9 +25,9 @@ class UserIo final : public UserFiles {
   // put both in one directory.
   static std::string Beside(const std::string& exec_shim);
 
-  absl::Status Check(uid_t uid, gid_t gid, const std::vector<UserFile>& files,
+  absl::Status Check(const Credentials& who, const std::vector<UserFile>& files,
                      UserFileFailure* failure) override;
-  absl::StatusOr<std::unique_ptr<UserFileSink>> Open(uid_t uid, gid_t gid,
+  absl::StatusOr<std::unique_ptr<UserFileSink>> Open(const Credentials& who,
                                                      const std::vector<std::string>& paths,
                                                      bool truncate, mode_t umask,
                                                      UserFileFailure* failure) override;

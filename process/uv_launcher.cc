@@ -110,8 +110,13 @@ UvLauncher::~UvLauncher() {
   children_.clear();
 }
 
-void UvLauncher::ExpectUser(uid_t uid, gid_t gid) {
-  if (uid != geteuid() || gid != getegid()) groups_.Start(uid, gid);
+void UvLauncher::ExpectUser(uid_t uid, gid_t gid, const std::optional<std::vector<gid_t>>& groups) {
+  if (uid == geteuid() && gid == getegid()) return;
+  if (groups) {
+    groups_.Set(uid, gid, *groups);
+  } else {
+    groups_.Start(uid, gid);
+  }
 }
 
 absl::Status UvLauncher::BeginJob(const std::string& job_id, const JobLimits& limits) {

@@ -27,7 +27,7 @@ class UvLauncher final : public ProcessLauncher {
   ~UvLauncher() override;
 
   std::string_view containment() const override { return containment_->name(); }
-  void ExpectUser(uid_t uid, gid_t gid) override;
+  void ExpectUser(uid_t uid, gid_t gid, const std::optional<std::vector<gid_t>>& groups) override;
   absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override;
   std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override {
     return containment_->OomKills(job_id, rank);
@@ -70,8 +70,9 @@ class UvLauncher final : public ProcessLauncher {
   char read_buf_[64 * 1024];
 
   std::unique_ptr<ControlReader> control_;
-  // The login groups of the uid:gid ranks run as, looked up at each
-  // ExpectUser (each attempt), as a login would.
+  // The groups of the uid:gid ranks run as: the job's, or its user's
+  // login groups looked up at each ExpectUser (each attempt), as a login
+  // would.
   GroupsLookup groups_;
   // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
   // owner of each rank's handles and pidfd.

@@ -7,8 +7,10 @@
 // gRPC). With ltd gone for longer than the restore window it tears its job
 // down; should the ltd that started it go before it watched it, it goes
 // too, the job still PENDING (first_contact.h). Its ranks die with it
-// (PDEATHSIG); what they leave, ltd kills. Built twice: lt-shim, and
-// lt-shim-etcd for a multi-node run (run_join.h).
+// (PDEATHSIG); what they leave, ltd kills. Built twice: lt-shim, linked
+// statically and without NSS, and lt-shim-etcd, glibc shared, for a
+// multi-node run (run_join.h) and for a job whose record names no groups
+// (an earlier release's), which it looks up.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>

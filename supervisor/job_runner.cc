@@ -22,7 +22,7 @@ JobRunner::JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store,
       config_(std::move(config)),
       events_(events),
       job_(std::move(job)) {
-  launcher_.ExpectUser(job_.spec.uid, job_.spec.gid);
+  launcher_.ExpectUser(job_.spec.uid, job_.spec.gid, job_.spec.groups);
 }
 
 std::string_view ToString(Phase p) {

@@ -122,7 +122,7 @@ void JobRunner::Stacks(std::optional<int> rank, Millis budget, Supervision::Stac
     std::weak_ptr<StackCall> weak = call;
     // The tools' own budget ends before ours, so their answer is in.
     const Millis tool_budget = std::max(Millis{1}, budget - 2 * kPipePoll);
-    sampler_->Sample(native, job.spec.uid, job.spec.gid, tool_budget,
+    sampler_->Sample(native, Credentials{job.spec.uid, job.spec.gid, job.spec.groups}, tool_budget,
                      [this, weak, native_index](std::vector<SampledStack> stacks) {
                        auto c = weak.lock();
                        if (!c || c->finished) return;

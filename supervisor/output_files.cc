@@ -95,7 +95,8 @@ absl::StatusOr<OutputFiles> OutputFiles::Open(const Job& job, bool truncate, Use
   std::vector<std::string> names;
   for (const auto& [path, flag] : paths) names.push_back(path);
   UserFileFailure failure;
-  auto sink = user->Open(job.spec.uid, job.spec.gid, names, truncate, job.spec.umask, &failure);
+  auto sink = user->Open(Credentials{job.spec.uid, job.spec.gid, job.spec.groups}, names, truncate,
+                         job.spec.umask, &failure);
   if (!sink.ok()) return FlagError(sink.status(), failure, paths, "");
   auto writer = OutputWriter::Create(std::move(*sink), std::move(names));
   if (!writer.ok()) return writer.status();
@@ -142,7 +143,7 @@ absl::Status OutputFiles::Check(const JobSpec& spec, UserFiles& user) {
   }
   if (files.empty()) return absl::OkStatus();
   UserFileFailure failure;
-  absl::Status s = user.Check(spec.uid, spec.gid, files, &failure);
+  absl::Status s = user.Check(Credentials{spec.uid, spec.gid, spec.groups}, files, &failure);
   if (s.ok()) return s;
   return absl::InvalidArgumentError(
       FlagError(s, failure, paths, "; give a file you may write").message());

@@ -283,7 +283,8 @@ void JobRunner::OnJobEmpty() {
       At().restart_timer = 0;
       Restart();
     });
-    launcher_.ExpectUser(job->spec.uid, job->spec.gid);  // looked up again during the backoff
+    // The login groups looked up again during the backoff (the job's own stay).
+    launcher_.ExpectUser(job->spec.uid, job->spec.gid, job->spec.groups);
     Persist();
     return;
   }

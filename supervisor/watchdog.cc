@@ -326,7 +326,7 @@ void JobRunner::ReportHang(std::vector<int> stalled, std::vector<std::pair<Milli
     // The answer is this attempt's: one that comes after it ended (the
     // budget ran out, the job restarted) is dropped.
     sampler_->Sample(
-        native, job.spec.uid, job.spec.gid, config_.stack_budget,
+        native, Credentials{job.spec.uid, job.spec.gid, job.spec.groups}, config_.stack_budget,
         [this, self = std::weak_ptr(attempt_), native](std::vector<SampledStack> stacks) {
           if (!Current(self) || At().phase != Phase::kInvestigating) return;
           for (size_t i = 0; i < stacks.size() && i < job_.hang_report->ranks.size(); ++i) {

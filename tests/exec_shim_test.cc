@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -130,7 +131,7 @@ class ExecShimTest : public ::testing::Test {
 };
 
 TEST_F(ExecShimTest, LoginGroupsAreTheUsersGroupsAsInitgroupsSetsThem) {
-  const std::vector<gid_t> groups = LoginGroups(user_->uid(), user_->gid());
+  const std::vector<gid_t> groups = LoginGroups(user_->uid(), user_->gid()).value();
   EXPECT_EQ(Sorted(groups), Sorted({user_->gid(), extra_gid_}));
   // A uid without a passwd entry has its gid alone.
   EXPECT_EQ(LoginGroups(3999999, 3999998), std::vector<gid_t>{3999998});
@@ -139,7 +140,7 @@ TEST_F(ExecShimTest, LoginGroupsAreTheUsersGroupsAsInitgroupsSetsThem) {
 TEST_F(ExecShimTest, TheRankGetsExactlyTheGroupsItIsGiven) {
   // As a supervisor calls it.
   std::vector<std::string> args;
-  const std::vector<gid_t> groups = LoginGroups(user_->uid(), user_->gid());
+  const std::vector<gid_t> groups = LoginGroups(user_->uid(), user_->gid()).value();
   AppendUserArgs(user_->uid(), user_->gid(), &groups, args);
   ShimRun looked_up = RunShim(args, {"ids,exit:0"});
   EXPECT_EQ(looked_up.status, 0) << looked_up.out << looked_up.control;
@@ -377,4 +378,46 @@ TEST(GroupsLookup, ALookupThatThrowsTellsTheWaitingRanksAndTheNextRankTriesAgain
 }
 
 }  // namespace
+// A job's own groups (its submitter's, in its record) are the ranks': no
+// lookup runs for them, even one still waiting on NSS; and a lookup that
+// answers none (lt-shim, which runs no NSS) refuses the rank in one line.
+TEST(GroupsLookup, AJobsOwnGroupsNeedNoLookupAndNoneFoundRefusesTheRank) {
+  auto nss = std::make_shared<SlowNss>();
+  GroupsLookup lookup(nss->Lookup());
+  lookup.Start(5, 6);  // held by NSS
+  lookup.Set(5, 6, {6, 44});
+  auto given = lookup.GroupsForRank(5, 6);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->groups, (std::vector<gid_t>{6, 44}));
+  EXPECT_FALSE(given->later.valid());
+  nss->ReleaseOne();  // the forgotten lookup answers: nothing changes
+  EXPECT_TRUE(WaitFor([&] { return nss->calls() == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(lookup.Get(5, 6), (std::vector<gid_t>{6, 44}));
+  lookup.Set(5, 6, {});
+  EXPECT_EQ(lookup.GroupsForRank(5, 6)->groups, std::vector<gid_t>{});
+
+  // Held by the lookup's threads, which may outlive the test.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  GroupsLookup without_nss([calls](uid_t, gid_t) -> std::optional<std::vector<gid_t>> {
+    ++*calls;
+    return std::nullopt;
+  });
+  without_nss.Start(7, 8);
+  ASSERT_TRUE(WaitFor([&] { return *calls == 1; }, std::chrono::seconds(10)));
+  // Refused here, or (the retry still running) given a socket that ends
+  // with nothing on it, which lt-exec refuses: never any groups.
+  auto refused = without_nss.GroupsForRank(7, 8);
+  if (refused.ok()) {
+    EXPECT_FALSE(refused->groups.has_value());
+    ASSERT_TRUE(refused->later.valid());
+    pollfd p{refused->later.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10'000), 1);
+    char c;
+    EXPECT_EQ(read(refused->later.get(), &c, 1), 0);
+  } else {
+    EXPECT_EQ(refused.status().message(),
+              "cannot look up the groups of uid 7 (see the supervisor's log)");
+  }
+}
+
 }  // namespace ltd::test

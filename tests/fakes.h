@@ -199,7 +199,7 @@ class FakeLauncher final : public ProcessLauncher {
 class FakeSampler final : public StackSampler {
  public:
   bool IsPython(pid_t pid) override { return python.contains(pid); }
-  void Sample(const std::vector<pid_t>& pids, uid_t, gid_t, Millis budget,
+  void Sample(const std::vector<pid_t>& pids, const Credentials&, Millis budget,
               std::function<void(std::vector<SampledStack>)> done) override {
     requested = pids;
     requested_budget = budget;

@@ -1,6 +1,7 @@
 #include "job.h"
 
 #include <gtest/gtest.h>
+#include <limits.h>
 
 namespace ltd {
 namespace {
@@ -107,6 +108,46 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(JobFromJson(old)->hang_report->ranks[1].stack_status, StackStatus::kUnknown);
 }
 
+// The submitter's groups, what its ranks get, are in the record while the
+// job may (re)start; a final record drops them, as its environment. Any
+// list but one of gids the kernel takes reads as none (looked up), never as
+// another list.
+TEST(JobRecord, GroupsAreKeptUntilTheJobEndsAndOnlyAsGids) {
+  Job job;
+  job.id = "3";
+  job.state = JobState::kPending;
+  job.spec.groups = std::vector<gid_t>{100, 27, 4294967294u};
+  nlohmann::json j = ToJson(job);
+  EXPECT_EQ(j["groups"], nlohmann::json({100, 27, 4294967294u}));
+  EXPECT_EQ(JobFromJson(j)->spec.groups, job.spec.groups);
+  job.spec.groups = std::vector<gid_t>{};  // none but the primary group: kept as such
+  EXPECT_EQ(JobFromJson(ToJson(job))->spec.groups, std::vector<gid_t>{});
+  job.spec.groups.reset();
+  EXPECT_FALSE(ToJson(job).contains("groups"));
+  EXPECT_FALSE(JobFromJson(ToJson(job))->spec.groups) << "an earlier release's record";
+  job.spec.groups = std::vector<gid_t>{100};
+  job.state = JobState::kSucceeded;
+  EXPECT_FALSE(ToJson(job).contains("groups"));
+
+  for (const char* bad : {R"([-1])", R"([4294967295])", R"([1.5])", R"(["27"])", R"([[27]])",
+                          R"({"27": 27})", R"("27")", R"([27, null])", R"([1e3])"}) {
+    nlohmann::json b = j;
+    b["groups"] = nlohmann::json::parse(bad);
+    auto back = JobFromJson(b);
+    ASSERT_TRUE(back) << bad;
+    EXPECT_FALSE(back->spec.groups) << bad;
+  }
+  nlohmann::json many = j;
+  many["groups"] = nlohmann::json::array();
+  for (int i = 0; i <= NGROUPS_MAX; ++i) many["groups"].push_back(i);
+  EXPECT_FALSE(JobFromJson(many)->spec.groups) << "more than the kernel's NGROUPS_MAX";
+  many["groups"] = nlohmann::json::array();
+  for (int i = 0; i < NGROUPS_MAX; ++i) many["groups"].push_back(i);
+  const auto most = JobFromJson(many);
+  ASSERT_TRUE(most && most->spec.groups);
+  EXPECT_EQ(most->spec.groups->size(), static_cast<size_t>(NGROUPS_MAX));
+}
+
 // A rank's `error caf\351`, a Latin-1 directory, arguments that are no
 // text: a record keeps each byte and never fails to dump.
 TEST(JobRecord, NonUtf8BytesInEveryBytesFieldRoundTripExactly) {
@@ -196,6 +237,9 @@ TEST(JobSummary, CutsTheCommandLineAndDropsTheEnvironment) {
   EXPECT_EQ(job.spec.argv[0], "python3");
   EXPECT_EQ(kept + job.table.argv_cut, 7u + 8u + 19000u * 99u);
   EXPECT_TRUE(job.spec.env.empty());
+  job.spec.groups = std::vector<gid_t>{4, 27};
+  CutToSummary(job, 4096);
+  EXPECT_FALSE(job.spec.groups);
   // A small one stays whole; a huge program name keeps its first bytes.
   Job small;
   small.spec.argv = {"/bin/true"};

@@ -42,6 +42,8 @@
 // Each test makes its own two users (lts<pid>a, lts<pid>b) and a group
 // (lts<pid>g, A's supplementary group), a 0755 temp dir with the binaries
 // the users run, and its own ltd; teardown proves nothing is left (no
+#include <algorithm>
+
 #include "security_fixture.h"
 
 namespace ltd::test {
@@ -204,6 +206,118 @@ TEST_F(Security, ProgramsAreFoundAsTheUserAndTellNothingMore) {
   EXPECT_EQ(ga.exit_code, 0) << "A could not run a program of its group: " << ga.err;
   CmdResult gb = CtlAs(*b_, {"submit", "--devices", "1", "--", prog, "exit:0"});
   EXPECT_EQ(gb.exit_code, 126) << gb.err;
+}
+
+// The ranks, and the files opened for the job, get the groups of the
+// process that submitted it, as ranks started from its shell would: not
+// its user's login groups (NSS), of which a session may hold fewer (`sg`,
+// setgroups) or more (a group PAM granted at login).
+TEST_F(Security, RanksAndOutputFilesGetTheSubmittersGroups) {
+  ASSERT_TRUE(StartLtd()) << d_.log();
+  const group* g = getgrnam(group_.c_str());
+  ASSERT_NE(g, nullptr);
+  const gid_t gg = g->gr_gid;
+  const std::string gdir = bin_.path() + "/gout";  // only group_ may write here
+  ASSERT_EQ(mkdir(gdir.c_str(), 0700), 0);
+  ASSERT_EQ(chown(gdir.c_str(), 0, gg), 0);
+  ASSERT_EQ(chmod(gdir.c_str(), 0770), 0);
+  const std::vector<std::string> env = {d_.marker(), "HOME=" + a_->home(), "USER=" + a_->name()};
+  auto submit = [&](const RunAs& as, const std::string& output) {
+    std::vector<std::string> argv = {ltctl_, "--socket", d_.socket(), "submit", "--devices", "2"};
+    if (!output.empty()) argv.insert(argv.end(), {"--output", output});
+    argv.insert(argv.end(), {"--", child_, "ids"});
+    return RunCommandAs(as, argv, env, 30s);
+  };
+  // Each rank's sorted groups (the kernel keeps them sorted).
+  auto ranks_groups = [](const std::string& out) {
+    std::vector<std::vector<gid_t>> all;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t at = line.find("groups=");
+      if (at == std::string::npos) continue;
+      std::vector<gid_t> groups;
+      std::istringstream list(line.substr(at + 7));
+      for (std::string g; std::getline(list, g, ',');) {
+        if (!g.empty()) groups.push_back(static_cast<gid_t>(std::stoul(g)));
+      }
+      std::sort(groups.begin(), groups.end());
+      all.push_back(groups);
+    }
+    return all;
+  };
+  auto sorted = [](std::vector<gid_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+
+  const RunAs login = a_->As();
+  ASSERT_NE(std::find(login.groups.begin(), login.groups.end(), gg), login.groups.end());
+  CmdResult l = submit(login, "");
+  EXPECT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_EQ(ranks_groups(l.out), (std::vector<std::vector<gid_t>>(2, sorted(login.groups))))
+      << l.out;
+
+  RunAs fewer = login;
+  fewer.groups = {a_->gid()};
+  CmdResult f = submit(fewer, "");
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(ranks_groups(f.out), (std::vector<std::vector<gid_t>>(2, {a_->gid()})))
+      << "a group the submitter had dropped came back from the login's: " << f.out;
+
+  RunAs more = login;
+  more.groups.push_back(54321);  // no such group: a number the session holds all the same
+  CmdResult m = submit(more, "");
+  EXPECT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(ranks_groups(m.out), (std::vector<std::vector<gid_t>>(2, sorted(more.groups))))
+      << m.out;
+
+  // --output in a directory only group_ may write to: with the group, the
+  // job writes there; without it, the submit is refused and nothing made.
+  CmdResult wf = submit(fewer, gdir + "/fewer-%j.out");
+  EXPECT_NE(wf.exit_code, 0) << wf.out;
+  EXPECT_TRUE(Has(wf.err, gdir)) << wf.err;
+  CmdResult wl = submit(login, gdir + "/login.out");
+  EXPECT_EQ(wl.exit_code, 0) << wl.err;
+  EXPECT_EQ(ranks_groups(ReadWhole(gdir + "/login.out")).size(), 2u)
+      << ReadWhole(gdir + "/login.out");
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(gdir)) ++files;
+  EXPECT_EQ(files, 1u) << "only login.out";
+}
+
+// A job an earlier release queued has no groups in its record: its ranks
+// get the user's login groups, looked up by the supervisor that can (the
+// static lt-shim runs no NSS, so ltd starts lt-shim-etcd for it).
+TEST_F(Security, AQueuedRecordWithoutGroupsGetsTheLoginGroups) {
+  ASSERT_TRUE(StartLtd({"--devices", "1"})) << d_.log();
+  const group* g = getgrnam(group_.c_str());
+  ASSERT_NE(g, nullptr);
+  const std::string holder = SubmitAs(*a_, {"--devices", "1", "--", "/bin/sleep", "3600"});
+  ASSERT_TRUE(WaitState(holder, "RUNNING")) << d_.Show(holder).dump();
+  RunAs fewer = a_->As();
+  fewer.groups = {a_->gid()};  // the record would say just this
+  CmdResult q = RunCommandAs(
+      fewer,
+      {ltctl_, "--socket", d_.socket(), "submit", "-d", "--devices", "1", "--", child_, "ids"},
+      {d_.marker(), "HOME=" + a_->home()}, 30s);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const std::string queued = TrimEnd(q.out);
+  ASSERT_EQ(d_.Show(queued).value("state", ""), "PENDING");
+  d_.KillHard();  // a stop would end the jobs (the tests' ltd has --restore-window 0)
+
+  const std::string path = d_.state_dir() + "/jobs/" + queued + "/job.json";
+  nlohmann::json record = nlohmann::json::parse(ReadWhole(path), nullptr, false);
+  ASSERT_TRUE(record.is_object() && record.contains("groups")) << ReadWhole(path);
+  EXPECT_EQ(record["groups"], nlohmann::json::array({a_->gid()}));
+  record.erase("groups");
+  std::ofstream(path, std::ios::trunc) << record.dump();
+
+  ASSERT_TRUE(StartLtd({"--devices", "1"})) << d_.log();
+  CtlAs(*a_, {"kill", holder});  // its supervisor may have ended it already (no restore window)
+  const nlohmann::json ended = d_.WaitEnded(queued, 60s);
+  EXPECT_EQ(ended.value("state", ""), "SUCCEEDED") << ended.dump() << d_.log();
+  const std::string logs = CtlAs(*a_, {"logs", queued}).out;
+  EXPECT_TRUE(Has(logs, std::to_string(g->gr_gid))) << "not the login's groups: " << logs;
 }
 
 // ---- 4. non-UTF-8 bytes ----

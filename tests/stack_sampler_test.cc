@@ -74,8 +74,8 @@ TEST_F(StackSamplerTest, EuStackTakesEveryRanksStackThroughLtExec) {
   const StackTools tools = StackTools::Installed();
   if (tools.eu_stack.empty() && tools.gdb.empty()) GTEST_SKIP() << "no eu-stack, no gdb";
   Sleeper a, b;
-  auto stacks =
-      TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid(), 0, b.pid()}, Millis(20'000));
+  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, Credentials{geteuid(), getegid(), {}},
+                           {a.pid(), 0, b.pid()}, Millis(20'000));
   ASSERT_EQ(stacks.size(), 3u);
   for (size_t i : {0u, 2u}) {
     EXPECT_EQ(stacks[i].outcome, Outcome::kTaken) << stacks[i].note << "\n" << stacks[i].text;
@@ -94,7 +94,8 @@ TEST_F(StackSamplerTest, AToolThatNeverEndsIsKilledWithItsChildrenAtTheBudget) {
   // tool alone would leave the pipe open (and the child) behind.
   tools.eu_stack = Tool("sleep 300 & exec sleep 300");
   const auto start = std::chrono::steady_clock::now();
-  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid()}, Millis(300));
+  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, Credentials{geteuid(), getegid(), {}}, {a.pid()},
+                           Millis(300));
   const auto spent = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(stacks.size(), 1u);
   EXPECT_EQ(stacks[0].outcome, Outcome::kTimedOut);
@@ -139,7 +140,8 @@ TEST_F(StackSamplerTest, AToolHeldByATracerIsGivenUpOn) {
   close(report[1]);
   const auto start = std::chrono::steady_clock::now();
   // Budget enough for the tracer to have seized the tool before the kill.
-  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid()}, Millis(5000));
+  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, Credentials{geteuid(), getegid(), {}}, {a.pid()},
+                           Millis(5000));
   const auto spent = std::chrono::steady_clock::now() - start;
   pid_t tool = -1;
   fcntl(report[0], F_SETFL, O_NONBLOCK);
@@ -160,7 +162,8 @@ TEST_F(StackSamplerTest, AToolWithoutFramesFallsBackToTheNext) {
   StackTools tools;
   tools.eu_stack = Tool("echo 'eu-stack: cannot attach'; exit 2");
   tools.gdb = Tool("echo 'Thread 1 (Thread 0x7f (LWP 5)):'; echo '#0  nanosleep ()'; exit 0");
-  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid()}, Millis(20'000));
+  auto stacks = TakeStacks(tools, LT_EXEC_SHIM, Credentials{geteuid(), getegid(), {}}, {a.pid()},
+                           Millis(20'000));
   ASSERT_EQ(stacks.size(), 1u);
   EXPECT_EQ(stacks[0].outcome, Outcome::kTaken) << stacks[0].note;
   EXPECT_EQ(stacks[0].note, "gdb");
@@ -168,7 +171,8 @@ TEST_F(StackSamplerTest, AToolWithoutFramesFallsBackToTheNext) {
       << stacks[0].text;
 
   tools.gdb.clear();
-  stacks = TakeStacks(tools, LT_EXEC_SHIM, geteuid(), getegid(), {a.pid()}, Millis(20'000));
+  stacks = TakeStacks(tools, LT_EXEC_SHIM, Credentials{geteuid(), getegid(), {}}, {a.pid()},
+                      Millis(20'000));
   EXPECT_EQ(stacks[0].outcome, Outcome::kFailed);
   EXPECT_NE(stacks[0].note.find("eu-stack gave no frames (exit 2): eu-stack: cannot attach"),
             std::string::npos)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/server_posix.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -149,6 +150,23 @@ bool SocketIdentity(int fd, dev_t* dev, ino_t* ino) {
   return true;
 }
 
+// The supplementary groups of the process that connected on `fd`, as the
+// kernel saved them at its connect; none when it would not say.
+std::optional<std::vector<gid_t>> PeerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  for (int tries = 0; tries < 2; ++tries) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    // ERANGE: len is what they need, at most the kernel's NGROUPS_MAX.
+    if (errno != ERANGE || len / sizeof(gid_t) > NGROUPS_MAX) break;
+    groups.resize(len / sizeof(gid_t));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<PeerCreds> Listener::Lookup(const std::string& peer) const {
@@ -289,7 +307,7 @@ void Listener::AcceptLoop(grpc::Server* server) {
       continue;
     }
     Peer peer;
-    peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid};
+    peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid, PeerGroups(conn)};
     if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
       close(conn);
       continue;

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "fd.h"
@@ -30,6 +31,9 @@ struct PeerCreds {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
+  // The caller's supplementary groups when it connected (SO_PEERGROUPS):
+  // what its jobs' ranks get. None when the kernel would not say.
+  std::optional<std::vector<gid_t>> groups;
 };
 
 class Listener {

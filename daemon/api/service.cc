@@ -179,6 +179,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Submit(grpc::CallbackServerC
   JobSpec spec = std::move(*checked);
   spec.uid = who->uid;
   spec.gid = who->gid;
+  spec.groups = who->groups;
   // An array's tasks run apart, as sbatch's: its submit is never attached.
   const bool detach = req->detach() || !req->array().empty();
   const bool cancel = req->cancel_on_disconnect();
@@ -287,7 +288,9 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
   }
   // Anyone may read a job, as `ps` shows anyone's processes.
   auto who = Caller(ctx);
-  const PeerCreds caller = who.ok() ? *who : PeerCreds{.uid = JobManager::kAnyone};
+  const PeerCreds caller =
+      who.ok() ? *who
+               : PeerCreds{.uid = JobManager::kAnyone, .gid = 0, .pid = 0, .groups = std::nullopt};
   // Its details are its owner's (--private-data): one who cannot be told
   // sees none.
   const bool all = who.ok() && SeesAllDetails(caller);
