@@ -2,7 +2,9 @@
 // keeps it and `--json` prints it; what another release wrote reads back.
 #include <limits.h>
 
+#include <algorithm>
 #include <cctype>
+#include <type_traits>
 #include <utility>
 
 #include "bytes.h"
@@ -28,9 +30,29 @@ std::optional<WallTime> TimeField(const nlohmann::json& j, const char* key) {
 }
 
 template <typename T>
+constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <typename T>
+constexpr bool kIsIntegerList = false;
+template <typename T>
+constexpr bool kIsIntegerList<std::vector<T>> = kIsInteger<T>;
+
+// Where an integer is meant, an integer it must be: nlohmann turns a
+// float into one with a cast, undefined past the integer's range.
+template <typename T>
+bool IntegersWhereMeant(const nlohmann::json& v) {
+  if constexpr (kIsInteger<T>) {
+    return v.is_number_integer();
+  } else if constexpr (kIsIntegerList<T>) {
+    return v.is_array() &&
+           std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_number_integer(); });
+  }
+  return true;
+}
+
+template <typename T>
 std::optional<T> Field(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (it == j.end() || it->is_null() || !IntegersWhereMeant<T>(*it)) return std::nullopt;
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {

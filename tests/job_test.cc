@@ -221,6 +221,18 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
   ASSERT_TRUE(odd);
   EXPECT_EQ(odd->spec.argv, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(odd->spec.cwd, "");
+  // A float where an integer is meant reads as none, not as a cast of it
+  // (undefined past the integer's range; fuzz/job_json found it).
+  auto floats = JobFromJson(nlohmann::json::parse(
+      R"({"id": "3", "state": "FAILED", "devices": 2.5, "max_restarts": 3.3e38,
+          "device_slots": [1, 2.0], "unkillable": [{"pid": 7, "start_time": 3.3e38}]})"));
+  ASSERT_TRUE(floats);
+  EXPECT_EQ(floats->spec.devices, 0);
+  EXPECT_EQ(floats->spec.max_restarts, 0);
+  EXPECT_TRUE(floats->device_slots.empty());
+  ASSERT_EQ(floats->unkillable.size(), 1u);
+  EXPECT_EQ(floats->unkillable[0].pid, 7);
+  EXPECT_EQ(floats->unkillable[0].start_time, 0u);
 }
 
 // A finished job in memory is a summary: its command line cut, its
