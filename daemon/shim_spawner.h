@@ -15,12 +15,12 @@
 namespace ltd {
 
 struct ShimConfig {
-  std::string shim_binary;       // lt-shim
+  std::string shim_binary;  // lt-shim
   // lt-shim-etcd: a multi-node run's, and a job's whose groups must be
   // looked up (NSS), which lt-shim, linked statically, never does.
   std::string shim_etcd_binary;
-  std::string exec_binary;       // lt-exec
-  std::string containment;       // the mode every supervisor uses
+  std::string exec_binary;  // lt-exec
+  std::string containment;  // the mode every supervisor uses
   // ltd's cgroup2 cgroup, where it attached a device program at its start
   // (empty: it did not): its supervisors, there too, need not probe again.
   std::string device_program_proven;

@@ -473,7 +473,8 @@ struct Job {
 
 // What a finished job, its record saved, keeps in memory: the command line
 // cut to `max_argv` bytes (at least its program's first bytes), and no
-// environment or groups (nor has its final record). 150 finished jobs of ~1.9 MB command lines held 350 MB.
+// environment or groups (nor has its final record). 150 finished jobs of
+// ~1.9 MB command lines held 350 MB.
 void CutToSummary(Job& job, size_t max_argv);
 
 // `sent`, a record from the job's supervisor, becomes `job`'s record; what
