@@ -43,6 +43,7 @@
 // (lts<pid>g, A's supplementary group), a 0755 temp dir with the binaries
 // the users run, and its own ltd; teardown proves nothing is left (no
 #include <algorithm>
+#include <sstream>
 
 #include "security_fixture.h"
 
@@ -98,7 +99,10 @@ TEST_F(Security, LoaderVariablesReachOnlyTheUsersOwnProcesses) {
 }
 
 // gdb reads the rank's binary and libraries, which the user controls: it
-// runs as the rank's user, never as root.
+// runs as the rank's user, never as root: at the hang's verdict and for
+// `ltctl stack`. The rank's watcher sees an attach of a few milliseconds
+// only when it gets the CPU then, so the held job's stacks are asked for
+// again until it has seen one; every tracer it saw must be user A.
 TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   if (access("/usr/bin/gdb", X_OK) != 0 && access("/usr/bin/eu-stack", X_OK) != 0)
     GTEST_SKIP() << "neither eu-stack nor gdb is installed";
@@ -107,20 +111,34 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   mkdir(work.c_str(), 0777);
   chmod(work.c_str(), 0777);
   const std::string seen = work + "/uid";
-  CmdResult hung = CtlAs(*a_,
-                         {"submit", "--devices", "1", "--heartbeat-timeout", "1s", "--", child_,
-                          "tracer:" + seen + ",beat:1:0,hang"},
-                         60s);
-  EXPECT_EQ(hung.exit_code, 124) << hung.err;
-  nlohmann::json job = d_.Show("1");
+  CmdResult submitted =
+      CtlAs(*a_, {"submit", "-d", "--devices", "1", "--heartbeat-timeout", "1s", "--hold-on-hang",
+                  "1h", "--", child_, "tracer:" + seen + ",beat:1:0,hang"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id = TrimEnd(submitted.out);
+  ASSERT_TRUE(WaitFor([&] { return Has(d_.Ctl({"ps"}).out, "HUNG (held "); }, 60s))
+      << d_.Ctl({"ps"}).out;
+  nlohmann::json job = d_.Show(id);
   const std::string stack = job["hang_report"]["ranks"][0].value("stack", "");
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        if (!TrimEnd(ReadWhole(seen)).empty()) return true;
+        CtlAs(*a_, {"stack", id});
+        return !TrimEnd(ReadWhole(seen)).empty();
+      },
+      60s))
+      << "the rank's watcher never saw a tool attached";
   const std::string uid = std::to_string(a_->uid());
-  EXPECT_EQ(TrimEnd(ReadWhole(seen)), uid + " " + uid + " " + uid + " " + uid)
-      << "gdb attached with other uids (real, effective, saved, fs) than user A's, or the "
-         "watcher never saw it attached; job: "
-      << job.dump(1) << "\nltd's log:\n"
-      << d_.log();
+  std::istringstream lines(ReadWhole(seen));
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line, uid + " " + uid + " " + uid + " " + uid)
+        << "a tool attached with other uids (real, effective, saved, fs) than user A's; job: "
+        << job.dump(1) << "\nltd's log:\n"
+        << d_.log();
+  }
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  EXPECT_EQ(d_.WaitEnded(id, 30s).value("exit_code", 0), 124);
 }
 
 // ---- 2. the working directory ----

@@ -30,9 +30,9 @@
 //   waitfile:PATH   wait until PATH exists (the test says when to go on)
 //   usr1log:PATH    from now on (and in children forked later) SIGUSR1
 //                   appends "PID\n" to PATH instead of killing
-//   tracer:PATH     fork a watcher (in the rank's group) that writes the
-//                   uids (real, effective, saved, fs) of whatever
-//                   ptrace-attaches to this process to PATH
+//   tracer:PATH     fork a watcher (in the rank's group) that appends to
+//                   PATH a line of the uids (real, effective, saved, fs)
+//                   of each process it sees ptrace-attached to this one
 //   fds             print "fds=0,1,2,3,5" (the open file descriptors)
 //   ids             print "uid=U gid=G groups=G1,G2" (the kernel's order)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
@@ -114,8 +114,10 @@ std::vector<long> StatusField(long pid, const char* key) {
 }
 
 // A debugger stops every thread of what it attaches to, so the watching
-// is done by a child, from outside. It writes the tracer's real,
-// effective, saved and filesystem uids.
+// is done by a child, from outside. It appends each tracer's real,
+// effective, saved and filesystem uids, a line a tracer it saw, until the
+// rank is gone: an attach that lasts a few milliseconds may pass unseen
+// on a loaded machine, so a test asks again until one is seen.
 //
 // While the kernel links or unlinks a tracer, /proc says TracerPid is the
 // rank's real parent for an instant (ptrace_attach sets the flag before
@@ -126,6 +128,7 @@ void WatchTracer(const std::string& path) {
   const long rank = getpid();
   const long parent = getppid();
   if (fork() != 0) return;
+  long last = 0;
   for (;;) {
     const std::vector<long> tracer = StatusField(rank, "TracerPid:");
     if (tracer.empty()) _exit(0);  // the rank is gone
@@ -133,12 +136,12 @@ void WatchTracer(const std::string& path) {
         tracer[0] > 0 ? StatusField(tracer[0], "Tgid:") : std::vector<long>{};
     const std::vector<long> uids =
         tracer[0] > 0 ? StatusField(tracer[0], "Uid:") : std::vector<long>{};
-    if (!tgid.empty() && tgid[0] != parent && uids.size() == 4) {
-      if (FILE* out = std::fopen(path.c_str(), "w")) {
+    if (tracer[0] != last && !tgid.empty() && tgid[0] != parent && uids.size() == 4) {
+      last = tracer[0];
+      if (FILE* out = std::fopen(path.c_str(), "a")) {
         std::fprintf(out, "%ld %ld %ld %ld\n", uids[0], uids[1], uids[2], uids[3]);
         std::fclose(out);
       }
-      _exit(0);
     }
     // eu-stack is attached for a few milliseconds only: look again at once,
     // neither after a sleep nor a sched_yield (which hands the CPU to the
