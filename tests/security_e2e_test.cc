@@ -123,8 +123,7 @@ TEST_F(Security, StacksOfAUsersRanksAreTakenWithTheUsersPrivilegesOnly) {
   EXPECT_NE(stack.find("#0"), std::string::npos) << "no native stack was taken: " << job.dump(1);
   EXPECT_TRUE(WaitFor(
       [&] {
-        if (!TrimEnd(ReadWhole(seen)).empty()) return true;
-        CtlAs(*a_, {"stack", id});
+        if (TrimEnd(ReadWhole(seen)).empty()) CtlAs(*a_, {"stack", id});
         return !TrimEnd(ReadWhole(seen)).empty();
       },
       60s))

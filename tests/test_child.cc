@@ -202,7 +202,6 @@ void Run(const std::string& action) {
   const std::string verb = action.substr(0, colon);
   const std::string arg = colon == std::string::npos ? "" : action.substr(colon + 1);
   if (verb == "exit") {
-    std::fflush(stdout);
     End(std::atoi(arg.c_str()));
   } else if (verb == "signal") {
     const int sig = std::atoi(arg.c_str());
