@@ -36,8 +36,9 @@ ShimSupervisorHost::ShimSupervisorHost(Loop& loop, const JobStore& store, Contai
       config_(std::move(config)),
       canonical_state_dir_(Canonical(store_.state_dir())),
       context_{loop_, store_, plan_, [this](ShimLink* link) { Forget(link); }},
-      spares_(loop_,
-              [this](Fd* assign) { return SpawnShim(config_, store_.state_dir(), "", assign); }) {}
+      spares_(
+          loop_, [this](Fd* assign) { return SpawnShim(config_, store_.state_dir(), "", assign); },
+          [this](pid_t pid) { Release(pid); }) {}
 
 ShimSupervisorHost::~ShimSupervisorHost() {
   for (const auto& link : links_) link->Detach();
@@ -49,6 +50,13 @@ void ShimSupervisorHost::Forget(ShimLink* link) {
       links_.erase(it);
       return;
     }
+  }
+}
+
+void ShimSupervisorHost::Release(pid_t pid) {
+  for (const auto& link : links_) {
+    // An earlier job's link may wait for its stream's end still.
+    if (link->pid() == pid && link->Released()) return;  // may erase it
   }
 }
 

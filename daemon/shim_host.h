@@ -51,6 +51,8 @@ class ShimSupervisorHost final : public SupervisorHost {
                                      std::unique_ptr<ShimChannel> channel,
                                      SupervisionEvents& events);
   void Forget(ShimLink* link);
+  // The supervisor `pid` is free for another job: its link lets go.
+  void Release(pid_t pid);
 
   Loop& loop_;
   const JobStore& store_;
@@ -58,7 +60,8 @@ class ShimSupervisorHost final : public SupervisorHost {
   const ShimConfig config_;
   std::string canonical_state_dir_;
   const ShimLink::Context context_;
-  // Every supervisor not yet reaped, ended jobs' too (they exit just after).
+  // Every supervisor not yet reaped or free again, ended jobs' too (they
+  // exit, or say they are free, just after).
   std::set<std::shared_ptr<ShimLink>> links_;
   SparePool spares_;
 };

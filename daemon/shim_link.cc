@@ -181,6 +181,15 @@ void ShimLink::OnExit() {
   if (!watching_) FinishExit();
 }
 
+bool ShimLink::Released() {
+  if (exited_) return false;
+  exit_poll_.reset();
+  exit_text_ = "said it was free for another job";
+  exited_ = true;
+  if (!watching_) FinishExit();
+  return true;
+}
+
 void ShimLink::FinishExit() {
   auto self = shared_from_this();  // `gone` may drop the last other reference
   if (Reporting()) {

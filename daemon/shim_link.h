@@ -2,8 +2,9 @@
 // for its exit), its channel (frames, or gRPC for an earlier release's
 // supervisor: shim_channel.h), the watch on it, the output switch, and the
 // events of the job table it reports to. Outlives its Supervision until
-// the supervisor process is gone; when it dies before the job ended, kills
-// what it left and says the job is lost. Loop thread.
+// the supervisor process is gone, or free for another job; when it dies
+// before the job ended, kills what it left and says the job is lost.
+// Loop thread.
 #pragma once
 
 #include <uv.h>
@@ -48,6 +49,12 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
 
   // ltd stops: nothing is reported any more, nothing is watched.
   void Detach();
+
+  pid_t pid() const { return pid_; }
+  // The supervisor said it is free for another job (spare_pool.h): done
+  // with this one as if it had exited, but not reaped here. False when
+  // this link was done with it already (an earlier job's).
+  bool Released();
 
  private:
   ShimLink(const Context& context, std::string job_id, pid_t pid, Fd pidfd,

@@ -11,16 +11,11 @@
 
 #include "pidfd.h"
 #include "posix_error.h"
+#include "spare_wire.h"
 #include "spawn_attr.h"
 #include "str_util.h"
 
 namespace ltd {
-namespace {
-
-// A job id is a uint64 in decimal.
-constexpr size_t kMaxJobIdDigits = 20;
-
-}  // namespace
 
 std::string ExitText(const siginfo_t& info) {
   if (info.si_code == CLD_EXITED) return Cat("exited with code ", info.si_status);
@@ -28,23 +23,35 @@ std::string ExitText(const siginfo_t& info) {
   return Cat("died of signal ", info.si_status, name != nullptr ? Cat(" (SIG", name, ")") : "");
 }
 
-absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
-                                      const std::string& job_id, Fd* assign, bool etcd_build) {
+absl::StatusOr<std::pair<Fd, Fd>> ShimConnection() {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
     return PosixError("socketpair", "a supervisor's connection", errno);
   }
-  Fd ours(pair[0]), theirs(pair[1]);
-  // A spare's pipe: close-on-exec here, so that only ltd holds the end
-  // that writes, and the spare reads EOF (and exits) once ltd is gone.
-  Fd spare_reads;
-  if (assign != nullptr) {
+  return std::make_pair(Fd(pair[0]), Fd(pair[1]));
+}
+
+absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
+                                      const std::string& job_id, Fd* assign, bool etcd_build) {
+  // A job's supervisor has its connection now; a spare's comes with each
+  // job, down its socket (spare_wire.h), which is close-on-exec here, so
+  // that only ltd holds this end, and the spare reads EOF (and exits)
+  // once ltd is gone.
+  Fd ours, theirs, spare_end;
+  if (assign == nullptr) {
+    auto pair = ShimConnection();
+    if (!pair.ok()) return pair.status();
+    ours = std::move(pair->first);
+    theirs = std::move(pair->second);
+  } else {
     int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "a spare supervisor's pipe", errno);
-    spare_reads.reset(p[0]);
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) != 0) {
+      return PosixError("socketpair", "a spare supervisor's socket", errno);
+    }
+    spare_end.reset(p[0]);
     assign->reset(p[1]);
   }
-  for (Fd* fd : {&theirs, &spare_reads}) {
+  for (Fd* fd : {&theirs, &spare_end}) {
     if (fd->valid()) {
       if (absl::Status s = AboveSpawnFds(*fd); !s.ok()) return s;
     }
@@ -88,8 +95,9 @@ absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::strin
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);  // clears close-on-exec
-  if (spare_reads.valid()) posix_spawn_file_actions_adddup2(&actions, spare_reads.get(), 4);
+  // dup2 clears close-on-exec.
+  if (theirs.valid()) posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);
+  if (spare_end.valid()) posix_spawn_file_actions_adddup2(&actions, spare_end.get(), 4);
   // Its own session: a Ctrl-C or a hangup meant for ltd never reaches it.
   const CleanSpawnAttr attr(/*new_session=*/true);
   pid_t pid = 0;

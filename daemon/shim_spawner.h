@@ -1,5 +1,6 @@
 // Starting lt-shim, a job's supervisor: its command line, its connection
-// to ltd (fd 3), and for a spare the pipe its job id comes down (fd 4).
+// to ltd (fd 3), and for a spare the socket its jobs come down (fd 4),
+// each with its connection (process/spare_wire.h).
 #pragma once
 
 #include <sys/types.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "fd.h"
@@ -33,17 +35,21 @@ struct ShimConfig {
   std::chrono::milliseconds auto_heartbeat_timeout{5 * 60 * 1000};
 };
 
-// An lt-shim this ltd started: fd 3 of it is the other end of `channel`.
-// Not reaped until ltd says so (through `pidfd`).
+// An lt-shim this ltd started: fd 3 of it is the other end of `channel`
+// (a spare's: of the channel its job came with). Not reaped until ltd
+// says so (through `pidfd`).
 struct SpawnedShim {
   pid_t pid = 0;
   Fd pidfd;
   Fd channel;
 };
 
+// A supervisor's connection to ltd: ltd's end, the supervisor's.
+absl::StatusOr<std::pair<Fd, Fd>> ShimConnection();
+
 // Starts lt-shim for `job_id` on `state_dir`, or a spare (empty id) that
-// reads its job id from the other end of `*assign`; lt-shim-etcd instead
-// with `etcd_build`. In its own session.
+// takes its jobs from the other end of `*assign` (its `channel` empty);
+// lt-shim-etcd instead with `etcd_build`. In its own session.
 absl::StatusOr<SpawnedShim> SpawnShim(const ShimConfig& config, const std::string& state_dir,
                                       const std::string& job_id, Fd* assign,
                                       bool etcd_build = false);

@@ -1,20 +1,25 @@
 #include "spare_pool.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "pidfd.h"
+#include "spare_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace ltd {
 
 void SparePool::Prepare(std::chrono::milliseconds delay) {
-  if (!on_ || spare_ || (timer_ && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_.get())))) {
+  if (!on_ || !spares_.empty() ||
+      (timer_ && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_.get())))) {
     return;
   }
   if (!timer_) {
@@ -29,7 +34,7 @@ void SparePool::Prepare(std::chrono::milliseconds delay) {
 }
 
 void SparePool::Start() {
-  if (!on_ || spare_) return;
+  if (!on_ || !spares_.empty()) return;
   auto spare = std::make_unique<Spare>();
   auto spawned = spawn_(&spare->assign);
   if (!spawned.ok()) {
@@ -38,73 +43,165 @@ void SparePool::Start() {
     return;
   }
   spare->process = std::move(*spawned);
+  spdlog::debug("spare supervisor pid {} started", spare->process.pid);
+  Keep(std::move(spare));
+}
+
+void SparePool::Keep(std::unique_ptr<Spare> spare) {
   // Idle priority from now until it has a job: its start-up (mapping,
-  // relocating, static initialisers) takes no CPU that work wants. It has
-  // one thread until then, whose id is its pid.
+  // static initialisers) takes no CPU that work wants. It has one thread
+  // until then (one again once free: shim/spare.h), whose id is its pid.
   const sched_param idle{};
   if (sched_setscheduler(spare->process.pid, SCHED_IDLE, &idle) != 0) {
     spdlog::debug("spare supervisor pid {} stays at normal priority: {}", spare->process.pid,
                   std::strerror(errno));
   }
+  spare->pool = this;
+  spare->since = std::chrono::steady_clock::now();
   spare->exit_poll = UvInit<uv_poll_t>(
       [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, spare->process.pidfd.get()); });
   if (spare->exit_poll) {
-    spare->exit_poll->data = this;
-    uv_poll_start(spare->exit_poll.get(), UV_READABLE,
-                  [](uv_poll_t* p, int, int) { static_cast<SparePool*>(p->data)->OnExit(); });
+    spare->exit_poll->data = spare.get();
+    uv_poll_start(spare->exit_poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
+      auto* s = static_cast<Spare*>(p->data);
+      s->pool->OnExit(s);
+    });
   }
-  spdlog::debug("spare supervisor pid {} started", spare->process.pid);
-  spare_ = std::move(spare);
+  spares_.push_back(std::move(spare));
+  if (spares_.size() > 1 && !trim_timer_) {
+    trim_timer_ = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop_.get(), t); });
+    if (!trim_timer_) return;
+    trim_timer_->data = this;
+    const auto every = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(kIdleLimit).count());
+    uv_timer_start(
+        trim_timer_.get(), [](uv_timer_t* t) { static_cast<SparePool*>(t->data)->Trim(); }, every,
+        every);
+    uv_unref(reinterpret_cast<uv_handle_t*>(trim_timer_.get()));
+  }
 }
 
-void SparePool::OnExit() {
-  // It had no job: nothing of anyone's is lost. The next job starts its
-  // own supervisor and prepares another spare.
+void SparePool::OnExit(Spare* spare) {
+  // It had no job: nothing of anyone's is lost. The next job takes
+  // another, or starts its own supervisor and prepares another spare.
   siginfo_t info{};
-  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare_->process.pidfd.get()), &info,
-             WEXITED | WNOHANG) != 0 ||
-      info.si_pid == 0) {
+  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare->process.pidfd.get()), &info,
+             WEXITED | WNOHANG) != 0) {
+    if (errno != ECHILD) return;  // reaped already: gone all the same
+  } else if (info.si_pid == 0) {
     return;
+  } else {
+    spdlog::warn("spare supervisor pid {} {}", spare->process.pid, ExitText(info));
   }
-  spdlog::warn("spare supervisor pid {} {}", spare_->process.pid, ExitText(info));
-  spare_.reset();
+  std::erase_if(spares_, [&](const auto& s) { return s.get() == spare; });
 }
 
 std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
-  if (!spare_) return std::nullopt;
-  spare_->exit_poll.reset();
+  if (spares_.empty()) return std::nullopt;
+  std::unique_ptr<Spare> spare = std::move(spares_.back());
+  spares_.pop_back();
+  spare->exit_poll.reset();
   // Normal priority before it reads its job: from then on it is the job's
   // supervisor, and starts threads that would inherit the idle policy.
   const sched_param normal{};
-  if (sched_setscheduler(spare_->process.pid, SCHED_OTHER, &normal) != 0) {
+  if (sched_setscheduler(spare->process.pid, SCHED_OTHER, &normal) != 0) {
     spdlog::warn(
-        "cannot give the spare supervisor normal priority ({}); supervisors start with "
+        "cannot give a spare supervisor normal priority ({}); supervisors start with "
         "their jobs from now on",
         std::strerror(errno));
     on_ = false;
+    KillOne(std::move(spare));
     Kill();
     return std::nullopt;
   }
-  const std::string line = job_id + "\n";
-  if (write(spare_->assign.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    Kill();  // it died since it was last polled (EPIPE; ltd ignores SIGPIPE)
+  auto connection = ShimConnection();
+  if (!connection.ok()) {
+    spdlog::warn("job={} cannot give a spare supervisor the job: {}", job_id,
+                 std::string(connection.status().message()));
+    KillOne(std::move(spare));
     return std::nullopt;
   }
-  SpawnedShim taken = std::move(spare_->process);
-  spare_.reset();
+  if (!SendJob(spare->assign.get(), job_id, connection->second.get()).ok()) {
+    KillOne(std::move(spare));  // it died since it was last polled
+    return std::nullopt;
+  }
+  auto lent = std::make_unique<Lent>();
+  lent->pool = this;
+  lent->pid = spare->process.pid;
+  lent->pidfd.reset(fcntl(spare->process.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+  lent->assign = std::move(spare->assign);
+  SpawnedShim taken{spare->process.pid, std::move(spare->process.pidfd),
+                    std::move(connection->first)};
+  // Without a copy of its pidfd it is not taken back: it exits after its
+  // job (EOF on its socket).
+  if (lent->pidfd.valid()) {
+    lent->poll = UvInit<uv_poll_t>(
+        [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, lent->assign.get()); });
+  }
+  if (lent->poll) {
+    lent->poll->data = lent.get();
+    uv_poll_start(lent->poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
+      auto* l = static_cast<Lent*>(p->data);
+      l->pool->OnWord(l);
+    });
+    lent_.push_back(std::move(lent));
+  }
   return taken;
 }
 
+void SparePool::OnWord(Lent* lent) {
+  const SpareWord word = ReadSpareWord(lent->assign.get());
+  if (word == SpareWord::kNothingYet) return;
+  auto it =
+      std::find_if(lent_.begin(), lent_.end(), [&](const auto& l) { return l.get() == lent; });
+  if (it == lent_.end()) return;
+  std::unique_ptr<Lent> back = std::move(*it);
+  lent_.erase(it);
+  back->poll.reset();
+  // Gone: it exits after its job, as any supervisor does, and what
+  // watched it reaps it.
+  if (word == SpareWord::kGone) return;
+  // Its job's watcher lets go of it first: from then on only this pool
+  // reaps it, so that its pid is its own while it lives (or is a zombie).
+  freed_(back->pid);
+  pollfd exited{back->pidfd.get(), POLLIN, 0};
+  if (poll(&exited, 1, 0) != 0) {
+    siginfo_t info{};
+    (void)waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(back->pidfd.get()), &info,
+                 WEXITED | WNOHANG);
+    return;
+  }
+  auto spare = std::make_unique<Spare>();
+  spare->process = SpawnedShim{back->pid, std::move(back->pidfd), Fd()};
+  spare->assign = std::move(back->assign);
+  if (!on_ || spares_.size() >= kMaxSpares) return KillOne(std::move(spare));
+  spdlog::debug("supervisor pid {} is free again: a spare", back->pid);
+  Keep(std::move(spare));
+}
+
+void SparePool::Trim() {
+  // The first to wait go first, but the last one: the next job's.
+  const auto now = std::chrono::steady_clock::now();
+  while (spares_.size() > 1 && now - spares_.front()->since >= kIdleLimit) {
+    KillOne(std::move(spares_.front()));
+    spares_.erase(spares_.begin());
+  }
+  if (spares_.size() <= 1) trim_timer_.reset();
+}
+
 void SparePool::Kill() {
-  if (!spare_) return;
-  spare_->exit_poll.reset();
-  PidfdSendSignal(spare_->process.pidfd.get(), SIGKILL);
+  for (auto& spare : spares_) KillOne(std::move(spare));
+  spares_.clear();
+}
+
+void SparePool::KillOne(std::unique_ptr<Spare> spare) {
+  spare->exit_poll.reset();
+  PidfdSendSignal(spare->process.pidfd.get(), SIGKILL);
   siginfo_t info{};
-  while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare_->process.pidfd.get()),
+  while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spare->process.pidfd.get()),
                 &info, WEXITED) != 0 &&
          errno == EINTR) {
   }
-  spare_.reset();
 }
 
 }  // namespace ltd

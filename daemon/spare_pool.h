@@ -1,9 +1,12 @@
-// The spare supervisor: one lt-shim started ahead of need, at idle
-// priority, waiting on a pipe for the job it will supervise. A
-// supervisor's start is mostly the kernel and the loader mapping and
-// relocating a large program (some 15 ms of CPU on a VM); the spare has
-// done it on time nothing else wanted, so a job's start takes only what
-// is the job's own. Loop thread.
+// Spare supervisors: lt-shim processes started ahead of need, at idle
+// priority, each waiting on its socket for the job it will supervise. A
+// supervisor's start is mostly the kernel mapping a program and the
+// program's initialisers; a spare has done it on time nothing else
+// wanted, so a job's start takes only what is the job's own. And a
+// supervisor that ltd gave a job this way says when it is done with it,
+// and clean of it (shim/spare.h): it waits as a spare again, so that most
+// jobs' supervisors are neither started nor torn down. At most kMaxSpares
+// wait; those beyond the first that waited kIdleLimit go. Loop thread.
 #pragma once
 
 #include <uv.h>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loop.h"
 #include "shim_spawner.h"
@@ -22,36 +26,65 @@ namespace ltd {
 
 class SparePool {
  public:
-  // `spawn` starts a spare: lt-shim with no job, reading its id from the
-  // other end of the pipe it is given.
+  // As many as jobs start at once on a busy node; each waits in some
+  // 2 MB of its own memory.
+  static constexpr size_t kMaxSpares = 16;
+  static constexpr std::chrono::seconds kIdleLimit{30};
+
+  // `spawn` starts a spare: lt-shim with no job, reading its jobs from
+  // the other end of the socket it is given.
   using Spawn = std::function<absl::StatusOr<SpawnedShim>(Fd* assign)>;
-  SparePool(Loop& loop, Spawn spawn) : loop_(loop), spawn_(std::move(spawn)) {}
-  // Kills the spare; it is gone by itself once ltd is (EOF on its pipe).
+  // `freed`: a supervisor lent with a job is free of it; what watched it
+  // lets go of it (before this pool keeps it or kills it).
+  using Freed = std::function<void(pid_t)>;
+  SparePool(Loop& loop, Spawn spawn, Freed freed)
+      : loop_(loop), spawn_(std::move(spawn)), freed_(std::move(freed)) {}
+  // Kills the spares; each is gone by itself once ltd is (EOF on its
+  // socket), and so is each lent one once its job ends.
   ~SparePool() { Kill(); }
   SparePool(const SparePool&) = delete;
   SparePool& operator=(const SparePool&) = delete;
 
-  // A new spare `delay` from now (0: the loop's next turn), unless there
-  // is one or one is due.
+  // A new spare `delay` from now (0: the loop's next turn), unless one
+  // waits or one is due.
   void Prepare(std::chrono::milliseconds delay);
-  // The spare, given `job_id` and normal priority; nullopt when there is
+  // A spare (the one that waited least), given `job_id` with a new
+  // connection (its `channel`) and normal priority; nullopt when there is
   // none or it cannot take the job.
   std::optional<SpawnedShim> Take(const std::string& job_id);
 
  private:
   struct Spare {
+    SparePool* pool = nullptr;
     SpawnedShim process;
-    Fd assign;                   // the pipe its job id comes down
+    Fd assign;                   // the socket its jobs come down
     UvPtr<uv_poll_t> exit_poll;  // should it die while it waits
+    std::chrono::steady_clock::time_point since;
+  };
+  // A spare given a job: polled for its word that it is free again.
+  struct Lent {
+    SparePool* pool = nullptr;
+    pid_t pid = 0;
+    Fd pidfd;  // a copy: the job's watcher holds (and reaps by) the first
+    Fd assign;
+    UvPtr<uv_poll_t> poll;
   };
   void Start();
-  void OnExit();
+  void Keep(std::unique_ptr<Spare> spare);
+  void OnExit(Spare* spare);
+  void OnWord(Lent* lent);
+  void Trim();
   void Kill();
+  static void KillOne(std::unique_ptr<Spare> spare);
 
   Loop& loop_;
   Spawn spawn_;
-  std::unique_ptr<Spare> spare_;
+  Freed freed_;
+  std::vector<std::unique_ptr<Spare>> spares_;  // the last waited least
+  // One a job whose supervisor was a spare, while the job runs.
+  std::vector<std::unique_ptr<Lent>> lent_;
   UvPtr<uv_timer_t> timer_;
+  UvPtr<uv_timer_t> trim_timer_;
   bool on_ = true;  // off once a spare could not be given normal priority
 };
 

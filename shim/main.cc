@@ -1,8 +1,10 @@
-// lt-shim: the supervisor of one job. ltd starts one per job it places
-// (root, in its own session, the job's record in the state dir); it runs
-// the job's ranks through lt-exec, watches them, tears them down, restarts
-// them, and records the job, whether or not ltd is there. ltd watches it
-// over the socket pair it was started with (fd 3); a later ltd finds it
+// lt-shim: the supervisor of one job at a time. ltd starts one per job it
+// places, or gives the job to a spare (spare.h), which may serve job after
+// job (root, in its own session, the job's record in the state dir); it
+// runs the job's ranks through lt-exec, watches them, tears them down,
+// restarts them, and records the job, whether or not ltd is there. ltd
+// watches it over the job's connection (fd 3: a socket pair it was
+// started with, or given with the job); a later ltd finds it
 // again at <job dir>/supervisor.sock (proto/shim.proto's frames, no
 // gRPC). With ltd gone for longer than the restore window it tears its job
 // down; should the ltd that started it go before it watched it, it goes
@@ -32,6 +34,7 @@
 #include "loop.h"
 #include "run_join.h"
 #include "shim_service.h"
+#include "spare.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
@@ -60,45 +63,11 @@ struct Options {
 };
 
 // The fd of the connection to ltd: the only one a supervisor inherits,
-// but for a spare's pipe, down which its job id comes.
+// but for a spare's socket (spare.h), down which its jobs come.
 constexpr int kLtdFd = 3;
-constexpr int kAssignFd = 4;
-constexpr size_t kMaxJobIdDigits = 20;  // a uint64 in decimal
 // How long a supervisor waits for an earlier one of its job to go: one
 // whose ltd went before watching it, which notices in milliseconds.
 constexpr std::chrono::seconds kLockWait{10};
-
-// A spare waits here, before anything starts a thread (ltd runs it at idle
-// priority until it gives it a job, and threads would keep that policy),
-// for "<job id>\n". EOF: ltd let it go, or is gone.
-std::optional<std::string> AwaitJob() {
-  std::string id;
-  for (;;) {
-    char c;
-    const ssize_t n = read(kAssignFd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return std::nullopt;
-    if (c == '\n') break;
-    if (c < '0' || c > '9' || id.size() == kMaxJobIdDigits) return std::nullopt;
-    id += c;
-  }
-  close(kAssignFd);
-  if (id.empty()) return std::nullopt;
-  return id;
-}
-
-// Writes `id` over the placeholder a spare's --job holds, so that ps and
-// /proc/PID/cmdline show whose supervisor this is now.
-void ShowJob(int argc, char** argv, const std::string& id) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--job") != 0) continue;
-    const size_t room = std::strlen(argv[i + 1]);
-    if (id.size() > room) return;
-    std::memset(argv[i + 1], 0, room);
-    std::memcpy(argv[i + 1], id.data(), id.size());
-    return;
-  }
-}
 
 int Run(const Options& opt) {
   sigset_t stop_signals;
@@ -292,7 +261,9 @@ int main(int argc, char** argv) {
   bool ltd_fd = false;
   app.add_flag("--ltd-fd", ltd_fd, "fd 3 is a connection to ltd");
   bool spare = false;
-  app.add_flag("--spare", spare, "a spare: the job's id comes down fd 4 (--job holds its room)");
+  app.add_flag("--spare", spare,
+               "a spare: its jobs come down fd 4, each with its connection (--job holds room "
+               "for their ids)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -301,11 +272,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (ltd_fd) opt.ltd_fd = ltd::kLtdFd;
-  if (spare) {
-    auto id = ltd::AwaitJob();
+  if (!spare) return ltd::Run(opt);
+  opt.ltd_fd = ltd::kLtdFd;  // each job's connection
+  ltd::Spare self(argc, argv, opt.ltd_fd);
+  for (;;) {
+    auto id = self.AwaitJob();
     if (!id) return 0;
-    ltd::ShowJob(argc, argv, *id);
-    opt.job = *id;
+    opt.job = std::move(*id);
+    const int rc = ltd::Run(opt);
+    if (rc != 0 || !self.OfferAnother()) return rc;
   }
-  return ltd::Run(opt);
 }

@@ -374,11 +374,16 @@ std::vector<pid_t> SpareSupervisors(const std::string& state_dir) {
   return ShimsOf(state_dir, [](const std::string& j) { return j.starts_with('_'); });
 }
 
+bool IsReadySpare(const std::string& state_dir, pid_t pid) {
+  const std::vector<pid_t> spares = SpareSupervisors(state_dir);
+  if (std::find(spares.begin(), spares.end(), pid) == spares.end()) return false;
+  const int policy = sched_getscheduler(pid);
+  return policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) == SCHED_IDLE;
+}
+
 pid_t ReadySpare(const std::string& state_dir) {
   const std::vector<pid_t> spares = SpareSupervisors(state_dir);
-  if (spares.size() != 1) return 0;
-  const int policy = sched_getscheduler(spares[0]);
-  return policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) == SCHED_IDLE ? spares[0] : 0;
+  return spares.size() == 1 && IsReadySpare(state_dir, spares[0]) ? spares[0] : 0;
 }
 
 int CountOpenFds(pid_t pid) {

@@ -122,11 +122,13 @@ bool ProcessAlive(pid_t pid);  // exists and is not a zombie
 // Live job supervisors (lt-shim) of the state dir `state_dir` (as ltd was
 // given it), of job `job` only unless it is empty.
 std::vector<pid_t> Supervisors(const std::string& state_dir, const std::string& job = "");
-// The spare supervisor ltd keeps ready (one at most), not yet given a job.
+// The spare supervisors ltd keeps ready, not given a job (yet, or again).
 std::vector<pid_t> SpareSupervisors(const std::string& state_dir);
 // The spare once ltd has it ready: the only one, at SCHED_IDLE, which ltd
 // sets after every fd it holds for it is open. 0 until then.
 pid_t ReadySpare(const std::string& state_dir);
+// Whether `pid` is one of the spares, ready (at SCHED_IDLE).
+bool IsReadySpare(const std::string& state_dir, pid_t pid);
 int CountOpenFds(pid_t pid);
 // What those fds are, for a failure message: "socket x5, pipe x2, /dev/null".
 std::string DescribeOpenFds(pid_t pid);

@@ -43,6 +43,7 @@
 // (lts<pid>g, A's supplementary group), a 0755 temp dir with the binaries
 // the users run, and its own ltd; teardown proves nothing is left (no
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "security_fixture.h"
@@ -335,6 +336,61 @@ TEST_F(Security, AQueuedRecordWithoutGroupsGetsTheLoginGroups) {
   EXPECT_EQ(ended.value("state", ""), "SUCCEEDED") << ended.dump() << d_.log();
   const std::string logs = CtlAs(*a_, {"logs", queued}).out;
   EXPECT_TRUE(Has(logs, std::to_string(g->gr_gid))) << "not the login's groups: " << logs;
+}
+
+// A supervisor free of one user's job supervises the next, another
+// user's (shim/spare.h): between them it waits at idle priority holding
+// no fd, thread or child of the first, and the second job's ranks are its
+// own user's.
+TEST_F(Security, ASupervisorServesUsersInTurnHoldingNothingOfTheLast) {
+  ASSERT_TRUE(StartLtd()) << d_.log();
+  pid_t shim = 0;
+  ASSERT_TRUE(WaitFor([&] { return (shim = ReadySpare(d_.state_dir())) != 0; }, 20s));
+  auto proc = [](pid_t pid, const char* what) { return "/proc/" + std::to_string(pid) + what; };
+  // What each fd is: the same between any two jobs, and nothing of a job's.
+  auto fds = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(proc(shim, "/fd"))) {
+      std::error_code ec;
+      out.push_back(std::filesystem::read_symlink(e.path(), ec).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto uids_of_ranks = [&] {
+    std::vector<std::string> out;
+    for (pid_t p : ProcessesWithMarker(d_.marker())) {
+      std::istringstream status(ReadWhole(proc(p, "/status")));
+      for (std::string line; std::getline(status, line);) {
+        if (line.starts_with("Uid:")) out.push_back(line);
+      }
+    }
+    return out;
+  };
+  auto run = [&](const TestUser& u) {
+    const std::string id = SubmitAs(u, {"--devices", "2", "--", child_, "hang"});
+    EXPECT_TRUE(WaitState(id, "RUNNING")) << d_.Show(id).dump();
+    EXPECT_EQ(Supervisors(d_.state_dir(), id), std::vector<pid_t>{shim});
+    const std::string uid = std::to_string(u.uid());
+    const std::string mine = "Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid;
+    EXPECT_TRUE(WaitFor([&] { return uids_of_ranks().size() == 2; }, 10s));
+    EXPECT_EQ(uids_of_ranks(), std::vector<std::string>(2, mine));
+    EXPECT_EQ(CtlAs(u, {"kill", id}).exit_code, 0);
+    EXPECT_EQ(d_.WaitEnded(id).value("state", ""), "CANCELLED");
+    // Free again, and the spare the next job takes.
+    EXPECT_TRUE(WaitFor([&] { return IsReadySpare(d_.state_dir(), shim); }, 20s)) << d_.log();
+    EXPECT_EQ(ReadWhole(proc(shim, ("/task/" + std::to_string(shim) + "/children").c_str())), "");
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(proc(shim, "/task")),
+                            std::filesystem::directory_iterator{}),
+              1);
+    const std::vector<std::string> held = fds();
+    for (const std::string& fd : held) {
+      EXPECT_FALSE(Has(fd, d_.state_dir())) << fd << ": the last job's";
+    }
+    return held;
+  };
+  const std::vector<std::string> after_a = run(*a_);
+  EXPECT_EQ(run(*b_), after_a);
 }
 
 // ---- 4. non-UTF-8 bytes ----

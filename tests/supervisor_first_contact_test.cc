@@ -24,6 +24,7 @@
 #include "pidfd.h"
 #include "shim_probe.h"
 #include "shim_spawner.h"
+#include "spare_wire.h"
 #include "str_util.h"
 
 namespace ltd::test {
@@ -129,10 +130,12 @@ TEST_F(SupervisorFirstContact, ASpareGivenAJobAsItsLtdGoesGoesToo) {
   auto shim = SpawnShim(config_, store_->state_dir(), "", &assign);
   ASSERT_TRUE(shim.ok()) << shim.status();
   SpawnedShim& s = shims_.emplace_back(std::move(*shim));
-  const std::string line = std::string(kJobId) + "\n";
-  ASSERT_EQ(write(assign.get(), line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  auto connection = ShimConnection();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ASSERT_TRUE(SendJob(assign.get(), kJobId, connection->second.get()).ok());
   assign.reset();
-  s.channel.reset();
+  connection->second.reset();
+  connection->first.reset();
   EXPECT_EQ(ExitCode(s, 10s), std::optional<int>(0)) << "it waits for a watch that never comes";
   ExpectJobUntouched();
 }

@@ -1,0 +1,188 @@
+// A spare supervisor's word with ltd (process/spare_wire.h), and what a
+// supervisor must have let go of before it offers itself for another job
+// (shim/spare.h).
+#include "spare.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fd.h"
+#include "spare_wire.h"
+
+namespace ltd {
+namespace {
+
+std::pair<Fd, Fd> SeqPacket() {
+  int p[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p), 0);
+  return {Fd(p[0]), Fd(p[1])};
+}
+
+// `text` with `fds` attached, as no ltd would send it.
+void SendRaw(int sock, const std::string& text, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ASSERT_EQ(sendmsg(sock, &msg, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+}
+
+size_t OpenFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+TEST(SpareWire, AJobComesWithItsConnection) {
+  auto [ltd, spare] = SeqPacket();
+  auto [ours, theirs] = SeqPacket();
+  ASSERT_TRUE(SendJob(ltd.get(), "18446744073709551615", theirs.get()).ok());
+  std::optional<AssignedJob> job = ReceiveJob(spare.get());
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->id, "18446744073709551615");
+  EXPECT_NE(fcntl(job->connection.get(), F_GETFD) & FD_CLOEXEC, 0);
+  // The connection is the one ltd gave.
+  ASSERT_EQ(write(ours.get(), "x", 1), 1);
+  char c = 0;
+  EXPECT_EQ(read(job->connection.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+}
+
+TEST(SpareWire, AnythingButOneIdAndOneConnectionIsNoJobAndLeavesNoFdOpen) {
+  auto [ours, theirs] = SeqPacket();
+  const int fd = theirs.get();
+  const struct {
+    std::string text;
+    std::vector<int> fds;
+  } cases[] = {
+      {"42\n", {}},     {"42\n", {fd, fd}}, {"4x\n", {fd}},   {"42", {fd}},
+      {"\n", {fd}},     {"-1\n", {fd}},     {"4\n2\n", {fd}}, {"123456789012345678901\n", {fd}},
+      {"42\n\n", {fd}},
+  };
+  for (const auto& bad : cases) {
+    auto [ltd, spare] = SeqPacket();
+    const size_t before = OpenFds();
+    SendRaw(ltd.get(), bad.text, bad.fds);
+    EXPECT_FALSE(ReceiveJob(spare.get()).has_value()) << bad.text << " with " << bad.fds.size();
+    EXPECT_EQ(OpenFds(), before) << bad.text << " with " << bad.fds.size();
+  }
+  // ltd gone: EOF.
+  auto [ltd, spare] = SeqPacket();
+  ltd.reset();
+  EXPECT_FALSE(ReceiveJob(spare.get()).has_value());
+}
+
+TEST(SpareWire, LtdHearsFreeNothingOrGone) {
+  auto [ltd, spare] = SeqPacket();
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kNothingYet);
+  ASSERT_TRUE(SendFree(spare.get()));
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kFree);
+  SendRaw(spare.get(), "freed\n", {});
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);
+  spare.reset();
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);
+  EXPECT_FALSE(SendFree(ltd.get()));  // its peer is gone: no SIGPIPE, false
+}
+
+// In a child of its own, whose fd 4 is the spare's socket: what a
+// supervisor holds after its job decides whether it offers itself again.
+// Returns a line of what went wrong, empty when all was as it should be.
+std::string SpareChild(int socket, int report) {
+  // Its fds as ltd starts it: 0, 1, 2 and 4 (and the report, far off).
+  if (dup2(socket, Spare::kAssignFd) < 0) return "dup2";
+  std::vector<int> others;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(e.path().filename());
+    if (fd > STDERR_FILENO && fd != Spare::kAssignFd && fd != report) others.push_back(fd);
+  }
+  for (int fd : others) close(fd);
+  char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "____________________";
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+  Spare spare(3, argv, /*ltd_fd=*/3);
+  auto job = spare.AwaitJob();
+  if (!job || *job != "7") return "no job 7";
+  if (std::strcmp(arg2, "7") != 0) return "--job does not show 7";
+  close(3);  // the job's connection, as Run closes it
+  // An fd of the job's left open.
+  Fd left(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (spare.OfferAnother()) return "offered with an fd left";
+  left.reset();
+  // A thread left.
+  {
+    int go[2];
+    if (pipe(go) != 0) return "pipe";
+    std::thread t([&] {
+      char c;
+      (void)!read(go[0], &c, 1);
+    });
+    const bool offered = spare.OfferAnother();
+    (void)!write(go[1], "x", 1);
+    t.join();
+    close(go[0]);
+    close(go[1]);
+    if (offered) return "offered with a thread left";
+  }
+  // A child left.
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  const bool offered = spare.OfferAnother();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  if (offered) return "offered with a child left";
+  if (!spare.OfferAnother()) return "not offered, though clean";
+  if (std::strcmp(arg2, "____________________") != 0) return "--job does not show the placeholder";
+  return "";
+}
+
+TEST(Spare, OffersItselfAgainOnlyWithNothingOfItsJobLeft) {
+  auto [ltd, spare] = SeqPacket();
+  int report[2];
+  ASSERT_EQ(pipe2(report, O_CLOEXEC), 0);
+  Fd report_read(report[0]), report_write(report[1]);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int report_fd = fcntl(report_write.get(), F_DUPFD_CLOEXEC, 100);
+    const std::string what = SpareChild(spare.get(), report_fd);
+    (void)!write(report_fd, what.data(), what.size());
+    _exit(0);
+  }
+  spare.reset();
+  report_write.reset();
+  auto [ours, theirs] = SeqPacket();
+  ASSERT_TRUE(SendJob(ltd.get(), "7", theirs.get()).ok());
+  theirs.reset();
+  std::string what;
+  char buf[256];
+  for (ssize_t n; (n = read(report_read.get(), buf, sizeof buf)) > 0;) what.append(buf, n);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(what, "");
+  // It said "free" once: when it was clean.
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kFree);
+  EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);  // and exited since
+}
+
+}  // namespace
+}  // namespace ltd
