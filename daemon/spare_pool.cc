@@ -33,18 +33,22 @@ void SparePool::Prepare(std::chrono::milliseconds delay) {
       static_cast<uint64_t>(delay.count()), 0);
 }
 
-void SparePool::Start() {
-  if (!on_ || !spares_.empty()) return;
+std::unique_ptr<SparePool::Spare> SparePool::StartOne() {
   auto spare = std::make_unique<Spare>();
   auto spawned = spawn_(&spare->assign);
   if (!spawned.ok()) {
     spdlog::warn("cannot start a spare supervisor ({}); each job's starts with it",
                  std::string(spawned.status().message()));
-    return;
+    return nullptr;
   }
   spare->process = std::move(*spawned);
   spdlog::debug("spare supervisor pid {} started", spare->process.pid);
-  Keep(std::move(spare));
+  return spare;
+}
+
+void SparePool::Start() {
+  if (!on_ || !spares_.empty()) return;
+  if (auto spare = StartOne()) Keep(std::move(spare));
 }
 
 void SparePool::Keep(std::unique_ptr<Spare> spare) {
@@ -97,22 +101,30 @@ void SparePool::OnExit(Spare* spare) {
 }
 
 std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
-  if (spares_.empty()) return std::nullopt;
-  std::unique_ptr<Spare> spare = std::move(spares_.back());
-  spares_.pop_back();
-  spare->exit_poll.reset();
-  // Normal priority before it reads its job: from then on it is the job's
-  // supervisor, and starts threads that would inherit the idle policy.
-  const sched_param normal{};
-  if (sched_setscheduler(spare->process.pid, SCHED_OTHER, &normal) != 0) {
-    spdlog::warn(
-        "cannot give a spare supervisor normal priority ({}); supervisors start with "
-        "their jobs from now on",
-        std::strerror(errno));
-    on_ = false;
-    KillOne(std::move(spare));
-    Kill();
-    return std::nullopt;
+  if (!on_) return std::nullopt;
+  std::unique_ptr<Spare> spare;
+  if (spares_.empty()) {
+    // None waits: one started now, at normal priority, which takes this
+    // job at once and serves the next ones too.
+    spare = StartOne();
+    if (!spare) return std::nullopt;
+  } else {
+    spare = std::move(spares_.back());
+    spares_.pop_back();
+    spare->exit_poll.reset();
+    // Normal priority before it reads its job: from then on it is the
+    // job's supervisor, and starts threads that would inherit the policy.
+    const sched_param normal{};
+    if (sched_setscheduler(spare->process.pid, SCHED_OTHER, &normal) != 0) {
+      spdlog::warn(
+          "cannot give a spare supervisor normal priority ({}); supervisors start with "
+          "their jobs from now on",
+          std::strerror(errno));
+      on_ = false;
+      KillOne(std::move(spare));
+      Kill();
+      return std::nullopt;
+    }
   }
   auto connection = ShimConnection();
   if (!connection.ok()) {

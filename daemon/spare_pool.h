@@ -2,11 +2,13 @@
 // priority, each waiting on its socket for the job it will supervise. A
 // supervisor's start is mostly the kernel mapping a program and the
 // program's initialisers; a spare has done it on time nothing else
-// wanted, so a job's start takes only what is the job's own. And a
-// supervisor that ltd gave a job this way says when it is done with it,
-// and clean of it (shim/spare.h): it waits as a spare again, so that most
-// jobs' supervisors are neither started nor torn down. At most kMaxSpares
-// wait; those beyond the first that waited kIdleLimit go. Loop thread.
+// wanted, so a job's start takes only what is the job's own. A job that
+// finds none starts one, at once, the same way. And a supervisor that ltd
+// gave a job this way says when it is done with it, and clean of it
+// (shim/spare.h): it waits as a spare again, so that most jobs'
+// supervisors are neither started nor torn down, however many start at
+// once. At most kMaxSpares wait; of those that waited kIdleLimit, all but
+// the last go. Loop thread.
 #pragma once
 
 #include <uv.h>
@@ -48,9 +50,9 @@ class SparePool {
   // A new spare `delay` from now (0: the loop's next turn), unless one
   // waits or one is due.
   void Prepare(std::chrono::milliseconds delay);
-  // A spare (the one that waited least), given `job_id` with a new
-  // connection (its `channel`) and normal priority; nullopt when there is
-  // none or it cannot take the job.
+  // A spare (the one that waited least, or one started now when none
+  // waits), given `job_id` with a new connection (its `channel`) and
+  // normal priority; nullopt when spares are off or none can take the job.
   std::optional<SpawnedShim> Take(const std::string& job_id);
 
  private:
@@ -69,6 +71,7 @@ class SparePool {
     Fd assign;
     UvPtr<uv_poll_t> poll;
   };
+  std::unique_ptr<Spare> StartOne();
   void Start();
   void Keep(std::unique_ptr<Spare> spare);
   void OnExit(Spare* spare);
