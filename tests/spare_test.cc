@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,6 +184,43 @@ TEST(Spare, OffersItselfAgainOnlyWithNothingOfItsJobLeft) {
   // It said "free" once: when it was clean.
   EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kFree);
   EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);  // and exited since
+}
+
+// However clean, a supervisor serves kMaxJobsServed jobs, then exits.
+TEST(Spare, ServesAThousandJobsAtMost) {
+  auto [ltd, spare] = SeqPacket();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ltd.reset();
+    if (dup2(spare.get(), Spare::kAssignFd) < 0) _exit(1);
+    for (int fd = STDERR_FILENO + 1; fd < 1024; ++fd) {
+      if (fd != Spare::kAssignFd) close(fd);
+    }
+    char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "__";
+    char* argv[] = {arg0, arg1, arg2, nullptr};
+    Spare self(3, argv, /*ltd_fd=*/3);
+    while (self.OfferAnother()) {
+    }
+    _exit(0);
+  }
+  spare.reset();
+  int free = 0;
+  for (;;) {
+    pollfd readable{ltd.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&readable, 1, 10000), 1) << "no word in 10 s after " << free;
+    const SpareWord word = ReadSpareWord(ltd.get());
+    if (word == SpareWord::kGone) break;
+    if (word == SpareWord::kFree && ++free > Spare::kMaxJobsServed) {
+      kill(pid, SIGKILL);
+      ADD_FAILURE() << "it offered itself again past " << Spare::kMaxJobsServed << " jobs";
+      break;
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(free, Spare::kMaxJobsServed - 1) << "offers after its first job";
 }
 
 }  // namespace
