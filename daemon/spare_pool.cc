@@ -17,6 +17,18 @@
 
 namespace ltd {
 
+template <typename Owner, void (SparePool::*kOn)(Owner*)>
+UvPtr<uv_poll_t> SparePool::PollFor(int fd, Owner* owner) {
+  auto poll = UvInit<uv_poll_t>([&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, fd); });
+  if (!poll) return poll;
+  poll->data = owner;
+  uv_poll_start(poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
+    auto* o = static_cast<Owner*>(p->data);
+    (o->pool->*kOn)(o);
+  });
+  return poll;
+}
+
 void SparePool::Prepare(std::chrono::milliseconds delay) {
   if (!on_ || !spares_.empty() ||
       (timer_ && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_.get())))) {
@@ -62,15 +74,7 @@ void SparePool::Keep(std::unique_ptr<Spare> spare) {
   }
   spare->pool = this;
   spare->since = std::chrono::steady_clock::now();
-  spare->exit_poll = UvInit<uv_poll_t>(
-      [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, spare->process.pidfd.get()); });
-  if (spare->exit_poll) {
-    spare->exit_poll->data = spare.get();
-    uv_poll_start(spare->exit_poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
-      auto* s = static_cast<Spare*>(p->data);
-      s->pool->OnExit(s);
-    });
-  }
+  spare->exit_poll = PollFor<Spare, &SparePool::OnExit>(spare->process.pidfd.get(), spare.get());
   spares_.push_back(std::move(spare));
   if (spares_.size() > 1 && !trim_timer_) {
     trim_timer_ = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop_.get(), t); });
@@ -147,17 +151,9 @@ std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
   // Without a copy of its pidfd it is not taken back: it exits after its
   // job (EOF on its socket).
   if (lent->pidfd.valid()) {
-    lent->poll = UvInit<uv_poll_t>(
-        [&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, lent->assign.get()); });
+    lent->poll = PollFor<Lent, &SparePool::OnWord>(lent->assign.get(), lent.get());
   }
-  if (lent->poll) {
-    lent->poll->data = lent.get();
-    uv_poll_start(lent->poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
-      auto* l = static_cast<Lent*>(p->data);
-      l->pool->OnWord(l);
-    });
-    lent_.push_back(std::move(lent));
-  }
+  if (lent->poll) lent_.push_back(std::move(lent));
   return taken;
 }
 

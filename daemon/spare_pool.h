@@ -77,6 +77,9 @@ class SparePool {
   void OnExit(Spare* spare);
   void OnWord(Lent* lent);
   void Trim();
+  // A poll of `fd` for reading that calls (owner->pool->*kOn)(owner).
+  template <typename Owner, void (SparePool::*kOn)(Owner*)>
+  UvPtr<uv_poll_t> PollFor(int fd, Owner* owner);
   void Kill();
   static void KillOne(std::unique_ptr<Spare> spare);
 
