@@ -45,14 +45,10 @@ void SparePool::Prepare(std::chrono::milliseconds delay) {
       static_cast<uint64_t>(delay.count()), 0);
 }
 
-std::unique_ptr<SparePool::Spare> SparePool::StartOne() {
+absl::StatusOr<std::unique_ptr<SparePool::Spare>> SparePool::StartOne() {
   auto spare = std::make_unique<Spare>();
   auto spawned = spawn_(&spare->assign);
-  if (!spawned.ok()) {
-    spdlog::warn("cannot start a spare supervisor ({}); each job's starts with it",
-                 std::string(spawned.status().message()));
-    return nullptr;
-  }
+  if (!spawned.ok()) return spawned.status();
   spare->process = std::move(*spawned);
   spdlog::debug("spare supervisor pid {} started", spare->process.pid);
   return spare;
@@ -60,7 +56,13 @@ std::unique_ptr<SparePool::Spare> SparePool::StartOne() {
 
 void SparePool::Start() {
   if (!on_ || !spares_.empty()) return;
-  if (auto spare = StartOne()) Keep(std::move(spare));
+  auto spare = StartOne();
+  if (!spare.ok()) {
+    spdlog::warn("cannot start a spare supervisor ({}); each job's starts with it",
+                 std::string(spare.status().message()));
+    return;
+  }
+  Keep(std::move(*spare));
 }
 
 void SparePool::Keep(std::unique_ptr<Spare> spare) {
@@ -110,8 +112,10 @@ std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
   if (spares_.empty()) {
     // None waits: one started now, at normal priority, which takes this
     // job at once and serves the next ones too.
-    spare = StartOne();
-    if (!spare) return std::nullopt;
+    auto started = StartOne();
+    // The job starts its own as it would without spares, and says why not.
+    if (!started.ok()) return std::nullopt;
+    spare = std::move(*started);
   } else {
     spare = std::move(spares_.back());
     spares_.pop_back();

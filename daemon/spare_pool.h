@@ -71,7 +71,7 @@ class SparePool {
     Fd assign;
     UvPtr<uv_poll_t> poll;
   };
-  std::unique_ptr<Spare> StartOne();
+  absl::StatusOr<std::unique_ptr<Spare>> StartOne();
   void Start();
   void Keep(std::unique_ptr<Spare> spare);
   void OnExit(Spare* spare);
