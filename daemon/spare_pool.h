@@ -29,7 +29,7 @@ namespace ltd {
 class SparePool {
  public:
   // As many as jobs start at once on a busy node; each waits in some
-  // 2 MB of its own memory.
+  // 300 KiB of its own (its text is shared with the others').
   static constexpr size_t kMaxSpares = 16;
   static constexpr std::chrono::seconds kIdleLimit{30};
 
