@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -37,6 +38,19 @@ std::optional<std::vector<int>> Listed(const char* dir) {
 
 }  // namespace
 
+// Each open fd, and what it is open on.
+std::optional<std::vector<Spare::OpenFile>> Spare::OpenFiles() {
+  const auto fds = Listed("/proc/self/fd");
+  if (!fds) return std::nullopt;
+  std::vector<OpenFile> out;
+  for (int fd : *fds) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0) return std::nullopt;
+    out.push_back({fd, st.st_dev, st.st_ino});
+  }
+  return out;
+}
+
 Spare::Spare(int argc, char** argv, int ltd_fd) : ltd_fd_(ltd_fd) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--job") == 0) {
@@ -44,12 +58,12 @@ Spare::Spare(int argc, char** argv, int ltd_fd) : ltd_fd_(ltd_fd) {
       room_ = std::strlen(job_arg_);
     }
   }
+  close(ltd_fd_);  // whatever ltd's parent left there: each job's comes
   // libuv opens a pipe for the whole process with its first loop, and
   // keeps it: made now, it is part of the baseline.
-  close(ltd_fd_);  // whatever ltd's parent left there
   uv_loop_t loop;
   if (uv_loop_init(&loop) == 0) uv_loop_close(&loop);
-  fds_ = Listed("/proc/self/fd").value_or(std::vector<int>{});
+  fds_ = OpenFiles().value_or(std::vector<OpenFile>{});
 }
 
 std::optional<std::string> Spare::AwaitJob() {
@@ -81,7 +95,7 @@ bool Spare::Clean() const {
     spdlog::info("not free for another job: a child is left");
     return false;
   }
-  const auto fds = Listed("/proc/self/fd");
+  const auto fds = OpenFiles();
   if (!fds || *fds != fds_) {
     spdlog::info("not free for another job: {} fds open, {} before its first",
                  fds ? fds->size() : 0, fds_.size());

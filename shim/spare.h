@@ -5,6 +5,8 @@
 // space made and torn down a job.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,7 +33,7 @@ class Spare {
   std::optional<std::string> AwaitJob();
 
   // After a job: whether this process holds nothing of it (one thread, no
-  // child, no fd it did not hold before its first job), in which case it
+  // child, each fd open on what it was before its first job), in which case it
   // gives back what its heap can, shows no job and tells ltd it is free.
   // False: it exits.
   bool OfferAnother();
@@ -41,11 +43,18 @@ class Spare {
   // and /proc/PID/cmdline show whose supervisor this is now.
   void ShowJob(const std::string& text);
   bool Clean() const;
+  struct OpenFile {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const OpenFile&) const = default;
+  };
+  static std::optional<std::vector<OpenFile>> OpenFiles();
 
   int ltd_fd_;
   char* job_arg_ = nullptr;
   size_t room_ = 0;
-  std::vector<int> fds_;  // open before the first job
+  std::vector<OpenFile> fds_;  // open before the first job
   int served_ = 0;
 };
 

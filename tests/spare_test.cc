@@ -154,6 +154,12 @@ std::string SpareChild(int socket, int report) {
   if (offered) return "offered with a child left";
   if (!spare.OfferAnother()) return "not offered, though clean";
   if (std::strcmp(arg2, "____________________") != 0) return "--job does not show the placeholder";
+  // The same fds, one of them open on something else now.
+  int other[2];
+  if (pipe(other) != 0 || dup2(other[1], STDERR_FILENO) < 0) return "pipe";
+  close(other[0]);
+  close(other[1]);
+  if (spare.OfferAnother()) return "offered with fd 2 open on another file";
   return "";
 }
 
