@@ -100,10 +100,21 @@ void SparePool::OnExit(Spare* spare) {
     if (errno != ECHILD) return;  // reaped already: gone all the same
   } else if (info.si_pid == 0) {
     return;
-  } else {
+  } else if (!spare->retiring) {
     spdlog::warn("spare supervisor pid {} {}", spare->process.pid, ExitText(info));
   }
-  std::erase_if(spares_, [&](const auto& s) { return s.get() == spare; });
+  std::erase_if(spare->retiring ? retiring_ : spares_,
+                [&](const auto& s) { return s.get() == spare; });
+}
+
+void SparePool::Retire(std::unique_ptr<Spare> spare) {
+  spare->exit_poll.reset();
+  PidfdSendSignal(spare->process.pidfd.get(), SIGKILL);
+  spare->pool = this;
+  spare->retiring = true;
+  spare->exit_poll = PollFor<Spare, &SparePool::OnExit>(spare->process.pidfd.get(), spare.get());
+  if (!spare->exit_poll) return KillOne(std::move(spare));  // reaped now, then
+  retiring_.push_back(std::move(spare));
 }
 
 std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
@@ -186,7 +197,7 @@ void SparePool::OnWord(Lent* lent) {
   auto spare = std::make_unique<Spare>();
   spare->process = SpawnedShim{back->pid, std::move(back->pidfd), Fd()};
   spare->assign = std::move(back->assign);
-  if (!on_ || spares_.size() >= kMaxSpares) return KillOne(std::move(spare));
+  if (!on_ || spares_.size() >= kMaxSpares) return Retire(std::move(spare));
   spdlog::debug("supervisor pid {} is free again: a spare", back->pid);
   Keep(std::move(spare));
 }
@@ -195,15 +206,18 @@ void SparePool::Trim() {
   // The first to wait go first, but the last one: the next job's.
   const auto now = std::chrono::steady_clock::now();
   while (spares_.size() > 1 && now - spares_.front()->since >= kIdleLimit) {
-    KillOne(std::move(spares_.front()));
+    std::unique_ptr<Spare> oldest = std::move(spares_.front());
     spares_.erase(spares_.begin());
+    Retire(std::move(oldest));
   }
   if (spares_.size() <= 1) trim_timer_.reset();
 }
 
 void SparePool::Kill() {
-  for (auto& spare : spares_) KillOne(std::move(spare));
-  spares_.clear();
+  for (auto* all : {&spares_, &retiring_}) {
+    for (auto& spare : *all) KillOne(std::move(spare));
+    all->clear();
+  }
 }
 
 void SparePool::KillOne(std::unique_ptr<Spare> spare) {

@@ -62,6 +62,7 @@ class SparePool {
     Fd assign;                   // the socket its jobs come down
     UvPtr<uv_poll_t> exit_poll;  // should it die while it waits
     std::chrono::steady_clock::time_point since;
+    bool retiring = false;  // killed, and reaped once it is gone
   };
   // A spare given a job: polled for its word that it is free again.
   struct Lent {
@@ -80,6 +81,8 @@ class SparePool {
   // A poll of `fd` for reading that calls (owner->pool->*kOn)(owner).
   template <typename Owner, void (SparePool::*kOn)(Owner*)>
   UvPtr<uv_poll_t> PollFor(int fd, Owner* owner);
+  // Kills it without waiting on the loop; OnExit reaps it.
+  void Retire(std::unique_ptr<Spare> spare);
   void Kill();
   static void KillOne(std::unique_ptr<Spare> spare);
 
@@ -87,6 +90,7 @@ class SparePool {
   Spawn spawn_;
   Freed freed_;
   std::vector<std::unique_ptr<Spare>> spares_;  // the last waited least
+  std::vector<std::unique_ptr<Spare>> retiring_;
   // One a job whose supervisor was a spare, while the job runs.
   std::vector<std::unique_ptr<Lent>> lent_;
   UvPtr<uv_timer_t> timer_;
