@@ -251,6 +251,26 @@ TEST_F(SupervisorE2E, ASpareWaitsAtIdlePriorityAndBecomesTheNextJobsSupervisor) 
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
 }
 
+// More supervisors free at once than ltd keeps: the others are killed
+// and reaped, none left a zombie, and 16 wait.
+TEST_F(SupervisorE2E, SupervisorsFreeBeyondTheSparesKeptAreReaped) {
+  ASSERT_TRUE(Start("0", {"--devices", "24"}));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 24; ++i)
+    ids.push_back(SubmitDetached({"--devices", "1", "--", kChild, "hang"}));
+  for (const std::string& id : ids) ASSERT_EQ(WaitRunning(id, 1).size(), 1u) << id;
+  for (const std::string& id : ids) ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  for (const std::string& id : ids) EXPECT_EQ(d_.WaitEnded(id)["state"], "CANCELLED");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Supervisors(d_.state_dir()).empty() &&
+               SpareSupervisors(d_.state_dir()).size() == 16 && ZombieChildrenOf(d_.pid()).empty();
+      },
+      20s))
+      << SpareSupervisors(d_.state_dir()).size() << " spares, " << ZombieChildrenOf(d_.pid()).size()
+      << " zombies of ltd";
+}
+
 TEST_F(SupervisorE2E, ASpareEndsWithLtdEvenSigkilled) {
   ASSERT_TRUE(Start("10m"));
   std::vector<pid_t> spares;
