@@ -175,30 +175,40 @@ struct Sent {
 // answers, waits (bounded) for it to come back and sends the same request,
 // token and all, so that ltd answers with the job it made, if it made one.
 Sent Send(const Globals& g, const v1::SubmitRequest& req, const sigset_t* interrupt) {
-  if (TryConnect(g.socket) == ECONNREFUSED) {
-    std::fprintf(stderr,
-                 "ltctl: ltd at %s does not answer (it is restarting, or it crashed); waiting up "
-                 "to a minute for it\n",
-                 g.socket.c_str());
-    WaitForLtd(g, std::chrono::steady_clock::now() + kWaitForRefused, interrupt,
-               "ltd is not running at " + g.socket +
-                   " (nothing listens on its socket); start it with `systemctl start ltd` (or "
-                   "`ltd --socket " +
-                   g.socket + "`)");
-  }
-  std::optional<std::chrono::steady_clock::time_point> lost_since;
+  // Refused: the socket is there and nothing listens (ltd restarting, or
+  // crashed). There is no probe before the connect that sends: a probe
+  // answered by an ltd that was then killed made the connect after it
+  // fail as if ltd had never run.
+  std::optional<std::chrono::steady_clock::time_point> lost_since, refused_since;
   for (;;) {
     Sent sent;
-    // Once ltd went away, it may go again between its answer to the
-    // probe and this connect: then wait again.
     int gone = 0;
-    sent.api = Connect(g, lost_since ? &gone : nullptr);
-    if (sent.api == nullptr) {
+    sent.api = Connect(g, &gone);
+    if (sent.api == nullptr && lost_since) {
+      // Once ltd went away, it may go again between its answer to the
+      // probe and this connect: then wait again.
       WaitForLtd(g, *lost_since + kWaitForLtd, interrupt,
                  "ltd did not come back within 10 minutes; if it took the job before it went, "
                  "`ltctl ps` shows it once it is back");
       continue;
     }
+    if (sent.api == nullptr && gone == ECONNREFUSED) {
+      if (!refused_since) {
+        std::fprintf(stderr,
+                     "ltctl: ltd at %s does not answer (it is restarting, or it crashed); "
+                     "waiting up to a minute for it\n",
+                     g.socket.c_str());
+        refused_since = std::chrono::steady_clock::now();
+      }
+      WaitForLtd(g, *refused_since + kWaitForRefused, interrupt,
+                 "ltd is not running at " + g.socket +
+                     " (nothing listens on its socket); start it with `systemctl start ltd` (or "
+                     "`ltd --socket " +
+                     g.socket + "`)");
+      continue;
+    }
+    // Any other failure ends ltctl saying why (unless ltd answers now).
+    if (sent.api == nullptr) sent.api = Connect(g);
     sent.ctx = std::make_unique<grpc::ClientContext>();
     sent.reader = sent.api->Submit(sent.ctx.get(), req);
     v1::JobEvent ev;

@@ -3,11 +3,16 @@
 // and ltd answers a repeat with the job it made, so that every submit ends
 // with exactly one job and its id, never an error in gRPC's words. A real
 // ltd (with per-job supervisors) and the real ltctl.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <future>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -96,6 +101,44 @@ TEST_F(SubmitRestartE2E, ASubmitDuringAShutdownWaitsForTheNextLtd) {
                 id + "\n");
   ExpectNoGrpcWords(r.err);
   EXPECT_EQ(JobIds(), (std::set<std::string>{slow, id}));
+  EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
+// ltctl's first connection is taken by an ltd that dies before it answers,
+// and nothing listens on the socket after it: the submit waits for the next
+// ltd and is made there. (ltctl once probed the socket and then connected
+// again: a probe answered by an ltd killed before the second connect ended
+// the submit with "cannot reach ltd", once in some twenty soaks below.)
+TEST_F(SubmitRestartE2E, ASubmitWhoseLtdDiesAfterItsFirstConnectWaitsForTheNext) {
+  ASSERT_TRUE(Start()) << d_.log();
+  d_.KillHard();
+  // A stand-in for the dying ltd: it takes one connection into its queue
+  // (a backlog of none holds one) and is gone.
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  std::unique_ptr<const int, void (*)(const int*)> closed(&listener, [](const int* fd) {
+    if (*fd >= 0) close(*fd);
+  });
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", d_.socket().c_str());
+  unlink(addr.sun_path);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 0), 0);
+  std::future<CmdResult> submit = std::async(std::launch::async, [&] {
+    return d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "exit:0"}, 120s);
+  });
+  pollfd queued{listener, POLLIN, 0};
+  ASSERT_EQ(poll(&queued, 1, 30000), 1) << "ltctl never connected";
+  closed.reset();
+  ASSERT_TRUE(Start()) << d_.log();
+  CmdResult r = submit.get();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = TrimEnd(r.out);
+  EXPECT_EQ(id.find_first_not_of("0123456789"), std::string::npos) << id;
+  EXPECT_TRUE(Has(r.err, "waiting")) << r.err;
+  ExpectNoGrpcWords(r.err);
+  EXPECT_EQ(JobIds(), (std::set<std::string>{id}));
   EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
 }
 
