@@ -21,21 +21,24 @@ class Spare {
   // Then it exits, and ltd starts another: whatever one process gathers
   // over many jobs (its heap's fragments) has a bound.
   static constexpr int kMaxJobsServed = 1000;
+  // Free and given no job for this long, it gives its heap back.
+  static constexpr int kTrimAfterMs = 1000;
 
   // Before the first job, with nothing of any job's: what is open then
   // (libuv's process-wide state made first, fd `ltd_fd` closed: each job's
   // connection comes there) is what a clean one holds.
   Spare(int argc, char** argv, int ltd_fd);
 
-  // Waits for a job; with it, the job's connection is fd `ltd_fd`, and ps
+  // Waits for a job (giving back what its heap can once none came for
+  // kTrimAfterMs); with it, the job's connection is fd `ltd_fd`, and ps
   // shows the job's id in place of --job's placeholder. nullopt: ltd let
   // it go, or is gone.
   std::optional<std::string> AwaitJob();
 
   // After a job: whether this process holds nothing of it (one thread, no
   // child, each fd open on what it was before its first job), in which case it
-  // gives back what its heap can, shows no job and tells ltd it is free.
-  // False: it exits.
+  // shows no job and tells ltd it is free (its heap is given back once it has
+  // waited kTrimAfterMs for the next). False: it exits.
   bool OfferAnother();
 
  private:
