@@ -11,6 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -190,6 +193,74 @@ TEST(Spare, OffersItselfAgainOnlyWithNothingOfItsJobLeft) {
   // It said "free" once: when it was clean.
   EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kFree);
   EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);  // and exited since
+}
+
+// Anonymous memory of `pid` in KiB (RssAnon), -1 when it cannot be read.
+long RssAnonKib(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "re");
+  if (f == nullptr) return -1;
+  long kib = -1;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+// A free supervisor keeps its heap for the next job (given back after
+// each one, it was faulted in again by the next), and gives it back once
+// it has waited kTrimAfterMs with no job.
+TEST(Spare, GivesItsHeapBackOnlyOnceNoJobCame) {
+  constexpr long kHeldKib = 16 << 10;
+  auto [ltd, spare] = SeqPacket();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ltd.reset();
+    if (dup2(spare.get(), Spare::kAssignFd) < 0) _exit(1);
+    for (int fd = STDERR_FILENO + 1; fd < 1024; ++fd) {
+      if (fd != Spare::kAssignFd) close(fd);
+    }
+    char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "__";
+    char* argv[] = {arg0, arg1, arg2, nullptr};
+    Spare self(3, argv, /*ltd_fd=*/3);
+    if (!self.AwaitJob()) _exit(2);
+    close(3);
+    // What a job left in the heap: freed, but below a chunk still in use,
+    // so that only a trim gives it back.
+    std::vector<char*> chunks;
+    chunks.reserve(kHeldKib);
+    for (long i = 0; i < kHeldKib; ++i) {
+      chunks.push_back(static_cast<char*>(std::malloc(1000)));
+      std::memset(chunks.back(), 1, 1000);
+    }
+    for (long i = 0; i + 1 < kHeldKib; ++i) std::free(chunks[i]);
+    if (!self.OfferAnother()) _exit(3);
+    self.AwaitJob();  // none comes: the test closes the socket
+    _exit(0);
+  }
+  spare.reset();
+  auto [ours, theirs] = SeqPacket();
+  ASSERT_TRUE(SendJob(ltd.get(), "7", theirs.get()).ok());
+  theirs.reset();
+  pollfd readable{ltd.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&readable, 1, 10000), 1) << "no word in 10 s";
+  ASSERT_EQ(ReadSpareWord(ltd.get()), SpareWord::kFree);
+  const long held = RssAnonKib(pid);
+  EXPECT_GE(held, kHeldKib * 3 / 4) << "its heap was given back as soon as it was free";
+  long now = held;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((now = RssAnonKib(pid)) >= held - kHeldKib / 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_LT(now, held - kHeldKib / 2)
+      << "still " << now << " KiB of anonymous memory 10 s on, " << held << " KiB when it was free";
+  ltd.reset();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // However clean, a supervisor serves kMaxJobsServed jobs, then exits.
