@@ -195,6 +195,27 @@ TEST(Spare, OffersItselfAgainOnlyWithNothingOfItsJobLeft) {
   EXPECT_EQ(ReadSpareWord(ltd.get()), SpareWord::kGone);  // and exited since
 }
 
+// A child that is a spare as ltd starts one (fds 0 to 2, and 4: the
+// spare's socket), living `life` on its Spare and exiting with what it
+// returns. The parent's `spare` end is closed.
+template <typename Life>
+pid_t ForkSpare(Fd& ltd, Fd& spare, Life life) {
+  const pid_t pid = fork();
+  if (pid != 0) {
+    spare.reset();
+    return pid;
+  }
+  ltd.reset();
+  if (dup2(spare.get(), Spare::kAssignFd) < 0) _exit(1);
+  for (int fd = STDERR_FILENO + 1; fd < 1024; ++fd) {
+    if (fd != Spare::kAssignFd) close(fd);
+  }
+  char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "__";
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+  Spare self(3, argv, /*ltd_fd=*/3);
+  _exit(life(self));
+}
+
 // Anonymous memory of `pid` in KiB (RssAnon), -1 when it cannot be read.
 long RssAnonKib(pid_t pid) {
   FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "re");
@@ -214,18 +235,8 @@ long RssAnonKib(pid_t pid) {
 TEST(Spare, GivesItsHeapBackOnlyOnceNoJobCame) {
   constexpr long kHeldKib = 16 << 10;
   auto [ltd, spare] = SeqPacket();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ltd.reset();
-    if (dup2(spare.get(), Spare::kAssignFd) < 0) _exit(1);
-    for (int fd = STDERR_FILENO + 1; fd < 1024; ++fd) {
-      if (fd != Spare::kAssignFd) close(fd);
-    }
-    char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "__";
-    char* argv[] = {arg0, arg1, arg2, nullptr};
-    Spare self(3, argv, /*ltd_fd=*/3);
-    if (!self.AwaitJob()) _exit(2);
+  const pid_t pid = ForkSpare(ltd, spare, [](Spare& self) {
+    if (!self.AwaitJob()) return 2;
     close(3);
     // What a job left in the heap: freed, but below a chunk still in use,
     // so that only a trim gives it back.
@@ -236,11 +247,11 @@ TEST(Spare, GivesItsHeapBackOnlyOnceNoJobCame) {
       std::memset(chunks.back(), 1, 1000);
     }
     for (long i = 0; i + 1 < kHeldKib; ++i) std::free(chunks[i]);
-    if (!self.OfferAnother()) _exit(3);
+    if (!self.OfferAnother()) return 3;
     self.AwaitJob();  // none comes: the test closes the socket
-    _exit(0);
-  }
-  spare.reset();
+    return 0;
+  });
+  ASSERT_GE(pid, 0);
   auto [ours, theirs] = SeqPacket();
   ASSERT_TRUE(SendJob(ltd.get(), "7", theirs.get()).ok());
   theirs.reset();
@@ -266,22 +277,12 @@ TEST(Spare, GivesItsHeapBackOnlyOnceNoJobCame) {
 // However clean, a supervisor serves kMaxJobsServed jobs, then exits.
 TEST(Spare, ServesAThousandJobsAtMost) {
   auto [ltd, spare] = SeqPacket();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ltd.reset();
-    if (dup2(spare.get(), Spare::kAssignFd) < 0) _exit(1);
-    for (int fd = STDERR_FILENO + 1; fd < 1024; ++fd) {
-      if (fd != Spare::kAssignFd) close(fd);
-    }
-    char arg0[] = "lt-shim", arg1[] = "--job", arg2[] = "__";
-    char* argv[] = {arg0, arg1, arg2, nullptr};
-    Spare self(3, argv, /*ltd_fd=*/3);
+  const pid_t pid = ForkSpare(ltd, spare, [](Spare& self) {
     while (self.OfferAnother()) {
     }
-    _exit(0);
-  }
-  spare.reset();
+    return 0;
+  });
+  ASSERT_GE(pid, 0);
   int free = 0;
   for (;;) {
     pollfd readable{ltd.get(), POLLIN, 0};
