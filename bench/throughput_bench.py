@@ -15,6 +15,10 @@ engine would), 1-rank `/bin/true` jobs:
            own /bin/true) a job, and that less /bin/true's own start
            (measured alone, spawned from this process), which the target
            leaves out. An 8-rank job's submit to exit, too.
+  split    where a 1-rank job's CPU goes (--jobs jobs, one at a time):
+           its supervisor's own, its rank's start and program (lt-exec
+           and /bin/true, which the supervisor reaps), and ltd's own
+           (not in the default set).
   restart  --kept finished jobs kept (--keep-jobs), ltd stopped and
            started: how long until it answers `ps`, and its RSS a kept
            job.
@@ -27,7 +31,7 @@ engine would), 1-rank `/bin/true` jobs:
 (base, this, base, ...), for a before/after of the same run.
 Not a test: nothing is asserted. Medians of --runs (default 3).
 
-Usage: bench/throughput_bench.py [--build DIR] [--base DIR] [--only queued,run,restart,slurm]
+Usage: bench/throughput_bench.py [--build DIR] [--base DIR] [--only queued,run,split,restart,slurm]
 """
 
 import argparse
@@ -205,6 +209,42 @@ def bench_run(build, jobs, threads, ranks=1):
         d.stop()
 
 
+def own_and_reaped(pid):
+    """(CPU seconds of `pid` itself, of the children it reaped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    hz = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / hz, (int(fields[13]) + int(fields[14])) / hz
+
+
+def bench_split(build, jobs):
+    """Where a 1-rank job's CPU goes, ms a job, one job at a time: each
+    supervisor's own, what its ranks' starts and programs took (lt-exec
+    and /bin/true, reaped by it), and ltd's own. Supervisors serve job
+    after job, so those alive at the end served nearly every job."""
+    d = Ltd(build, devices=512)
+    try:
+        submit_many(d.client, 20, 1, wait=True)
+
+        def snap():
+            out = {}
+            for child in all_children(d.proc.pid):
+                try:
+                    out[child] = own_and_reaped(int(child))
+                except OSError:
+                    pass
+            return out, own_and_reaped(d.proc.pid)[0]
+
+        (shims0, ltd0) = snap()
+        submit_many(d.client, jobs, 1, wait=True)
+        (shims1, ltd1) = snap()
+        own = sum(v[0] - shims0.get(k, (0, 0))[0] for k, v in shims1.items())
+        ranks = sum(v[1] - shims0.get(k, (0, 0))[1] for k, v in shims1.items())
+        return own / jobs * 1000, ranks / jobs * 1000, (ltd1 - ltd0) / jobs * 1000, len(shims1)
+    finally:
+        d.stop()
+
+
 def all_children(pid):
     """The children of every thread of `pid`."""
     out = []
@@ -368,6 +408,8 @@ def main():
         for t in (1, args.threads):
             turn(f"run{t}", lambda b, t=t: bench_run(b, args.jobs, t))
         turn("run8ranks", lambda b: bench_run(b, max(args.jobs // 10, 10), 1, ranks=8))
+    if "split" in only:
+        turn("split", lambda b: bench_split(b, args.jobs))
     if "restart" in only:
         turn("restart", lambda b: bench_restart(b, args.kept))
 
@@ -393,6 +435,12 @@ def main():
         if "run8ranks" in r:
             print(f"8-rank jobs, 1 thread: {1000 / med([x[0] for x in r['run8ranks']]):.1f} ms submit "
                   f"to exit, {med([x[1] for x in r['run8ranks']]):.2f} ms of CPU a job")
+        if "split" in r:
+            sp = r["split"]
+            print(f"a 1-rank job's CPU, 1 thread: {med([x[0] for x in sp]):.2f} ms its supervisor's "
+                  f"own, {med([x[1] for x in sp]):.2f} ms its rank's start and program (lt-exec, "
+                  f"/bin/true), {med([x[2] for x in sp]):.2f} ms ltd's own "
+                  f"({[x[3] for x in sp]} supervisors alive at the end)")
         if "restart" in r:
             print(f"restart with {args.kept} kept jobs: answers in "
                   f"{med([x[0] for x in r['restart']]):.2f} s, "
