@@ -181,8 +181,11 @@ class Client:
             "UNAVAILABLE",
         )
 
-    def _check_reachable(self):
-        err = _try_connect(self.socket)
+    def _check_reachable(self, err=None):
+        """Raises Unreachable unless ltd's socket takes a connection (``err``:
+        what a try just now found)."""
+        if err is None:
+            err = _try_connect(self.socket)
         if err:
             self._reset()
             raise self._unreachable(err)
@@ -425,14 +428,18 @@ class Client:
     def _check_socket(self):
         """Before a submit: waits up to a minute while nothing listens on the
         socket (ltd crashed, or is between two runs of a restart), then
-        raises Unreachable unless it takes a connection."""
-        if _try_connect(self.socket) == _errno.ECONNREFUSED:
+        raises Unreachable unless it takes a connection. One answer decides:
+        a second look after a connection was taken could meet an ltd killed
+        in between, and say it never ran."""
+        err = _try_connect(self.socket)
+        if err == _errno.ECONNREFUSED:
             print("ltd: ltd at %s does not answer (it is restarting, or it crashed); waiting up to "
                   "a minute for it" % self.socket, file=sys.stderr, flush=True)
             deadline = time.monotonic() + 60
-            while _try_connect(self.socket) == _errno.ECONNREFUSED and time.monotonic() < deadline:
+            while err == _errno.ECONNREFUSED and time.monotonic() < deadline:
                 time.sleep(0.1)
-        self._check_reachable()
+                err = _try_connect(self.socket)
+        self._check_reachable(err)
 
     def ps(self, all=False, *, me=False, user=None, state=None, no_trunc=False) -> List[JobInfo]:
         """Running and pending jobs (``all``: finished ones too), oldest first.

@@ -2,7 +2,9 @@
 
 import io
 import os
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -411,6 +413,44 @@ class RestartTest(unittest.TestCase):
                 c.submit(["/bin/true"], 1, detach=True)
             self.assertIn("cannot reach ltd at " + d.socket, str(e.exception))
             self.assertLess(time.monotonic() - t0, 30, "waited for an ltd that is gone")
+        finally:
+            d.stop()
+
+    def test_a_submit_whose_ltd_dies_after_its_first_connect_waits_for_the_next(self):
+        # The client's first connection is taken by an ltd that dies before
+        # it answers, and nothing listens after it: the submit waits for the
+        # next ltd. (Its socket was once looked at twice, and the second look,
+        # after such a death, said that ltd was not running.)
+        d = fixture.Daemon().start()
+        try:
+            d.proc.kill()
+            d.proc.wait()
+            d._log.close()
+            # A stand-in for the dying ltd: its queue takes one connection
+            # (a backlog of none holds one), then it is gone.
+            os.unlink(d.socket)
+            stand_in = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            stand_in.bind(d.socket)
+            stand_in.listen(0)
+            result = {}
+
+            def submit():
+                try:
+                    result["job"] = ltd.Client(d.socket).submit(["/bin/true"], 1, detach=True)
+                except Exception as e:  # whatever it is, the test reports it
+                    result["error"] = e
+
+            t = threading.Thread(target=submit)
+            t.start()
+            connected = select.select([stand_in], [], [], 30)[0]
+            stand_in.close()
+            self.assertTrue(connected, "the client never connected")
+            d.start()
+            t.join(120)
+            self.assertFalse(t.is_alive(), "the submit did not end")
+            self.assertNotIn("error", result, repr(result.get("error")))
+            self.assertEqual(result["job"].wait(), 0)
+            self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [result["job"].id])
         finally:
             d.stop()
 
