@@ -164,7 +164,15 @@ int PrintThroughRestarts(const Globals& g, const std::string& id, EventPrinter& 
   grpc::ClientReaderInterface<v1::JobEvent>* reader = first;
   for (bool again = false;; again = true) {
     if (reader == nullptr) {
-      api = Connect(g);
+      // After a restart, ltd may go again between its answer to
+      // WaitForLtd and this connect: then wait again, not end as if no
+      // ltd had ever run (as a first connect that fails does).
+      int gone = 0;
+      api = again ? Connect(g, &gone) : Connect(g);
+      if (api == nullptr) {
+        WaitForLtd(g, /*say=*/false, resume);
+        continue;
+      }
       ctx = std::make_unique<grpc::ClientContext>();
       owned = open(*api, *ctx, at);
       reader = owned.get();

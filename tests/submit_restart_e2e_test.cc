@@ -12,7 +12,6 @@
 #include <atomic>
 #include <future>
 #include <map>
-#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -104,6 +103,39 @@ TEST_F(SubmitRestartE2E, ASubmitDuringAShutdownWaitsForTheNextLtd) {
   EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
 }
 
+// A stand-in for an ltd that dies as it takes a connection: a socket at
+// ltd's path whose queue holds one connection (a backlog of none), closed
+// once one came, so that nothing listens after it.
+class DyingLtd {
+ public:
+  explicit DyingLtd(const std::string& path) : fd_(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    unlink(addr.sun_path);
+    listening_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                 listen(fd_, 0) == 0;
+  }
+  ~DyingLtd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  DyingLtd(const DyingLtd&) = delete;
+  DyingLtd& operator=(const DyingLtd&) = delete;
+  bool listening() const { return listening_; }
+  // Whether a connection came within 30 s; nothing listens after it.
+  bool TakesOneConnectionAndGoes() {
+    pollfd queued{fd_, POLLIN, 0};
+    const bool came = listening_ && poll(&queued, 1, 30000) == 1;
+    close(fd_);
+    fd_ = -1;
+    return came;
+  }
+
+ private:
+  int fd_;
+  bool listening_ = false;
+};
+
 // ltctl's first connection is taken by an ltd that dies before it answers,
 // and nothing listens on the socket after it: the submit waits for the next
 // ltd and is made there. (ltctl once probed the socket and then connected
@@ -112,25 +144,12 @@ TEST_F(SubmitRestartE2E, ASubmitDuringAShutdownWaitsForTheNextLtd) {
 TEST_F(SubmitRestartE2E, ASubmitWhoseLtdDiesAfterItsFirstConnectWaitsForTheNext) {
   ASSERT_TRUE(Start()) << d_.log();
   d_.KillHard();
-  // A stand-in for the dying ltd: it takes one connection into its queue
-  // (a backlog of none holds one) and is gone.
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  std::unique_ptr<const int, void (*)(const int*)> closed(&listener, [](const int* fd) {
-    if (*fd >= 0) close(*fd);
-  });
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", d_.socket().c_str());
-  unlink(addr.sun_path);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 0), 0);
+  DyingLtd dying(d_.socket());
+  ASSERT_TRUE(dying.listening());
   std::future<CmdResult> submit = std::async(std::launch::async, [&] {
     return d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "exit:0"}, 120s);
   });
-  pollfd queued{listener, POLLIN, 0};
-  ASSERT_EQ(poll(&queued, 1, 30000), 1) << "ltctl never connected";
-  closed.reset();
+  ASSERT_TRUE(dying.TakesOneConnectionAndGoes()) << "ltctl never connected";
   ASSERT_TRUE(Start()) << d_.log();
   CmdResult r = submit.get();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -140,6 +159,29 @@ TEST_F(SubmitRestartE2E, ASubmitWhoseLtdDiesAfterItsFirstConnectWaitsForTheNext)
   ExpectNoGrpcWords(r.err);
   EXPECT_EQ(JobIds(), (std::set<std::string>{id}));
   EXPECT_EQ(d_.WaitEnded(id)["state"], "SUCCEEDED");
+}
+
+// `ltctl wait` follows its job through a restart of ltd, and the ltd that
+// first answers it after the restart dies before the stream is opened
+// again: it waits again, and follows the job to its end.
+TEST_F(SubmitRestartE2E, AWaitWhoseLtdDiesAgainAsItComesBackWaitsForTheNext) {
+  ASSERT_TRUE(Start()) << d_.log();
+  const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "sleep:4000,exit:3"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 10s));
+  std::future<CmdResult> wait = std::async(std::launch::async, [&] {
+    return d_.Ctl({"wait", id}, 120s);
+  });
+  ASSERT_TRUE(WaitFor([&] { return Has(d_.log(), "wait stream opened"); }, 10s)) << d_.log();
+  d_.KillHard();
+  DyingLtd dying(d_.socket());
+  ASSERT_TRUE(dying.listening());
+  ASSERT_TRUE(dying.TakesOneConnectionAndGoes()) << "ltctl never tried ltd again";
+  ASSERT_TRUE(Start()) << d_.log();
+  CmdResult r = wait.get();
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(Has(r.err, "lost ltd")) << r.err;
+  EXPECT_FALSE(Has(r.err, "cannot reach")) << r.err;
+  ExpectNoGrpcWords(r.err);
 }
 
 // The soak: 120 detached submits one after another while ltd is SIGKILLed
