@@ -147,7 +147,11 @@ class Job:
         while True:
             seen = False
             if stream is None:
-                self.client._check_reachable()
+                # After a restart, _wait_for_ltd's answer decides: a second
+                # look could meet an ltd gone again and say none ever ran
+                # (the stream's own failure then waits again).
+                if not again:
+                    self.client._check_reachable()
                 ref = ltd_pb2.JobRef(job=self.id.encode(), cancel_on_disconnect=self._cancel, batched=True)
                 if attach and at is not None:
                     getattr(ref, "from").CopyFrom(at)  # `from` is a keyword
@@ -277,7 +281,8 @@ class Job:
         pending = b""  # a line not complete yet, across reconnects too
         again = False
         while True:
-            self.client._check_reachable()
+            if not again:  # after a restart, _wait_for_ltd's answer decides (as in events)
+                self.client._check_reachable()
             req = ltd_pb2.LogsRequest(job=self.id.encode(), rank=r, follow=follow, timestamps=timestamps)
             if at is not None:
                 getattr(req, "from").CopyFrom(at)  # `from` is a keyword

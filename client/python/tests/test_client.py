@@ -364,6 +364,30 @@ class LtdDownTest(unittest.TestCase):
 
 
 @fixture.needs_binaries
+class _DyingLtd:
+    """A stand-in for an ltd that dies as it takes a connection: a socket at
+    ltd's path whose queue holds one connection (a backlog of none), closed
+    once one came, so that nothing listens after it."""
+
+    def __init__(self, path):
+        if os.path.exists(path):
+            os.unlink(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(0)
+
+    def takes_one_connection_and_goes(self):
+        """Whether a connection came within 30 s."""
+        try:
+            return bool(select.select([self.sock], [], [], 30)[0])
+        finally:
+            self.sock.close()
+
+
+def _dying_ltd_takes_a_connection(path):
+    return _DyingLtd(path).takes_one_connection_and_goes()
+
+
 class RestartTest(unittest.TestCase):
     def test_wait_and_attach_follow_the_job_through_a_restart_of_ltd(self):
         d = fixture.Daemon("--restore-window", "1m").start()
@@ -426,12 +450,7 @@ class RestartTest(unittest.TestCase):
             d.proc.kill()
             d.proc.wait()
             d._log.close()
-            # A stand-in for the dying ltd: its queue takes one connection
-            # (a backlog of none holds one), then it is gone.
-            os.unlink(d.socket)
-            stand_in = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            stand_in.bind(d.socket)
-            stand_in.listen(0)
+            stand_in = _DyingLtd(d.socket)
             result = {}
 
             def submit():
@@ -442,15 +461,43 @@ class RestartTest(unittest.TestCase):
 
             t = threading.Thread(target=submit)
             t.start()
-            connected = select.select([stand_in], [], [], 30)[0]
-            stand_in.close()
-            self.assertTrue(connected, "the client never connected")
+            self.assertTrue(stand_in.takes_one_connection_and_goes(), "the client never connected")
             d.start()
             t.join(120)
             self.assertFalse(t.is_alive(), "the submit did not end")
             self.assertNotIn("error", result, repr(result.get("error")))
             self.assertEqual(result["job"].wait(), 0)
             self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [result["job"].id])
+        finally:
+            d.stop()
+
+    def test_a_wait_whose_ltd_dies_again_as_it_comes_back_waits_for_the_next(self):
+        d = fixture.Daemon("--restore-window", "1m").start()
+        try:
+            c = ltd.Client(d.socket)
+            job = c.submit([SH, "-c", "sleep 4; exit 3"], 1, detach=True)
+            self.assertTrue(fixture.wait_for(lambda: c.job(job.id).state == "RUNNING", 30))
+            result, err = {}, io.StringIO()
+
+            def wait():
+                try:
+                    result["code"] = ltd.Client(d.socket).job(job.id).wait(say=lambda s: err.write(s + "\n"))
+                except Exception as e:  # whatever it is, the test reports it
+                    result["error"] = e
+
+            t = threading.Thread(target=wait)
+            t.start()
+            self.assertTrue(fixture.wait_for(lambda: "wait stream opened" in d.log(None), 30), d.log())
+            d.proc.kill()
+            d.proc.wait()
+            d._log.close()
+            self.assertTrue(_dying_ltd_takes_a_connection(d.socket), "the client never tried ltd again")
+            d.start()
+            t.join(120)
+            self.assertFalse(t.is_alive(), "the wait did not end")
+            self.assertNotIn("error", result, repr(result.get("error")))
+            self.assertEqual(result["code"], 3, err.getvalue())
+            self.assertIn("lost ltd", err.getvalue())
         finally:
             d.stop()
 
