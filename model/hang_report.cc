@@ -65,6 +65,15 @@ const Thread* MainThread(const std::vector<Thread>& threads) {
   return nullptr;
 }
 
+// Whether a stack's main thread shows no frame: faulthandler's dump while
+// Python collects garbage is "Garbage-collecting" and "<no Python frame>"
+// for the thread that collects, and nothing of the others.
+bool Frameless(std::string_view stack) {
+  const std::vector<Thread> threads = ParseThreads(stack);
+  const Thread* main = MainThread(threads);
+  return main == nullptr || main->frames.empty();
+}
+
 // Frames of the wait primitives every blocked thread shows, whatever it
 // waits for: they say nothing about what the rank is doing.
 bool IsWaitPrimitive(std::string_view frame) {
@@ -171,16 +180,22 @@ std::string RankSet(std::vector<int> ranks) {
 
 bool StackIsEvidence(const HangReportRank& r) {
   if (r.stack.empty()) return false;
-  return r.stack_status == StackStatus::kTaken || r.stack_status == StackStatus::kUnknown;
+  if (r.stack_status != StackStatus::kTaken && r.stack_status != StackStatus::kUnknown) {
+    return false;
+  }
+  return !Frameless(r.stack);
 }
 
 std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget) {
-  std::vector<int> late;
+  std::vector<int> late, frameless, collecting;
   std::vector<std::pair<int, std::string>> other;  // rank, why
   for (const HangReportRank& r : report.ranks) {
     if (StackIsEvidence(r)) continue;
     if (r.stack_status == StackStatus::kTimedOut) {
       late.push_back(r.rank);
+    } else if (!r.stack.empty() &&
+               (r.stack_status == StackStatus::kTaken || r.stack_status == StackStatus::kUnknown)) {
+      (Contains(r.stack, "Garbage-collecting") ? collecting : frameless).push_back(r.rank);
     } else {
       other.emplace_back(
           r.rank, r.stack_note.empty() ? std::string(ToString(r.stack_status)) : r.stack_note);
@@ -207,6 +222,14 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
     out += Cat(out.empty() ? "stack" : "; stack", ranks.size() > 1 ? "s" : "", " of ",
                RankSet(ranks), " not taken (", why, ")");
   }
+  auto none_shown = [&](const std::vector<int>& ranks, std::string_view why) {
+    if (ranks.empty()) return;
+    out += Cat(out.empty() ? "stack" : "; stack", ranks.size() > 1 ? "s" : "", " of ",
+               RankSet(ranks), ranks.size() > 1 ? " show" : " shows", " no frame of ",
+               ranks.size() > 1 ? "their" : "its", " main thread", why);
+  };
+  none_shown(collecting, ", taken while Python collected garbage");
+  none_shown(frameless, "");
   return out;
 }
 

@@ -153,6 +153,42 @@ TEST(HangReport, OnlyTakenStacksAreEvidence) {
             "(eu-stack gave no frames (exit 2))");
 }
 
+// faulthandler's dump when the signal came while Python collected garbage
+// (seen under load in a gloo run: the rank blocked in its allreduce): the
+// collecting thread, no frame, and no other thread.
+constexpr char kTakenWhileCollectingGarbage[] = R"(Fatal Python error: Aborted
+
+Current thread 0x00007faf34086040 (most recent call first):
+  Garbage-collecting
+  <no Python frame>
+
+Extension modules: torch._C, numpy.core._multiarray_umath (total: 2)
+)";
+
+// A stack that shows no frame of the rank's main thread says nothing of
+// where the rank is: it does not make the rank one that the others wait
+// for, and the report says what it lacks.
+TEST(HangReport, AStackWithoutAFrameIsNoEvidence) {
+  HangReport report;
+  report.ranks = {Rank(0, true, kBackwardInDdp), Rank(1, true, kUserCodeBelowDdpForward),
+                  Rank(2, true, kTakenWhileCollectingGarbage), Rank(3, true, kBackwardInDdp)};
+  for (HangReportRank& r : report.ranks) r.stack_status = StackStatus::kTaken;
+  report.stalled_ranks = {0, 1, 2, 3};
+  EXPECT_FALSE(StackIsEvidence(report.ranks[2]));
+  EXPECT_EQ(AttributeHang(report), 1);
+  EXPECT_EQ(report.stalled_ranks, std::vector<int>{1});
+  EXPECT_FALSE(report.ranks[2].stalled);
+  EXPECT_FALSE(report.ranks[2].in_collective);
+  EXPECT_EQ(MissingStacks(report, Millis(5000)),
+            "stack of rank 2 shows no frame of its main thread, taken while Python collected "
+            "garbage");
+  report.ranks[3].stack =
+      "Current thread 0x00007f1 (most recent call first):\n  <no Python frame>\n";
+  EXPECT_EQ(MissingStacks(report, Millis(5000)),
+            "stack of rank 2 shows no frame of its main thread, taken while Python collected "
+            "garbage; stack of rank 3 shows no frame of its main thread");
+}
+
 // Beats that stop within a second of each other name no rank, however
 // the microseconds fall; a rank that stopped clearly first is named.
 TEST(HangReport, BeatsStoppingWithinTheNoiseSingleOutNoRank) {

@@ -247,7 +247,7 @@ TEST_F(NetnsRun, RankStalledOutsideACollectiveOnNode2IsNamedOnEveryNode) {
     ASSERT_TRUE(h.is_object()) << "node " << i;
     ASSERT_EQ(h["ranks"].size(), 2u * kNodes) << "node " << i << ": " << h.dump(1);
     EXPECT_TRUE(h["missing_nodes"].empty()) << "node " << i << ": " << h["missing_nodes"].dump();
-    EXPECT_EQ(h["stalled_ranks"], nlohmann::json::array({5})) << "node " << i;
+    EXPECT_EQ(h["stalled_ranks"], nlohmann::json::array({5})) << "node " << i << ": " << h.dump(1);
     const nlohmann::json& culprit = h["ranks"][5];
     EXPECT_EQ(culprit["node"], 2) << culprit.dump();
     EXPECT_EQ(culprit["rank"], 1) << culprit.dump();

@@ -71,7 +71,7 @@ TEST(RunHang, ANodeSendsEveryRankButOnlyTheStacksOutsideACollective) {
 
 TEST(RunHang, ANodesStacksAreBoundedTheCulpritsFirst) {
   HangReport h;
-  const std::string big(12 * 1024, 'x');
+  const std::string big = kSleeping + std::string(12 * 1024, 'x');  // a frame, then bulk
   for (int r = 0; r < 3; ++r) h.ranks.push_back(TakenRank(r, 1, false, false, big + "\n" + big));
   const std::vector<HangReportRank> c = CompactHang(h, 0, 2);
   ASSERT_EQ(c.size(), 3u);
@@ -227,7 +227,7 @@ TEST(RunHang, TheRunsReportIsBoundedAndKeepsTheCulprit) {
   constexpr int kNodes = 300, kDevices = 20;
   HangReport node;
   for (int r = 0; r < kDevices; ++r) {
-    node.ranks.push_back(TakenRank(r, 1, r == 0, false, std::string(1000, 'f') + "\n"));
+    node.ranks.push_back(TakenRank(r, 1, r == 0, false, kSleeping + std::string(1000, 'f') + "\n"));
   }
   std::vector<NodeReport> reports;
   for (int n = 0; n < kNodes; ++n) reports.push_back(Report(n, Evidence::kPrimary, node, 0));
