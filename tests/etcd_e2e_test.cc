@@ -13,6 +13,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cgroup_fs.h"
 #include "etcd_client.h"
@@ -165,6 +166,19 @@ TEST_F(EtcdRun, AHangOutsideACollectiveShowsEveryNodesRanksOnEveryNode) {
                              Node(1, {"--heartbeat-timeout", "3s"}, cmd));
   EXPECT_EQ(one.exit_code, 124) << one.err;
   EXPECT_EQ(zero.exit_code, 124) << zero.err;
+  // Node 0's stacks come once it hears of the hang: on a loaded machine
+  // node 1's teardown may have ended their allreduce first, and a rank that
+  // is exiting shows faulthandler no frame. Such a stack is no evidence and
+  // blames nobody (the stalled ranks below stay [2]); node 0's own record
+  // shows which, and no node claims those ranks wait in a collective.
+  std::set<int> frameless;
+  if (const nlohmann::json own = Record(0); own.is_object() && own["hang_report"].is_object()) {
+    for (const nlohmann::json& r : own["hang_report"].value("ranks", nlohmann::json::array())) {
+      if (r.value("node", -1) == 0 && Has(r.value("stack", ""), "<no Python frame>")) {
+        frameless.insert(r.value("rank", -1));
+      }
+    }
+  }
   for (int node : {0, 1}) {
     SCOPED_TRACE("node " + std::to_string(node) + "'s record");
     const nlohmann::json record = Record(node);
@@ -179,7 +193,11 @@ TEST_F(EtcdRun, AHangOutsideACollectiveShowsEveryNodesRanksOnEveryNode) {
       EXPECT_EQ(r["rank"], i % 2) << r.dump();
       EXPECT_TRUE(r["last_step"].is_number()) << r.dump();
       // The others wait in a collective; the culprit does not.
-      EXPECT_EQ(r["in_collective"], i != 2) << r.dump();
+      if (i >= 2 || frameless.count(i) == 0) {
+        EXPECT_EQ(r["in_collective"], i != 2) << r.dump();
+      } else {
+        EXPECT_EQ(r["in_collective"], false) << r.dump();
+      }
       EXPECT_EQ(r["stalled"], i == 2) << r.dump();
     }
     EXPECT_EQ(h["stalled_ranks"], nlohmann::json::array({2})) << h.dump(1);
