@@ -159,6 +159,14 @@ class Daemon:
             self.proc.wait()
         self._log.close()
 
+    def kill_hard(self):
+        """SIGKILL, as a crash: its socket file stays, nothing listens on it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+
     def stop(self):
         self.terminate()
         shutil.rmtree(self.dir, ignore_errors=True)

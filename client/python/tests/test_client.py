@@ -447,9 +447,7 @@ class RestartTest(unittest.TestCase):
         # after such a death, said that ltd was not running.)
         d = fixture.Daemon().start()
         try:
-            d.proc.kill()
-            d.proc.wait()
-            d._log.close()
+            d.kill_hard()
             stand_in = _DyingLtd(d.socket)
             result = {}
 
@@ -488,9 +486,7 @@ class RestartTest(unittest.TestCase):
             t = threading.Thread(target=wait)
             t.start()
             self.assertTrue(fixture.wait_for(lambda: "wait stream opened" in d.log(None), 30), d.log())
-            d.proc.kill()
-            d.proc.wait()
-            d._log.close()
+            d.kill_hard()
             self.assertTrue(_dying_ltd_takes_a_connection(d.socket), "the client never tried ltd again")
             d.start()
             t.join(120)
