@@ -178,13 +178,17 @@ std::string RankSet(std::vector<int> ranks) {
   return out;
 }
 
-bool StackIsEvidence(const HangReportRank& r) {
-  if (r.stack.empty()) return false;
-  if (r.stack_status != StackStatus::kTaken && r.stack_status != StackStatus::kUnknown) {
-    return false;
-  }
-  return !Frameless(r.stack);
+namespace {
+
+// Taken (or, in a record that does not say, present).
+bool Present(const HangReportRank& r) {
+  return !r.stack.empty() &&
+         (r.stack_status == StackStatus::kTaken || r.stack_status == StackStatus::kUnknown);
 }
+
+}  // namespace
+
+bool StackIsEvidence(const HangReportRank& r) { return Present(r) && !Frameless(r.stack); }
 
 std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget) {
   std::vector<int> late, frameless, collecting;
@@ -193,8 +197,7 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
     if (StackIsEvidence(r)) continue;
     if (r.stack_status == StackStatus::kTimedOut) {
       late.push_back(r.rank);
-    } else if (!r.stack.empty() &&
-               (r.stack_status == StackStatus::kTaken || r.stack_status == StackStatus::kUnknown)) {
+    } else if (Present(r)) {
       (Contains(r.stack, "Garbage-collecting") ? collecting : frameless).push_back(r.rank);
     } else {
       other.emplace_back(
