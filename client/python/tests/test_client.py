@@ -384,6 +384,22 @@ class _DyingLtd:
             self.sock.close()
 
 
+def _in_thread(fn):
+    """Runs fn() on a thread of its own: (the thread, a dict that holds
+    "value", fn's return, or "error", what it raised, once it ends)."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = fn()
+        except Exception as e:  # whatever it is, the test reports it
+            result["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, result
+
+
 def _dying_ltd_takes_a_connection(path):
     return _DyingLtd(path).takes_one_connection_and_goes()
 
@@ -449,23 +465,14 @@ class RestartTest(unittest.TestCase):
         try:
             d.kill_hard()
             stand_in = _DyingLtd(d.socket)
-            result = {}
-
-            def submit():
-                try:
-                    result["job"] = ltd.Client(d.socket).submit(["/bin/true"], 1, detach=True)
-                except Exception as e:  # whatever it is, the test reports it
-                    result["error"] = e
-
-            t = threading.Thread(target=submit)
-            t.start()
+            t, result = _in_thread(lambda: ltd.Client(d.socket).submit(["/bin/true"], 1, detach=True))
             self.assertTrue(stand_in.takes_one_connection_and_goes(), "the client never connected")
             d.start()
             t.join(120)
             self.assertFalse(t.is_alive(), "the submit did not end")
             self.assertNotIn("error", result, repr(result.get("error")))
-            self.assertEqual(result["job"].wait(), 0)
-            self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [result["job"].id])
+            self.assertEqual(result["value"].wait(), 0)
+            self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [result["value"].id])
         finally:
             d.stop()
 
@@ -475,16 +482,8 @@ class RestartTest(unittest.TestCase):
             c = ltd.Client(d.socket)
             job = c.submit([SH, "-c", "sleep 4; exit 3"], 1, detach=True)
             self.assertTrue(fixture.wait_for(lambda: c.job(job.id).state == "RUNNING", 30))
-            result, err = {}, io.StringIO()
-
-            def wait():
-                try:
-                    result["code"] = ltd.Client(d.socket).job(job.id).wait(say=lambda s: err.write(s + "\n"))
-                except Exception as e:  # whatever it is, the test reports it
-                    result["error"] = e
-
-            t = threading.Thread(target=wait)
-            t.start()
+            err = io.StringIO()
+            t, result = _in_thread(lambda: ltd.Client(d.socket).job(job.id).wait(say=lambda s: err.write(s + "\n")))
             self.assertTrue(fixture.wait_for(lambda: "wait stream opened" in d.log(None), 30), d.log())
             d.kill_hard()
             self.assertTrue(_dying_ltd_takes_a_connection(d.socket), "the client never tried ltd again")
@@ -492,7 +491,7 @@ class RestartTest(unittest.TestCase):
             t.join(120)
             self.assertFalse(t.is_alive(), "the wait did not end")
             self.assertNotIn("error", result, repr(result.get("error")))
-            self.assertEqual(result["code"], 3, err.getvalue())
+            self.assertEqual(result["value"], 3, err.getvalue())
             self.assertIn("lost ltd", err.getvalue())
         finally:
             d.stop()
