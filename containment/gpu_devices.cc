@@ -14,6 +14,7 @@
 #include "cgroup_fs.h"
 #include "file_io.h"
 #include "posix_error.h"
+#include "stale_runs.h"
 #include "str_util.h"
 
 namespace ltd {
@@ -135,7 +136,8 @@ ControllerPlace FindDevicePlace(const std::string& v2_own_dir, std::string_view 
     // A program that allows everything, on a cgroup of its own, removed
     // at once: proves both the load and an attachment below ltd's cgroup
     // (a program attached above without BPF_F_ALLOW_MULTI forbids it).
-    const std::string probe = Cat(v2_own_dir, "/ltd-device-probe-", getpid());
+    RemoveStaleDeviceProbes(v2_own_dir);
+    const std::string probe = Cat(v2_own_dir, "/", DeviceProbeName(getpid()));
     absl::Status s = MakeCgroupDir(probe);
     if (s.ok()) {
       s = Attach(probe, Program({}, true));

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 
 #include "cgroup_fs.h"
@@ -16,7 +18,20 @@
 namespace ltd {
 namespace {
 
-constexpr std::string_view kPrefix = "run-ltrun";
+constexpr std::string_view kLtrunPrefix = "run-ltrun";
+constexpr std::string_view kProbePrefix = "ltd-device-probe-";
+
+// The pid after `prefix` in `name`; nullopt unless the rest is all digits.
+std::optional<pid_t> PidAfter(std::string_view prefix, std::string_view name) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  pid_t pid = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) {
+    return std::nullopt;
+  }
+  return pid;
+}
 
 // Seconds since the epoch the system booted at (/proc/stat's btime).
 std::optional<int64_t> BootTime() {
@@ -31,7 +46,7 @@ std::optional<int64_t> BootTime() {
   return v;
 }
 
-// Whether the ltrun that made `dir` (pid `pid`) still lives. Its process
+// Whether the process that made `dir` (pid `pid`) still lives. It
 // started before it made the cgroup; a process with its pid that started
 // after the cgroup last changed (its ctime, plus a second for the clock
 // ticks' grain) is another: the pid was reused. In doubt, it lives.
@@ -60,14 +75,27 @@ bool Empty(const std::string& dir) {
 std::string LtrunInstance(pid_t pid) { return Cat("ltrun", pid); }
 
 std::optional<pid_t> LtrunPidOf(std::string_view run_name) {
-  if (!run_name.starts_with(kPrefix)) return std::nullopt;
-  const std::string_view digits = run_name.substr(kPrefix.size());
-  pid_t pid = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) {
-    return std::nullopt;
+  return PidAfter(kLtrunPrefix, run_name);
+}
+
+std::string DeviceProbeName(pid_t pid) { return Cat(kProbePrefix, pid); }
+
+int RemoveStaleDeviceProbes(const std::string& own_dir) {
+  int removed = 0;
+  for (const std::string& name : ChildCgroups(own_dir)) {
+    const std::optional<pid_t> pid = PidAfter(kProbePrefix, name);
+    if (!pid || *pid == getpid()) continue;
+    const std::string dir = Cat(own_dir, "/", name);
+    if (OwnerAlive(*pid, dir)) continue;
+    // A probe holds no process and no child; rmdir fails on anything else.
+    if (rmdir(dir.c_str()) != 0) {
+      spdlog::warn("stale cgroup {} not removed: {}", dir, std::strerror(errno));
+      continue;
+    }
+    spdlog::info("removed {}: the process that probed there (pid {}) is gone", dir, *pid);
+    ++removed;
   }
-  return pid;
+  return removed;
 }
 
 int RemoveStaleLtrunCgroups(const std::vector<std::string>& own_dirs) {

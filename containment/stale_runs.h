@@ -7,6 +7,11 @@
 // cgroup last changed: the pid was reused), and its ltd-<tag> parent once
 // that is empty. ltd's own run cgroups (run-<instance>, run-job<ID>) are
 // never touched here: ltd's sweep of its state dir has them.
+//
+// A process that probes whether a device program attaches (gpu_devices.h)
+// makes ltd-device-probe-<PID> in its own cgroup2 cgroup and removes it at
+// once; one SIGKILLed in between leaves it. The next probe there removes
+// those of gone processes, by the same test.
 #pragma once
 
 #include <sys/types.h>
@@ -28,5 +33,11 @@ std::optional<pid_t> LtrunPidOf(std::string_view run_name);
 // `own_dirs` (a process's own cgroup dirs: v2, and each v1 hierarchy's).
 // Returns how many it removed; logs each.
 int RemoveStaleLtrunCgroups(const std::vector<std::string>& own_dirs);
+
+// The name of the device probe's cgroup of the process `pid`.
+std::string DeviceProbeName(pid_t pid);
+// Removes the probes of gone processes directly under `own_dir`; returns
+// how many, logging each.
+int RemoveStaleDeviceProbes(const std::string& own_dir);
 
 }  // namespace ltd

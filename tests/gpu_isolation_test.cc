@@ -134,6 +134,32 @@ TEST_F(Layouts, V2DeviceProgramAllowsOnlyTheGivenMinor) {
   EXPECT_EQ(rmdir(rank.c_str()), 0);
 }
 
+// An ltd SIGKILLed between its probe's mkdir and rmdir leaves the probe's
+// cgroup: the next probe in that cgroup removes it, and only that one
+// (not a living process's, not a name that holds no pid).
+TEST_F(Layouts, AProbeLeftByAGoneProcessIsRemovedByTheNext) {
+  auto own = OwnCgroupDir();
+  if (!own.ok()) GTEST_SKIP() << "no cgroup2 hierarchy: " << own.status().message();
+  cgroup_ = *own + "/lt-gpu-test-" + std::to_string(getpid());
+  ASSERT_TRUE(MakeCgroupDir(cgroup_).ok());
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const std::string left = cgroup_ + "/ltd-device-probe-" + std::to_string(gone);
+  const std::string living = cgroup_ + "/ltd-device-probe-1";
+  const std::string other = cgroup_ + "/ltd-device-probe-1x";
+  for (const std::string& dir : {left, living, other}) ASSERT_TRUE(MakeCgroupDir(dir).ok()) << dir;
+
+  const ControllerPlace place = FindDevicePlace(cgroup_, "", "");
+
+  EXPECT_EQ(place.layout, CgroupLayout::kV2) << place.why.message();
+  EXPECT_NE(access(left.c_str(), F_OK), 0) << left << " was left";
+  EXPECT_EQ(access(living.c_str(), F_OK), 0) << living << " was removed";
+  EXPECT_EQ(access(other.c_str(), F_OK), 0) << other << " was removed";
+  for (const std::string& dir : {left, living, other}) rmdir(dir.c_str());
+}
+
 // A supervisor ltd started is in the cgroup where ltd attached a program:
 // told so, it makes no cgroup and loads no program to find out again. A
 // cgroup that does not exist shows it: a probe there fails.
