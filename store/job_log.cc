@@ -477,6 +477,15 @@ void LogCursor::SeekToTail() {
   off_ = 0;
 }
 
+bool LogCursor::NothingLeft() const {
+  // A torn line held waits for the next snapshot while whole lines are asked.
+  if (!carry_.empty() && !query_.whole_lines) return false;
+  for (size_t i = seg_; i < segs_.size(); ++i) {
+    if (segs_[i].size > (i == seg_ ? off_ : 0)) return false;
+  }
+  return true;
+}
+
 bool LogCursor::Next(std::string* chunk) {
   if (!positioned_) {
     positioned_ = true;

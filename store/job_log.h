@@ -145,6 +145,10 @@ class LogCursor {
   // The next chunk of whole lines (at most ~64 KiB, the last line may lack
   // its newline); false at the end.
   bool Next(std::string* chunk);
+  // Whether Next() has nothing to read and nothing to return: every byte
+  // of the snapshot past the position was returned, and no part of a line
+  // is held to be returned. Reads nothing.
+  bool NothingLeft() const;
   // How far into the log (every byte ever written counts, cut ones too)
   // the chunks returned so far reach.
   uint64_t position() const;

@@ -268,6 +268,51 @@ TEST_F(JobLogTest, AFollowerNeverShowsATornLine) {
   EXPECT_EQ(got, "[0] two\n");
 }
 
+// A follower's snapshot with nothing new is answered without a read (no
+// trip through the pool): NothingLeft says so only when Next would return
+// nothing, and says "more" for a held torn line and a cut's marker.
+TEST_F(JobLogTest, NothingLeftOnlyWhenNextWouldReturnNothing) {
+  LogQuery q = Q(-1);
+  q.stored = true;
+  q.whole_lines = true;
+  std::string chunk;
+  {
+    LogCursor none(LogSnapshot::Take(dir_), q);  // no log yet
+    EXPECT_TRUE(none.NothingLeft());
+    EXPECT_FALSE(none.Next(&chunk));
+    EXPECT_EQ(none.position(), 0u);
+  }
+  auto w = JobLogWriter::Open(dir_, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  w->Append("[0] one\n[0] tw");
+  LogCursor first(LogSnapshot::Take(dir_), q);
+  EXPECT_FALSE(first.NothingLeft());
+  ASSERT_TRUE(first.Next(&chunk));
+  EXPECT_EQ(chunk, "[0] one\n");
+  // The torn line is held for the next snapshot: nothing left to show here.
+  EXPECT_FALSE(first.Next(&chunk));
+  EXPECT_TRUE(first.NothingLeft());
+  LogCursor same(LogSnapshot::Take(dir_), q, first.position());
+  EXPECT_FALSE(same.NothingLeft()) << "the torn line's bytes are still to be read";
+  w->Append("o\n");
+  LogCursor grown(LogSnapshot::Take(dir_), q, first.position());
+  EXPECT_FALSE(grown.NothingLeft());
+  ASSERT_TRUE(grown.Next(&chunk));
+  EXPECT_EQ(chunk, "[0] two\n");
+  EXPECT_TRUE(grown.NothingLeft());
+  LogCursor after(LogSnapshot::Take(dir_), q, grown.position());
+  EXPECT_TRUE(after.NothingLeft());
+  EXPECT_FALSE(after.Next(&chunk));
+  // Not whole lines (the job ended): the held part is returned.
+  q.whole_lines = false;
+  w->Append("[0] last, torn");
+  LogCursor end(LogSnapshot::Take(dir_), q, grown.position());
+  EXPECT_FALSE(end.NothingLeft());
+  ASSERT_TRUE(end.Next(&chunk));
+  EXPECT_EQ(chunk, "[0] last, torn");
+  EXPECT_TRUE(end.NothingLeft());
+}
+
 // An attach reads the lines as stored, stderr marked in the stamp (shown
 // as any other by `logs -t`), from the end of the last whole line, and
 // goes on from each chunk's position: every line once across cursors,

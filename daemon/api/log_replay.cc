@@ -179,6 +179,18 @@ void LogReplay::Step() {
   if (gone_) return Done(false);
   reading_ = true;
   idle_ = false;
+  if (cursor_->NothingLeft()) {
+    // Nothing to read (a job that printed nothing, or nothing new since
+    // the last snapshot: most snapshots): the answer in the next loop turn,
+    // as the pool's would come, without the pool's two thread hand-offs.
+    more_ = cursor_->Next(&chunk_);
+    chunk_end_ = cursor_->position();
+    std::weak_ptr<LogReplay> weak = self_;
+    loop_.Post([weak] {
+      if (auto live = weak.lock()) live->Deliver();
+    });
+    return;
+  }
   uv_queue_work(
       loop_.get(), &req_,
       [](uv_work_t* w) {
