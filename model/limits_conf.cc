@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace ltd {
 namespace {
@@ -96,9 +97,20 @@ LimitsConf::LimitsConf(LimitsUser user, std::vector<ResourceLimit> base) : user_
   for (const ResourceLimit& l : base) slots_.push_back(Slot{l});
 }
 
+LimitsConf::LimitsConf(std::function<LimitsUser()> who, std::vector<ResourceLimit> base)
+    : who_(std::move(who)) {
+  for (const ResourceLimit& l : base) slots_.push_back(Slot{l});
+}
+
+const LimitsUser& LimitsConf::user() const {
+  if (!user_) user_ = std::exchange(who_, nullptr)();
+  return *user_;
+}
+
 int LimitsConf::Matches(std::string_view domain) const {
-  const bool root = user_.uid == 0;
-  if (domain == user_.name) return kUser;
+  const LimitsUser& who = user();
+  const bool root = who.uid == 0;
+  if (domain == who.name) return kUser;
   if (domain.empty() || domain[0] == '%') return kNone;  // maxlogins' only
   if (domain == "*") return root ? kNone : kDefault;
   if (domain[0] == '@') {
@@ -106,18 +118,17 @@ int LimitsConf::Matches(std::string_view domain) const {
     const std::string_view group = domain.substr(1);
     if (auto r = Range(group)) {
       if (r->exact) {
-        return std::any_of(user_.gids.begin(), user_.gids.end(),
-                           [&](gid_t g) { return r->Holds(g); })
+        return std::any_of(who.gids.begin(), who.gids.end(), [&](gid_t g) { return r->Holds(g); })
                    ? kGroup
                    : kNone;
       }
-      return r->Holds(user_.gid) ? kRange : kNone;
+      return r->Holds(who.gid) ? kRange : kNone;
     }
-    return std::find(user_.groups.begin(), user_.groups.end(), group) != user_.groups.end() ? kGroup
-                                                                                            : kNone;
+    return std::find(who.groups.begin(), who.groups.end(), group) != who.groups.end() ? kGroup
+                                                                                      : kNone;
   }
   if (auto r = Range(domain)) {
-    if (!r->Holds(user_.uid)) return kNone;
+    if (!r->Holds(who.uid)) return kNone;
     if (r->exact) return kUser;
     return root ? kNone : kRange;
   }

@@ -30,6 +30,8 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +59,9 @@ class LimitsConf {
   static constexpr size_t kMaxLineBytes = 4096;
 
   LimitsConf(LimitsUser user, std::vector<ResourceLimit> base);
+  // The user looked up by `who`, once, at the first line with a domain:
+  // files of comments alone (a stock limits.conf) cost no lookup.
+  LimitsConf(std::function<LimitsUser()> who, std::vector<ResourceLimit> base);
 
   // Applies one file's bytes, as pam_limits would after the files before.
   // Returns how many lines were skipped as malformed (for a log line).
@@ -78,7 +83,10 @@ class LimitsConf {
   // One line's fields; false when malformed.
   bool Line(std::string_view line);
 
-  LimitsUser user_;
+  const LimitsUser& user() const;
+
+  mutable std::function<LimitsUser()> who_;
+  mutable std::optional<LimitsUser> user_;
   std::vector<Slot> slots_;
 };
 

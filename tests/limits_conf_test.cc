@@ -129,6 +129,31 @@ TEST(LimitsConf, MalformedLinesAreSkippedAndCounted) {
   EXPECT_EQ(big.Result(), kBase);
 }
 
+// ltd reads the files at each submit: a stock limits.conf (comments only)
+// costs no lookup of the user in NSS; the first line with a domain looks
+// them up, once, whatever follows.
+TEST(LimitsConf, TheUserIsLookedUpOnlyOnceALineNamesADomain) {
+  int lookups = 0;
+  auto who = [&lookups] {
+    ++lookups;
+    return Alice();
+  };
+  LimitsConf stock(who, kBase);
+  EXPECT_EQ(stock.Apply("# /etc/security/limits.conf\n#\n#<domain> <type> <item> <value>\n"
+                        "#*               soft    core            0\n\n   \t\n"),
+            0u);
+  EXPECT_EQ(lookups, 0);
+  EXPECT_EQ(stock.Result(), kBase);
+
+  LimitsConf set(who, kBase);
+  set.Apply("# a comment\n@gpu hard nofile 4096\n");
+  EXPECT_EQ(lookups, 1);
+  set.Apply("* soft nofile 2048\nbob hard nproc 10\n");
+  EXPECT_EQ(lookups, 1);
+  EXPECT_EQ(Of(set.Result(), RLIMIT_NOFILE), (ResourceLimit{RLIMIT_NOFILE, 2048, 4096}));
+  EXPECT_EQ(Of(set.Result(), RLIMIT_NPROC), Of(kBase, RLIMIT_NPROC));
+}
+
 TEST(LimitsConf, HugeValuesSaturate) {
   EXPECT_EQ(Applied(Alice(), {"alice - memlock 18446744073709551614"}, RLIMIT_MEMLOCK).hard, kInf);
 }

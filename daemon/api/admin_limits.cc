@@ -105,7 +105,8 @@ std::vector<std::string> DropIns(const std::string& dir) {
 
 std::vector<ResourceLimit> AdminLimits(uid_t uid, gid_t gid, const std::string& dir,
                                        const std::vector<ResourceLimit>& start) {
-  LimitsConf conf(Who(uid, gid), start);
+  // The user's name and groups from NSS only when a line may name them.
+  LimitsConf conf([uid, gid] { return Who(uid, gid); }, start);
   std::vector<std::string> files = {dir + "/limits.conf"};
   for (const std::string& name : DropIns(dir + "/limits.d")) {
     files.push_back(dir + "/limits.d/" + name);
