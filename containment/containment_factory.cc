@@ -37,12 +37,21 @@ std::string SupervisorInstance(const std::string& job_id) { return "job" + job_i
 
 ContainmentPlan PlanContainment(const JobStore& store, std::string instance,
                                 const std::string& device_program_proven) {
+  return ForInstance(PlanPlaces(store, device_program_proven),
+                     instance.empty() ? InstanceId() : std::move(instance));
+}
+
+ContainmentPlan ForInstance(ContainmentPlan plan, std::string instance) {
+  plan.instance = std::move(instance);
+  plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
+  return plan;
+}
+
+ContainmentPlan PlanPlaces(const JobStore& store, const std::string& device_program_proven) {
   ContainmentPlan plan;
   plan.state_tag = StateTag(store.state_dir());
-  plan.instance = instance.empty() ? InstanceId() : std::move(instance);
-  plan.rank_marker = Cat("LT_DAEMON_TAG=", plan.state_tag, ".", plan.instance);
-  // Read once: a supervisor plans at every job's start, and the kernel
-  // writes mountinfo out anew, mount by mount, at each read.
+  // Read once: the kernel writes mountinfo out anew, mount by mount, at
+  // each read.
   const absl::StatusOr<std::string> mountinfo = ReadWholeFile("/proc/self/mountinfo");
   const absl::StatusOr<std::string> proc_cgroup = ReadWholeFile("/proc/self/cgroup");
   const absl::StatusOr<std::string> own = !mountinfo.ok() ? mountinfo.status()

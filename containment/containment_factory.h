@@ -47,6 +47,12 @@ struct ContainmentPlan {
 // program (a supervisor it started is in it: FindDevicePlace).
 ContainmentPlan PlanContainment(const JobStore& store, std::string instance = "",
                                 const std::string& device_program_proven = "");
+// PlanContainment in two steps: where (this process's cgroups, the state
+// dir's tag; no instance yet), then whose. A spare supervisor finds where
+// once and serves each of its jobs from there, as ltd, which started it,
+// found its own at its start.
+ContainmentPlan PlanPlaces(const JobStore& store, const std::string& device_program_proven = "");
+ContainmentPlan ForInstance(ContainmentPlan places, std::string instance);
 
 // The instance of a job's supervisor: its cgroup run-job<ID>, its ranks'
 // marker LT_DAEMON_TAG=<tag>.job<ID>.

@@ -69,7 +69,14 @@ constexpr int kLtdFd = 3;
 // whose ltd went before watching it, which notices in milliseconds.
 constexpr std::chrono::seconds kLockWait{10};
 
-int Run(const Options& opt) {
+// What a supervisor finds once, not at each job: a spare serves jobs of
+// one state dir from one cgroup all its life (Spare::kMaxJobsServed).
+struct Found {
+  std::string state_dir;  // resolved
+  std::optional<ContainmentPlan> places;
+};
+
+int Run(const Options& opt, Found& found) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -86,11 +93,15 @@ int Run(const Options& opt) {
   // get the limits their job's record names, not this).
   if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
 
-  char resolved[PATH_MAX];
-  if (realpath(opt.state_dir.c_str(), resolved) == nullptr) {
-    spdlog::critical("state dir {}: {}", opt.state_dir, std::strerror(errno));
-    return 1;
+  if (found.state_dir.empty()) {
+    char resolved[PATH_MAX];
+    if (realpath(opt.state_dir.c_str(), resolved) == nullptr) {
+      spdlog::critical("state dir {}: {}", opt.state_dir, std::strerror(errno));
+      return 1;
+    }
+    found.state_dir = resolved;
   }
+  const std::string& resolved = found.state_dir;
   // Started by ltd: its state dir, which it opened.
   absl::StatusOr<JobStore> store =
       opt.ltd_fd >= 0 ? JobStore::Opened(resolved) : JobStore::Open(resolved);
@@ -126,8 +137,8 @@ int Run(const Options& opt) {
 
   Loop loop;
   UvClock clock(loop.get());
-  const ContainmentPlan plan =
-      PlanContainment(*store, SupervisorInstance(opt.job), opt.device_program_proven);
+  if (!found.places) found.places = PlanPlaces(*store, opt.device_program_proven);
+  const ContainmentPlan plan = ForInstance(*found.places, SupervisorInstance(opt.job));
   // ltd proved the mode it names before it started us.
   auto containment =
       SetUpContainment(loop.get(), opt.containment, plan, /*proven=*/opt.ltd_fd >= 0);
@@ -272,14 +283,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (ltd_fd) opt.ltd_fd = ltd::kLtdFd;
-  if (!spare) return ltd::Run(opt);
+  ltd::Found found;
+  if (!spare) return ltd::Run(opt, found);
   opt.ltd_fd = ltd::kLtdFd;  // each job's connection
   ltd::Spare self(argc, argv, opt.ltd_fd);
   for (;;) {
     auto id = self.AwaitJob();
     if (!id) return 0;
     opt.job = std::move(*id);
-    const int rc = ltd::Run(opt);
+    const int rc = ltd::Run(opt, found);
     if (rc != 0 || !self.OfferAnother()) return rc;
   }
 }
