@@ -153,6 +153,45 @@ TEST_F(ExecShimTest, TheRankGetsExactlyTheGroupsItIsGiven) {
   EXPECT_EQ(given.out, Ids(user_->uid(), user_->gid(), {4242, 4343}));
 }
 
+// What its starter ignored and blocked does not reach the program: every
+// signal at its default, none blocked (a rank that ignores SIGTERM from
+// its start would outlive each teardown's grace). lt-exec resets only what
+// the kernel lists as ignored; the ignore of a real-time signal too.
+TEST_F(ExecShimTest, TheProgramStartsWithNoSignalIgnoredOrBlocked) {
+  const int rt = SIGRTMIN + 5;
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  struct sigaction old_term {
+  }, old_usr1{}, old_rt{};
+  ASSERT_EQ(sigaction(SIGTERM, &ign, &old_term), 0);
+  ASSERT_EQ(sigaction(SIGUSR1, &ign, &old_usr1), 0);
+  ASSERT_EQ(sigaction(rt, &ign, &old_rt), 0);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  sigaddset(&block, SIGHUP);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+
+  std::vector<std::string> args;
+  const std::vector<gid_t> groups = {user_->gid()};
+  AppendUserArgs(user_->uid(), user_->gid(), &groups, args);
+  ShimRun as_user = RunShim(args, {"signals,exit:0"});
+  ShimRun as_root = RunShim({}, {"signals,exit:0"});
+
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
+  sigaction(rt, &old_rt, nullptr);
+  // glibc keeps its own two real-time signals (32 and 33) to itself: its
+  // posix_spawn leaves them ignored and no program may change them.
+  const std::string want =
+      "SigBlk:\t0000000000000000\nSigIgn:\t0000000180000000\nSigCgt:\t0000000000000000\n";
+  for (const ShimRun* run : {&as_user, &as_root}) {
+    EXPECT_EQ(run->status, 0) << run->out << run->control;
+    EXPECT_EQ(run->out, want);
+  }
+}
+
 // A user may be in tens of thousands of groups (the kernel takes 65,536);
 // one argument cannot hold them all (128 KiB), so they come in several.
 TEST_F(ExecShimTest, TensOfThousandsOfGroupsAllArrive) {

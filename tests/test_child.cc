@@ -37,6 +37,8 @@
 //   ids             print "uid=U gid=G groups=G1,G2" (the kernel's order)
 //   getenv:KEY      print "KEY=VALUE" (or "KEY=<unset>")
 //   cwd             print "cwd=DIR" (the working directory, as the kernel has it)
+//   signals         print "SigBlk: ...", "SigIgn: ...", "SigCgt: ..." as the
+//                   kernel lists this process's (/proc/self/status)
 //
 //   lt_test_child argv ARGS...
 //
@@ -54,6 +56,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -359,6 +362,15 @@ void Run(const std::string& action) {
   } else if (verb == "cwd") {
     char dir[4096];
     std::printf("cwd=%s\n", getcwd(dir, sizeof dir) != nullptr ? dir : "<unknown>");
+    std::fflush(stdout);
+  } else if (verb == "signals") {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("SigBlk:") || line.starts_with("SigIgn:") ||
+          line.starts_with("SigCgt:")) {
+        std::printf("%s\n", line.c_str());
+      }
+    }
     std::fflush(stdout);
   } else if (verb == "pidfile") {
     pidfile = arg;
