@@ -5,7 +5,8 @@
 // end passes the service's check), with any query. Invariants: positions
 // never go back and never pass the log's end; a chunk stays within its
 // bound; a reader that goes on from a position an earlier one reached gets
-// exactly what that one got after it.
+// exactly what that one got after it; a cursor that says nothing is left
+// returns nothing, and stays where it is.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -56,7 +57,14 @@ Read ReadAll(const LogQuery& query, std::optional<uint64_t> from) {
   Read r;
   uint64_t last = 0;
   std::string chunk;
-  for (int i = 0; i < 10000 && cursor.Next(&chunk); ++i) {
+  for (int i = 0; i < 10000; ++i) {
+    // A replay skips the read when nothing is left: Next must agree.
+    const bool nothing_left = cursor.NothingLeft();
+    const uint64_t before = cursor.position();
+    const bool more = cursor.Next(&chunk);
+    FUZZ_CHECK(!(nothing_left && more));
+    FUZZ_CHECK(!nothing_left || cursor.position() == before);
+    if (!more) break;
     const uint64_t at = cursor.position();
     FUZZ_CHECK(at >= last && at <= end);
     // ~64 KiB of whole lines, and a line split by a read's end.
