@@ -276,6 +276,17 @@ TEST_F(JobLogTest, NothingLeftOnlyWhenNextWouldReturnNothing) {
   q.stored = true;
   q.whole_lines = true;
   std::string chunk;
+  // A cursor from `from` that has something left, reads `want` as its one
+  // chunk, and then has nothing left; its position after.
+  auto read_one = [&](std::optional<uint64_t> from, const std::string& want) -> uint64_t {
+    LogCursor cursor(LogSnapshot::Take(dir_), q, from);
+    EXPECT_FALSE(cursor.NothingLeft());
+    EXPECT_TRUE(cursor.Next(&chunk));
+    EXPECT_EQ(chunk, want);
+    EXPECT_FALSE(cursor.Next(&chunk));
+    EXPECT_TRUE(cursor.NothingLeft());
+    return cursor.position();
+  };
   {
     LogCursor none(LogSnapshot::Take(dir_), q);  // no log yet
     EXPECT_TRUE(none.NothingLeft());
@@ -285,32 +296,19 @@ TEST_F(JobLogTest, NothingLeftOnlyWhenNextWouldReturnNothing) {
   auto w = JobLogWriter::Open(dir_, 1 << 20);
   ASSERT_TRUE(w.ok());
   w->Append("[0] one\n[0] tw");
-  LogCursor first(LogSnapshot::Take(dir_), q);
-  EXPECT_FALSE(first.NothingLeft());
-  ASSERT_TRUE(first.Next(&chunk));
-  EXPECT_EQ(chunk, "[0] one\n");
   // The torn line is held for the next snapshot: nothing left to show here.
-  EXPECT_FALSE(first.Next(&chunk));
-  EXPECT_TRUE(first.NothingLeft());
-  LogCursor same(LogSnapshot::Take(dir_), q, first.position());
+  const uint64_t one = read_one(std::nullopt, "[0] one\n");
+  LogCursor same(LogSnapshot::Take(dir_), q, one);
   EXPECT_FALSE(same.NothingLeft()) << "the torn line's bytes are still to be read";
   w->Append("o\n");
-  LogCursor grown(LogSnapshot::Take(dir_), q, first.position());
-  EXPECT_FALSE(grown.NothingLeft());
-  ASSERT_TRUE(grown.Next(&chunk));
-  EXPECT_EQ(chunk, "[0] two\n");
-  EXPECT_TRUE(grown.NothingLeft());
-  LogCursor after(LogSnapshot::Take(dir_), q, grown.position());
+  const uint64_t two = read_one(one, "[0] two\n");
+  LogCursor after(LogSnapshot::Take(dir_), q, two);
   EXPECT_TRUE(after.NothingLeft());
   EXPECT_FALSE(after.Next(&chunk));
   // Not whole lines (the job ended): the held part is returned.
   q.whole_lines = false;
   w->Append("[0] last, torn");
-  LogCursor end(LogSnapshot::Take(dir_), q, grown.position());
-  EXPECT_FALSE(end.NothingLeft());
-  ASSERT_TRUE(end.Next(&chunk));
-  EXPECT_EQ(chunk, "[0] last, torn");
-  EXPECT_TRUE(end.NothingLeft());
+  read_one(two, "[0] last, torn");
 }
 
 // An attach reads the lines as stored, stderr marked in the stamp (shown
