@@ -97,18 +97,29 @@ class Ltd:
         self.log = open(os.path.join(self.dir, "ltd.log"), "a")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
-        self.client = client_for(self.build, self.sock)
-        deadline = t0 + 600
-        while True:
-            if self.proc.poll() is not None:
-                sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
-            try:
-                self.client.ps()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    sys.exit(f"ltd did not answer; see {self.dir}/ltd.log")
-                time.sleep(0.005)
+        try:
+            self.client = client_for(self.build, self.sock)
+            deadline = t0 + 600
+            while True:
+                if self.proc.poll() is not None:
+                    sys.exit(f"ltd did not start; see {self.dir}/ltd.log")
+                try:
+                    self.client.ps()
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        sys.exit(f"ltd did not answer; see {self.dir}/ltd.log")
+                    time.sleep(0.005)
+        except BaseException as e:
+            # No client (the ltd package not importable: run with Debian's
+            # python3), or no answer: the ltd started is not left running,
+            # and its dir stays only when its log tells why.
+            self.proc.terminate()
+            self.proc.wait(timeout=120)
+            self.log.close()
+            if not isinstance(e, SystemExit):
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.started_in = time.monotonic() - t0
 
     def cpu(self):
