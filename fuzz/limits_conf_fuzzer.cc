@@ -3,7 +3,8 @@
 // Invariants: every resource of the base is in the result, once; a soft
 // limit is never above its hard one; a line that names no one of the user
 // changes nothing (root, who gets no `*` or group lines, sees the same
-// result as from an empty file when the file names no root line).
+// result as from an empty file when the file names no root line); the
+// user looked up lazily, at most once, gives the same result.
 #include "fuzz_check.h"
 #include "limits_conf.h"
 
@@ -24,6 +25,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   conf.Apply(bytes);
   conf.Apply(bytes);  // a second file, the same bytes
   const std::vector<ResourceLimit> got = conf.Result();
+  // Looked up only when a line names a domain, once: the same result.
+  int lookups = 0;
+  LimitsConf lazy(
+      [&] {
+        ++lookups;
+        return user;
+      },
+      base);
+  lazy.Apply(bytes);
+  lazy.Apply(bytes);
+  FUZZ_CHECK(lookups <= 1);
+  FUZZ_CHECK(lazy.Result() == got);
   FUZZ_CHECK(got.size() == base.size());
   for (size_t i = 0; i < got.size(); ++i) {
     FUZZ_CHECK(got[i].resource == base[i].resource);
