@@ -405,6 +405,14 @@ def _dying_ltd_takes_a_connection(path):
 
 
 class RestartTest(unittest.TestCase):
+    def _ended(self, t, result, what):
+        """The value of _in_thread's call once its thread ends (within two
+        minutes); the test fails on its error."""
+        t.join(120)
+        self.assertFalse(t.is_alive(), "the %s did not end" % what)
+        self.assertNotIn("error", result, repr(result.get("error")))
+        return result["value"]
+
     def test_wait_and_attach_follow_the_job_through_a_restart_of_ltd(self):
         d = fixture.Daemon("--restore-window", "1m").start()
         try:
@@ -468,11 +476,9 @@ class RestartTest(unittest.TestCase):
             t, result = _in_thread(lambda: ltd.Client(d.socket).submit(["/bin/true"], 1, detach=True))
             self.assertTrue(stand_in.takes_one_connection_and_goes(), "the client never connected")
             d.start()
-            t.join(120)
-            self.assertFalse(t.is_alive(), "the submit did not end")
-            self.assertNotIn("error", result, repr(result.get("error")))
-            self.assertEqual(result["value"].wait(), 0)
-            self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [result["value"].id])
+            job = self._ended(t, result, "submit")
+            self.assertEqual(job.wait(), 0)
+            self.assertEqual([j.id for j in ltd.Client(d.socket).ps(all=True)], [job.id])
         finally:
             d.stop()
 
@@ -488,10 +494,7 @@ class RestartTest(unittest.TestCase):
             d.kill_hard()
             self.assertTrue(_dying_ltd_takes_a_connection(d.socket), "the client never tried ltd again")
             d.start()
-            t.join(120)
-            self.assertFalse(t.is_alive(), "the wait did not end")
-            self.assertNotIn("error", result, repr(result.get("error")))
-            self.assertEqual(result["value"], 3, err.getvalue())
+            self.assertEqual(self._ended(t, result, "wait"), 3, err.getvalue())
             self.assertIn("lost ltd", err.getvalue())
         finally:
             d.stop()
