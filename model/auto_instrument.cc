@@ -15,49 +15,6 @@ bool HasKey(const std::string& kv, std::string_view key) {
   return kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=';
 }
 
-std::string_view Basename(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
-bool IsPythonName(std::string_view name) {
-  if (!name.starts_with("python")) return false;
-  name.remove_prefix(6);
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
-}
-
-bool IsWrapperName(std::string_view name) {
-  static constexpr std::string_view kWrappers[] = {
-      "sh",    "bash",    "dash",    "zsh",    "ksh",     "mksh", "env",    "nice",
-      "nohup", "numactl", "taskset", "stdbuf", "timeout", "chrt", "ionice", "setsid"};
-  return std::find(std::begin(kWrappers), std::end(kWrappers), name) != std::end(kWrappers);
-}
-
-// The interpreter a `#!` line names, looking through `env [-S] [-opts]`.
-std::string_view ShebangProgram(std::string_view head) {
-  if (!head.starts_with("#!")) return {};
-  head.remove_prefix(2);
-  head = head.substr(0, head.find('\n'));
-  auto next_word = [&]() {
-    const size_t start = head.find_first_not_of(" \t\r");
-    if (start == std::string_view::npos) return std::string_view();
-    head.remove_prefix(start);
-    const size_t end = head.find_first_of(" \t\r");
-    std::string_view word = head.substr(0, end);
-    head.remove_prefix(word.size());
-    return word;
-  };
-  std::string_view program = next_word();
-  if (Basename(program) != "env") return program;
-  for (std::string_view word = next_word(); !word.empty(); word = next_word()) {
-    if (word.starts_with("-")) continue;                     // -S, -i, -u NAME is rare
-    if (word.find('=') != std::string_view::npos) continue;  // NAME=VALUE
-    return word;
-  }
-  return program;
-}
-
 std::string Problem(const std::string& path, const struct stat& st) {
   if (st.st_uid != 0) return path + " is not owned by root";
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX)))
@@ -98,13 +55,6 @@ void RequestAutoHeartbeat(std::vector<std::string>& env, const std::string& dir,
   env.push_back(std::string(kAutoHeartbeatDirVar) + "=" + dir);
   env.push_back(std::string(kAutoHeartbeatVar) + "=" +
                 std::to_string(AutoCheckInterval(timeout).count()));
-}
-
-bool MayRunPython(std::string_view path, std::string_view head) {
-  const std::string_view name = Basename(path);
-  if (IsPythonName(name) || IsWrapperName(name)) return true;
-  const std::string_view interpreter = Basename(ShebangProgram(head));
-  return !interpreter.empty() && (IsPythonName(interpreter) || IsWrapperName(interpreter));
 }
 
 bool HasAutoHeartbeatRequest(const std::vector<std::string>& env) {

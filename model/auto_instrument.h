@@ -1,11 +1,12 @@
 // Automatic heartbeats for Python ranks that never heard of ltd (docs/user-guide.md,
-// "Automatic heartbeats"). ltd asks for them in a rank's environment;
-// lt-exec, running as the user once it has found the program, grants them
-// only to a program that runs Python or may start it (a shell, `env`), by
-// putting ltd's sitecustomize directory first on PYTHONPATH. Everything
-// else runs exactly as without ltd: nothing of the request reaches it.
+// "Automatic heartbeats"). ltd asks for them in a rank's environment; a
+// rank's start (process/rank_start.h), running as the user once it has
+// found the program, grants them only to a program that runs Python or may
+// start it (a shell, `env`), by putting ltd's sitecustomize directory
+// first on PYTHONPATH. Everything else runs exactly as without ltd: nothing
+// of the request reaches it.
 //
-// Standard library only: lt-exec links this file and nothing else of ltd.
+// Standard library only: lt-exec links this file.
 #pragma once
 
 #include <chrono>
@@ -15,7 +16,7 @@
 
 namespace ltd {
 
-// ltd -> lt-exec: the module directory. Never reaches a rank.
+// ltd -> the rank's start: the module directory. Never reaches a rank.
 inline constexpr std::string_view kAutoHeartbeatDirVar = "LT_AUTO_HEARTBEAT_DIR";
 // ltd -> rank: the check interval in milliseconds. The Python module
 // activates only on digits and then sets it to "used", so that no process
@@ -29,26 +30,20 @@ std::chrono::milliseconds AutoCheckInterval(std::chrono::milliseconds timeout);
 
 // ltd's side: drops whatever LT_AUTO_HEARTBEAT* the client's environment
 // carried (a client inside a rank has "used"), then, when `dir` is not
-// empty, asks lt-exec for automatic heartbeats with that module directory.
+// empty, asks the rank's start for automatic heartbeats with that module directory.
 void RequestAutoHeartbeat(std::vector<std::string>& env, const std::string& dir,
                           std::chrono::milliseconds timeout);
 
-// lt-exec's side. True for a program that is Python (`python`, `python3`,
-// `python3.11`, any directory), a script whose `#!` line names Python or a
-// shell (also through `env`), or a shell or command wrapper that may start
-// Python (sh, bash, dash, zsh, ksh, env, nice, nohup, numactl, taskset,
-// stdbuf, timeout, chrt, ionice, setsid). `head` is the start of the file
-// (its first line is enough); empty when it could not be read.
-bool MayRunPython(std::string_view path, std::string_view head);
+// Whether a program may run Python: MayRunPython in process/rank_start.h,
+// where a rank's start decides it.
 
-// lt-exec's side: the environment to exec with. With a request and a
-// program that may run Python: PYTHONPATH gets the module directory first
-// and LT_AUTO_HEARTBEAT stays. Otherwise both variables go. The directory
-// variable never stays.
+// The rank's side (made beforehand, RankStartPlan): the environment to exec with. With a request
+// and a program that may run Python: PYTHONPATH gets the module directory first and
+// LT_AUTO_HEARTBEAT stays. Otherwise both variables go. The directory variable never stays.
 std::vector<std::string> ApplyAutoHeartbeat(const std::vector<std::string>& env,
                                             bool may_run_python);
 
-// True when `env` holds a request (lt-exec reads no file without one).
+// True when `env` holds a request (the rank's start reads no file without one).
 bool HasAutoHeartbeatRequest(const std::vector<std::string>& env);
 
 // Why ltd must not hand `dir` to ranks, or "" when it may: it must be a

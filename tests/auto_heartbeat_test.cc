@@ -13,6 +13,7 @@
 #include "job_manager.h"
 #include "local_host.h"
 #include "manager_fixture.h"
+#include "rank_start.h"
 
 namespace ltd::test {
 namespace {
