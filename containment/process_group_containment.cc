@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <memory>
 
 #include "uv_handle.h"
@@ -33,7 +34,10 @@ void RunSoon(uv_loop_t* loop, std::function<void()> fn) {
 
 void KillProcessGroups(const std::vector<pid_t>& rank_pids) {
   for (pid_t pid : rank_pids) {
-    if (pid > 0) kill(-pid, SIGKILL);
+    // A rank whose start has not made it a session leader yet has no group
+    // and is a single process (rank_start.h): killed alone. Its pid is
+    // still its own: the caller has not reaped it.
+    if (pid > 0 && kill(-pid, SIGKILL) != 0 && errno == ESRCH) kill(pid, SIGKILL);
   }
 }
 

@@ -31,7 +31,8 @@ class ProcessGroupContainment final : public Containment {
 // Runs `fn` on the next loop iteration (a zero-delay one-shot timer).
 void RunSoon(uv_loop_t* loop, std::function<void()> fn);
 
-// SIGKILL to each rank's process group; ESRCH is the expected "already gone".
+// SIGKILL to each rank's process group (to the rank alone while its start
+// has not made one); ESRCH is the expected "already gone".
 void KillProcessGroups(const std::vector<pid_t>& rank_pids);
 
 }  // namespace ltd

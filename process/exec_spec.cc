@@ -14,13 +14,19 @@ namespace ltd {
 
 static_assert(kExecSpecFd <= kHighestSpawnTarget);
 
-absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& env) {
+absl::Status CheckExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
+                           const std::vector<std::string>& env) {
   auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
   if (has_nul(cwd) || std::any_of(argv.begin(), argv.end(), has_nul) ||
       std::any_of(env.begin(), env.end(), has_nul)) {
     return absl::InvalidArgumentError("a NUL byte in the working directory, argv or environment");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env) {
+  if (absl::Status s = CheckExecSpec(cwd, argv, env); !s.ok()) return s;
   std::string spec = cwd;
   spec.push_back('\0');
   for (const auto* list : {&argv, &env}) {

@@ -19,8 +19,13 @@ constexpr int kExecSpecFd = 4;
 // the other end. lt-exec keeps it open across the exec.
 constexpr int kStackFd = 5;
 
+// InvalidArgument when a string holds a NUL byte: no rank could be given
+// it whole (execve's strings end at the first).
+absl::Status CheckExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
+                           const std::vector<std::string>& env);
+
 // A memfd at offset 0 (close-on-exec: the spawn dups it onto fd 4), above
-// the fds a spawn targets. InvalidArgument when a string holds a NUL byte.
+// the fds a spawn targets. InvalidArgument as CheckExecSpec.
 absl::StatusOr<Fd> WriteExecSpec(const std::string& cwd, const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env);
 

@@ -20,6 +20,8 @@
 #include "pidfd.h"
 #include "posix_error.h"
 #include "process_scan.h"
+#include "rank_clone.h"
+#include "rank_start_plan.h"
 #include "spawn_attr.h"
 #include "spdlog/spdlog.h"
 #include "stack_text.h"
@@ -56,6 +58,9 @@ struct UvLauncher::Child {
   UvPtr<uv_poll_t> exit_poll;  // the pidfd: readable once the rank exited
   Pipe pipes[2];               // stdout, stderr
   Fd stack;                    // the stack pipe's read end (kStackFd's), non-blocking
+  // What the rank's start reads, until it is reaped (rank_clone.h); none
+  // when it started through lt-exec.
+  std::unique_ptr<RankChildMemory> start_memory;
 };
 
 namespace {
@@ -75,6 +80,12 @@ void KillAndReap(pid_t pid) {
 // A zombie still answers signal 0; once reaped, its pidfd says ESRCH.
 bool NotReaped(const Fd& pidfd) { return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0; }
 
+// `sig` to the rank's process group, which is there once its start made it
+// a session leader; before, the rank is a single process and gets it alone.
+void SignalGroup(pid_t pid, const Fd& pidfd, int sig) {
+  if (kill(-pid, sig) != 0 && errno == ESRCH) PidfdSendSignal(pidfd.get(), sig);
+}
+
 // A stream socketpair, as libuv makes for a child's stdio: ours
 // non-blocking for the loop, theirs blocking.
 absl::Status StdioPair(Fd& ours, Fd& theirs) {
@@ -87,6 +98,64 @@ absl::Status StdioPair(Fd& ours, Fd& theirs) {
   return AboveSpawnFds(theirs);
 }
 
+// The rank started through lt-exec, where the steps cannot run in a child
+// of ours (rank_clone.h): lt-exec [--cgroup DIR]... [--user UID:GID
+// --groups LIST|--groups-fd 6] [--rlimit R:S:H]... --parent PID, with an
+// empty environment and what to run on fd 4: it runs as root, and nothing
+// the user sent may reach it (see exec_shim.cc).
+absl::StatusOr<ClonedRank> SpawnExecShim(const std::string& exec_shim, const RankFds& fds,
+                                         std::unique_ptr<RankStartPlan> plan) {
+  std::vector<std::string> argv = {exec_shim};
+  for (const std::string& cgroup : plan->cgroups()) {
+    argv.push_back("--cgroup");
+    argv.push_back(cgroup);
+  }
+  if (const auto& user = plan->user()) {
+    AppendUserArgs(user->uid, user->gid, user->later ? nullptr : &user->groups, argv);
+  }
+  for (const RankLimit& l : plan->limits()) {
+    argv.push_back("--rlimit");
+    argv.push_back(Cat(l.resource, ":", l.limit.rlim_cur, ":", l.limit.rlim_max));
+  }
+  argv.push_back("--parent");
+  argv.push_back(std::to_string(plan->start().parent));
+  std::vector<char*> args = CStrings(argv);
+  char* no_env[] = {nullptr};
+  const RankStartPlan::What& what = plan->what();
+  auto spec = WriteExecSpec(what.cwd, what.argv, what.env);
+  if (!spec.ok()) return spec.status();
+
+  // posix_spawn, not fork: the parent is suspended only until lt-exec's
+  // execve (the child shares its memory, as with vfork), instead of
+  // copying this process's page tables for every rank, which cost ~10 ms
+  // a rank on a VM. Nothing but these dup2s runs in the child before
+  // lt-exec; every other fd of ours is close-on-exec.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds.stdout_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, fds.stderr_fd, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, fds.heartbeat, kRankHeartbeatFd);
+  static_assert(kExecSpecFd == 4 && kStackFd == kRankStackFd && kGroupsFd == kRankGroupsFd);
+  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
+  posix_spawn_file_actions_adddup2(&fa, fds.stack, kStackFd);
+  if (fds.groups >= 0) posix_spawn_file_actions_adddup2(&fa, fds.groups, kGroupsFd);
+  const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
+  ClonedRank started;
+  const int rc = posix_spawn(&started.pid, args[0], &fa, attr.get(), args.data(), no_env);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return PosixError("posix_spawn", exec_shim, rc);
+  // Only this thread reaps our children, so the pid is still this child's.
+  started.pidfd.reset(PidfdOpen(started.pid));
+  if (!started.pidfd.valid()) {
+    const int err = errno;
+    KillAndReap(started.pid);
+    return absl::UnavailableError(Cat("pidfd_open(", started.pid, "): ", std::strerror(err),
+                                      err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
+  }
+  return started;
+}
+
 }  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
@@ -97,13 +166,19 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
       user_io_(UserIo::Beside(exec_shim_)),
       control_(std::move(control)) {
   containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
+  // A rank's start shares our memory as its user until its execve.
+  if (geteuid() == 0) KeepRankChildrenOut();
 }
 
 UvLauncher::~UvLauncher() {
   // ltd stops only after every job ended; a child left here means a bug, and
   // it must not outlive us either.
   for (const auto& [raw, child] : children_) {
-    if (NotReaped(child->pidfd)) kill(-child->pid, SIGKILL);
+    if (!NotReaped(child->pidfd)) continue;
+    SignalGroup(child->pid, child->pidfd, SIGKILL);
+    // It may still run on its start's stack until the kill lands: left
+    // mapped (this process is ending).
+    (void)child->start_memory.release();
   }
   // Their handles close, so none calls back into us; the control reader,
   // destroyed next, drops their entries without calling them.
@@ -130,37 +205,35 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   child->job_id = req.job_id;
   child->rank = req.rank;
 
-  // lt-exec [--cgroup DIR]... [--user UID:GID --groups LIST|--groups-fd 6] --parent PID,
-  // with an empty environment and what to run on fd 4: it runs as root,
-  // and nothing the user sent may reach it (see exec_shim.cc).
-  std::vector<std::string> argv = {exec_shim_};
-  for (std::string& cgroup : containment_->RankCgroups(req.job_id, req.rank)) {
-    argv.push_back("--cgroup");
-    argv.push_back(std::move(cgroup));
-  }
   auto fail = [&](const absl::Status& s) {
     return absl::UnavailableError(Cat("cannot start ", req.argv.front(), ": ", s.message()));
   };
-  Fd groups_theirs;  // kGroupsFd's: the groups, when NSS has not answered yet
+  if (absl::Status s = CheckExecSpec(req.cwd, req.argv, req.env); !s.ok()) return s;
+  std::optional<RankStartPlan::User> user;
+  Fd groups_theirs;  // the groups, when NSS has not answered yet
   if (req.uid != geteuid() || req.gid != getegid()) {
     auto groups = groups_.GroupsForRank(req.uid, req.gid);
     if (!groups.ok()) return fail(groups.status());
+    user.emplace();
+    user->uid = req.uid;
+    user->gid = req.gid;
+    // As AppendUserArgs: an empty list is the primary group alone.
+    if (groups->groups) {
+      user->groups = groups->groups->empty() ? std::vector<gid_t>{req.gid} : *groups->groups;
+    }
     if (groups->later.valid()) {
       groups_theirs = std::move(groups->later);
+      user->later = true;
       if (absl::Status s = AboveSpawnFds(groups_theirs); !s.ok()) return fail(s);
     }
-    AppendUserArgs(req.uid, req.gid, groups->groups ? &*groups->groups : nullptr, argv);
   }
+  std::vector<RankLimit> limits;
   for (const auto& [resource, soft, hard] : req.rlimits) {
-    argv.push_back("--rlimit");
-    argv.push_back(Cat(resource, ":", soft, ":", hard));
+    limits.push_back({resource, rlimit{static_cast<rlim_t>(soft), static_cast<rlim_t>(hard)}});
   }
-  argv.push_back("--parent");
-  argv.push_back(std::to_string(getpid()));
-  std::vector<char*> args = CStrings(argv);
-  char* no_env[] = {nullptr};
-  auto spec = WriteExecSpec(req.cwd, req.argv, req.env);
-  if (!spec.ok()) return spec.status();
+  auto plan = std::make_unique<RankStartPlan>(containment_->RankCgroups(req.job_id, req.rank),
+                                              std::move(user), std::move(limits), getpid(),
+                                              RankStartPlan::What{req.cwd, req.argv, req.env});
 
   // The heartbeat fd: a socketpair as for stdio, blocking on the rank's
   // side (shells write to it), read in batches on ours.
@@ -189,34 +262,19 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     if (absl::Status s = AboveSpawnFds(stack_theirs); !s.ok()) return fail(s);
   }
 
-  // posix_spawn, not fork: the parent is suspended only until lt-exec's
-  // execve (the child shares its memory, as with vfork), instead of
-  // copying this process's page tables for every rank, which cost ~10 ms
-  // a rank on a VM. Nothing but these dup2s runs in the child before
-  // lt-exec; every other fd of ours is close-on-exec.
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_theirs[kStdout].get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, out_theirs[kStderr].get(), STDERR_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, control_theirs.get(), 3);
-  static_assert(kExecSpecFd == 4);
-  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
-  posix_spawn_file_actions_adddup2(&fa, stack_theirs.get(), kStackFd);
-  if (groups_theirs.valid()) posix_spawn_file_actions_adddup2(&fa, groups_theirs.get(), kGroupsFd);
-  const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &fa, attr.get(), args.data(), no_env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return fail(PosixError("posix_spawn", exec_shim_, rc));
-  // Only this thread reaps our children, so the pid is still this child's.
-  Fd pidfd(PidfdOpen(pid));
-  if (!pidfd.valid()) {
-    const int err = errno;
-    KillAndReap(pid);
-    return absl::UnavailableError(Cat("pidfd_open(", pid, "): ", std::strerror(err),
-                                      err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
-  }
+  RankFds fds;
+  fds.stdout_fd = out_theirs[kStdout].get();
+  fds.stderr_fd = out_theirs[kStderr].get();
+  fds.heartbeat = control_theirs.get();
+  fds.stack = stack_theirs.get();
+  fds.groups = groups_theirs.get();
+  auto started = kRankChildSupported && (!plan->start().change_user || RankChildMaySwitchUsers())
+                     ? CloneRank(fds, std::move(plan))
+                     : SpawnExecShim(exec_shim_, fds, std::move(plan));
+  if (!started.ok()) return fail(started.status());
+  const pid_t pid = started->pid;
+  Fd pidfd = std::move(started->pidfd);
+  child->start_memory = std::move(started->memory);
   int rc_poll = 0;
   child->exit_poll = UvInit<uv_poll_t>(
       [&](uv_poll_t* h) { return rc_poll = uv_poll_init(loop_, h, pidfd.get()); });
@@ -457,7 +515,7 @@ void UvLauncher::Abandon(const std::string& job_id) {
 void UvLauncher::SignalRank(const std::string& job_id, int rank, int sig) {
   // kill() right after the check, on the one thread that reaps: the group
   // number cannot change hands in between.
-  if (Child* child = Unreaped(job_id, rank)) kill(-child->pid, sig);
+  if (Child* child = Unreaped(job_id, rank)) SignalGroup(child->pid, child->pidfd, sig);
 }
 
 void UvLauncher::SignalProcess(const std::string& job_id, int rank, int sig) {

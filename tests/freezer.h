@@ -46,7 +46,15 @@ class Freezer {
     return WaitFor(
         [&] { return ReadWholeFile(dir_ + "/freezer.state").value_or("") == "FROZEN\n"; }, 10s);
   }
+  // Frozen while empty: a task that joins it freezes at once.
+  bool FreezeEmpty() {
+    return WriteWholeFile(dir_ + "/freezer.state", "FROZEN").ok() &&
+           WaitFor(
+               [&] { return ReadWholeFile(dir_ + "/freezer.state").value_or("") == "FROZEN\n"; },
+               10s);
+  }
   void Thaw() { (void)WriteWholeFile(dir_ + "/freezer.state", "THAWED"); }
+  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
