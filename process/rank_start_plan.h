@@ -15,19 +15,26 @@
 
 namespace ltd {
 
+// Whom a rank becomes. (Outside the class: clang cannot default-construct
+// a nested struct with member initializers inside std::optional of it.)
+struct RankUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // as looked up; empty with `later`
+  bool later = false;         // the groups come on kRankGroupsFd
+};
+
+// What it runs, and where.
+struct RankProgram {
+  std::string cwd;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
 class RankStartPlan {
  public:
-  struct User {
-    uid_t uid = 0;
-    gid_t gid = 0;
-    std::vector<gid_t> groups;  // as looked up; empty with `later`
-    bool later = false;         // the groups come on kRankGroupsFd
-  };
-  struct What {
-    std::string cwd;
-    std::vector<std::string> argv;
-    std::vector<std::string> env;
-  };
+  using User = RankUser;
+  using What = RankProgram;
 
   // `cgroups`: the directories to join; `parent`: 0, or the pid the rank
   // must still be a child of once it asked to die with it.
