@@ -159,12 +159,14 @@ absl::StatusOr<ClonedRank> SpawnExecShim(const std::string& exec_shim, const Ran
 }  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
-                       std::string exec_shim, std::unique_ptr<ControlReader> control)
+                       std::string exec_shim, std::unique_ptr<ControlReader> control,
+                       GroupsLookup::Lookup lookup)
     : loop_(loop),
       containment_(std::move(containment)),
       exec_shim_(std::move(exec_shim)),
       user_io_(UserIo::Beside(exec_shim_)),
-      control_(std::move(control)) {
+      control_(std::move(control)),
+      groups_(std::move(lookup)) {
   containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
   // A rank's start shares our memory as its user until its execve.
   if (geteuid() == 0) KeepRankChildrenOut();

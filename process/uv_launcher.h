@@ -21,9 +21,11 @@ namespace ltd {
 
 class UvLauncher final : public ProcessLauncher {
  public:
-  // `exec_shim`: the lt-exec binary every rank starts through.
+  // `exec_shim`: the lt-exec binary, for ranks that cannot start in a
+  // child of ours (rank_clone.h) and for gdb as a rank's user; lt-userio
+  // is beside it. `lookup`: how a user's groups are found (NSS).
   UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment, std::string exec_shim,
-             std::unique_ptr<ControlReader> control);
+             std::unique_ptr<ControlReader> control, GroupsLookup::Lookup lookup = LoginGroups);
   ~UvLauncher() override;
 
   std::string_view containment() const override { return containment_->name(); }

@@ -1,9 +1,10 @@
 // A rank's start in a child that shares the supervisor's memory
 // (process/rank_clone.h), through the real launcher: as a user, with the
 // supervisor's signals and fds kept from the rank; the supervisor's memory
-// closed to the user meanwhile; and a start stuck in the kernel (a frozen
-// cgroup stands in for a file system that never answers) holding neither
-// the launcher's thread nor any fd of the supervisor.
+// closed to the user meanwhile; and a start that waits (for its groups, or
+// stuck in the kernel: a frozen cgroup stands in for a file system that
+// never answers) holding neither the launcher's thread nor any fd of the
+// supervisor.
 #include "rank_clone.h"
 
 #include <fcntl.h>
@@ -12,7 +13,9 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 
 #include "freezer.h"
 #include "harness.h"
@@ -64,11 +67,11 @@ class RankCloneTest : public ::testing::Test {
     EXPECT_EQ(errno, ECHILD) << "a child is left";
   }
 
-  void Start(std::vector<std::string> cgroups = {}) {
+  void Start(std::vector<std::string> cgroups = {}, GroupsLookup::Lookup lookup = LoginGroups) {
     loop_ = std::make_unique<Loop>();
     launcher_ = std::make_unique<UvLauncher>(
         loop_->get(), std::make_unique<JoiningContainment>(loop_->get(), std::move(cgroups)),
-        LT_EXEC_SHIM, *ControlReader::Create(loop_->get()));
+        LT_EXEC_SHIM, *ControlReader::Create(loop_->get()), std::move(lookup));
   }
 
   struct Rank {
@@ -150,6 +153,52 @@ TEST_F(RankCloneTest, ARankIsItsUserWithOnlyItsFdsAndNoSignalOfTheSupervisors) {
                 "fds=0,1,2,3,5\n", "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"));
 }
 
+// The fds open in `pid`, sorted.
+std::vector<int> FdsOf(pid_t pid) {
+  std::vector<int> fds;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(Cat("/proc/", pid, "/fd"), ec))
+    fds.push_back(std::stoi(e.path().filename()));
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+// Groups that come later (NSS slow to answer): the start waits for them
+// on fd 6 holding nothing of ours but the rank's fds, and the rank runs
+// with them once they come.
+TEST_F(RankCloneTest, AStartWaitsForGroupsThatComeLaterHoldingOnlyTheRanksFds) {
+  TestUser user("ltg" + std::to_string(getpid()));
+  ASSERT_TRUE(user.ok()) << user.error();
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+  };
+  auto gate = std::make_shared<Gate>();  // the lookup's thread may outlive the test
+  Start({}, [gate](uid_t, gid_t gid) -> std::optional<std::vector<gid_t>> {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    gate->cv.wait_for(lock, 30s, [&] { return gate->open; });
+    return std::vector<gid_t>{gid, 4343};
+  });
+  launcher_->ExpectUser(user.uid(), user.gid(), std::nullopt);  // the lookup starts
+  const int leaky = open("/dev/null", O_RDONLY);                // no O_CLOEXEC, on purpose
+  Rank r;
+  const pid_t pid = Spawn(r, "ids,exit:0", user.uid(), user.gid());
+  close(leaky);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(WaitFor([&] { return FdsOf(pid) == std::vector<int>{0, 1, 2, 3, 5, 6}; }, 10s))
+      << "fds: " << ::testing::PrintToString(FdsOf(pid));
+  EXPECT_FALSE(RunUntil([&] { return r.exit.has_value(); }, 200ms)) << "it ran without its groups";
+  {
+    const std::lock_guard<std::mutex> lock(gate->mu);
+    gate->open = true;
+  }
+  gate->cv.notify_all();
+  ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
+  EXPECT_EQ(r.exit->exit_code, 0) << r.control;
+  EXPECT_EQ(r.out, Cat("uid=", user.uid(), " gid=", user.gid(), " groups=", user.gid(), ",4343\n"));
+}
+
 // Its start waits in the kernel (joining a frozen cgroup, as it would
 // entering a working directory on a server that never answers): the
 // launcher has returned and its loop runs, the start holds none of the
@@ -173,16 +222,15 @@ TEST_F(RankCloneTest, AStartStuckInTheKernelHoldsNeitherTheLauncherNorAnyFdOfOur
       10s));
   // Its own, and the cgroup.procs it froze writing to.
   std::vector<int> fds;
-  for (const auto& e : std::filesystem::directory_iterator(Cat("/proc/", pid, "/fd"))) {
-    const int fd = std::stoi(e.path().filename());
+  for (int fd : FdsOf(pid)) {
     if (fd > 5 || fd == 4) {
-      EXPECT_EQ(std::filesystem::read_symlink(e.path()).string(), freezer.dir() + "/cgroup.procs")
+      EXPECT_EQ(std::filesystem::read_symlink(Cat("/proc/", pid, "/fd/", fd)).string(),
+                freezer.dir() + "/cgroup.procs")
           << "fd " << fd;
       continue;
     }
     fds.push_back(fd);
   }
-  std::sort(fds.begin(), fds.end());
   EXPECT_EQ(fds, (std::vector<int>{0, 1, 2, 3, 5}));
   EXPECT_FALSE(RunUntil([&] { return r.exit.has_value(); }, 200ms)) << "it ran while frozen";
   launcher_->SignalRank("t", 0, SIGKILL);
