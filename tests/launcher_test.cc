@@ -1,6 +1,5 @@
-// The real process layer with real children (lt_test_child through
-// lt-exec): spawning, pipes, exits, signals, and no leaks: every test ends
-// with no child of ours left, no zombie, and a loop that closes clean.
+// The real process layer with real children (lt_test_child): spawning,
+// pipes, exits, signals, and no leaks (launcher_fixture.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "launcher_fixture.h"
 #include "loop.h"
 #include "process_group_containment.h"
 #include "process_scan.h"
@@ -20,52 +20,21 @@
 namespace ltd::test {
 namespace {
 
-class LauncherTest : public ::testing::Test {
+class LauncherTest : public LauncherFixture {
  protected:
-  void TearDown() override {
-    launcher_.reset();
-    EXPECT_EQ(loop_->Close(), 0) << "a handle is left on the loop";
-    loop_.reset();
-    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
-    EXPECT_EQ(errno, ECHILD) << "a child is left";
+  void SetUp() override {
+    launcher_ = std::make_unique<UvLauncher>(
+        loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM,
+        *ControlReader::Create(loop_->get()));
   }
 
-  struct Rank {
-    std::string out, err, control;
-    std::optional<ExitStatus> exit;
-  };
-
-  pid_t Spawn(Rank& rank, std::vector<std::string> args, std::vector<std::string> env = {},
-              int rank_number = 0) {
-    SpawnRequest req;
-    req.job_id = "t";
+  pid_t Spawn(Rank& rank, const std::vector<std::string>& args,
+              const std::vector<std::string>& env = {}, int rank_number = 0) {
+    SpawnRequest req = Request(args);
     req.rank = rank_number;
-    req.argv = {TestChildPath()};
-    req.argv.insert(req.argv.end(), args.begin(), args.end());
-    req.env = std::move(env);
-    req.env.push_back("RANK=0");
-    req.cwd = "/";
-    req.uid = geteuid();
-    req.gid = getegid();
-    RankCallbacks cb;
-    cb.on_output = [&rank](Stream s, std::string_view d) {
-      (s == Stream::kStdout ? rank.out : rank.err).append(d);
-    };
-    cb.on_control = [&rank](std::string_view d) { rank.control.append(d); };
-    cb.on_exit = [&rank](ExitStatus s) { rank.exit = s; };
-    auto pid = launcher_->Spawn(req, std::move(cb));
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    return pid.ok() ? *pid : -1;
+    req.env.insert(req.env.begin(), env.begin(), env.end());
+    return LauncherFixture::Spawn(rank, req);
   }
-
-  bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-    return RunLoopUntil(loop_->get(), done, timeout);
-  }
-
-  std::unique_ptr<Loop> loop_ = std::make_unique<Loop>();
-  std::unique_ptr<UvLauncher> launcher_ = std::make_unique<UvLauncher>(
-      loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM,
-      *ControlReader::Create(loop_->get()));
 };
 
 TEST_F(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {

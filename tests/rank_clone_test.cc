@@ -19,6 +19,7 @@
 
 #include "freezer.h"
 #include "harness.h"
+#include "launcher_fixture.h"
 #include "loop.h"
 #include "process_group_containment.h"
 #include "process_scan.h"
@@ -51,59 +52,25 @@ class JoiningContainment final : public Containment {
   std::vector<std::string> cgroups_;
 };
 
-class RankCloneTest : public ::testing::Test {
+class RankCloneTest : public LauncherFixture {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "ranks change users only as root";
     if (!kRankChildSupported) GTEST_SKIP() << "ranks start through lt-exec on this architecture";
   }
-  void TearDown() override {
-    launcher_.reset();
-    if (loop_) {
-      EXPECT_EQ(loop_->Close(), 0) << "a handle is left on the loop";
-    }
-    loop_.reset();
-    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
-    EXPECT_EQ(errno, ECHILD) << "a child is left";
-  }
 
   void Start(std::vector<std::string> cgroups = {}, GroupsLookup::Lookup lookup = LoginGroups) {
-    loop_ = std::make_unique<Loop>();
     launcher_ = std::make_unique<UvLauncher>(
         loop_->get(), std::make_unique<JoiningContainment>(loop_->get(), std::move(cgroups)),
         LT_EXEC_SHIM, *ControlReader::Create(loop_->get()), std::move(lookup));
   }
 
-  struct Rank {
-    std::string out, control;
-    std::optional<ExitStatus> exit;
-  };
-
   pid_t Spawn(Rank& rank, const std::string& verbs, uid_t uid, gid_t gid) {
-    SpawnRequest req;
-    req.job_id = "t";
-    req.argv = {TestChildPath(), verbs};
-    req.env = {"RANK=0"};
-    req.cwd = "/";
+    SpawnRequest req = Request({verbs});
     req.uid = uid;
     req.gid = gid;
-    RankCallbacks cb;
-    cb.on_output = [&rank](Stream s, std::string_view d) {
-      if (s == Stream::kStdout) rank.out.append(d);
-    };
-    cb.on_control = [&rank](std::string_view d) { rank.control.append(d); };
-    cb.on_exit = [&rank](ExitStatus s) { rank.exit = s; };
-    auto pid = launcher_->Spawn(req, std::move(cb));
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    return pid.ok() ? *pid : -1;
+    return LauncherFixture::Spawn(rank, req);
   }
-
-  bool RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-    return RunLoopUntil(loop_->get(), done, timeout);
-  }
-
-  std::unique_ptr<Loop> loop_;
-  std::unique_ptr<UvLauncher> launcher_;
 };
 
 // A user may not ptrace the supervisor, nor so a rank's start that shares
