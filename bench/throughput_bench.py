@@ -16,8 +16,9 @@ engine would), 1-rank `/bin/true` jobs:
            (measured alone, spawned from this process), which the target
            leaves out. An 8-rank job's submit to exit, too.
   split    where a 1-rank job's CPU goes (--jobs jobs, one at a time):
-           its supervisor's own, its rank's start and program (lt-exec
-           and /bin/true, which the supervisor reaps), and ltd's own
+           its supervisor's own, its rank's start and program (the
+           supervisor's child that becomes the rank, or lt-exec, and
+           /bin/true, which the supervisor reaps), and ltd's own
            (not in the default set).
   restart  --kept finished jobs kept (--keep-jobs), ltd stopped and
            started: how long until it answers `ps`, and its RSS a kept
@@ -230,7 +231,7 @@ def own_and_reaped(pid):
 
 def bench_split(build, jobs):
     """Where a 1-rank job's CPU goes, ms a job, one job at a time: each
-    supervisor's own, what its ranks' starts and programs took (lt-exec
+    supervisor's own, what its ranks' starts and programs took (the start
     and /bin/true, reaped by it), and ltd's own. Supervisors serve job
     after job, so those alive at the end served nearly every job."""
     d = Ltd(build, devices=512)
@@ -449,7 +450,7 @@ def main():
         if "split" in r:
             sp = r["split"]
             print(f"a 1-rank job's CPU, 1 thread: {med([x[0] for x in sp]):.2f} ms its supervisor's "
-                  f"own, {med([x[1] for x in sp]):.2f} ms its rank's start and program (lt-exec, "
+                  f"own, {med([x[1] for x in sp]):.2f} ms its rank's start and program ("
                   f"/bin/true), {med([x[2] for x in sp]):.2f} ms ltd's own "
                   f"({[x[3] for x in sp]} supervisors alive at the end)")
         if "restart" in r:
