@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <vector>
 
 #include "posix_error.h"
 #include "str_util.h"
@@ -28,6 +30,68 @@ namespace {
 // kernel's status text); a guard page below.
 constexpr size_t kStackBytes = 128 << 10;
 
+// Stacks of reaped children, kept for the next ranks: a new mapping, its
+// first page faults and its unmapping (a TLB flush on every CPU this
+// process ran on) cost ~80 us a rank here. At most kKeep are kept, a few
+// touched pages each.
+class StackPool {
+ public:
+  static constexpr size_t kKeep = 16;
+
+  static size_t Size() { return kStackBytes + Page(); }
+
+  absl::StatusOr<void*> Take() {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        void* stack = free_.back();
+        free_.pop_back();
+        return stack;
+      }
+    }
+    void* stack = mmap(nullptr, Size(), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (stack == MAP_FAILED) return PosixError("mmap", "a rank's starting stack", errno);
+    if (mprotect(stack, Page(), PROT_NONE) != 0) {
+      const int err = errno;
+      munmap(stack, Size());
+      return PosixError("mprotect", "a rank's starting stack", err);
+    }
+    return stack;
+  }
+
+  // Only once no child runs on it.
+  void Give(void* stack) {
+#if defined(__SANITIZE_ADDRESS__)
+    // Nothing instrumented ran on it; whoever has it next starts clean.
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(stack) + Page(), kStackBytes);
+#endif
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (free_.size() < kKeep) {
+        free_.push_back(stack);
+        return;
+      }
+    }
+    munmap(stack, Size());
+  }
+
+ private:
+  static size_t Page() {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return page;
+  }
+
+  std::mutex mu_;
+  std::vector<void*> free_;
+};
+
+// Never destroyed: a child left running at exit may still be on its stack.
+StackPool& Stacks() {
+  static auto* pool = new StackPool;
+  return *pool;
+}
+
 }  // namespace
 
 RankChildMemory::RankChildMemory(std::unique_ptr<RankStartPlan> plan, const RankFds& fds)
@@ -37,13 +101,7 @@ RankChildMemory::RankChildMemory(std::unique_ptr<RankStartPlan> plan, const Rank
 }
 
 RankChildMemory::~RankChildMemory() {
-  if (stack == nullptr) return;
-#if defined(__SANITIZE_ADDRESS__)
-  // Nothing instrumented ran on it, but the mapping's next owner must not
-  // inherit any poison.
-  ASAN_UNPOISON_MEMORY_REGION(stack, stack_size);
-#endif
-  munmap(stack, stack_size);
+  if (stack != nullptr) Stacks().Give(stack);
 }
 
 absl::StatusOr<ClonedRank> CloneRank(const RankFds& fds, std::unique_ptr<RankStartPlan> plan) {
@@ -51,17 +109,10 @@ absl::StatusOr<ClonedRank> CloneRank(const RankFds& fds, std::unique_ptr<RankSta
     return absl::UnimplementedError("rank_start.cc makes no system call of its own here");
   }
   auto memory = std::make_unique<RankChildMemory>(std::move(plan), fds);
-  const long page = sysconf(_SC_PAGESIZE);
-  const size_t size = kStackBytes + static_cast<size_t>(page);
-  void* stack = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-  if (stack == MAP_FAILED) return PosixError("mmap", "a rank's starting stack", errno);
-  memory->stack = stack;
-  memory->stack_size = size;
-  if (mprotect(stack, static_cast<size_t>(page), PROT_NONE) != 0) {
-    return PosixError("mprotect", "a rank's starting stack", errno);
-  }
-  char* top = static_cast<char*>(stack) + size;
+  auto stack = Stacks().Take();
+  if (!stack.ok()) return stack.status();
+  memory->stack = *stack;
+  char* top = static_cast<char*>(*stack) + StackPool::Size();
 
   // Blocked in the child from its first instruction: a signal must not run
   // the supervisor's handler there. Its steps reset the handlers and then

@@ -41,8 +41,7 @@ struct RankChildMemory {
 
   std::unique_ptr<RankStartPlan> plan;
   RankChildArgs args;
-  void* stack = nullptr;
-  size_t stack_size = 0;
+  void* stack = nullptr;  // back to a pool of them once freed
 };
 
 struct ClonedRank {
