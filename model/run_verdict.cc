@@ -61,7 +61,7 @@ std::string_view PeerLossIn(std::string_view line) {
       "timed out in collective",
   };
   for (std::string_view p : kLost) {
-    if (line.find(p) != std::string_view::npos) return "lost its peer";
+    if (line.find(p) != std::string_view::npos) return kLostPeer;
   }
   for (std::string_view p : kTimedOut) {
     if (line.find(p) != std::string_view::npos) return "timed out in a collective";

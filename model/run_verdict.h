@@ -38,6 +38,9 @@ std::optional<Evidence> ParseEvidence(std::string_view s);
 // (gloo's "Connection closed by peer", NCCL's "remote process exited");
 // what it says in a few words ("lost its peer"), or "" for any other line.
 std::string_view PeerLossIn(std::string_view line);
+// The first of these: the peer went away (it is exiting, or gone), as
+// opposed to a collective that timed out waiting for one.
+inline constexpr std::string_view kLostPeer = "lost its peer";
 
 struct Classified {
   Evidence kind = Evidence::kPrimary;

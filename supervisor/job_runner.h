@@ -52,6 +52,10 @@ struct RunnerConfig {
 
 class JobRunner final : public RunFenceEvents {
  public:
+  // How long the failure of a rank that lost its peer waits for that
+  // peer's own to become the cause (OnExit).
+  static constexpr Millis kConsequenceWait{3000};
+
   // `job` is placed (slots, master port) and PENDING, its dir made.
   JobRunner(Clock& clock, ProcessLauncher& launcher, JobStore& store, StackSampler* sampler,
             RunnerConfig config, Job job, SupervisionEvents& events);
@@ -122,6 +126,16 @@ class JobRunner final : public RunFenceEvents {
   void OnAutoHeartbeat(int rank, const HeartbeatMessage& msg);
   Millis AutoTimeout() const;
   void OnExit(int rank, ExitStatus status);
+  // What a rank's failed exit says: its reason and message.
+  RootCause ExitCause(int rank, ExitStatus status);
+  // The cause says the rank failed because a peer went away (its error
+  // line in gloo's, NCCL's or torch.distributed's words; on a multi-node
+  // run its stderr too): weaker evidence than that peer's own failure,
+  // which may still be on its way. (A collective that timed out waits for
+  // a peer that is alive: nothing comes.)
+  static bool LostItsPeer(const RootCause& cause, const std::string& peer_loss);
+  // The held cause (LiveAttempt::held_cause) becomes the attempt's.
+  void FailHeld();
   // The root cause `status` is when the OOM killer is behind it (its
   // count went up); nullopt otherwise.
   std::optional<RootCause> OomCause(int rank, ExitStatus status);

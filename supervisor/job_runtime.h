@@ -139,8 +139,9 @@ class LiveAttempt {
  public:
   LiveAttempt(Clock& clock, size_t ranks) : ranks(ranks), clock_(clock) {}
   ~LiveAttempt() {
-    for (Clock::TimerId* t : {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer,
-                              &investigation_timer, &hold_timer, &cpu_probe_timer, &verdict_timer})
+    for (Clock::TimerId* t :
+         {&grace_timer, &kill_timer, &restart_timer, &watchdog_timer, &investigation_timer,
+          &hold_timer, &cpu_probe_timer, &verdict_timer, &held_timer})
       Cancel(*t);
   }
   LiveAttempt(const LiveAttempt&) = delete;
@@ -157,6 +158,11 @@ class LiveAttempt {
   std::optional<JobLogWriter> log;     // every rank's lines as "[R] line"
   std::optional<OutputFiles> outputs;  // --output, --error
   std::optional<RootCause> cause;      // of this attempt
+  // The failed exit of a rank that lost its peer, while the peer that went
+  // first may still be on its way out: the cause if none comes by
+  // held_timer (JobRunner::kConsequenceWait).
+  std::optional<RootCause> held_cause;
+  Clock::TimerId held_timer = 0;
   // The job's supervision was lost (Abandon): it ends LOST, whatever the cause.
   std::optional<RootCause> lost;
   // The run's cause was a cancel on another node: no node restarts. A fact

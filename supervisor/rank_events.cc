@@ -3,7 +3,9 @@
 #include <signal.h>
 
 #include "byte_size.h"
+#include "duration.h"
 #include "job_runner.h"
+#include "run_verdict.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -235,6 +237,53 @@ std::optional<RootCause> JobRunner::OomCause(int rank, ExitStatus status) {
   return cause;
 }
 
+RootCause JobRunner::ExitCause(int rank, ExitStatus status) {
+  const RankRuntime& rr = At().ranks[static_cast<size_t>(rank)];
+  const Rank& rec = job_.ranks[static_cast<size_t>(rank)];
+  RootCause cause;
+  cause.rank = rank;
+  cause.at = clock_.Now();
+  if (!rr.exec_error.empty()) {
+    cause.reason = CauseReason::kSpawnFailed;
+    cause.exit_code = status.exit_code;
+    cause.message = rr.exec_error;
+  } else if (auto oom = OomCause(rank, status)) {
+    cause = std::move(*oom);
+  } else if (status.term_signal != 0) {
+    cause.reason = CauseReason::kSignaled;
+    cause.signal = status.term_signal;
+    cause.message =
+        Cat("rank ", rank, " died of signal ", status.term_signal, " (",
+            sigabbrev_np(status.term_signal) ? sigabbrev_np(status.term_signal) : "?", ")");
+    // An uncaught C++ exception (PyTorch's NCCL watchdog ends a rank so):
+    // which one, as the rank's last words on stderr said.
+    if (status.term_signal == SIGABRT && !rr.terminate.text().empty()) {
+      cause.message += ": " + rr.terminate.text();
+    }
+  } else {
+    cause.reason = CauseReason::kExited;
+    cause.exit_code = status.exit_code;
+    cause.message = Cat("rank ", rank, " exited with code ", status.exit_code);
+  }
+  if (!rec.error_message.empty() && cause.reason != CauseReason::kOom) {
+    cause.message = rec.error_message;
+  }
+  return cause;
+}
+
+bool JobRunner::LostItsPeer(const RootCause& cause, const std::string& peer_loss) {
+  if (cause.reason != CauseReason::kExited && cause.reason != CauseReason::kSignaled) return false;
+  return PeerLossIn(cause.message) == kLostPeer || PeerLossIn(peer_loss) == kLostPeer;
+}
+
+void JobRunner::FailHeld() {
+  LiveAttempt& rt = At();
+  rt.Cancel(rt.held_timer);
+  if (!rt.held_cause || rt.cause) return;
+  RootCause cause = std::move(*rt.held_cause);
+  Fail(std::move(cause));
+}
+
 void JobRunner::OnExit(int rank, ExitStatus status) {
   Job& job = job_;
   LiveAttempt& rt = At();
@@ -261,36 +310,37 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
     SetRankState(rec, rt.cause && rt.cause->rank == rank ? RankState::kFailed : RankState::kKilled);
   } else {
     SetRankState(rec, RankState::kFailed);
-    RootCause cause;
-    cause.rank = rank;
-    cause.at = clock_.Now();
-    if (!rr.exec_error.empty()) {
-      cause.reason = CauseReason::kSpawnFailed;
-      cause.exit_code = status.exit_code;
-      cause.message = rr.exec_error;
-    } else if (auto oom = OomCause(rank, status)) {
-      cause = std::move(*oom);
-    } else if (status.term_signal != 0) {
-      cause.reason = CauseReason::kSignaled;
-      cause.signal = status.term_signal;
-      cause.message =
-          Cat("rank ", rank, " died of signal ", status.term_signal, " (",
-              sigabbrev_np(status.term_signal) ? sigabbrev_np(status.term_signal) : "?", ")");
-      // An uncaught C++ exception (PyTorch's NCCL watchdog ends a rank so):
-      // which one, as the rank's last words on stderr said.
-      if (status.term_signal == SIGABRT && !rr.terminate.text().empty()) {
-        cause.message += ": " + rr.terminate.text();
+    RootCause cause = ExitCause(rank, status);
+    if (rt.held_cause) {
+      // A rank that lost its peer failed before: this one's failure is
+      // the stronger evidence unless it is a consequence too.
+      if (LostItsPeer(cause, rr.peer_loss)) {
+        if (rt.live == 0) FailHeld();
+      } else {
+        rt.Cancel(rt.held_timer);
+        SetRankState(job.ranks[static_cast<size_t>(rt.held_cause->rank)], RankState::kKilled);
+        rt.held_cause.reset();
+        Fail(std::move(cause));
       }
+    } else if (fence_ == nullptr && LostItsPeer(cause, rr.peer_loss) && rt.live > 0) {
+      // It failed because a peer went away (its own words say so): the
+      // peer that did is likely still on its way out (a traceback, its
+      // interpreter's exit), and its failure is the cause. Wait for it, a
+      // while at most. (A multi-node run weighs every node's evidence in
+      // its verdict instead: OnRunVerdict.)
+      spdlog::info("job={} rank={} lost its peer; waiting up to {} for the rank that failed first",
+                   job.id, rank, FormatDuration(kConsequenceWait));
+      rt.held_cause = std::move(cause);
+      rt.held_timer = clock_.StartTimer(kConsequenceWait, [this, self = std::weak_ptr(attempt_)] {
+        if (!Current(self)) return;
+        At().held_timer = 0;
+        FailHeld();
+      });
     } else {
-      cause.reason = CauseReason::kExited;
-      cause.exit_code = status.exit_code;
-      cause.message = Cat("rank ", rank, " exited with code ", status.exit_code);
+      Fail(std::move(cause));
     }
-    if (!rec.error_message.empty() && cause.reason != CauseReason::kOom) {
-      cause.message = rec.error_message;
-    }
-    Fail(std::move(cause));
   }
+  if (!failed && rt.held_cause && rt.live == 0) FailHeld();
   if (rr.capturing_stack) {
     // Its output is drained, so its traceback is complete; the end of the
     // investigation takes the job from here.

@@ -41,6 +41,9 @@ std::optional<std::string> ErrorFileMessage(const std::string& text) {
 
 void JobRunner::Fail(RootCause cause) {
   LiveAttempt& rt = At();
+  // Whatever the cause, nothing waits for a stronger one any more.
+  rt.Cancel(rt.held_timer);
+  rt.held_cause.reset();
   if (!rt.cause) {
     spdlog::warn("job={} root cause: rank={} reason={} {}", job_.id, cause.rank,
                  ToString(cause.reason), ForLog(cause.message));

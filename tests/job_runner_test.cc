@@ -40,6 +40,61 @@ TEST_F(JobRunnerTest, FirstNonZeroExitIsTheRootCauseAndTearsDownTheRest) {
   EXPECT_EQ(clock_.pending_timers(), 0u);  // the grace timer went with the ranks
 }
 
+// A rank that failed because its peer went away (gloo's words in its
+// error line) is not the cause when the peer it lost fails after it: the
+// peer's exception came first, its exit later (its traceback, its
+// interpreter's end). Nothing is torn down while the runner waits.
+TEST_F(JobRunnerTest, AFailureAfterAPeerWentAwayWaitsForThePeersOwn) {
+  Run(Spec(3));
+  launcher_.Control(id_, 0, "error RuntimeError: Connection closed by peer [127.0.0.1]:5848\n");
+  launcher_.Exit(id_, 0, 1);
+  EXPECT_FALSE(Get().root_cause);
+  EXPECT_TRUE(launcher_.signals.empty());
+  clock_.Advance(JobRunner::kConsequenceWait - Millis(1));
+  EXPECT_FALSE(Get().root_cause);
+  launcher_.Control(id_, 1, "error RuntimeError: kit crash on rank 1\n");
+  launcher_.Exit(id_, 1, 1);
+  launcher_.ExitSignalled(id_);
+  clock_.Advance(Millis(0));
+  const Job& job = Get();
+  ASSERT_TRUE(job.root_cause);
+  EXPECT_EQ(job.root_cause->rank, 1);
+  EXPECT_EQ(job.root_cause->reason, CauseReason::kExited);
+  EXPECT_EQ(job.root_cause->message, "RuntimeError: kit crash on rank 1");
+  EXPECT_EQ(job.ranks[1].state, RankState::kFailed);
+  EXPECT_EQ(job.ranks[0].state, RankState::kKilled);
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+}
+
+// No other rank fails within the wait: the one that lost its peer is the
+// cause after all, and the rest are torn down then; so too at once when
+// the others all end well (below).
+TEST_F(JobRunnerTest, AFailureAfterAPeerWentAwayIsTheCauseWhenNoneComesFirst) {
+  Run(Spec(2));
+  launcher_.Control(id_, 1, "error RuntimeError: Connection reset by peer\n");
+  launcher_.Exit(id_, 1, 1);
+  EXPECT_TRUE(launcher_.signals.empty());
+  clock_.Advance(JobRunner::kConsequenceWait);
+  ASSERT_TRUE(Get().root_cause);
+  EXPECT_EQ(Get().root_cause->rank, 1);
+  EXPECT_EQ(launcher_.Signalled(SIGTERM), (std::vector<pid_t>{launcher_.Find(id_, 0).pid}));
+  launcher_.ExitSignalled(id_);
+  clock_.Advance(Millis(0));
+  EXPECT_EQ(Get().state, JobState::kFailed);
+}
+
+TEST_F(JobRunnerTest, AFailureAfterAPeerWentAwayIsTheCauseOnceTheOthersEndedWell) {
+  Run(Spec(2));
+  launcher_.Control(id_, 0, "error RuntimeError: Connection reset by peer\n");
+  launcher_.Exit(id_, 0, 1);
+  launcher_.Exit(id_, 1, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_TRUE(Get().root_cause);
+  EXPECT_EQ(Get().root_cause->rank, 0);
+  EXPECT_EQ(Get().state, JobState::kFailed);
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+}
+
 TEST_F(JobRunnerTest, SignalDeathMapsTo128PlusN) {
   Run(Spec(2));
   launcher_.Exit(id_, 1, 0, SIGSEGV);
