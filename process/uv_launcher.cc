@@ -270,7 +270,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   fds.heartbeat = control_theirs.get();
   fds.stack = stack_theirs.get();
   fds.groups = groups_theirs.get();
-  auto started = kRankChildSupported && (!plan->start().change_user || RankChildMaySwitchUsers())
+  auto started = rank_children_ && (!plan->start().change_user || RankChildMaySwitchUsers())
                      ? CloneRank(fds, std::move(plan))
                      : SpawnExecShim(exec_shim_, fds, std::move(plan));
   if (!started.ok()) return fail(started.status());

@@ -1,4 +1,5 @@
-// ProcessLauncher on libuv: posix_spawn through the exec shim, one socket
+// ProcessLauncher on libuv: each rank started in a child that shares our
+// memory until its execve (rank_clone.h), or through lt-exec; one socket
 // pair each for stdout, stderr and the heartbeat fd (3), exits from the
 // rank's pidfd (polled on the loop, reaped with waitid). Containment
 // beyond process groups is delegated.
@@ -15,6 +16,7 @@
 #include "control_reader.h"
 #include "exec_shim_args.h"
 #include "process.h"
+#include "rank_clone.h"
 #include "user_io.h"
 
 namespace ltd {
@@ -27,6 +29,10 @@ class UvLauncher final : public ProcessLauncher {
   UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment, std::string exec_shim,
              std::unique_ptr<ControlReader> control, GroupsLookup::Lookup lookup = LoginGroups);
   ~UvLauncher() override;
+
+  // Ranks start through lt-exec from now on, as where they cannot start in
+  // a child of ours (rank_clone.h): so tests run both ways.
+  void StartRanksThroughExecShim() { rank_children_ = false; }
 
   std::string_view containment() const override { return containment_->name(); }
   void ExpectUser(uid_t uid, gid_t gid, const std::optional<std::vector<gid_t>>& groups) override;
@@ -76,6 +82,7 @@ class UvLauncher final : public ProcessLauncher {
   // login groups looked up at each ExpectUser (each attempt), as a login
   // would.
   GroupsLookup groups_;
+  bool rank_children_ = kRankChildSupported;
   // Spawned and not yet reaped (or reaped, inside OnExitReadable): the one
   // owner of each rank's handles and pidfd.
   std::unordered_map<Child*, std::unique_ptr<Child>> children_;

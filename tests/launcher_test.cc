@@ -20,12 +20,15 @@
 namespace ltd::test {
 namespace {
 
-class LauncherTest : public LauncherFixture {
+// Each test twice: ranks started in a child of the launcher, and through
+// lt-exec.
+class LauncherTest : public LauncherFixture, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     launcher_ = std::make_unique<UvLauncher>(
         loop_->get(), std::make_unique<ProcessGroupContainment>(loop_->get()), LT_EXEC_SHIM,
         *ControlReader::Create(loop_->get()));
+    if (!GetParam()) launcher_->StartRanksThroughExecShim();
   }
 
   pid_t Spawn(Rank& rank, const std::vector<std::string>& args,
@@ -37,7 +40,7 @@ class LauncherTest : public LauncherFixture {
   }
 };
 
-TEST_F(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {
+TEST_P(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {
   Rank r;
   Spawn(r, {"print:3,stderr:warn,line:hb 5,exit:7"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
@@ -54,7 +57,7 @@ TEST_F(LauncherTest, ExitCodeAndOutputArriveBeforeTheExit) {
 // SIGKILL could cut the check short and leave a report of its own
 // ("Unable to get registers from thread"). In a sanitized build, a leak
 // report here (and exit code 23) is that check having run.
-TEST_F(LauncherTest, TheTestChildRunsNoLeakCheckAtItsExit) {
+TEST_P(LauncherTest, TheTestChildRunsNoLeakCheckAtItsExit) {
   Rank r;
   Spawn(r, {"leak:4096,exit:3"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
@@ -62,14 +65,14 @@ TEST_F(LauncherTest, TheTestChildRunsNoLeakCheckAtItsExit) {
   EXPECT_EQ(r.err, "");
 }
 
-TEST_F(LauncherTest, SignalDeathIsReported) {
+TEST_P(LauncherTest, SignalDeathIsReported) {
   Rank r;
   Spawn(r, {"signal:11"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   EXPECT_EQ(r.exit->term_signal, SIGSEGV);
 }
 
-TEST_F(LauncherTest, SignalRankReachesTheWholeGroup) {
+TEST_P(LauncherTest, SignalRankReachesTheWholeGroup) {
   Rank r;
   const pid_t pid = Spawn(r, {"fork:3,hang"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value() || ProcessAlive(pid); }));
@@ -78,7 +81,7 @@ TEST_F(LauncherTest, SignalRankReachesTheWholeGroup) {
   EXPECT_EQ(r.exit->term_signal, SIGTERM);
 }
 
-TEST_F(LauncherTest, IgnoredSigtermNeedsKillJob) {
+TEST_P(LauncherTest, IgnoredSigtermNeedsKillJob) {
   Rank r;
   Spawn(r, {"ignore-term,line:ready,hang"});
   ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
@@ -89,7 +92,7 @@ TEST_F(LauncherTest, IgnoredSigtermNeedsKillJob) {
   EXPECT_EQ(r.exit->term_signal, SIGKILL);
 }
 
-TEST_F(LauncherTest, StoppedRankIsStillKilled) {
+TEST_P(LauncherTest, StoppedRankIsStillKilled) {
   Rank r;
   const pid_t pid = Spawn(r, {"stop"});
   ASSERT_TRUE(RunUntil([&] {
@@ -102,7 +105,7 @@ TEST_F(LauncherTest, StoppedRankIsStillKilled) {
   EXPECT_EQ(r.exit->term_signal, SIGKILL);
 }
 
-TEST_F(LauncherTest, StopSignalTellsAStoppedRankAndWhatStoppedIt) {
+TEST_P(LauncherTest, StopSignalTellsAStoppedRankAndWhatStoppedIt) {
   Rank r;
   const pid_t pid = Spawn(r, {"line:ready,stop,line:continued,hang"});
   ASSERT_TRUE(RunUntil([&] { return r.control == "ready\n"; }));
@@ -120,7 +123,7 @@ TEST_F(LauncherTest, StopSignalTellsAStoppedRankAndWhatStoppedIt) {
   EXPECT_EQ(launcher_->StopSignal("t", 0), std::nullopt);  // reaped: nothing to ask
 }
 
-TEST_F(LauncherTest, MainThreadCpuIsTheKernelsAccountOfTheRanksMainThread) {
+TEST_P(LauncherTest, MainThreadCpuIsTheKernelsAccountOfTheRanksMainThread) {
   const std::string go = "/tmp/lt-launcher-spin-" + std::to_string(getpid());
   std::filesystem::remove(go);
   Rank r;
@@ -141,14 +144,14 @@ TEST_F(LauncherTest, MainThreadCpuIsTheKernelsAccountOfTheRanksMainThread) {
   EXPECT_EQ(launcher_->MainThreadCpu("t", 0), std::nullopt) << "reaped: nothing to read";
 }
 
-TEST_F(LauncherTest, ManyLinesAreAllDelivered) {
+TEST_P(LauncherTest, ManyLinesAreAllDelivered) {
   Rank r;
   Spawn(r, {"print:50000,exit:0"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 50000);
 }
 
-TEST_F(LauncherTest, ClosingStdoutEarlyDoesNotEndTheRank) {
+TEST_P(LauncherTest, ClosingStdoutEarlyDoesNotEndTheRank) {
   Rank r;
   Spawn(r, {"print:1,close-stdout,line:still here,exit:0"});
   ASSERT_TRUE(RunUntil([&] { return r.exit.has_value(); }));
@@ -157,7 +160,7 @@ TEST_F(LauncherTest, ClosingStdoutEarlyDoesNotEndTheRank) {
   EXPECT_EQ(r.exit->exit_code, 0);
 }
 
-TEST_F(LauncherTest, ExecFailureIsReportedOnTheHeartbeatFd) {
+TEST_P(LauncherTest, ExecFailureIsReportedOnTheHeartbeatFd) {
   Rank r;
   SpawnRequest req;
   req.job_id = "t";
@@ -178,7 +181,7 @@ TEST_F(LauncherTest, ExecFailureIsReportedOnTheHeartbeatFd) {
 
 // Stdio, the heartbeat fd and the stack pipe (fd 5; fd 4, what lt-exec
 // ran, is closed).
-TEST_F(LauncherTest, OnlyStdioTheHeartbeatFdAndTheStackPipeAreInherited) {
+TEST_P(LauncherTest, OnlyStdioTheHeartbeatFdAndTheStackPipeAreInherited) {
   const int leaky = open("/dev/null", O_RDONLY);  // no O_CLOEXEC, on purpose
   Rank r;
   Spawn(r, {"fds,exit:0"});
@@ -198,7 +201,7 @@ size_t OpenFds() {
 // Hundreds of short ranks, a third exiting, a third SIGKILLed at once (as
 // lt-exec starts), a third SIGKILLed while they run: each takes its
 // handles and fds with it, so the loop and the fd table end as they began.
-TEST_F(LauncherTest, HundredsOfRanksLeaveNoFdAndNoHandle) {
+TEST_P(LauncherTest, HundredsOfRanksLeaveNoFdAndNoHandle) {
   // A first rank, for the fd libuv keeps per loop from its first stream on
   // (a reserve for EMFILE).
   Rank first_rank;
@@ -245,6 +248,11 @@ TEST_F(LauncherTest, HundredsOfRanksLeaveNoFdAndNoHandle) {
   EXPECT_EQ(LoopHandles(loop_->get()), handles);
   EXPECT_EQ(OpenFds(), fds);
 }
+
+INSTANTIATE_TEST_SUITE_P(Starts, LauncherTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "child" : "lt_exec";
+                         });
 
 }  // namespace
 }  // namespace ltd::test
