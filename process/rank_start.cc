@@ -127,12 +127,6 @@ void WriteAll(int fd, std::string_view a, std::string_view b) {
   Exit(code);
 }
 
-[[noreturn]] void Fail(int code, const char* what) {
-  Text t;
-  t << what;
-  Fail(code, t);
-}
-
 }  // namespace
 
 void FailRankStart(int code, std::string_view what) {
@@ -142,6 +136,8 @@ void FailRankStart(int code, std::string_view what) {
 }
 
 namespace {
+
+[[noreturn]] void Fail(int code, const char* what) { FailRankStart(code, what); }
 
 void Close(int fd) { (void)Sys(SYS_close, fd); }
 
