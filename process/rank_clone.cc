@@ -104,6 +104,14 @@ RankChildMemory::~RankChildMemory() {
   if (stack != nullptr) Stacks().Give(stack);
 }
 
+void KeepRankChildMemoryToTheEnd(std::unique_ptr<RankChildMemory> memory) {
+  static std::mutex mu;
+  // Never destroyed, so what it holds is neither freed nor a leak.
+  static auto* kept = new std::vector<std::unique_ptr<RankChildMemory>>;
+  const std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(memory));
+}
+
 absl::StatusOr<ClonedRank> CloneRank(const RankFds& fds, std::unique_ptr<RankStartPlan> plan) {
   if constexpr (!kRankChildSupported) {
     return absl::UnimplementedError("rank_start.cc makes no system call of its own here");

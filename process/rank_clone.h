@@ -44,6 +44,11 @@ struct RankChildMemory {
   void* stack = nullptr;  // back to a pool of them once freed
 };
 
+// For a child not reaped when its owner ends (this process is ending, or
+// a bug): it may still run on this memory until a kill lands, so it is
+// kept, reachable, until the process exits.
+void KeepRankChildMemoryToTheEnd(std::unique_ptr<RankChildMemory> memory);
+
 struct ClonedRank {
   pid_t pid = 0;
   Fd pidfd;

@@ -178,9 +178,8 @@ UvLauncher::~UvLauncher() {
   for (const auto& [raw, child] : children_) {
     if (!NotReaped(child->pidfd)) continue;
     SignalGroup(child->pid, child->pidfd, SIGKILL);
-    // It may still run on its start's stack until the kill lands: left
-    // mapped (this process is ending).
-    (void)child->start_memory.release();
+    // It may still run on its start's stack until the kill lands.
+    if (child->start_memory) KeepRankChildMemoryToTheEnd(std::move(child->start_memory));
   }
   // Their handles close, so none calls back into us; the control reader,
   // destroyed next, drops their entries without calling them.
