@@ -56,6 +56,31 @@ TEST(Scheduler, AJobThatDoesNotFitHoldsBackOnlyItsOwnUser) {
   EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});
 }
 
+// What Submit asks before it records a job once, placed: each time it
+// says yes, the next Place() places that job.
+TEST(Scheduler, PlacesAtOnceSaysWhatTheNextPlaceDoes) {
+  Scheduler s(Config(3, /*max_running=*/1));
+  EXPECT_FALSE(s.PlacesAtOnce(kAlice, 4));  // more than there are
+  ASSERT_TRUE(s.PlacesAtOnce(kAlice, 2));
+  s.Enqueue("a1", 1, kAlice, 2);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a1"});
+  EXPECT_FALSE(s.PlacesAtOnce(kAlice, 1));  // at her running limit
+  EXPECT_FALSE(s.PlacesAtOnce(kBob, 2));    // one slot free
+  ASSERT_TRUE(s.PlacesAtOnce(kBob, 1));
+  s.Enqueue("a2", 2, kAlice, 1);  // waits for her limit
+  EXPECT_TRUE(s.Place().empty());
+  EXPECT_FALSE(s.PlacesAtOnce(kBob, 1)) << "a job waits: the queue decides, not the caller";
+  s.Dequeue("a2");
+  ASSERT_TRUE(s.PlacesAtOnce(kBob, 1));
+  s.Enqueue("b1", 3, kBob, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"b1"});
+  s.SetUnavailable(2, true);
+  s.Release("a1");
+  s.Release("b1");
+  EXPECT_FALSE(s.PlacesAtOnce(kCarol, 3));  // a quarantined slot is not free
+  EXPECT_TRUE(s.PlacesAtOnce(kCarol, 2));
+}
+
 TEST(Scheduler, SlotsAndGpus) {
   Scheduler s(Config(3, 0, 1000, {"0", "2", "5"}));
   s.Enqueue("x", 1, kAlice, 2);

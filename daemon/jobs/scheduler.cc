@@ -144,6 +144,16 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
   }
 }
 
+bool Scheduler::PlacesAtOnce(uid_t uid, int devices) const {
+  if (!queued_.empty()) return false;
+  if (config_.user_max_running_jobs > 0) {
+    const auto user = users_.find(uid);
+    if (user != users_.end() && user->second.counted() >= config_.user_max_running_jobs)
+      return false;
+  }
+  return devices <= free_slots();
+}
+
 void Scheduler::Hold(const std::string& id, uid_t uid, const std::vector<int>& slots,
                      const std::string& array) {
   if (!array.empty() && !array_of_.contains(id)) {

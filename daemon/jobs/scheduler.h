@@ -59,6 +59,10 @@ class Scheduler {
   };
   // Takes slots for every job that can start now, in the order to start.
   std::vector<Placement> Place();
+  // Whether a job of `uid` needing `devices`, queued now, would be the
+  // next Place()'s: no job waits, its user is under its running limit and
+  // the slots are free.
+  bool PlacesAtOnce(uid_t uid, int devices) const;
   // A job placed by an earlier ltd, still running on `slots`.
   void Hold(const std::string& id, uid_t uid, const std::vector<int>& slots,
             const std::string& array = "");
