@@ -255,7 +255,7 @@ namespace {
 
 struct SampleWork {
   uv_work_t req{};
-  StackTools tools;
+  std::optional<StackTools> tools;
   std::string exec_shim;
   Credentials who;
   std::vector<pid_t> pids;
@@ -267,7 +267,8 @@ struct SampleWork {
 
 }  // namespace
 
-UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim, StackTools tools)
+UvStackSampler::UvStackSampler(uv_loop_t* loop, std::string exec_shim,
+                               std::optional<StackTools> tools)
     : loop_(loop), exec_shim_(std::move(exec_shim)), tools_(std::move(tools)) {}
 
 void UvStackSampler::Sample(const std::vector<pid_t>& pids, const Credentials& who, Millis budget,
@@ -285,7 +286,8 @@ void UvStackSampler::Sample(const std::vector<pid_t>& pids, const Credentials& w
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<SampleWork*>(req->data);
-        w->stacks = TakeStacks(w->tools, w->exec_shim, w->who, w->pids, w->budget);
+        if (!w->tools) w->tools = StackTools::Installed();
+        w->stacks = TakeStacks(*w->tools, w->exec_shim, w->who, w->pids, w->budget);
       },
       [](uv_work_t* req, int) {
         auto* w = static_cast<SampleWork*>(req->data);

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include <memory>
+#include <optional>
 
 #include "clock.h"
 #include "process.h"
@@ -30,8 +31,11 @@ struct StackTools {
 
 class UvStackSampler final : public StackSampler {
  public:
+  // Without `tools`, they are looked up at each sample, on the pool: a
+  // sample is rare, a supervisor's job is not (and a tool installed since
+  // the supervisor started is found).
   UvStackSampler(uv_loop_t* loop, std::string exec_shim,
-                 StackTools tools = StackTools::Installed());
+                 std::optional<StackTools> tools = std::nullopt);
   bool IsPython(pid_t pid) override { return IsPythonProcess(pid); }
   void Sample(const std::vector<pid_t>& pids, const Credentials& who, Millis budget,
               std::function<void(std::vector<SampledStack>)> done) override;
@@ -39,7 +43,7 @@ class UvStackSampler final : public StackSampler {
  private:
   uv_loop_t* loop_;
   std::string exec_shim_;
-  StackTools tools_;
+  std::optional<StackTools> tools_;
   // Work outlives the sampler at shutdown; its callback runs only while
   // this lives.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
