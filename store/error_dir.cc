@@ -251,7 +251,8 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
   }
   use.mounted = true;
   struct statfs fs {};
-  if (fstatfs(dir.get(), &fs) == 0) {
+  const bool counted = fstatfs(dir.get(), &fs) == 0;
+  if (counted) {
     const uint64_t block = static_cast<uint64_t>(fs.f_bsize);
     use.bytes = static_cast<uint64_t>(fs.f_blocks - fs.f_bfree) * block;
     // The tmpfs's root dir takes one of its inodes.
@@ -262,7 +263,11 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
   const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_bsize);
   // A disk that refuses the copy loses the files, never leaves the mount.
   absl::Status copied = absl::OkStatus();
-  if (Alone alone = TmpfsAlone(dir.get()); alone.root.valid()) {
+  if (counted && use.files == 0) {
+    // Only its root: nothing to keep, and no file for anything to be
+    // mounted on. (The copy's detached mount costs an RCU grace period of
+    // every CPU when it goes: most jobs leave errors/ empty.)
+  } else if (Alone alone = TmpfsAlone(dir.get()); alone.root.valid()) {
     copied = CopyFiles(alone.root.get(), Kept(job_dir), size, use);
   } else {
     copied = PosixError("dup", errors, errno);

@@ -235,6 +235,22 @@ TEST_F(ErrorDirTest, AJobWithoutErrorFilesKeepsTheDirUnderTheMount) {
   EXPECT_FALSE(std::filesystem::exists(job_dir_ + "/errors.kept"));
 }
 
+// Left empty (the usual end): nothing counted, copied or kept, and the
+// mount gone all the same.
+TEST_F(ErrorDirTest, AnEmptyTmpfsClosesWithNothingCountedOrKept) {
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ASSERT_TRUE(ErrorDirMounted(job_dir_));
+  auto use = store_->CloseErrorDir("1");
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_TRUE(use->mounted);
+  EXPECT_EQ(use->files, 0u);
+  EXPECT_EQ(use->kept_files, 0u);
+  EXPECT_TRUE(use->not_kept.empty()) << use->not_kept;
+  EXPECT_FALSE(ErrorDirMounted(job_dir_));
+  EXPECT_TRUE(std::filesystem::is_empty(job_dir_ + "/errors"));
+  EXPECT_FALSE(std::filesystem::exists(job_dir_ + "/errors.kept"));
+}
+
 // A job that never started (PENDING, cancelled) has a plain errors/, root's.
 TEST_F(ErrorDirTest, ANeverOpenedDirClosesAsRootsPlainDir) {
   Job job;
