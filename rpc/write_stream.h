@@ -60,6 +60,13 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
       std::lock_guard lock(mu);
       if (stream != nullptr) stream->FinishLocked(status);
     }
+    // Push(event), then Finish(status): the last event and the end go out
+    // in one operation of gRPC's when nothing is queued before the event
+    // (StartWriteAndFinish), a write and its wake-ups fewer a stream.
+    bool PushAndFinish(Event event, const grpc::Status& status) {
+      std::lock_guard lock(mu);
+      return stream != nullptr && stream->PushLocked(std::move(event), &status);
+    }
     // Runs `fn` when the RPC ends; false (and `fn` dropped) if it has.
     bool OnGone(std::function<void()> fn) {
       std::lock_guard lock(mu);
@@ -177,12 +184,15 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
     return cost;
   }
 
-  bool PushLocked(Event event) {
+  // With `then_finish`, the stream finishes so once the event is written.
+  bool PushLocked(Event event, const grpc::Status* then_finish = nullptr) {
     std::lock_guard lock(mu_);
     if (broken_ || finish_ || finished_) return false;
+    if (then_finish != nullptr) finish_ = *then_finish;
     const size_t size = Cost(event);
     if (Traits::Droppable(event) && queued_bytes_ + size > kMaxQueuedBytes) {
       ++dropped_;  // the reader reads slower than the ranks write
+      WriteNextLocked();
       return true;
     }
     if (dropped_ > 0) {
@@ -208,6 +218,13 @@ class WriteStream final : public grpc::ServerWriteReactor<Event> {
     if (writing_ || finished_) return;
     if (!queue_.empty() && !broken_) {
       writing_ = true;
+      if (finish_ && queue_.size() == 1) {
+        // The last event and the status together; no OnWriteDone comes,
+        // the event lives in the queue until OnDone.
+        finished_ = true;
+        this->StartWriteAndFinish(&queue_.front(), grpc::WriteOptions(), *finish_);
+        return;
+      }
       this->StartWrite(&queue_.front());
       return;
     }

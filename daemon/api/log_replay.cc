@@ -225,10 +225,7 @@ void LogReplay::Deliver() {
   if (gone_) return Done(false);
   if (more_) return Send();
   if (follower_) follower_->Flush(generation_);
-  if (!following_) {
-    if (ended_event_) out_->Push(std::move(*ended_event_));
-    return Done(true);
-  }
+  if (!following_) return End();
   if (follower_ && follower_->waiting_) {
     // Nobody told it of the lines written since its snapshot: another one
     // says. One that brought nothing new is the log's end: from there, lines
@@ -240,11 +237,7 @@ void LogReplay::Deliver() {
     }
   }
   if (grew_ || (ended_ && !snapshot_after_end_)) return Snapshot();
-  if (ended_) {
-    // Every line up to the job's end is sent: now its end.
-    if (ended_event_) out_->Push(std::move(*ended_event_));
-    return Done(true);
-  }
+  if (ended_) return End();  // every line up to the job's end is sent: now its end
   // Until the log grows or the job ends. The snapshot's fds go now: an
   // idle follower holds only its position, so followers cost ltd no fd
   // while their jobs are quiet.
@@ -327,6 +320,12 @@ void LogReplay::OnGone() {
   gone_ = true;
   if (on_gone_ && !ended_) std::exchange(on_gone_, nullptr)();
   if (!reading_) Done(false);  // else the read in flight ends it (the pool holds `this`)
+}
+
+void LogReplay::End() {
+  if (!ended_event_) return Done(true);
+  (void)out_->PushAndFinish(std::move(*ended_event_), grpc::Status::OK);
+  Done(false);
 }
 
 void LogReplay::Done(bool finish) {

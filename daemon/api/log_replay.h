@@ -65,6 +65,7 @@ class LogReplay {
   void OnGrew();
   void OnEnded(const Job& job);
   void OnGone();
+  void End();  // the job's end event, then the stream's
   void Done(bool finish);
   void SetWaiting(bool waiting);
 

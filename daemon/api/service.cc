@@ -81,8 +81,7 @@ class EndObserver final : public JobObserver {
     out_->Push(std::move(ev));
   }
   void OnEnded(const Job& job) override {
-    out_->Push(EndedEvent(job, hide_));
-    out_->Finish(grpc::Status::OK);
+    out_->PushAndFinish(EndedEvent(job, hide_), grpc::Status::OK);
   }
 
  private:
@@ -212,8 +211,12 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
     if (!id.ok()) return out->Finish(ToGrpc(id.status()));
     v1::JobEvent accepted;
     accepted.set_accepted(*id);
+    // A detached submit's one event and its end go out together.
+    if (detach) {
+      out->PushAndFinish(std::move(accepted), grpc::Status::OK);
+      return;
+    }
     out->Push(std::move(accepted));
-    if (detach) return out->Finish(grpc::Status::OK);
     // Every line of the job from its first, read from its log; the client
     // may go away first (and the job with it, when it asked for that).
     const Job* submitted = manager_.Find(*id);
@@ -494,8 +497,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Wait(grpc::CallbackServerCon
     const bool hide = !all && (*job)->spec.uid != who.uid;
     auto oid = manager_.Observe(id, std::make_shared<EndObserver>(out, hide));
     if (!oid) {
-      out->Push(EndedEvent(**job, hide));
-      return out->Finish(grpc::Status::OK);
+      out->PushAndFinish(EndedEvent(**job, hide), grpc::Status::OK);
+      return;
     }
     spdlog::debug("job={} wait stream opened by uid {}", id, who.uid);
     UnobserveWhenGone(*out, id, *oid);
