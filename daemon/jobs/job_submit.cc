@@ -59,10 +59,10 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (!unmet.ok()) return unmet.status();
   const std::vector<uint32_t> tasks = std::move(spec.array_tasks);
   spec.array_tasks.clear();
-  // A lone job that starts at once is recorded once, placed: its supervisor
-  // starts from that record (ShimSupervisorHost::Start saves it first), and
-  // a record saved here would be replaced before this call returns. Either
-  // way the record is on disk before the client hears of the job.
+  // A lone job that starts at once is measured as placed (LiveUsage), not
+  // first as waiting: a walk of its dir fewer. (Its record is saved here
+  // all the same, though placing it saves it again within this call: a
+  // disk that refuses a record must refuse the submit, in one line.)
   const bool starts_at_once = count == 1 && unmet->empty() && !drain_ && !shutting_down_ &&
                               scheduler_.PlacesAtOnce(spec.uid, spec.devices);
   // Each job is recorded before the next is made, and a task's environment
@@ -89,7 +89,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
       if (i > 0) ref.spec.submit_token.clear();
     }
     absl::Status saved = store_.CreateJobDir(ref.id);
-    if (saved.ok() && !starts_at_once) saved = store_.Save(ref);
+    if (saved.ok()) saved = store_.Save(ref);
     made.push_back(std::move(*job));
     if (!saved.ok()) {
       undo();
@@ -110,7 +110,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     spdlog::info("job={} submitted by {}: {} rank(s) of {}{}", id, ref.user, ref.spec.devices,
                  ForLog(ref.spec.argv.front()),
                  ref.spec.array.job_id.empty() ? "" : Cat(", task ", DisplayId(ref)));
-    if (!starts_at_once) CountWaiting(ref);  // else measured as placed (LiveUsage)
+    if (!starts_at_once) CountWaiting(ref);
     uint64_t seq = 0;
     (void)absl::SimpleAtoi(id, &seq);
     if (unmet->empty()) {
@@ -121,13 +121,10 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   }
   Schedule();
-  // Not started after all (PlacesAtOnce and Place disagreed): recorded now,
-  // and, were the disk to refuse it, saved again at its next change.
+  // Not started after all (PlacesAtOnce and Place disagreed): it waits.
   for (Job* job : added) {
-    if (starts_at_once && job->state == JobState::kPending && supervised_.count(job->id) == 0) {
-      Persist(*job);
+    if (starts_at_once && job->state == JobState::kPending && supervised_.count(job->id) == 0)
       CountWaiting(*job);
-    }
   }
   // Queued (not being started): its environment waits on disk.
   for (Job* job : added) {
