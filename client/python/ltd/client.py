@@ -16,7 +16,6 @@ import time
 from typing import List
 
 import grpc
-import grpc.experimental
 
 from ltd import errors
 from ltd._durations import to_ms
@@ -150,11 +149,6 @@ class Client:
                     ("grpc.initial_reconnect_backoff_ms", 20),
                     ("grpc.min_reconnect_backoff_ms", 20),
                     ("grpc.max_reconnect_backoff_ms", 500),
-                    # A stream (submit, attach, wait) is read by the thread
-                    # that iterates it: no helper thread started per call
-                    # and no hand-off per event (a third of this client's
-                    # CPU a short job).
-                    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
                 ],
             )
             self._stub = ltd_pb2_grpc.LtdStub(self._channel)
