@@ -278,10 +278,9 @@ bool JobRunner::LostItsPeer(const RootCause& cause, const std::string& peer_loss
 
 void JobRunner::FailHeld() {
   LiveAttempt& rt = At();
-  rt.Cancel(rt.held_timer);
-  if (!rt.held_cause || rt.cause) return;
+  if (!rt.held_cause) return;
   RootCause cause = std::move(*rt.held_cause);
-  Fail(std::move(cause));
+  Fail(std::move(cause));  // drops the held cause and its timer
 }
 
 void JobRunner::OnExit(int rank, ExitStatus status) {
@@ -317,9 +316,8 @@ void JobRunner::OnExit(int rank, ExitStatus status) {
       if (LostItsPeer(cause, rr.peer_loss)) {
         if (rt.live == 0) FailHeld();
       } else {
-        rt.Cancel(rt.held_timer);
+        // Fail drops the held cause and its timer.
         SetRankState(job.ranks[static_cast<size_t>(rt.held_cause->rank)], RankState::kKilled);
-        rt.held_cause.reset();
         Fail(std::move(cause));
       }
     } else if (fence_ == nullptr && LostItsPeer(cause, rr.peer_loss) && rt.live > 0) {
