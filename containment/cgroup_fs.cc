@@ -25,33 +25,6 @@ std::string Join2(const std::string& dir, std::string_view name) { return Cat(di
 
 }  // namespace
 
-std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (start < s.size()) {
-    size_t end = s.find(sep, start);
-    if (end == std::string_view::npos) end = s.size();
-    if (end > start) fields.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return fields;
-}
-
-std::string UnescapeMountinfo(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
-    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out.push_back(
-          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<Cgroup2Mount> ParseCgroup2Mount(std::string_view mountinfo) {
   size_t start = 0;
   while (start < mountinfo.size()) {

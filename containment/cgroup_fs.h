@@ -5,7 +5,6 @@
 
 #include <sys/types.h>
 
-#include <concepts>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,20 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "file_io.h"
+#include "mountinfo.h"
 #include "posix_error.h"
 
 namespace ltd {
-
-// The non-empty parts of `s` between `sep`s (mountinfo's fields, a
-// controller list), as views into `s`; not of a temporary string (see
-// Split).
-std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep);
-template <typename S>
-requires std::same_as<S, std::string>
-void NonEmptyFields(S&&, char) = delete;
-// A path as /proc/PID/mountinfo writes it, with space, tab, newline and
-// backslash as \ooo, as it is.
-std::string UnescapeMountinfo(std::string_view s);
 
 // Where the cgroup2 hierarchy is mounted, and which of its cgroups the
 // mount shows at that point ("/" unless a subtree was bind-mounted).

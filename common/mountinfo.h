@@ -1,0 +1,41 @@
+// /proc/PID/mountinfo, read: the kernel writes it, but the mount points
+// and sources in it are names a user chose (a FUSE server's fsname, a dir
+// of theirs), so every field is taken as hostile bytes.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ltd {
+
+// The non-empty parts of `s` between `sep`s (mountinfo's fields, a
+// controller list), as views into `s`; not of a temporary string (see
+// Split).
+std::vector<std::string_view> NonEmptyFields(std::string_view s, char sep);
+template <typename S>
+requires std::same_as<S, std::string>
+void NonEmptyFields(S&&, char) = delete;
+
+// A path as /proc/PID/mountinfo writes it, with space, tab, newline and
+// backslash as \ooo, as it is.
+std::string UnescapeMountinfo(std::string_view s);
+
+// One line of mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] -
+// TYPE SOURCE SUPER_OPTIONS".
+struct MountEntry {
+  int64_t id = -1;
+  int64_t parent = -1;
+  std::string mount_point;  // unescaped
+  std::string fs_type;      // "tmpfs", "fuse.sshfs"
+  std::string source;       // unescaped; "none" when the kernel has none
+};
+
+// The line of mount `id` in mountinfo text; nullopt when there is none or
+// it is not a well-formed line.
+std::optional<MountEntry> FindMount(std::string_view mountinfo, int64_t id);
+
+}  // namespace ltd
