@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "fd.h"
 #include "file_io.h"
+#include "mountinfo.h"
 #include "posix_error.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -23,6 +25,7 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPerRank = 1 << 20;
+constexpr char kTmpfsSource[] = "ltd-errors";
 
 std::string Errors(const std::string& job_dir) { return job_dir + "/errors"; }
 // Where the tmpfs's files are copied before it goes; renamed to errors/.
@@ -32,12 +35,109 @@ Fd OpenDir(const std::string& path) {
   return Fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 }
 
-// errors/ is a mount point: another device than the job dir it is in.
-bool IsMountPoint(int errors_fd, const std::string& job_dir) {
+std::string ProcFd(int fd) { return Cat("/proc/self/fd/", fd); }
+
+// The id of the mount `fd` is on, as mountinfo numbers it (Linux >= 5.8;
+// nullopt before). Nothing is asked of the file system: no field is
+// requested and none synced, so a FUSE server is not reached (a root
+// caller without allow_other would get EACCES for any field).
+std::optional<int64_t> MountId(int fd) {
+  struct statx sx {};
+  if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, 0, &sx) != 0) return std::nullopt;
+  if ((sx.stx_mask & STATX_MNT_ID) == 0) return std::nullopt;
+  return static_cast<int64_t>(sx.stx_mnt_id);
+}
+
+// Whether `top` (an O_PATH fd of errors/) is on another mount than `job`
+// (its job dir's): by their mounts' ids, which ask no file system
+// anything; before Linux 5.8, by their devices (stat asks).
+bool MountedOn(int job, int top) {
+  const std::optional<int64_t> under = MountId(job), at = MountId(top);
+  if (under && at) return *under != *at;
   struct stat inner {
   }, outer{};
-  if (fstat(errors_fd, &inner) != 0 || stat(job_dir.c_str(), &outer) != 0) return false;
+  if (fstat(top, &inner) != 0 || fstat(job, &outer) != 0) return false;
   return inner.st_dev != outer.st_dev;
+}
+
+// The job dir and its errors/, as O_PATH fds (open, but nothing read).
+struct Paths {
+  Fd job;
+  Fd errors;
+};
+absl::StatusOr<Paths> OpenPaths(const std::string& job_dir) {
+  Paths p;
+  p.job.reset(open(job_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!p.job.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(job_dir);
+    return PosixError("open", job_dir, errno);
+  }
+  p.errors.reset(openat(p.job.get(), "errors", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!p.errors.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(Errors(job_dir));
+    return PosixError("open", Errors(job_dir), errno);
+  }
+  return p;
+}
+
+// Whether mount `id` is a job's errors/ tmpfs, mounted by OpenErrorDir
+// straight on the job dir's mount `under` (else `what` says what it is).
+// A user can mount a FUSE file system of theirs on errors/ (it is theirs
+// while the job runs), never a tmpfs: fusermount mounts fuse types alone.
+// NotFound when mountinfo has no such mount (it went meanwhile).
+absl::StatusOr<bool> IsOurTmpfs(int64_t id, int64_t under, std::string* what) {
+  // Each mount a line of a few hundred bytes, at most mount-max of them.
+  auto mountinfo = ReadWholeFile("/proc/self/mountinfo", 64 << 20);
+  if (!mountinfo.ok()) return mountinfo.status();
+  const std::optional<MountEntry> e = FindMount(*mountinfo, id);
+  if (!e) return absl::NotFoundError(Cat("mount ", id, " is not in /proc/self/mountinfo"));
+  if (e->parent == under && e->fs_type == "tmpfs" && e->source == kTmpfsSource) return true;
+  *what = Cat("a ", e->fs_type, " file system (", e->source, ")");
+  return false;
+}
+
+// errors/, reached without entering anything a user mounted on it: an
+// O_PATH fd of the dir at the bottom of its stack (the job's tmpfs's
+// root, or the plain dir), once whatever was mounted over it is detached
+// (each by the fd that names exactly it, never by path). Opening an
+// O_PATH fd and asking its mount's id reach no FUSE server; a FUSE server
+// that stops answering can then hold no root process at the job's end.
+struct Reached {
+  Fd at;
+  bool tmpfs = false;
+};
+constexpr int kMaxDetached = 64;
+absl::StatusOr<Reached> Reach(const std::string& job_dir) {
+  const std::string errors = Errors(job_dir);
+  for (int detached = 0;; ++detached) {
+    auto paths = OpenPaths(job_dir);
+    if (!paths.ok()) return paths.status();
+    Reached r;
+    r.at = std::move(paths->errors);
+    const std::optional<int64_t> under = MountId(paths->job.get()), top = MountId(r.at.get());
+    if (!under || !top) {
+      // A kernel before 5.8: what is there is taken as it is.
+      r.tmpfs = MountedOn(paths->job.get(), r.at.get());
+      return r;
+    }
+    if (*top == *under) return r;
+    std::string what;
+    const absl::StatusOr<bool> ours = IsOurTmpfs(*top, *under, &what);
+    if (ours.ok() && *ours) {
+      r.tmpfs = true;
+      return r;
+    }
+    if (!ours.ok() && !absl::IsNotFound(ours.status())) return ours.status();
+    if (detached == kMaxDetached) {
+      return absl::ResourceExhaustedError(
+          Cat(errors, ": more than ", kMaxDetached, " file systems mounted over it; left"));
+    }
+    if (!ours.ok()) continue;  // gone meanwhile: look again
+    spdlog::warn("{}: {} was mounted over it by its user; detached", errors, what);
+    if (umount2(ProcFd(r.at.get()).c_str(), MNT_DETACH) != 0) {
+      return PosixError("umount", errors, errno);
+    }
+  }
 }
 
 // The tmpfs alone, without whatever the user mounted inside it (a FUSE
@@ -216,33 +316,36 @@ absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
   // The job dir is root's: nobody but root can have put a link there, and
   // O_NOFOLLOW says so should that ever change. The mount goes onto this
   // very dir (through its fd), not onto whatever the path names later.
-  Fd dir = OpenDir(errors);
-  if (!dir.valid()) return PosixError("open", errors, errno);
-  if (IsMountPoint(dir.get(), job_dir)) return absl::OkStatus();  // opened before
+  auto paths = OpenPaths(job_dir);
+  if (!paths.ok()) return paths.status();
+  const int dir = paths->errors.get();
+  if (MountedOn(paths->job.get(), dir)) return absl::OkStatus();  // opened before
   absl::Status mounted = absl::OkStatus();
   if (bound) {
     const std::string options = Cat("size=", bound->bytes, ",nr_inodes=", bound->files + 1,
                                     ",mode=0700,uid=", uid, ",gid=", gid);
-    const std::string target = Cat("/proc/self/fd/", dir.get());
-    if (mount("ltd-errors", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+    if (mount(kTmpfsSource, ProcFd(dir).c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               options.c_str()) == 0) {
       return absl::OkStatus();
     }
     mounted = PosixError("mount tmpfs", errors, errno);
   }
-  if (fchown(dir.get(), uid, gid) != 0) return PosixError("fchown", errors, errno);
+  if (fchownat(dir, "", uid, gid, AT_EMPTY_PATH) != 0) return PosixError("fchown", errors, errno);
   return mounted;
 }
 
 absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
   const std::string errors = Errors(job_dir);
   ErrorDirUse use;
-  Fd dir = OpenDir(errors);
-  if (!dir.valid()) {
-    if (errno == ENOENT) return use;
-    return PosixError("open", errors, errno);
+  auto reached = Reach(job_dir);
+  if (!reached.ok()) {
+    if (absl::IsNotFound(reached.status())) return use;
+    return reached.status();
   }
-  if (!IsMountPoint(dir.get(), job_dir)) {
+  // The dir itself (the fd names it, not whatever is on top of it now).
+  Fd dir(open(ProcFd(reached->at.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return PosixError("open", errors, errno);
+  if (!reached->tmpfs) {
     if (fchown(dir.get(), 0, 0) != 0) return PosixError("fchown", errors, errno);
     if (fchmod(dir.get(), 0700) != 0) return PosixError("fchmod", errors, errno);
     dir.reset();
@@ -274,10 +377,12 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
   }
   dir.reset();
   // Detached: a rank stuck in the kernel with a file open there cannot
-  // keep it mounted; its pages go with its last reference.
-  if (umount2(errors.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+  // keep it mounted; its pages go with its last reference. With it goes
+  // whatever was mounted on it since.
+  if (umount2(ProcFd(reached->at.get()).c_str(), MNT_DETACH) != 0) {
     return PosixError("umount", errors, errno);
   }
+  reached->at.reset();
   if (auto s = PutKeptInPlace(job_dir); !s.ok()) return s;
   if (!copied.ok()) use.not_kept = std::string(copied.message());
   return use;
@@ -295,22 +400,50 @@ bool NoteErrorDirUse(const ErrorDirUse& use, ErrorsDir& errors) {
 }
 
 bool ErrorDirMounted(const std::string& job_dir) {
-  Fd dir = OpenDir(Errors(job_dir));
-  return dir.valid() && IsMountPoint(dir.get(), job_dir);
+  auto paths = OpenPaths(job_dir);
+  return paths.ok() && MountedOn(paths->job.get(), paths->errors.get());
 }
 
-absl::StatusOr<std::string> ReadErrorFile(const std::string& path, uid_t uid, size_t max) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) {
+absl::Status DetachErrorDir(const std::string& job_dir) {
+  for (int detached = 0; detached <= kMaxDetached; ++detached) {
+    auto paths = OpenPaths(job_dir);
+    if (absl::IsNotFound(paths.status())) return absl::OkStatus();
+    if (!paths.ok()) return paths.status();
+    if (!MountedOn(paths->job.get(), paths->errors.get())) return absl::OkStatus();
+    if (umount2(ProcFd(paths->errors.get()).c_str(), MNT_DETACH) != 0) {
+      return PosixError("umount", Errors(job_dir), errno);
+    }
+  }
+  return absl::ResourceExhaustedError(
+      Cat(Errors(job_dir), ": more than ", kMaxDetached, " file systems mounted over it; left"));
+}
+
+absl::StatusOr<std::string> ReadErrorFile(const std::string& job_dir, const std::string& name,
+                                          uid_t uid, size_t max) {
+  const std::string path = Cat(Errors(job_dir), "/", name);
+  auto reached = Reach(job_dir);
+  if (!reached.ok()) {
+    if (absl::IsNotFound(reached.status())) return absl::NotFoundError(path);
+    return reached.status();
+  }
+  Fd file(openat(reached->at.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!file.valid()) {
     if (errno == ENOENT) return absl::NotFoundError(path);
     return PosixError("open", path, errno);
   }
+  // A file system mounted on the file is not what the rank wrote.
+  if (MountId(file.get()) != MountId(reached->at.get())) {
+    return absl::PermissionDeniedError(Cat(path, " has a file system mounted on it; ignored"));
+  }
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return PosixError("fstat", path, errno);
+  if (fstat(file.get(), &st) != 0) return PosixError("fstat", path, errno);
   if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
     return absl::PermissionDeniedError(
         Cat(path, " is not a regular file of the job's user; ignored"));
   }
+  // This very file, opened for reading (no FIFO to block on: it is regular).
+  Fd fd(open(ProcFd(file.get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return PosixError("open", path, errno);
   return ReadFd(fd.get(), path, max);
 }
 

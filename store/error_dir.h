@@ -8,7 +8,16 @@
 // charged to its cgroup). At the job's end its regular files are copied,
 // as root's, onto the disk beside the job's log (within the same bound)
 // and the tmpfs is unmounted (detached: a process stuck in the kernel
-// with a file open there keeps only its own pages alive). A copy holds
+// with a file open there keeps only its own pages alive).
+//
+// errors/ is the user's while the job runs, so they can mount a FUSE file
+// system of theirs on it (fusermount3), or on a file in it. Root reads
+// nothing through such a mount: a server that never answers would hold a
+// root supervisor, or ltd, in the kernel, and one that lies would make
+// the record say what the user likes. errors/ is reached by fds that name
+// the tmpfs itself (O_PATH and the mount's id, which ask the file system
+// nothing); what is mounted over it is detached first, and the copy is
+// taken from a clone of the tmpfs alone. A copy holds
 // data, not holes, and all of them together no more than the tmpfs's size:
 // a 20 GB file of holes takes no block of the tmpfs, and must take none of
 // the disk either. What does not fit is cut, and the record says so.
@@ -78,12 +87,17 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir);
 // What a close found goes into the job's record; whether it changed it.
 bool NoteErrorDirUse(const ErrorDirUse& use, ErrorsDir& errors);
 
-// Whether errors/ in `job_dir` is a mount point now.
+// Whether errors/ in `job_dir` is a mount point now (asking no file
+// system mounted there anything).
 bool ErrorDirMounted(const std::string& job_dir);
+// Detaches every mount on errors/ in `job_dir`, the top one first, each by
+// an fd that names it: what a close left mounted.
+absl::Status DetachErrorDir(const std::string& job_dir);
 
-// What a rank left in `path` (a file in errors/): at most `max` bytes of a
-// regular file of `uid` (no link to someone else's file, no FIFO to block
-// on). NotFound when there is none.
-absl::StatusOr<std::string> ReadErrorFile(const std::string& path, uid_t uid, size_t max);
+// What a rank left in errors/`name`: at most `max` bytes of a regular file
+// of `uid` (no link to someone else's file, no FIFO to block on, no file
+// system mounted over errors/ or the file). NotFound when there is none.
+absl::StatusOr<std::string> ReadErrorFile(const std::string& job_dir, const std::string& name,
+                                          uid_t uid, size_t max);
 
 }  // namespace ltd

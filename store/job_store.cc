@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,8 +84,12 @@ std::string JobStore::SupervisorLock(const std::string& job_id) const {
   return JobDir(job_id) + "/supervisor.lock";
 }
 
+namespace {
+std::string ErrorFileName(int rank) { return Cat("error-", rank, ".json"); }
+}  // namespace
+
 std::string JobStore::ErrorFile(const std::string& job_id, int rank) const {
-  return Cat(JobDir(job_id), "/errors/error-", rank, ".json");
+  return Cat(JobDir(job_id), "/errors/", ErrorFileName(rank));
 }
 
 absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
@@ -104,7 +107,7 @@ absl::Status JobStore::OpenErrorDir(const std::string& job_id, uid_t uid, gid_t 
 
 absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
                                                     size_t max) const {
-  return ltd::ReadErrorFile(ErrorFile(job_id, rank), uid, max);
+  return ltd::ReadErrorFile(JobDir(job_id), ErrorFileName(rank), uid, max);
 }
 
 absl::StatusOr<ErrorDirUse> JobStore::CloseErrorDir(const std::string& job_id) const {
@@ -178,11 +181,7 @@ absl::Status JobStore::Remove(const std::string& job_id) const {
   const std::string gone = Cat(state_dir_, "/removed/", job_id);
   // A job's errors/ tmpfs goes at its end (CloseErrorDir); should one be
   // left, it goes now: the remover would empty it and stop at its mount.
-  if (ErrorDirMounted(dir)) {
-    const std::string errors = dir + "/errors";
-    if (umount2(errors.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
-      return PosixError("umount", errors, errno);
-  }
+  if (auto s = DetachErrorDir(dir); !s.ok()) return s;
   if (rename(dir.c_str(), gone.c_str()) != 0) {
     if (errno == ENOENT && access(dir.c_str(), F_OK) != 0) return absl::OkStatus();
     // Left over from an ltd that stopped mid-removal: take it first.

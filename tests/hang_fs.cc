@@ -11,7 +11,10 @@
 //   /late*   its lookup is answered 4.5 s late (a slow NFS server), then
 //            it opens, and takes writes at once
 //
-//   lt_hang_fs MOUNTPOINT     (foreground, single-threaded, allow_other)
+//   lt_hang_fs MOUNTPOINT            (foreground, single-threaded, allow_other)
+//   lt_hang_fs MOUNTPOINT --silent   answers nothing at all once mounted (no
+//                                    lookup, getattr, opendir, statfs, open
+//                                    or access), as a server that stopped
 //
 // The test ends it by aborting the connection (/sys/fs/fuse/connections/N/
 // abort), which fails every request still waiting, and unmounting.
@@ -158,13 +161,27 @@ int Serve(fuse_session* se) {
 }
 
 void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// --silent: every request held, never answered while mounted.
+void Hold(fuse_req_t req) { g_stuck.push_back(req); }
+fuse_lowlevel_ops SilentOps() {
+  fuse_lowlevel_ops ops{};
+  ops.lookup = [](fuse_req_t req, fuse_ino_t, const char*) { Hold(req); };
+  ops.getattr = [](fuse_req_t req, fuse_ino_t, fuse_file_info*) { Hold(req); };
+  ops.opendir = [](fuse_req_t req, fuse_ino_t, fuse_file_info*) { Hold(req); };
+  ops.open = [](fuse_req_t req, fuse_ino_t, fuse_file_info*) { Hold(req); };
+  ops.statfs = [](fuse_req_t req, fuse_ino_t) { Hold(req); };
+  ops.access = [](fuse_req_t req, fuse_ino_t, int) { Hold(req); };
+  return ops;
+}
 void Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: lt_hang_fs MOUNTPOINT\n");
+  const bool silent = argc == 3 && std::strcmp(argv[2], "--silent") == 0;
+  if (argc != 2 && !silent) {
+    std::fprintf(stderr, "usage: lt_hang_fs MOUNTPOINT [--silent]\n");
     return 2;
   }
   fuse_lowlevel_ops ops{};
@@ -175,6 +192,7 @@ int main(int argc, char** argv) {
   ops.write = Write;
   ops.flush = Flush;
   ops.release = Release;
+  if (silent) ops = SilentOps();
   char* fuse_argv[] = {argv[0], const_cast<char*>("-o"),
                        const_cast<char*>("allow_other,fsname=lt_hang_fs"), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);

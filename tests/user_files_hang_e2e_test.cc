@@ -7,12 +7,14 @@
 // never takes a write leave no supervisor behind.
 #include <dirent.h>
 #include <sys/mount.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <thread>
 
+#include "error_dir.h"
+#include "job_store.h"
+#include "mount_scan.h"
 #include "security_fixture.h"
 
 namespace ltd::test {
@@ -71,72 +73,196 @@ size_t WritersUnderSupervisors(uid_t uid) {
   return n;
 }
 
+// lt_hang_fs mounted at a dir, as root with allow_other (/dev/fuse is
+// root's here) so that the users reach it. Its end aborts the connection,
+// which fails every request still waiting (so every process waiting on
+// the mount ends), and unmounts it.
+class HangFs {
+ public:
+  ~HangFs() { Stop(); }
+
+  // Empty when it mounted; else why not. `silent`: it answers nothing.
+  std::string Mount(const std::string& point, bool silent = false) {
+    // The connections' control files, to abort a hung mount at the end.
+    if (access("/sys/fs/fuse/connections/", F_OK) == 0 &&
+        ReadWhole("/proc/self/mountinfo").find(" fusectl ") == std::string::npos) {
+      if (mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr) != 0) {
+        return std::string("mount fusectl: ") + std::strerror(errno);
+      }
+      mounted_fusectl_ = true;
+    }
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+    server_ = fork();
+    if (server_ < 0) return std::string("fork: ") + std::strerror(errno);
+    if (server_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      execl(LT_HANG_FS, LT_HANG_FS, point.c_str(), silent ? "--silent" : nullptr, nullptr);
+      _exit(127);
+    }
+    point_ = point;
+    close(out[1]);
+    pollfd p{out[0], POLLIN, 0};
+    char buf[16] = {};
+    const bool up = poll(&p, 1, 10000) == 1 && read(out[0], buf, sizeof buf) > 0;
+    close(out[0]);
+    if (!up) return "lt_hang_fs did not mount";
+    // The connection is the mount's dev minor: found in mountinfo, which
+    // asks the server nothing (a stat of a silent mount would hang).
+    std::istringstream mountinfo(ReadWhole("/proc/self/mountinfo"));
+    for (std::string line; std::getline(mountinfo, line);) {
+      std::istringstream f(line);
+      std::string id, parent, dev, root, at;
+      f >> id >> parent >> dev >> root >> at;
+      if (at == point && line.find(" lt_hang_fs ") != std::string::npos) {
+        connection_ = "/sys/fs/fuse/connections/" + dev.substr(dev.find(':') + 1);
+      }
+    }
+    return connection_.empty() ? "lt_hang_fs is not in mountinfo" : "";
+  }
+
+  void Stop() {
+    if (!connection_.empty()) {
+      // fusectl unmounted meanwhile (by someone else): mounted again, to
+      // reach the abort file.
+      if (ReadWhole("/proc/self/mountinfo").find(" fusectl ") == std::string::npos &&
+          mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr) == 0) {
+        mounted_fusectl_ = true;
+      }
+      std::ofstream(connection_ + "/abort") << "1";
+      connection_.clear();
+    }
+    if (!point_.empty()) umount2(point_.c_str(), MNT_DETACH);
+    if (server_ > 0) {
+      EXPECT_TRUE(WaitFor([&] { return waitpid(server_, nullptr, WNOHANG) == server_; }, 10s))
+          << "lt_hang_fs did not end";
+      server_ = -1;
+    }
+    if (mounted_fusectl_) umount2("/sys/fs/fuse/connections", MNT_DETACH);
+    mounted_fusectl_ = false;
+    std::istringstream mountinfo(ReadWhole("/proc/self/mountinfo"));
+    for (std::string line; !point_.empty() && std::getline(mountinfo, line);) {
+      EXPECT_FALSE(Has(line, " " + point_ + " ") && Has(line, " lt_hang_fs "))
+          << "mount left: " << line;
+    }
+    point_.clear();
+  }
+
+ private:
+  std::string point_;
+  std::string connection_;
+  pid_t server_ = -1;
+  bool mounted_fusectl_ = false;
+};
+
+// Runs `f` on a thread of its own; whether it returned within `deadline`.
+// If not, `hang` is stopped (its waiting requests fail), so that it
+// returns, and is joined.
+template <typename F>
+bool ReturnsWithin(std::chrono::milliseconds deadline, HangFs& hang, F f) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([&f, done] {
+    f();
+    *done = true;
+  });
+  const bool in_time = WaitFor([&] { return done->load(); }, deadline);
+  if (!in_time) hang.Stop();
+  t.join();
+  return in_time;
+}
+
+// A FUSE server that answers nothing, mounted over a job's errors/ tmpfs
+// as its user may (fusermount3 with allow_other): root reads the rank's
+// error file and closes errors/ from the tmpfs beneath, at once; the
+// mount on top is detached with it. Before, the read waited on the server
+// for as long as it liked (and a server that answered lied to the record).
+TEST(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverErrors) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
+  constexpr uid_t kNobody = 65534;
+  PublicDir state;
+  auto store = JobStore::Open(state.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  const std::string errors = store->JobDir("1") + "/errors";
+  const std::string file = errors + "/error-0.json";
+  WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
+  ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
+  HangFs hang;
+  ASSERT_EQ(hang.Mount(errors, /*silent=*/true), "");
+
+  absl::StatusOr<std::string> text = absl::UnknownError("not read");
+  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); }))
+      << "the error file's read waited on the server mounted over errors/";
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, R"({"message": "from the tmpfs"})");
+
+  absl::StatusOr<ErrorDirUse> use = absl::UnknownError("not closed");
+  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { use = store->CloseErrorDir("1"); }))
+      << "the close waited on the server mounted over errors/";
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_TRUE(use->mounted);
+  EXPECT_EQ(use->files, 1u);
+  EXPECT_EQ(use->kept_files, 1u);
+  EXPECT_FALSE(use->full);
+  EXPECT_FALSE(ErrorDirMounted(store->JobDir("1"))) << "a mount is left on errors/";
+  EXPECT_EQ(ReadWhole(file), R"({"message": "from the tmpfs"})");
+  hang.Stop();
+  store->DrainRemovals();
+}
+
+// The same server mounted over the error file itself: it is not read (it
+// is not what the rank wrote), the close keeps the tmpfs's file beneath.
+TEST(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
+  constexpr uid_t kNobody = 65534;
+  PublicDir state;
+  auto store = JobStore::Open(state.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  const std::string file = store->JobDir("1") + "/errors/error-0.json";
+  WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
+  ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
+  HangFs hang;
+  ASSERT_EQ(hang.Mount(file, /*silent=*/true), "");
+
+  absl::StatusOr<std::string> text = absl::UnknownError("not read");
+  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); }))
+      << "the error file's read waited on the server mounted over it";
+  EXPECT_TRUE(absl::IsPermissionDenied(text.status())) << text.status();
+  absl::StatusOr<ErrorDirUse> use = absl::UnknownError("not closed");
+  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { use = store->CloseErrorDir("1"); }));
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_EQ(use->kept_files, 1u);
+  EXPECT_FALSE(ErrorDirMounted(store->JobDir("1")));
+  EXPECT_EQ(ReadWhole(file), R"({"message": "from the tmpfs"})");
+  hang.Stop();
+  store->DrainRemovals();
+}
+
 class HangingFiles : public Security {
  protected:
   void SetUp() override {
     Security::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
-    // The connections' control files, to abort a hung mount at the end.
-    if (access("/sys/fs/fuse/connections/", F_OK) == 0 &&
-        ReadWhole("/proc/self/mountinfo").find(" fusectl ") == std::string::npos) {
-      ASSERT_EQ(mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr), 0)
-          << std::strerror(errno);
-      mounted_fusectl_ = true;
-    }
     mnt_ = bin_.path() + "/hang";
     ASSERT_EQ(mkdir(mnt_.c_str(), 0755), 0);
-    // /dev/fuse is root's here: the server runs as root, with allow_other
-    // so that the users reach the mount.
-    int out[2];
-    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
-    server_ = fork();
-    ASSERT_GE(server_, 0);
-    if (server_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      execl(LT_HANG_FS, LT_HANG_FS, mnt_.c_str(), nullptr);
-      _exit(127);
-    }
-    close(out[1]);
-    pollfd p{out[0], POLLIN, 0};
-    char buf[16] = {};
-    const bool up = poll(&p, 1, 10000) == 1 && read(out[0], buf, sizeof buf) > 0;
-    close(out[0]);
-    ASSERT_TRUE(up) << "lt_hang_fs did not mount";
-    struct stat st {};
-    ASSERT_EQ(stat(mnt_.c_str(), &st), 0);
-    connection_ = "/sys/fs/fuse/connections/" + std::to_string(minor(st.st_dev));
+    const std::string mounted = hang_.Mount(mnt_);
+    ASSERT_TRUE(mounted.empty()) << mounted;
   }
 
   void TearDown() override {
-    // Every request still waiting fails, so every process waiting on the
-    // mount (the users' helpers) ends; then the mount goes.
-    if (!connection_.empty()) {
-      // fusectl unmounted meanwhile (by someone else): mounted again, to
-      // reach the abort file.
-      if (access((connection_ + "/abort").c_str(), W_OK) != 0 &&
-          mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr) == 0) {
-        mounted_fusectl_ = true;
-      }
-      std::ofstream(connection_ + "/abort") << "1";
-    }
-    if (!mnt_.empty()) {
-      umount2(mnt_.c_str(), MNT_DETACH);
-    }
-    if (server_ > 0) {
-      EXPECT_TRUE(WaitFor([&] { return waitpid(server_, nullptr, WNOHANG) == server_; }, 10s))
-          << "lt_hang_fs did not end";
-    }
+    hang_.Stop();
     if (!mnt_.empty()) rmdir(mnt_.c_str());
-    if (mounted_fusectl_) umount2("/sys/fs/fuse/connections", MNT_DETACH);
     Security::TearDown();
-    EXPECT_EQ(ReadWhole("/proc/self/mountinfo").find(mnt_), std::string::npos) << "mount left";
   }
 
   std::string mnt_;
-  std::string connection_;
-  pid_t server_ = -1;
-  bool mounted_fusectl_ = false;
+  HangFs hang_;
 };
 
 // The submit-time check waits in lt-userio, which the deadline gives up on
@@ -307,6 +433,36 @@ TEST_F(HangingFiles, AJobIsKillableWhileItsOutputFileHangs) {
   // ltd serves on, for a_ too.
   const std::string next = SubmitAs(*a_, {"--devices", "1", "--", child_, "print:1"});
   EXPECT_EQ(d_.WaitEnded(next).value("state", ""), "SUCCEEDED");
+}
+
+// Through ltd: a user mounts a server that answers nothing over their
+// running job's errors/. The job ends when its rank does, with the root
+// cause the rank wrote; neither its supervisor nor ltd waits on the
+// server (ltd closes errors/ again at the job's end, on its own loop),
+// and no mount is left.
+TEST_F(HangingFiles, AServerMountedOverAJobsErrorsDirHoldsNeitherItsSupervisorNorLtd) {
+  ASSERT_TRUE(StartLtd()) << d_.log();
+  const std::string gate = bin_.path() + "/gate";
+  const std::string id = SubmitAs(
+      *a_, {"--devices", "1", "--", "/bin/sh", "-c",
+            "printf '{\"message\": \"boom under a mount\"}' > \"$TORCHELASTIC_ERROR_FILE\"; "
+            "exec " +
+                child_ + " waitfile:" + gate + ",exit:3"});
+  ASSERT_FALSE(id.empty());
+  const std::string errors = d_.state_dir() + "/jobs/" + id + "/errors";
+  ASSERT_TRUE(WaitFor([&] { return access((errors + "/error-0.json").c_str(), F_OK) == 0; }, 30s))
+      << "the rank wrote no error file";
+  HangFs over;
+  ASSERT_EQ(over.Mount(errors, /*silent=*/true), "");
+  std::ofstream(gate) << "go";
+  const nlohmann::json ended = d_.WaitEnded(id, 30s);
+  const CmdResult ps = CtlAs(*b_, {"ps"});
+  over.Stop();
+  EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
+  EXPECT_EQ(ended["root_cause"].value("message", ""), "boom under a mount") << ended.dump();
+  EXPECT_EQ(ended["errors"].value("files", 0), 1) << ended.dump();
+  EXPECT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_TRUE(MountsUnder(d_.state_dir()).empty()) << MountsUnder(d_.state_dir()).front();
 }
 
 }  // namespace
