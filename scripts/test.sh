@@ -8,7 +8,7 @@ scripts/build.sh
 # Tests that need a GPU skip themselves where there is none.
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 300 -j2
 # The fuzzers, briefly: every harness on its committed corpus for 5 s
-# (17 harnesses: about 90 s after their sanitized build, ~8 min here from
+# (21 harnesses: about 2 min after their sanitized build, ~8 min here from
 # a warm ccache). Longer runs
 # and growing the corpus: docs/design.md, "Fuzzers".
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
