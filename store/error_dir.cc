@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "bytes.h"
 #include "fd.h"
 #include "file_io.h"
 #include "mountinfo.h"
@@ -92,7 +93,8 @@ absl::StatusOr<bool> IsOurTmpfs(int64_t id, int64_t under, std::string* what) {
   const std::optional<MountEntry> e = FindMount(*mountinfo, id);
   if (!e) return absl::NotFoundError(Cat("mount ", id, " is not in /proc/self/mountinfo"));
   if (e->parent == under && e->fs_type == "tmpfs" && e->source == kTmpfsSource) return true;
-  *what = Cat("a ", e->fs_type, " file system (", e->source, ")");
+  // The user names both (a FUSE server's subtype and fsname): one line.
+  *what = Cat("a ", ForLog(e->fs_type), " file system (", ForLog(e->source), ")");
   return false;
 }
 

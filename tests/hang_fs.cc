@@ -12,7 +12,8 @@
 //            it opens, and takes writes at once
 //
 //   lt_hang_fs MOUNTPOINT            (foreground, single-threaded, allow_other)
-//   lt_hang_fs MOUNTPOINT --silent   answers nothing at all once mounted (no
+//   lt_hang_fs MOUNTPOINT --silent [FSNAME]
+//                                    answers nothing at all once mounted (no
 //                                    lookup, getattr, opendir, statfs, open
 //                                    or access), as a server that stopped
 //
@@ -30,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <string>
 #include <vector>
 
 namespace {
@@ -179,9 +181,11 @@ void Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool silent = argc == 3 && std::strcmp(argv[2], "--silent") == 0;
-  if (argc != 2 && !silent) {
-    std::fprintf(stderr, "usage: lt_hang_fs MOUNTPOINT [--silent]\n");
+  // MOUNTPOINT [--silent [FSNAME]]: FSNAME, lt_hang_fs by default, is
+  // the mount's source in mountinfo (a user's FUSE server names it).
+  const bool silent = argc >= 3 && std::strcmp(argv[2], "--silent") == 0;
+  if (argc != 2 && !(silent && argc <= 4)) {
+    std::fprintf(stderr, "usage: lt_hang_fs MOUNTPOINT [--silent [FSNAME]]\n");
     return 2;
   }
   fuse_lowlevel_ops ops{};
@@ -193,8 +197,9 @@ int main(int argc, char** argv) {
   ops.flush = Flush;
   ops.release = Release;
   if (silent) ops = SilentOps();
-  char* fuse_argv[] = {argv[0], const_cast<char*>("-o"),
-                       const_cast<char*>("allow_other,fsname=lt_hang_fs"), nullptr};
+  std::string options = "allow_other,fsname=";
+  options += argc == 4 ? argv[3] : "lt_hang_fs";
+  char* fuse_argv[] = {argv[0], const_cast<char*>("-o"), options.data(), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, nullptr);
   if (se == nullptr) {

@@ -16,6 +16,8 @@
 #include "job_store.h"
 #include "mount_scan.h"
 #include "security_fixture.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 
 namespace ltd::test {
 namespace {
@@ -81,8 +83,9 @@ class HangFs {
  public:
   ~HangFs() { Stop(); }
 
-  // Empty when it mounted; else why not. `silent`: it answers nothing.
-  std::string Mount(const std::string& point, bool silent = false) {
+  // Empty when it mounted; else why not. `silent`: it answers nothing;
+  // `fsname`: its source in mountinfo, as a user's server names it.
+  std::string Mount(const std::string& point, bool silent = false, const std::string& fsname = "") {
     // The connections' control files, to abort a hung mount at the end.
     if (access("/sys/fs/fuse/connections/", F_OK) == 0 &&
         ReadWhole("/proc/self/mountinfo").find(" fusectl ") == std::string::npos) {
@@ -97,7 +100,8 @@ class HangFs {
     if (server_ < 0) return std::string("fork: ") + std::strerror(errno);
     if (server_ == 0) {
       dup2(out[1], STDOUT_FILENO);
-      execl(LT_HANG_FS, LT_HANG_FS, point.c_str(), silent ? "--silent" : nullptr, nullptr);
+      execl(LT_HANG_FS, LT_HANG_FS, point.c_str(), silent ? "--silent" : nullptr,
+            fsname.empty() ? nullptr : fsname.c_str(), nullptr);
       _exit(127);
     }
     point_ = point;
@@ -114,7 +118,7 @@ class HangFs {
       std::istringstream f(line);
       std::string id, parent, dev, root, at;
       f >> id >> parent >> dev >> root >> at;
-      if (at == point && line.find(" lt_hang_fs ") != std::string::npos) {
+      if (at == point && Has(line, " - fuse ")) {
         connection_ = "/sys/fs/fuse/connections/" + dev.substr(dev.find(':') + 1);
       }
     }
@@ -142,7 +146,7 @@ class HangFs {
     mounted_fusectl_ = false;
     std::istringstream mountinfo(ReadWhole("/proc/self/mountinfo"));
     for (std::string line; !point_.empty() && std::getline(mountinfo, line);) {
-      EXPECT_FALSE(Has(line, " " + point_ + " ") && Has(line, " lt_hang_fs "))
+      EXPECT_FALSE(Has(line, " " + point_ + " ") && Has(line, " - fuse "))
           << "mount left: " << line;
     }
     point_.clear();
@@ -190,11 +194,22 @@ TEST(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverE
   WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
   ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
   HangFs hang;
-  ASSERT_EQ(hang.Mount(errors, /*silent=*/true), "");
+  // Named by its user with a line of its own for root's log.
+  ASSERT_EQ(hang.Mount(errors, /*silent=*/true, "mine\n[error] forged"), "");
+  std::ostringstream log;
+  const auto logger = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  spdlog::default_logger()->set_pattern("%l %v");
 
   absl::StatusOr<std::string> text = absl::UnknownError("not read");
-  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); }))
-      << "the error file's read waited on the server mounted over errors/";
+  const bool read_in_time =
+      ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); });
+  spdlog::set_default_logger(logger);
+  ASSERT_TRUE(read_in_time) << "the error file's read waited on the server mounted over errors/";
+  EXPECT_EQ(log.str(), "warning " + errors +
+                           ": a fuse file system (mine\\n[error] forged) was mounted over it by "
+                           "its user; detached\n");
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_EQ(*text, R"({"message": "from the tmpfs"})");
 
