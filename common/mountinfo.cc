@@ -1,5 +1,8 @@
 #include "mountinfo.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <charconv>
 
 namespace ltd {
@@ -41,6 +44,16 @@ std::string UnescapeMountinfo(std::string_view s) {
     }
   }
   return out;
+}
+
+std::optional<int64_t> MountIdAt(int dir, const char* name) {
+  struct statx sx {};
+  const int flags =
+      AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+  if (statx(dir, name, flags, 0, &sx) != 0 || (sx.stx_mask & STATX_MNT_ID) == 0) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(sx.stx_mnt_id);
 }
 
 std::optional<MountEntry> FindMount(std::string_view mountinfo, int64_t id) {

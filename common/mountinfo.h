@@ -24,6 +24,13 @@ void NonEmptyFields(S&&, char) = delete;
 // backslash as \ooo, as it is.
 std::string UnescapeMountinfo(std::string_view s);
 
+// The id of the mount that `name` in `dir` is on (`dir`'s own for ""),
+// as mountinfo numbers it, a link not followed. Nothing is asked of the
+// file system: no field is requested and none synced, so a FUSE server is
+// not reached (and a root caller without allow_other not refused, as it
+// is for any field). nullopt where the kernel cannot tell (before 5.8).
+std::optional<int64_t> MountIdAt(int dir, const char* name);
+
 // One line of mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] -
 // TYPE SOURCE SUPER_OPTIONS".
 struct MountEntry {

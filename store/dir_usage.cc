@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
+
+#include "mountinfo.h"
 
 namespace ltd {
 namespace {
@@ -13,7 +16,13 @@ namespace {
 constexpr int kMaxDepth = 2;
 constexpr int kMaxEntries = 4096;
 
-uint64_t Walk(int fd, int depth, int* budget) {
+// `mount`: the id of the mount `fd` is on (nullopt: unknown, before
+// Linux 5.8). An entry on another mount is neither counted nor entered: it
+// is not the state dir's disk (a running job's errors/ is a tmpfs of its
+// own, charged to its ranks' memory), and it may be a file system its user
+// mounted there (their errors/ is theirs while the job runs), whose
+// server could hold ltd's stat or open for as long as it liked.
+uint64_t Walk(int fd, std::optional<int64_t> mount, int depth, int* budget) {
   DIR* d = fdopendir(fd);
   if (d == nullptr) {
     close(fd);
@@ -23,12 +32,13 @@ uint64_t Walk(int fd, int depth, int* budget) {
   while (dirent* e = readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     if (--*budget < 0) break;
+    if (mount && MountIdAt(dirfd(d), e->d_name) != mount) continue;
     struct stat st {};
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     total += static_cast<uint64_t>(st.st_blocks) * 512;
     if (S_ISDIR(st.st_mode) && depth < kMaxDepth) {
       const int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub >= 0) total += Walk(sub, depth + 1, budget);
+      if (sub >= 0) total += Walk(sub, mount, depth + 1, budget);
     }
   }
   closedir(d);
@@ -41,7 +51,7 @@ uint64_t DirBytes(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 0;
   int budget = kMaxEntries;
-  return Walk(fd, 0, &budget);
+  return Walk(fd, MountIdAt(fd, ""), 0, &budget);
 }
 
 }  // namespace ltd

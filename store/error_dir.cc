@@ -38,16 +38,7 @@ Fd OpenDir(const std::string& path) {
 
 std::string ProcFd(int fd) { return Cat("/proc/self/fd/", fd); }
 
-// The id of the mount `fd` is on, as mountinfo numbers it (Linux >= 5.8;
-// nullopt before). Nothing is asked of the file system: no field is
-// requested and none synced, so a FUSE server is not reached (a root
-// caller without allow_other would get EACCES for any field).
-std::optional<int64_t> MountId(int fd) {
-  struct statx sx {};
-  if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, 0, &sx) != 0) return std::nullopt;
-  if ((sx.stx_mask & STATX_MNT_ID) == 0) return std::nullopt;
-  return static_cast<int64_t>(sx.stx_mnt_id);
-}
+std::optional<int64_t> MountId(int fd) { return MountIdAt(fd, ""); }
 
 // Whether `top` (an O_PATH fd of errors/) is on another mount than `job`
 // (its job dir's): by their mounts' ids, which ask no file system

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <thread>
 
+#include "dir_usage.h"
 #include "error_dir.h"
 #include "job_store.h"
 #include "mount_scan.h"
@@ -175,6 +176,13 @@ bool ReturnsWithin(std::chrono::milliseconds deadline, HangFs& hang, F f) {
   return in_time;
 }
 
+// Detaches whatever is left mounted on a job's errors/ when it goes (a
+// test that failed midway leaves no mount behind).
+struct ErrorsDetachedAtEnd {
+  std::string job_dir;
+  ~ErrorsDetachedAtEnd() { EXPECT_TRUE(DetachErrorDir(job_dir).ok()); }
+};
+
 // A FUSE server that answers nothing, mounted over a job's errors/ tmpfs
 // as its user may (fusermount3 with allow_other): root reads the rank's
 // error file and closes errors/ from the tmpfs beneath, at once; the
@@ -189,6 +197,7 @@ TEST(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverE
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE(store->CreateJobDir("1").ok());
   ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ErrorsDetachedAtEnd detached{store->JobDir("1")};
   const std::string errors = store->JobDir("1") + "/errors";
   const std::string file = errors + "/error-0.json";
   WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
@@ -238,6 +247,7 @@ TEST(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE(store->CreateJobDir("1").ok());
   ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ErrorsDetachedAtEnd detached{store->JobDir("1")};
   const std::string file = store->JobDir("1") + "/errors/error-0.json";
   WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
   ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
@@ -254,6 +264,36 @@ TEST(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
   EXPECT_EQ(use->kept_files, 1u);
   EXPECT_FALSE(ErrorDirMounted(store->JobDir("1")));
   EXPECT_EQ(ReadWhole(file), R"({"message": "from the tmpfs"})");
+  hang.Stop();
+  store->DrainRemovals();
+}
+
+// The state dir's measure (--max-state-bytes, ltd's, on its loop) of a
+// running job's dir: its errors/ tmpfs is memory, not the disk, and a
+// server its user mounted in there (here on a dir of the tmpfs) is not
+// asked anything. Before, the walk entered both, and waited on the server.
+TEST(ErrorsMountedOver, TheStateDirsMeasureEntersNoMountInAJobsDir) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
+  PublicDir state;
+  auto store = JobStore::Open(state.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  const std::string dir = store->JobDir("1");
+  WriteFile(dir + "/log", std::string(64 << 10, 'x'), 0600);
+  const uint64_t before = DirBytes(dir);
+  ASSERT_GE(before, 64u << 10);
+  ASSERT_TRUE(store->OpenErrorDir("1", 0, 0, ErrorDirShare(1u << 20, 1)).ok());
+  ErrorsDetachedAtEnd detached{dir};
+  WriteFile(dir + "/errors/big", std::string(256 << 10, 'x'), 0600);
+  ASSERT_EQ(mkdir((dir + "/errors/sub").c_str(), 0700), 0);
+  HangFs hang;
+  ASSERT_EQ(hang.Mount(dir + "/errors/sub", /*silent=*/true), "");
+  uint64_t during = 0;
+  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { during = DirBytes(dir); }))
+      << "the measure waited on the server mounted in errors/";
+  EXPECT_LE(during, before) << "the tmpfs's 256 KiB were counted as the disk's";
+  EXPECT_TRUE(store->CloseErrorDir("1").ok());
   hang.Stop();
   store->DrainRemovals();
 }
@@ -469,6 +509,10 @@ TEST_F(HangingFiles, AServerMountedOverAJobsErrorsDirHoldsNeitherItsSupervisorNo
       << "the rank wrote no error file";
   HangFs over;
   ASSERT_EQ(over.Mount(errors, /*silent=*/true), "");
+  // Another user's submit while it runs: ltd measures the running jobs'
+  // dirs for the state dir's bound, this one's included.
+  const std::string b_job = SubmitAs(*b_, {"--devices", "1", "--", child_, "print:1"});
+  EXPECT_FALSE(b_job.empty()) << "ltd did not answer another user's submit";
   std::ofstream(gate) << "go";
   const nlohmann::json ended = d_.WaitEnded(id, 30s);
   const CmdResult ps = CtlAs(*b_, {"ps"});
@@ -477,6 +521,7 @@ TEST_F(HangingFiles, AServerMountedOverAJobsErrorsDirHoldsNeitherItsSupervisorNo
   EXPECT_EQ(ended["root_cause"].value("message", ""), "boom under a mount") << ended.dump();
   EXPECT_EQ(ended["errors"].value("files", 0), 1) << ended.dump();
   EXPECT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_EQ(d_.WaitEnded(b_job).value("state", ""), "SUCCEEDED");
   EXPECT_TRUE(MountsUnder(d_.state_dir()).empty()) << MountsUnder(d_.state_dir()).front();
 }
 
