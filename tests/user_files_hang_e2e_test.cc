@@ -176,11 +176,48 @@ bool ReturnsWithin(std::chrono::milliseconds deadline, HangFs& hang, F f) {
   return in_time;
 }
 
-// Detaches whatever is left mounted on a job's errors/ when it goes (a
+// A job's dir in a store of its own, its errors/ a tmpfs of nobody's, and
+// lt_hang_fs to mount in it. Whatever is left mounted goes at the end (a
 // test that failed midway leaves no mount behind).
-struct ErrorsDetachedAtEnd {
-  std::string job_dir;
-  ~ErrorsDetachedAtEnd() { EXPECT_TRUE(DetachErrorDir(job_dir).ok()); }
+class ErrorsMountedOver : public ::testing::Test {
+ protected:
+  static constexpr uid_t kNobody = 65534;
+
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+    if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
+    auto store = JobStore::Open(state_.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_.emplace(std::move(*store));
+    ASSERT_TRUE(store_->CreateJobDir("1").ok());
+    dir_ = store_->JobDir("1");
+    errors_ = dir_ + "/errors";
+    ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+    opened_ = true;
+  }
+
+  void TearDown() override {
+    hang_.Stop();
+    if (opened_) {
+      EXPECT_TRUE(DetachErrorDir(dir_).ok());
+    }
+    if (store_) store_->DrainRemovals();
+  }
+
+  // The rank's error file, as the rank leaves it: its path.
+  std::string WriteErrorFile() {
+    const std::string file = errors_ + "/error-0.json";
+    WriteFile(file, kMessage, 0644);
+    EXPECT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
+    return file;
+  }
+
+  static constexpr char kMessage[] = R"({"message": "from the tmpfs"})";
+  PublicDir state_;
+  std::optional<JobStore> store_;
+  std::string dir_, errors_;
+  bool opened_ = false;
+  HangFs hang_;
 };
 
 // A FUSE server that answers nothing, mounted over a job's errors/ tmpfs
@@ -188,23 +225,10 @@ struct ErrorsDetachedAtEnd {
 // error file and closes errors/ from the tmpfs beneath, at once; the
 // mount on top is detached with it. Before, the read waited on the server
 // for as long as it liked (and a server that answered lied to the record).
-TEST(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverErrors) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
-  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
-  constexpr uid_t kNobody = 65534;
-  PublicDir state;
-  auto store = JobStore::Open(state.path());
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(store->CreateJobDir("1").ok());
-  ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
-  ErrorsDetachedAtEnd detached{store->JobDir("1")};
-  const std::string errors = store->JobDir("1") + "/errors";
-  const std::string file = errors + "/error-0.json";
-  WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
-  ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
-  HangFs hang;
+TEST_F(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverErrors) {
+  const std::string file = WriteErrorFile();
   // Named by its user with a line of its own for root's log.
-  ASSERT_EQ(hang.Mount(errors, /*silent=*/true, "mine\n[error] forged"), "");
+  ASSERT_EQ(hang_.Mount(errors_, /*silent=*/true, "mine\n[error] forged"), "");
   std::ostringstream log;
   const auto logger = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
@@ -213,89 +237,61 @@ TEST(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOverE
 
   absl::StatusOr<std::string> text = absl::UnknownError("not read");
   const bool read_in_time =
-      ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); });
+      ReturnsWithin(20s, hang_, [&] { text = store_->ReadErrorFile("1", 0, kNobody, 1000); });
   spdlog::set_default_logger(logger);
   ASSERT_TRUE(read_in_time) << "the error file's read waited on the server mounted over errors/";
-  EXPECT_EQ(log.str(), "warning " + errors +
+  EXPECT_EQ(log.str(), "warning " + errors_ +
                            ": a fuse file system (mine\\n[error] forged) was mounted over it by "
                            "its user; detached\n");
   ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_EQ(*text, R"({"message": "from the tmpfs"})");
+  EXPECT_EQ(*text, kMessage);
 
   absl::StatusOr<ErrorDirUse> use = absl::UnknownError("not closed");
-  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { use = store->CloseErrorDir("1"); }))
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { use = store_->CloseErrorDir("1"); }))
       << "the close waited on the server mounted over errors/";
   ASSERT_TRUE(use.ok()) << use.status();
   EXPECT_TRUE(use->mounted);
   EXPECT_EQ(use->files, 1u);
   EXPECT_EQ(use->kept_files, 1u);
   EXPECT_FALSE(use->full);
-  EXPECT_FALSE(ErrorDirMounted(store->JobDir("1"))) << "a mount is left on errors/";
-  EXPECT_EQ(ReadWhole(file), R"({"message": "from the tmpfs"})");
-  hang.Stop();
-  store->DrainRemovals();
+  EXPECT_FALSE(ErrorDirMounted(dir_)) << "a mount is left on errors/";
+  EXPECT_EQ(ReadWhole(file), kMessage);
 }
 
 // The same server mounted over the error file itself: it is not read (it
 // is not what the rank wrote), the close keeps the tmpfs's file beneath.
-TEST(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
-  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
-  constexpr uid_t kNobody = 65534;
-  PublicDir state;
-  auto store = JobStore::Open(state.path());
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(store->CreateJobDir("1").ok());
-  ASSERT_TRUE(store->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
-  ErrorsDetachedAtEnd detached{store->JobDir("1")};
-  const std::string file = store->JobDir("1") + "/errors/error-0.json";
-  WriteFile(file, R"({"message": "from the tmpfs"})", 0644);
-  ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
-  HangFs hang;
-  ASSERT_EQ(hang.Mount(file, /*silent=*/true), "");
+TEST_F(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
+  const std::string file = WriteErrorFile();
+  ASSERT_EQ(hang_.Mount(file, /*silent=*/true), "");
 
   absl::StatusOr<std::string> text = absl::UnknownError("not read");
-  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { text = store->ReadErrorFile("1", 0, kNobody, 1000); }))
-      << "the error file's read waited on the server mounted over it";
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] {
+    text = store_->ReadErrorFile("1", 0, kNobody, 1000);
+  })) << "the error file's read waited on the server mounted over it";
   EXPECT_TRUE(absl::IsPermissionDenied(text.status())) << text.status();
   absl::StatusOr<ErrorDirUse> use = absl::UnknownError("not closed");
-  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { use = store->CloseErrorDir("1"); }));
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { use = store_->CloseErrorDir("1"); }));
   ASSERT_TRUE(use.ok()) << use.status();
   EXPECT_EQ(use->kept_files, 1u);
-  EXPECT_FALSE(ErrorDirMounted(store->JobDir("1")));
-  EXPECT_EQ(ReadWhole(file), R"({"message": "from the tmpfs"})");
-  hang.Stop();
-  store->DrainRemovals();
+  EXPECT_FALSE(ErrorDirMounted(dir_));
+  EXPECT_EQ(ReadWhole(file), kMessage);
 }
 
 // The state dir's measure (--max-state-bytes, ltd's, on its loop) of a
 // running job's dir: its errors/ tmpfs is memory, not the disk, and a
 // server its user mounted in there (here on a dir of the tmpfs) is not
 // asked anything. Before, the walk entered both, and waited on the server.
-TEST(ErrorsMountedOver, TheStateDirsMeasureEntersNoMountInAJobsDir) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
-  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
-  PublicDir state;
-  auto store = JobStore::Open(state.path());
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(store->CreateJobDir("1").ok());
-  const std::string dir = store->JobDir("1");
-  WriteFile(dir + "/log", std::string(64 << 10, 'x'), 0600);
-  const uint64_t before = DirBytes(dir);
+TEST_F(ErrorsMountedOver, TheStateDirsMeasureEntersNoMountInAJobsDir) {
+  WriteFile(dir_ + "/log", std::string(64 << 10, 'x'), 0600);
+  const uint64_t before = DirBytes(dir_);
   ASSERT_GE(before, 64u << 10);
-  ASSERT_TRUE(store->OpenErrorDir("1", 0, 0, ErrorDirShare(1u << 20, 1)).ok());
-  ErrorsDetachedAtEnd detached{dir};
-  WriteFile(dir + "/errors/big", std::string(256 << 10, 'x'), 0600);
-  ASSERT_EQ(mkdir((dir + "/errors/sub").c_str(), 0700), 0);
-  HangFs hang;
-  ASSERT_EQ(hang.Mount(dir + "/errors/sub", /*silent=*/true), "");
+  WriteFile(errors_ + "/big", std::string(256 << 10, 'x'), 0600);
+  ASSERT_EQ(mkdir((errors_ + "/sub").c_str(), 0700), 0);
+  ASSERT_EQ(hang_.Mount(errors_ + "/sub", /*silent=*/true), "");
   uint64_t during = 0;
-  ASSERT_TRUE(ReturnsWithin(20s, hang, [&] { during = DirBytes(dir); }))
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { during = DirBytes(dir_); }))
       << "the measure waited on the server mounted in errors/";
-  EXPECT_LE(during, before) << "the tmpfs's 256 KiB were counted as the disk's";
-  EXPECT_TRUE(store->CloseErrorDir("1").ok());
-  hang.Stop();
-  store->DrainRemovals();
+  EXPECT_EQ(during, before) << "the tmpfs's 256 KiB were counted as the disk's";
 }
 
 class HangingFiles : public Security {
