@@ -57,12 +57,7 @@ std::optional<int64_t> MountIdAt(int dir, const char* name) {
 }
 
 std::optional<MountEntry> FindMount(std::string_view mountinfo, int64_t id) {
-  size_t start = 0;
-  while (start < mountinfo.size()) {
-    size_t end = mountinfo.find('\n', start);
-    if (end == std::string_view::npos) end = mountinfo.size();
-    const std::string_view line = mountinfo.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : NonEmptyFields(mountinfo, '\n')) {
     const size_t space = line.find(' ');
     if (space == std::string_view::npos || Number(line.substr(0, space)) != id) continue;
     const std::vector<std::string_view> f = NonEmptyFields(line, ' ');

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "fd.h"
 #include "mountinfo.h"
 
 namespace ltd {
@@ -15,6 +16,16 @@ namespace {
 
 constexpr int kMaxDepth = 2;
 constexpr int kMaxEntries = 4096;
+
+// The dir `name` in `dir`, opened for reading only if it is still on
+// `mount`: a file system mounted there since the entry was looked at is
+// not entered (an O_PATH open and its mount's id ask it nothing, and "."
+// from that fd stays on the dir itself).
+int OpenOnMount(int dir, const char* name, std::optional<int64_t> mount) {
+  Fd at(openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!at.valid() || (mount && MountIdAt(at.get(), "") != mount)) return -1;
+  return openat(at.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
 
 // `mount`: the id of the mount `fd` is on (nullopt: unknown, before
 // Linux 5.8). An entry on another mount is neither counted nor entered: it
@@ -32,12 +43,20 @@ uint64_t Walk(int fd, std::optional<int64_t> mount, int depth, int* budget) {
   while (dirent* e = readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     if (--*budget < 0) break;
-    if (mount && MountIdAt(dirfd(d), e->d_name) != mount) continue;
-    struct stat st {};
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    total += static_cast<uint64_t>(st.st_blocks) * 512;
-    if (S_ISDIR(st.st_mode) && depth < kMaxDepth) {
-      const int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // One look that says the entry's mount too, and asks no file system
+    // anything (cached attributes alone: a FUSE server is not reached).
+    struct statx sx {};
+    if (statx(dirfd(d), e->d_name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+              STATX_TYPE | STATX_BLOCKS, &sx) != 0) {
+      continue;
+    }
+    if (mount &&
+        ((sx.stx_mask & STATX_MNT_ID) == 0 || static_cast<int64_t>(sx.stx_mnt_id) != *mount)) {
+      continue;
+    }
+    total += sx.stx_blocks * 512;
+    if (S_ISDIR(sx.stx_mode) && depth < kMaxDepth) {
+      const int sub = OpenOnMount(dirfd(d), e->d_name, mount);
       if (sub >= 0) total += Walk(sub, mount, depth + 1, budget);
     }
   }
