@@ -5,6 +5,8 @@
 
 #include <charconv>
 
+#include "fd.h"
+
 namespace ltd {
 namespace {
 
@@ -54,6 +56,12 @@ std::optional<int64_t> MountIdAt(int dir, const char* name) {
     return std::nullopt;
   }
   return static_cast<int64_t>(sx.stx_mnt_id);
+}
+
+int OpenDirOnMount(int dir, const char* name, std::optional<int64_t> mount) {
+  Fd at(openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!at.valid() || (mount && MountIdAt(at.get(), "") != mount)) return -1;
+  return openat(at.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 std::optional<MountEntry> FindMount(std::string_view mountinfo, int64_t id) {

@@ -31,6 +31,13 @@ std::string UnescapeMountinfo(std::string_view s);
 // is for any field). nullopt where the kernel cannot tell (before 5.8).
 std::optional<int64_t> MountIdAt(int dir, const char* name);
 
+// The dir `name` in `dir` opened for reading (an fd the caller closes), only
+// if it is on `mount` (any mount for nullopt); -1 otherwise. A file system
+// mounted there since `name` was looked at is not entered: an O_PATH open
+// and its mount's id ask it nothing, and "." from that fd stays on the dir
+// itself.
+int OpenDirOnMount(int dir, const char* name, std::optional<int64_t> mount);
+
 // One line of mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] -
 // TYPE SOURCE SUPER_OPTIONS".
 struct MountEntry {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <optional>
 
-#include "fd.h"
 #include "mountinfo.h"
 
 namespace ltd {
@@ -16,16 +15,6 @@ namespace {
 
 constexpr int kMaxDepth = 2;
 constexpr int kMaxEntries = 4096;
-
-// The dir `name` in `dir`, opened for reading only if it is still on
-// `mount`: a file system mounted there since the entry was looked at is
-// not entered (an O_PATH open and its mount's id ask it nothing, and "."
-// from that fd stays on the dir itself).
-int OpenOnMount(int dir, const char* name, std::optional<int64_t> mount) {
-  Fd at(openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!at.valid() || (mount && MountIdAt(at.get(), "") != mount)) return -1;
-  return openat(at.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
 
 // `mount`: the id of the mount `fd` is on (nullopt: unknown, before
 // Linux 5.8). An entry on another mount is neither counted nor entered: it
@@ -56,7 +45,7 @@ uint64_t Walk(int fd, std::optional<int64_t> mount, int depth, int* budget) {
     }
     total += sx.stx_blocks * 512;
     if (S_ISDIR(sx.stx_mode) && depth < kMaxDepth) {
-      const int sub = OpenOnMount(dirfd(d), e->d_name, mount);
+      const int sub = OpenDirOnMount(dirfd(d), e->d_name, mount);
       if (sub >= 0) total += Walk(sub, mount, depth + 1, budget);
     }
   }
