@@ -1,10 +1,136 @@
 #include "dir_remover.h"
 
-#include <filesystem>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "bytes.h"
+#include "fd.h"
+#include "mountinfo.h"
 #include "spdlog/spdlog.h"
+#include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// A job's dir is a few levels deep; a tree deeper than this is left (each
+// level holds an fd while the levels below go).
+constexpr int kMaxDepth = 64;
+// Mounts stacked on one entry that are detached before it is left.
+constexpr int kMaxDetached = 1024;
+
+// Where the tree being removed lies: its entries are removed only there.
+struct Home {
+  std::optional<int64_t> mount;  // nullopt: not told (before Linux 5.8)
+  dev_t dev;
+};
+
+bool OnHome(const struct statx& sx, const Home& home) {
+  if (makedev(sx.stx_dev_major, sx.stx_dev_minor) != home.dev) return false;
+  if (!home.mount) return true;
+  return (sx.stx_mask & STATX_MNT_ID) != 0 && static_cast<int64_t>(sx.stx_mnt_id) == *home.mount;
+}
+
+// One look at `name` in `dir`, link not followed, that asks no file system
+// anything (cached attributes alone: a FUSE server mounted there is not
+// reached) and says which mount the entry is on.
+bool Look(int dir, const char* name, struct statx* sx) {
+  return statx(dir, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE, sx) == 0;
+}
+
+// Detaches what is mounted on `name` in `dir` (each by an fd naming exactly
+// it, never by a path) until the entry is on `home` again; false when it
+// could not be.
+bool DetachFrom(int dir, const char* name, const Home& home, const std::string& path) {
+  for (int detached = 0; detached < kMaxDetached; ++detached) {
+    struct statx sx {};
+    if (!Look(dir, name, &sx)) return false;
+    if (OnHome(sx, home)) return true;
+    Fd at(openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!at.valid()) return false;
+    if (umount2(Cat("/proc/self/fd/", at.get()).c_str(), MNT_DETACH) != 0) {
+      spdlog::warn("remove {}: cannot detach the file system mounted on {}: {}", ForLog(path),
+                   ForLog(name), std::strerror(errno));
+      return false;
+    }
+    if (detached == 0) {
+      spdlog::warn("remove {}: detached a file system mounted on {} (nothing in it removed)",
+                   ForLog(path), ForLog(name));
+    }
+  }
+  return false;
+}
+
+bool RemoveIn(int dir, const char* name, const Home& home, int depth, const std::string& path);
+
+// Every entry of the dir `fd` (which it takes) removed; false when any was
+// left.
+bool Empty(int fd, const Home& home, int depth, const std::string& path) {
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return false;
+  }
+  bool all = true;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    all = RemoveIn(dirfd(d), e->d_name, home, depth, path) && all;
+  }
+  closedir(d);
+  return all;
+}
+
+// Removes `name` in `dir` and, for a dir, what is in it, on `home` alone:
+// a file system mounted on it or below is detached, never entered, so
+// nothing of a tree mounted there (a user's files, a bind mount of
+// another dir) is removed, and no server of theirs is asked anything.
+bool RemoveIn(int dir, const char* name, const Home& home, int depth, const std::string& path) {
+  struct statx sx {};
+  if (!Look(dir, name, &sx)) return errno == ENOENT;
+  if (!OnHome(sx, home)) {
+    if (!DetachFrom(dir, name, home, path) || !Look(dir, name, &sx)) return false;
+  }
+  if (!S_ISDIR(sx.stx_mode)) return unlinkat(dir, name, 0) == 0 || errno == ENOENT;
+  if (depth >= kMaxDepth) {
+    spdlog::warn("remove {}: deeper than {} levels; left", ForLog(path), kMaxDepth);
+    return false;
+  }
+  // Entered only while still on home: one mounted since the look is not.
+  const int sub = OpenDirOnMount(dir, name, home.mount);
+  if (sub < 0) return false;
+  struct stat st {};
+  if (fstat(sub, &st) != 0 || st.st_dev != home.dev) {
+    close(sub);
+    return false;
+  }
+  const bool all = Empty(sub, home, depth + 1, path);
+  return all && (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
+}
+
+}  // namespace
+
+bool RemoveTree(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = path.substr(slash + 1);
+  if (slash == std::string::npos || name.empty()) return false;
+  Fd dir(open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  struct statx sx {};
+  if (!dir.valid() ||
+      statx(dir.get(), "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0) {
+    return false;
+  }
+  Home home{std::nullopt, makedev(sx.stx_dev_major, sx.stx_dev_minor)};
+  if ((sx.stx_mask & STATX_MNT_ID) != 0) home.mount = static_cast<int64_t>(sx.stx_mnt_id);
+  return RemoveIn(dir.get(), name.c_str(), home, 0, path);
+}
 
 DirRemover::~DirRemover() {
   {
@@ -38,9 +164,7 @@ void DirRemover::Run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-    if (ec) spdlog::warn("remove {}: {}", path, ec.message());
+    if (!RemoveTree(path)) spdlog::warn("remove {}: not all of it could be removed", ForLog(path));
     lock.lock();
     busy_ = false;
     cv_.notify_all();

@@ -1,7 +1,7 @@
-// Removes directory trees on a thread of its own. Removing a job's dir can
-// take seconds (a user may leave 300,000 files in its errors/ dir), and the
-// loop thread must never wait for that: the caller renames the tree out of
-// the way first (one rename), and hands the new name here.
+// Removes directory trees on a thread of its own. Removing a job's dir is
+// many unlinks on a disk that may be slow, and the loop thread must never
+// wait for that: the caller renames the tree out of the way first (one
+// rename), and hands the new name here.
 #pragma once
 
 #include <condition_variable>
@@ -13,6 +13,14 @@
 #include "absl/base/thread_annotations.h"
 
 namespace ltd {
+
+// Removes `path` and everything under it on the file system and mount of
+// its parent dir alone, links not followed. A file system mounted on it or
+// anywhere below (a user's FUSE server, a bind mount of another tree) is
+// detached, never entered: nothing in it is removed, and its server is
+// asked nothing (`rm -rf` would empty it, and wait on a server that never
+// answers). false when something was left.
+bool RemoveTree(const std::string& path);
 
 class DirRemover {
  public:

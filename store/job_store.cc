@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <system_error>
 #include <thread>
 
@@ -182,15 +181,18 @@ absl::Status JobStore::Remove(const std::string& job_id) const {
   // A job's errors/ tmpfs goes at its end (CloseErrorDir); should one be
   // left, it goes now: the remover would empty it and stop at its mount.
   if (auto s = DetachErrorDir(dir); !s.ok()) return s;
-  if (rename(dir.c_str(), gone.c_str()) != 0) {
+  // A name taken by a removal cut short (the remover has it, or the next
+  // start will): the next free one, never a removal on this thread.
+  for (int n = 0; n < 16; ++n) {
+    const std::string to = n == 0 ? gone : Cat(gone, ".", n);
+    if (rename(dir.c_str(), to.c_str()) == 0) {
+      remover_->Remove(to);
+      return absl::OkStatus();
+    }
     if (errno == ENOENT && access(dir.c_str(), F_OK) != 0) return absl::OkStatus();
-    // Left over from an ltd that stopped mid-removal: take it first.
-    std::error_code ec;
-    std::filesystem::remove_all(gone, ec);
-    if (rename(dir.c_str(), gone.c_str()) != 0) return PosixError("rename", dir, errno);
+    if (errno != EEXIST && errno != ENOTEMPTY) break;
   }
-  remover_->Remove(gone);
-  return absl::OkStatus();
+  return PosixError("rename", dir, errno);
 }
 
 absl::Status JobStore::Save(const Job& job) const {

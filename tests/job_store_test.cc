@@ -131,6 +131,37 @@ TEST_F(JobStoreTest, RemovalIsARenameAndTheFilesGoLater) {
   EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/removed"));
 }
 
+// The remover follows no link out of a job's dir, and a name in removed/
+// that a removal cut short still holds is not removed on the caller's
+// thread: the next free name is taken, and the leftover waits for the next
+// start's sweep.
+TEST_F(JobStoreTest, ARemovalFollowsNoLinkAndTakesAFreeName) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  const std::string outside = dir_ + "/outside";
+  std::filesystem::create_directories(outside + "/sub");
+  std::ofstream(outside + "/sub/keep") << "x";
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  ASSERT_EQ(symlink(outside.c_str(), (store->JobDir("1") + "/to-dir").c_str()), 0);
+  ASSERT_EQ(symlink((outside + "/sub/keep").c_str(), (store->JobDir("1") + "/to-file").c_str()), 0);
+  std::filesystem::create_directories(store->JobDir("1") + "/a/b/c");
+  std::ofstream(store->JobDir("1") + "/a/b/c/f") << "x";
+  ASSERT_TRUE(store->CreateJobDir("2").ok());
+  std::filesystem::create_directories(dir_ + "/removed/2/left");
+
+  ASSERT_TRUE(store->Remove("1").ok());
+  ASSERT_TRUE(store->Remove("2").ok());
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/removed/2/left"))
+      << "removed on the caller's thread";
+  store->DrainRemovals();
+  EXPECT_FALSE(std::filesystem::exists(store->JobDir("1")));
+  EXPECT_FALSE(std::filesystem::exists(store->JobDir("2")));
+  EXPECT_TRUE(std::filesystem::exists(outside + "/sub/keep")) << "a link was followed";
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/removed/1"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/removed/2.1"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/removed/2/left"));
+}
+
 TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "dir_usage.h"
@@ -202,6 +203,9 @@ class ErrorsMountedOver : public ::testing::Test {
       EXPECT_TRUE(DetachErrorDir(dir_).ok());
     }
     if (store_) store_->DrainRemovals();
+    for (const std::string& point : MountsUnder(state_.path())) {
+      umount2(point.c_str(), MNT_DETACH);
+    }
   }
 
   // The rank's error file, as the rank leaves it: its path.
@@ -292,6 +296,33 @@ TEST_F(ErrorsMountedOver, TheStateDirsMeasureEntersNoMountInAJobsDir) {
   ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { during = DirBytes(dir_); }))
       << "the measure waited on the server mounted in errors/";
   EXPECT_EQ(during, before) << "the tmpfs's 256 KiB were counted as the disk's";
+}
+
+// A removed job's dir is emptied on ltd's remover thread. A file system
+// mounted in it (none is known to stay there: errors/ is detached first;
+// this is the remover's own guard) is detached, not entered: a tree bound
+// there keeps its files, and a server that answers nothing holds nothing.
+// Before, the remover emptied the bound tree through the mount and waited
+// on the server for as long as it liked.
+TEST_F(ErrorsMountedOver, RemovingAJobsDirNeitherEmptiesNorWaitsOnAMountInIt) {
+  PublicDir theirs;
+  WriteFile(theirs.path() + "/keep", "someone's", 0600);
+  const std::string bound = dir_ + "/bound";
+  ASSERT_EQ(mkdir(bound.c_str(), 0700), 0);
+  ASSERT_EQ(mount(theirs.path().c_str(), bound.c_str(), nullptr, MS_BIND, nullptr), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(mkdir((dir_ + "/served").c_str(), 0700), 0);
+  ASSERT_EQ(hang_.Mount(dir_ + "/served", /*silent=*/true), "");
+
+  ASSERT_TRUE(store_->Remove("1").ok());
+  opened_ = false;  // its errors/ went with it
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { store_->DrainRemovals(); }))
+      << "the removal waited on the server mounted in the job's dir";
+  EXPECT_EQ(ReadWhole(theirs.path() + "/keep"), "someone's")
+      << "the removal emptied the tree bound in the job's dir";
+  EXPECT_TRUE(std::filesystem::is_empty(state_.path() + "/removed"));
+  EXPECT_FALSE(std::filesystem::exists(dir_));
+  EXPECT_EQ(MountsUnder(state_.path()), std::vector<std::string>{});
 }
 
 class HangingFiles : public Security {
