@@ -26,16 +26,20 @@ constexpr int kMaxDepth = 64;
 // Mounts stacked on one entry that are detached before it is left.
 constexpr int kMaxDetached = 1024;
 
-// Where the tree being removed lies: its entries are removed only there.
-struct Home {
+// One tree being removed: where it lies (its entries are removed only
+// there), and what was met on the way, for one line in the log.
+struct Removal {
   std::optional<int64_t> mount;  // nullopt: not told (before Linux 5.8)
-  dev_t dev;
+  dev_t dev = 0;
+  int detached = 0;      // file systems mounted in the tree, detached
+  int not_detached = 0;  // entries left with one still mounted on them
+  int too_deep = 0;      // dirs past kMaxDepth, left
 };
 
-bool OnHome(const struct statx& sx, const Home& home) {
-  if (makedev(sx.stx_dev_major, sx.stx_dev_minor) != home.dev) return false;
-  if (!home.mount) return true;
-  return (sx.stx_mask & STATX_MNT_ID) != 0 && static_cast<int64_t>(sx.stx_mnt_id) == *home.mount;
+bool OnHome(const struct statx& sx, const Removal& r) {
+  if (makedev(sx.stx_dev_major, sx.stx_dev_minor) != r.dev) return false;
+  if (!r.mount) return true;
+  return (sx.stx_mask & STATX_MNT_ID) != 0 && static_cast<int64_t>(sx.stx_mnt_id) == *r.mount;
 }
 
 // One look at `name` in `dir`, link not followed, that asks no file system
@@ -46,33 +50,26 @@ bool Look(int dir, const char* name, struct statx* sx) {
 }
 
 // Detaches what is mounted on `name` in `dir` (each by an fd naming exactly
-// it, never by a path) until the entry is on `home` again; false when it
-// could not be.
-bool DetachFrom(int dir, const char* name, const Home& home, const std::string& path) {
-  for (int detached = 0; detached < kMaxDetached; ++detached) {
+// it, never by a path) until the entry is on the tree's mount again; false
+// when it could not be.
+bool DetachFrom(int dir, const char* name, Removal& r) {
+  for (int n = 0; n < kMaxDetached; ++n) {
     struct statx sx {};
     if (!Look(dir, name, &sx)) return false;
-    if (OnHome(sx, home)) return true;
+    if (OnHome(sx, r)) return true;
     Fd at(openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
-    if (!at.valid()) return false;
-    if (umount2(Cat("/proc/self/fd/", at.get()).c_str(), MNT_DETACH) != 0) {
-      spdlog::warn("remove {}: cannot detach the file system mounted on {}: {}", ForLog(path),
-                   ForLog(name), std::strerror(errno));
-      return false;
-    }
-    if (detached == 0) {
-      spdlog::warn("remove {}: detached a file system mounted on {} (nothing in it removed)",
-                   ForLog(path), ForLog(name));
-    }
+    if (!at.valid() || umount2(Cat("/proc/self/fd/", at.get()).c_str(), MNT_DETACH) != 0) break;
+    ++r.detached;
   }
+  ++r.not_detached;
   return false;
 }
 
-bool RemoveIn(int dir, const char* name, const Home& home, int depth, const std::string& path);
+bool RemoveIn(int dir, const char* name, int depth, Removal& r);
 
 // Every entry of the dir `fd` (which it takes) removed; false when any was
 // left.
-bool Empty(int fd, const Home& home, int depth, const std::string& path) {
+bool Empty(int fd, int depth, Removal& r) {
   DIR* d = fdopendir(fd);
   if (d == nullptr) {
     close(fd);
@@ -81,36 +78,36 @@ bool Empty(int fd, const Home& home, int depth, const std::string& path) {
   bool all = true;
   while (dirent* e = readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    all = RemoveIn(dirfd(d), e->d_name, home, depth, path) && all;
+    all = RemoveIn(dirfd(d), e->d_name, depth, r) && all;
   }
   closedir(d);
   return all;
 }
 
-// Removes `name` in `dir` and, for a dir, what is in it, on `home` alone:
-// a file system mounted on it or below is detached, never entered, so
-// nothing of a tree mounted there (a user's files, a bind mount of
-// another dir) is removed, and no server of theirs is asked anything.
-bool RemoveIn(int dir, const char* name, const Home& home, int depth, const std::string& path) {
+// Removes `name` in `dir` and, for a dir, what is in it, on the tree's
+// mount alone: a file system mounted on it or below is detached, never
+// entered, so nothing of a tree mounted there (a user's files, a bind
+// mount of another dir) is removed, and no server of theirs is asked
+// anything.
+bool RemoveIn(int dir, const char* name, int depth, Removal& r) {
   struct statx sx {};
   if (!Look(dir, name, &sx)) return errno == ENOENT;
-  if (!OnHome(sx, home)) {
-    if (!DetachFrom(dir, name, home, path) || !Look(dir, name, &sx)) return false;
-  }
+  if (!OnHome(sx, r) && (!DetachFrom(dir, name, r) || !Look(dir, name, &sx))) return false;
   if (!S_ISDIR(sx.stx_mode)) return unlinkat(dir, name, 0) == 0 || errno == ENOENT;
   if (depth >= kMaxDepth) {
-    spdlog::warn("remove {}: deeper than {} levels; left", ForLog(path), kMaxDepth);
+    ++r.too_deep;
     return false;
   }
-  // Entered only while still on home: one mounted since the look is not.
-  const int sub = OpenDirOnMount(dir, name, home.mount);
+  // Entered only while still on the tree's mount: one mounted since the
+  // look is not.
+  const int sub = OpenDirOnMount(dir, name, r.mount);
   if (sub < 0) return false;
   struct stat st {};
-  if (fstat(sub, &st) != 0 || st.st_dev != home.dev) {
+  if (fstat(sub, &st) != 0 || st.st_dev != r.dev) {
     close(sub);
     return false;
   }
-  const bool all = Empty(sub, home, depth + 1, path);
+  const bool all = Empty(sub, depth + 1, r);
   return all && (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
 }
 
@@ -118,18 +115,32 @@ bool RemoveIn(int dir, const char* name, const Home& home, int depth, const std:
 
 bool RemoveTree(const std::string& path) {
   const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash + 1 == path.size()) return false;
   const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
   const std::string name = path.substr(slash + 1);
-  if (slash == std::string::npos || name.empty()) return false;
   Fd dir(open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   struct statx sx {};
   if (!dir.valid() ||
       statx(dir.get(), "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0) {
     return false;
   }
-  Home home{std::nullopt, makedev(sx.stx_dev_major, sx.stx_dev_minor)};
-  if ((sx.stx_mask & STATX_MNT_ID) != 0) home.mount = static_cast<int64_t>(sx.stx_mnt_id);
-  return RemoveIn(dir.get(), name.c_str(), home, 0, path);
+  Removal r;
+  r.dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  if ((sx.stx_mask & STATX_MNT_ID) != 0) r.mount = static_cast<int64_t>(sx.stx_mnt_id);
+  const bool all = RemoveIn(dir.get(), name.c_str(), 0, r);
+  if (r.detached > 0) {
+    spdlog::warn("remove {}: {} file system(s) mounted in it detached, nothing in them removed",
+                 ForLog(path), r.detached);
+  }
+  if (r.not_detached > 0) {
+    spdlog::warn("remove {}: {} entries left with a file system still mounted on them",
+                 ForLog(path), r.not_detached);
+  }
+  if (r.too_deep > 0) {
+    spdlog::warn("remove {}: {} dirs deeper than {} levels left", ForLog(path), r.too_deep,
+                 kMaxDepth);
+  }
+  return all;
 }
 
 DirRemover::~DirRemover() {

@@ -314,10 +314,19 @@ TEST_F(ErrorsMountedOver, RemovingAJobsDirNeitherEmptiesNorWaitsOnAMountInIt) {
   ASSERT_EQ(mkdir((dir_ + "/served").c_str(), 0700), 0);
   ASSERT_EQ(hang_.Mount(dir_ + "/served", /*silent=*/true), "");
 
+  std::ostringstream log;
+  const auto logger = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  spdlog::default_logger()->set_pattern("%l %v");
   ASSERT_TRUE(store_->Remove("1").ok());
   opened_ = false;  // its errors/ went with it
-  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { store_->DrainRemovals(); }))
-      << "the removal waited on the server mounted in the job's dir";
+  const bool in_time = ReturnsWithin(20s, hang_, [&] { store_->DrainRemovals(); });
+  spdlog::set_default_logger(logger);
+  ASSERT_TRUE(in_time) << "the removal waited on the server mounted in the job's dir";
+  EXPECT_EQ(log.str(), "warning remove " + state_.path() +
+                           "/removed/1: 2 file system(s) mounted in it detached, nothing in "
+                           "them removed\n");
   EXPECT_EQ(ReadWhole(theirs.path() + "/keep"), "someone's")
       << "the removal emptied the tree bound in the job's dir";
   EXPECT_TRUE(std::filesystem::is_empty(state_.path() + "/removed"));
