@@ -19,7 +19,8 @@ namespace ltd {
 // anywhere below (a user's FUSE server, a bind mount of another tree) is
 // detached, never entered: nothing in it is removed, and its server is
 // asked nothing (`rm -rf` would empty it, and wait on a server that never
-// answers). false when something was left.
+// answers; before Linux 5.8, which names no mount, a mount of the same
+// file system is not told apart). false when something was left.
 bool RemoveTree(const std::string& path);
 
 class DirRemover {
