@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -20,9 +21,15 @@
 namespace ltd {
 namespace {
 
-// A job's dir is a few levels deep; a tree deeper than this is left (each
-// level holds an fd while the levels below go).
+// A job's dir is a few levels deep. Each level entered holds an fd while
+// the levels below go, so a dir deeper than this is moved up to the top of
+// the tree and removed in a later pass: a tree of any depth costs at most
+// this many fds (a user can make one as deep as they like where a dir of
+// theirs is in it).
 constexpr int kMaxDepth = 64;
+// Passes over the top before the rest is left (a tree kept growing by
+// someone holding a dir in it; 1024 passes is 65,536 levels).
+constexpr int kMaxPasses = 1024;
 // Mounts stacked on one entry that are detached before it is left.
 constexpr int kMaxDetached = 1024;
 
@@ -31,9 +38,12 @@ constexpr int kMaxDetached = 1024;
 struct Removal {
   std::optional<int64_t> mount;  // nullopt: not told (before Linux 5.8)
   dev_t dev = 0;
-  int detached = 0;      // file systems mounted in the tree, detached
-  int not_detached = 0;  // entries left with one still mounted on them
-  int too_deep = 0;      // dirs past kMaxDepth, left
+  int detached = 0;        // file systems mounted in the tree, detached
+  int not_detached = 0;    // entries left with one still mounted on them
+  int top = -1;            // the tree's top, where too deep dirs are moved
+  uint64_t moved = 0;      // dirs moved up to the top
+  uint64_t names = 0;      // names tried for them there
+  bool left_deep = false;  // passes ran out
 };
 
 bool OnHome(const struct statx& sx, const Removal& r) {
@@ -67,6 +77,20 @@ bool DetachFrom(int dir, const char* name, Removal& r) {
 
 bool RemoveIn(int dir, const char* name, int depth, Removal& r);
 
+// A dir too deep to enter with the fds held, moved up to the tree's top
+// under a name of its own (for a later pass).
+bool MoveToTop(int dir, const char* name, Removal& r) {
+  for (int tries = 0; tries < 16; ++tries) {
+    const std::string to = Cat(".deep.", r.names++);
+    if (renameat2(dir, name, r.top, to.c_str(), RENAME_NOREPLACE) == 0) {
+      ++r.moved;
+      return true;
+    }
+    if (errno != EEXIST) return false;
+  }
+  return false;
+}
+
 // Every entry of the dir `fd` (which it takes) removed; false when any was
 // left.
 bool Empty(int fd, int depth, Removal& r) {
@@ -94,20 +118,31 @@ bool RemoveIn(int dir, const char* name, int depth, Removal& r) {
   if (!Look(dir, name, &sx)) return errno == ENOENT;
   if (!OnHome(sx, r) && (!DetachFrom(dir, name, r) || !Look(dir, name, &sx))) return false;
   if (!S_ISDIR(sx.stx_mode)) return unlinkat(dir, name, 0) == 0 || errno == ENOENT;
-  if (depth >= kMaxDepth) {
-    ++r.too_deep;
-    return false;
-  }
+  if (depth >= kMaxDepth && r.top >= 0) return MoveToTop(dir, name, r);
   // Entered only while still on the tree's mount: one mounted since the
   // look is not.
-  const int sub = OpenDirOnMount(dir, name, r.mount);
-  if (sub < 0) return false;
+  Fd sub(OpenDirOnMount(dir, name, r.mount));
   struct stat st {};
-  if (fstat(sub, &st) != 0 || st.st_dev != r.dev) {
-    close(sub);
-    return false;
+  if (!sub.valid() || fstat(sub.get(), &st) != 0 || st.st_dev != r.dev) return false;
+  bool all = true;
+  if (depth > 0) {
+    all = Empty(sub.release(), depth + 1, r);
+  } else {
+    // The tree's top: passes until none moved a dir up to it.
+    r.top = sub.get();
+    for (int pass = 0;; ++pass) {
+      if (pass == kMaxPasses) {
+        r.left_deep = true;
+        break;
+      }
+      const uint64_t moved = r.moved;
+      // A fresh open each pass: readdir starts at the first entry again.
+      const int again = openat(sub.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      all = again >= 0 && Empty(again, 1, r);
+      if (r.moved == moved) break;
+    }
+    r.top = -1;
   }
-  const bool all = Empty(sub, depth + 1, r);
   return all && (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
 }
 
@@ -136,9 +171,9 @@ bool RemoveTree(const std::string& path) {
     spdlog::warn("remove {}: {} entries left with a file system still mounted on them",
                  ForLog(path), r.not_detached);
   }
-  if (r.too_deep > 0) {
-    spdlog::warn("remove {}: {} dirs deeper than {} levels left", ForLog(path), r.too_deep,
-                 kMaxDepth);
+  if (r.left_deep) {
+    spdlog::warn("remove {}: still growing after {} passes over it; the rest left", ForLog(path),
+                 kMaxPasses);
   }
   return all;
 }

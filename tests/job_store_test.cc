@@ -162,6 +162,23 @@ TEST_F(JobStoreTest, ARemovalFollowsNoLinkAndTakesAFreeName) {
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/removed/2/left"));
 }
 
+// A dir deeper than the remover holds fds for is moved up and removed in a
+// later pass: a tree of any depth goes (a user can make one where a dir of
+// theirs is in a job's dir).
+TEST_F(JobStoreTest, ATreeOfAnyDepthIsRemoved) {
+  auto store = JobStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store->CreateJobDir("1").ok());
+  std::string deep = store->JobDir("1") + "/errors";
+  for (int i = 0; i < 300; ++i) deep += "/d";
+  std::filesystem::create_directories(deep);
+  std::ofstream(deep + "/f") << "x";
+  ASSERT_TRUE(store->Remove("1").ok());
+  store->DrainRemovals();
+  EXPECT_FALSE(std::filesystem::exists(store->JobDir("1")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/removed"));
+}
+
 TEST_F(JobStoreTest, IdsAreNeverHandedOutTwice) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());
