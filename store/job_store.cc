@@ -179,7 +179,7 @@ absl::Status JobStore::Remove(const std::string& job_id) const {
   const std::string dir = JobDir(job_id);
   const std::string gone = Cat(state_dir_, "/removed/", job_id);
   // A job's errors/ tmpfs goes at its end (CloseErrorDir); should one be
-  // left, it goes now: the remover would empty it and stop at its mount.
+  // left, it goes now, and a dir whose errors/ cannot be detached stays.
   if (auto s = DetachErrorDir(dir); !s.ok()) return s;
   // A name taken by a removal cut short (the remover has it, or the next
   // start will): the next free one, never a removal on this thread.
