@@ -58,6 +58,11 @@ std::optional<int64_t> MountIdAt(int dir, const char* name) {
   return static_cast<int64_t>(sx.stx_mnt_id);
 }
 
+bool OnMount(const struct statx& sx, std::optional<int64_t> mount) {
+  return !mount ||
+         ((sx.stx_mask & STATX_MNT_ID) != 0 && static_cast<int64_t>(sx.stx_mnt_id) == *mount);
+}
+
 int OpenDirOnMount(int dir, const char* name, std::optional<int64_t> mount) {
   Fd at(openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!at.valid() || (mount && MountIdAt(at.get(), "") != mount)) return -1;

@@ -3,6 +3,8 @@
 // of theirs), so every field is taken as hostile bytes.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -37,6 +39,15 @@ std::optional<int64_t> MountIdAt(int dir, const char* name);
 // and its mount's id ask it nothing, and "." from that fd stays on the dir
 // itself.
 int OpenDirOnMount(int dir, const char* name, std::optional<int64_t> mount);
+
+// Whether a statx answer says its entry is on `mount` (any mount for
+// nullopt; an answer that names none is on none).
+bool OnMount(const struct statx& sx, std::optional<int64_t> mount);
+
+// Mounts stacked on one entry that root detaches before it leaves the
+// entry as it is: more than fusermount3 lets users mount on the whole
+// host by default (mount_max = 1000 in /etc/fuse.conf).
+inline constexpr int kMaxStackedMounts = 1024;
 
 // One line of mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] -
 // TYPE SOURCE SUPER_OPTIONS".

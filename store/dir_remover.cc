@@ -30,8 +30,6 @@ constexpr int kMaxDepth = 64;
 // Passes over the top before the rest is left (a tree kept growing by
 // someone holding a dir in it; 1024 passes is 65,536 levels).
 constexpr int kMaxPasses = 1024;
-// Mounts stacked on one entry that are detached before it is left.
-constexpr int kMaxDetached = 1024;
 
 // One tree being removed: where it lies (its entries are removed only
 // there), and what was met on the way, for one line in the log.
@@ -47,9 +45,7 @@ struct Removal {
 };
 
 bool OnHome(const struct statx& sx, const Removal& r) {
-  if (makedev(sx.stx_dev_major, sx.stx_dev_minor) != r.dev) return false;
-  if (!r.mount) return true;
-  return (sx.stx_mask & STATX_MNT_ID) != 0 && static_cast<int64_t>(sx.stx_mnt_id) == *r.mount;
+  return makedev(sx.stx_dev_major, sx.stx_dev_minor) == r.dev && OnMount(sx, r.mount);
 }
 
 // One look at `name` in `dir`, link not followed, that asks no file system
@@ -63,7 +59,7 @@ bool Look(int dir, const char* name, struct statx* sx) {
 // it, never by a path) until the entry is on the tree's mount again; false
 // when it could not be.
 bool DetachFrom(int dir, const char* name, Removal& r) {
-  for (int n = 0; n < kMaxDetached; ++n) {
+  for (int n = 0; n < kMaxStackedMounts; ++n) {
     struct statx sx {};
     if (!Look(dir, name, &sx)) return false;
     if (OnHome(sx, r)) return true;

@@ -39,10 +39,7 @@ uint64_t Walk(int fd, std::optional<int64_t> mount, int depth, int* budget) {
               STATX_TYPE | STATX_BLOCKS, &sx) != 0) {
       continue;
     }
-    if (mount &&
-        ((sx.stx_mask & STATX_MNT_ID) == 0 || static_cast<int64_t>(sx.stx_mnt_id) != *mount)) {
-      continue;
-    }
+    if (!OnMount(sx, mount)) continue;
     total += sx.stx_blocks * 512;
     if (S_ISDIR(sx.stx_mode) && depth < kMaxDepth) {
       const int sub = OpenDirOnMount(dirfd(d), e->d_name, mount);

@@ -99,10 +99,8 @@ struct Reached {
   Fd at;
   bool tmpfs = false;
 };
-// More than fusermount3 lets users mount on the whole host by default
-// (mount_max = 1000 in /etc/fuse.conf): a stack that still grows past it
-// is left, and the close fails in the log.
-constexpr int kMaxDetached = 1024;
+// A stack that still grows past kMaxStackedMounts is left, and the close
+// fails in the log.
 absl::StatusOr<Reached> Reach(const std::string& job_dir) {
   const std::string errors = Errors(job_dir);
   for (int detached = 0;; ++detached) {
@@ -124,9 +122,9 @@ absl::StatusOr<Reached> Reach(const std::string& job_dir) {
       return r;
     }
     if (!ours.ok() && !absl::IsNotFound(ours.status())) return ours.status();
-    if (detached == kMaxDetached) {
+    if (detached == kMaxStackedMounts) {
       return absl::ResourceExhaustedError(
-          Cat(errors, ": more than ", kMaxDetached, " file systems mounted over it; left"));
+          Cat(errors, ": more than ", kMaxStackedMounts, " file systems mounted over it; left"));
     }
     if (!ours.ok()) continue;  // gone meanwhile: look again
     spdlog::warn("{}: {} was mounted over it by its user; detached", errors, what);
@@ -401,7 +399,7 @@ bool ErrorDirMounted(const std::string& job_dir) {
 }
 
 absl::Status DetachErrorDir(const std::string& job_dir) {
-  for (int detached = 0; detached <= kMaxDetached; ++detached) {
+  for (int detached = 0; detached <= kMaxStackedMounts; ++detached) {
     auto paths = OpenPaths(job_dir);
     if (absl::IsNotFound(paths.status())) return absl::OkStatus();
     if (!paths.ok()) return paths.status();
@@ -410,8 +408,8 @@ absl::Status DetachErrorDir(const std::string& job_dir) {
       return PosixError("umount", Errors(job_dir), errno);
     }
   }
-  return absl::ResourceExhaustedError(
-      Cat(Errors(job_dir), ": more than ", kMaxDetached, " file systems mounted over it; left"));
+  return absl::ResourceExhaustedError(Cat(Errors(job_dir), ": more than ", kMaxStackedMounts,
+                                          " file systems mounted over it; left"));
 }
 
 absl::StatusOr<std::string> ReadErrorFile(const std::string& job_dir, const std::string& name,
