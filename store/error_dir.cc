@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bytes.h"
@@ -101,7 +102,7 @@ struct Reached {
 };
 // A stack that still grows past kMaxStackedMounts is left, and the close
 // fails in the log.
-absl::StatusOr<Reached> Reach(const std::string& job_dir) {
+absl::StatusOr<Reached> Reach(const std::string& job_dir, const ErrorDirMount* mounted) {
   const std::string errors = Errors(job_dir);
   for (int detached = 0;; ++detached) {
     auto paths = OpenPaths(job_dir);
@@ -115,6 +116,11 @@ absl::StatusOr<Reached> Reach(const std::string& job_dir) {
       return r;
     }
     if (*top == *under) return r;
+    // The tmpfs this process mounted and holds: its id names no other mount.
+    if (mounted != nullptr && mounted->root.valid() && *top == mounted->id) {
+      r.tmpfs = true;
+      return r;
+    }
     std::string what;
     const absl::StatusOr<bool> ours = IsOurTmpfs(*top, *under, &what);
     if (ours.ok() && *ours) {
@@ -132,6 +138,42 @@ absl::StatusOr<Reached> Reach(const std::string& job_dir) {
       return PosixError("umount", errors, errno);
     }
   }
+}
+
+// A tmpfs of `options` mounted on `dir` (an O_PATH fd): the fd of its
+// root, which names this very mount whatever is mounted over it later or
+// meanwhile (fsopen, fsmount and move_mount; no path is looked up
+// again). Where fsopen is refused (before Linux 5.2, or a seccomp filter
+// that does not know it), by mount(2): no fd, *err 0 when it mounted.
+Fd MountTmpfs(int dir, const std::vector<std::pair<const char*, std::string>>& options, int* err) {
+  *err = 0;
+  Fd fs(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  if (!fs.valid()) {
+    std::string joined;
+    for (const auto& [key, value] : options)
+      joined += Cat(joined.empty() ? "" : ",", key, "=", value);
+    if (mount(kTmpfsSource, ProcFd(dir).c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              joined.c_str()) != 0) {
+      *err = errno;
+    }
+    return Fd();
+  }
+  bool configured = fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", kTmpfsSource, 0) == 0;
+  for (const auto& [key, value] : options) {
+    configured = configured && fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0;
+  }
+  if (!configured || fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    *err = errno;
+    return Fd();
+  }
+  Fd root(
+      fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+  if (!root.valid() ||
+      move_mount(root.get(), "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    *err = errno;
+    return Fd();
+  }
+  return root;
 }
 
 // The tmpfs alone, without whatever the user mounted inside it (a FUSE
@@ -305,7 +347,7 @@ absl::Status MakeErrorDir(const std::string& job_dir) {
 }
 
 absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
-                          const std::optional<ErrorDirBound>& bound) {
+                          const std::optional<ErrorDirBound>& bound, ErrorDirMount* mounted) {
   const std::string errors = Errors(job_dir);
   // The job dir is root's: nobody but root can have put a link there, and
   // O_NOFOLLOW says so should that ever change. The mount goes onto this
@@ -314,24 +356,36 @@ absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
   if (!paths.ok()) return paths.status();
   const int dir = paths->errors.get();
   if (MountedOn(paths->job.get(), dir)) return absl::OkStatus();  // opened before
-  absl::Status mounted = absl::OkStatus();
+  absl::Status bounded = absl::OkStatus();
   if (bound) {
-    const std::string options = Cat("size=", bound->bytes, ",nr_inodes=", bound->files + 1,
-                                    ",mode=0700,uid=", uid, ",gid=", gid);
-    if (mount(kTmpfsSource, ProcFd(dir).c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              options.c_str()) == 0) {
+    const std::vector<std::pair<const char*, std::string>> options = {
+        {"size", Cat(bound->bytes)},
+        {"nr_inodes", Cat(bound->files + 1)},
+        {"mode", "0700"},
+        {"uid", Cat(uid)},
+        {"gid", Cat(gid)}};
+    int err = 0;
+    if (Fd root = MountTmpfs(dir, options, &err); root.valid()) {
+      if (mounted != nullptr) {
+        mounted->id = MountId(root.get()).value_or(-1);
+        if (mounted->id >= 0) mounted->root = std::move(root);
+      }
       return absl::OkStatus();
     }
-    mounted = PosixError("mount tmpfs", errors, errno);
+    if (err == 0) return absl::OkStatus();  // mounted by mount(2): nothing held
+    bounded = PosixError("mount tmpfs", errors, err);
   }
   if (fchownat(dir, "", uid, gid, AT_EMPTY_PATH) != 0) return PosixError("fchown", errors, errno);
-  return mounted;
+  return bounded;
 }
 
-absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir) {
+absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir, ErrorDirMount* mounted) {
   const std::string errors = Errors(job_dir);
   ErrorDirUse use;
-  auto reached = Reach(job_dir);
+  auto reached = Reach(job_dir, mounted);
+  // What this process held of the tmpfs goes with the close (the fd kept
+  // its id for it; the mount, if still there, is detached below).
+  if (mounted != nullptr) *mounted = ErrorDirMount{};
   if (!reached.ok()) {
     if (absl::IsNotFound(reached.status())) return use;
     return reached.status();
@@ -413,9 +467,9 @@ absl::Status DetachErrorDir(const std::string& job_dir) {
 }
 
 absl::StatusOr<std::string> ReadErrorFile(const std::string& job_dir, const std::string& name,
-                                          uid_t uid, size_t max) {
+                                          uid_t uid, size_t max, const ErrorDirMount* mounted) {
   const std::string path = Cat(Errors(job_dir), "/", name);
-  auto reached = Reach(job_dir);
+  auto reached = Reach(job_dir, mounted);
   if (!reached.ok()) {
     if (absl::IsNotFound(reached.status())) return absl::NotFoundError(path);
     return reached.status();

@@ -100,17 +100,20 @@ absl::Status JobStore::CreateJobDir(const std::string& job_id) const {
 }
 
 absl::Status JobStore::OpenErrorDir(const std::string& job_id, uid_t uid, gid_t gid,
-                                    const std::optional<ErrorDirBound>& bound) const {
-  return ltd::OpenErrorDir(JobDir(job_id), uid, gid, bound);
+                                    const std::optional<ErrorDirBound>& bound,
+                                    ErrorDirMount* mounted) const {
+  return ltd::OpenErrorDir(JobDir(job_id), uid, gid, bound, mounted);
 }
 
 absl::StatusOr<std::string> JobStore::ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
-                                                    size_t max) const {
-  return ltd::ReadErrorFile(JobDir(job_id), ErrorFileName(rank), uid, max);
+                                                    size_t max,
+                                                    const ErrorDirMount* mounted) const {
+  return ltd::ReadErrorFile(JobDir(job_id), ErrorFileName(rank), uid, max, mounted);
 }
 
-absl::StatusOr<ErrorDirUse> JobStore::CloseErrorDir(const std::string& job_id) const {
-  return ltd::CloseErrorDir(JobDir(job_id));
+absl::StatusOr<ErrorDirUse> JobStore::CloseErrorDir(const std::string& job_id,
+                                                    ErrorDirMount* mounted) const {
+  return ltd::CloseErrorDir(JobDir(job_id), mounted);
 }
 
 namespace {
@@ -282,8 +285,8 @@ void JobStore::ForEach(const std::function<void(Job&&)>& fn, int threads) const 
   for (std::thread& t : helpers) t.join();
 }
 
-bool CloseJobErrorDir(const JobStore& store, Job& job) {
-  auto use = store.CloseErrorDir(job.id);
+bool CloseJobErrorDir(const JobStore& store, Job& job, ErrorDirMount* mounted) {
+  auto use = store.CloseErrorDir(job.id, mounted);
   if (!use.ok()) {
     spdlog::warn("job={} errors/ dir not closed: {}", job.id, std::string(use.status().message()));
     return false;

@@ -82,15 +82,18 @@ class JobStore {
   // The job starts: errors/ becomes its user's, bounded by `bound` where a
   // tmpfs can be mounted (OpenErrorDir in error_dir.h).
   absl::Status OpenErrorDir(const std::string& job_id, uid_t uid, gid_t gid,
-                            const std::optional<ErrorDirBound>& bound) const;
+                            const std::optional<ErrorDirBound>& bound,
+                            ErrorDirMount* mounted = nullptr) const;
   // What a rank left in its TORCHELASTIC_ERROR_FILE: at most `max` bytes of
   // a regular file of its own user (no link to someone else's file, no
   // FIFO to block on). NotFound when there is none.
   absl::StatusOr<std::string> ReadErrorFile(const std::string& job_id, int rank, uid_t uid,
-                                            size_t max) const;
+                                            size_t max,
+                                            const ErrorDirMount* mounted = nullptr) const;
   // At the job's end: its errors/ dir, unmounted, becomes root's (0700),
   // so the user writes nothing more there once the job has ended.
-  absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_id) const;
+  absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_id,
+                                            ErrorDirMount* mounted = nullptr) const;
   const std::string& state_dir() const { return state_dir_; }
 
  private:
@@ -104,7 +107,7 @@ class JobStore {
 
 // At a job's end, by whoever ends it: its errors/ closed, what its ranks
 // left there noted in `job`, and logged when they filled it or it could
-// not be closed. Whether `job` changed.
-bool CloseJobErrorDir(const JobStore& store, Job& job);
+// not be closed. Whether `job` changed. `mounted`: what the opener held.
+bool CloseJobErrorDir(const JobStore& store, Job& job, ErrorDirMount* mounted = nullptr);
 
 }  // namespace ltd

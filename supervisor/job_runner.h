@@ -231,6 +231,8 @@ class JobRunner final : public RunFenceEvents {
   RunnerConfig config_;
   SupervisionEvents& events_;
   Job job_;
+  // The errors/ tmpfs this runner mounted, held until the job's end.
+  ErrorDirMount errors_mount_;
   std::shared_ptr<LiveAttempt> attempt_;  // the current one; null before the first
   // Answers from off the loop find the runner through this (gone: dropped).
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

@@ -249,7 +249,7 @@ void JobRunner::OnJobEmpty() {
   std::optional<RootCause> cause = rt.cause;
   // Read a TORCHELASTIC_ERROR_FILE the root-cause rank left, if any.
   if (cause && cause->rank >= 0 && cause->reason != CauseReason::kRemoteFailure) {
-    auto text = store_.ReadErrorFile(id, cause->rank, job->spec.uid, 64 * 1024);
+    auto text = store_.ReadErrorFile(id, cause->rank, job->spec.uid, 64 * 1024, &errors_mount_);
     if (text.ok()) {
       if (auto message = ErrorFileMessage(*text)) cause->message = std::move(*message);
     } else if (!absl::IsNotFound(text.status())) {
@@ -332,7 +332,7 @@ void JobRunner::Finish(std::optional<RootCause> cause) {
   // Its error file is read: the user's ranks are gone, and so is the
   // user's say in the job's dir (a user once left 2,000 files there, and
   // wrote more after the end).
-  CloseJobErrorDir(store_, job);
+  CloseJobErrorDir(store_, job, &errors_mount_);
   Persist();
   events_.OnEnded(job);  // last: the owner may destroy this runner
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -249,6 +250,44 @@ TEST_F(ErrorDirTest, AnEmptyTmpfsClosesWithNothingCountedOrKept) {
   EXPECT_FALSE(ErrorDirMounted(job_dir_));
   EXPECT_TRUE(std::filesystem::is_empty(job_dir_ + "/errors"));
   EXPECT_FALSE(std::filesystem::exists(job_dir_ + "/errors.kept"));
+}
+
+// The process that mounted the tmpfs knows it at the close by the mount
+// it holds, without /proc/self/mountinfo (read at every job's end before,
+// its size growing with every mount on the host). Checked in a mount
+// namespace of a child's own whose mountinfo reads empty: a close that
+// looked the tmpfs up there would not find it. The mount goes with the
+// child's namespace whatever happens.
+TEST_F(ErrorDirTest, ItsMounterClosesItWithoutReadingTheMountTable) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string hidden = state_ + "/empty";
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      _exit(10);
+    if (close(open(hidden.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != 0) _exit(11);
+    const std::string mountinfo = "/proc/" + std::to_string(getpid()) + "/mountinfo";
+    if (mount(hidden.c_str(), mountinfo.c_str(), nullptr, MS_BIND, nullptr) != 0) _exit(12);
+    ErrorDirMount held;
+    if (!store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1), &held).ok())
+      _exit(13);
+    if (!held.root.valid() || !ErrorDirMounted(job_dir_)) _exit(14);
+    std::ofstream(job_dir_ + "/errors/error-0.json") << "{}";
+    auto read = store_->ReadErrorFile("1", 0, 0, 100, &held);
+    if (!read.ok() || *read != "{}") _exit(15);
+    auto use = store_->CloseErrorDir("1", &held);
+    if (!use.ok()) _exit(16);
+    if (!use->mounted || use->kept_files != 1 || held.root.valid()) _exit(17);
+    _exit(ErrorDirMounted(job_dir_) ? 18 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 16: the close did not know the tmpfs (it looked for it in mountinfo).
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The copy is on the disk, beneath every namespace's mounts.
+  std::ifstream kept(job_dir_ + "/errors/error-0.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "{}");
 }
 
 // A job that never started (PENDING, cancelled) has a plain errors/, root's.

@@ -262,6 +262,26 @@ TEST_F(ErrorsMountedOver, NeitherTheErrorFileNorTheCloseWaitsOnAServerMountedOve
   EXPECT_EQ(ReadWhole(file), kMessage);
 }
 
+// The same, where the supervisor that mounted the tmpfs holds it (as
+// every supervisor does): the server on top is still not the tmpfs it
+// holds, and is detached unasked; the tmpfs beneath is known by its id.
+TEST_F(ErrorsMountedOver, AServerMountedOverTheTmpfsItsMounterHoldsIsDetachedUnasked) {
+  ASSERT_TRUE(store_->CloseErrorDir("1").ok());
+  ErrorDirMount held;
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1), &held).ok());
+  ASSERT_TRUE(held.root.valid());
+  const std::string file = WriteErrorFile();
+  ASSERT_EQ(hang_.Mount(errors_, /*silent=*/true), "");
+  absl::StatusOr<ErrorDirUse> use = absl::UnknownError("not closed");
+  ASSERT_TRUE(ReturnsWithin(20s, hang_, [&] { use = store_->CloseErrorDir("1", &held); }));
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_TRUE(use->mounted);
+  EXPECT_EQ(use->kept_files, 1u);
+  EXPECT_FALSE(held.root.valid()) << "the close let go of what the opener held";
+  EXPECT_FALSE(ErrorDirMounted(dir_));
+  EXPECT_EQ(ReadWhole(file), kMessage);
+}
+
 // The same server mounted over the error file itself: it is not read (it
 // is not what the rank wrote), the close keeps the tmpfs's file beneath.
 TEST_F(ErrorsMountedOver, AServerMountedOverTheErrorFileIsNotRead) {
