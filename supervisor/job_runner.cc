@@ -150,7 +150,8 @@ void JobRunner::OpenErrorDir() {
   const ErrorDirBound bound = ErrorDirShare(config_.job_max_log_bytes, job_.spec.devices);
   std::optional<ErrorDirBound> wanted;
   if (config_.bound_errors_dir) wanted = bound;
-  absl::Status s = store_.OpenErrorDir(job_.id, job_.spec.uid, job_.spec.gid, wanted, &errors_mount_);
+  absl::Status s =
+      store_.OpenErrorDir(job_.id, job_.spec.uid, job_.spec.gid, wanted, &errors_mount_);
   if (s.ok() && wanted) {
     job_.errors.max_bytes = bound.bytes;
     job_.errors.max_files = bound.files;
