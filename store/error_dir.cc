@@ -390,6 +390,18 @@ absl::StatusOr<ErrorDirUse> CloseErrorDir(const std::string& job_dir, ErrorDirMo
     if (absl::IsNotFound(reached.status())) return use;
     return reached.status();
   }
+  if (!reached->tmpfs) {
+    // Root's and 0700 already: closed before (by the job's supervisor,
+    // whose close ltd makes sure of) or never opened. Nothing to change,
+    // and no inode written for it.
+    struct stat st {};
+    if (fstat(reached->at.get(), &st) == 0 && st.st_uid == 0 && st.st_gid == 0 &&
+        (st.st_mode & 07777) == 0700) {
+      reached->at.reset();
+      if (auto s = PutKeptInPlace(job_dir); !s.ok()) return s;
+      return use;
+    }
+  }
   // The dir itself (the fd names it, not whatever is on top of it now).
   Fd dir(open(ProcFd(reached->at.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) return PosixError("open", errors, errno);

@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -288,6 +289,31 @@ TEST_F(ErrorDirTest, ItsMounterClosesItWithoutReadingTheMountTable) {
   // The copy is on the disk, beneath every namespace's mounts.
   std::ifstream kept(job_dir_ + "/errors/error-0.json");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "{}");
+}
+
+// errors/ closed already (by the job's supervisor, before ltd makes sure
+// at every job's end) is left as it is: no inode of the state dir is
+// written again (an attribute change, even to the same owner and mode,
+// is an event on the dir).
+TEST_F(ErrorDirTest, ASecondCloseWritesNothing) {
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ASSERT_TRUE(store_->CloseErrorDir("1").ok());
+  const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(watch, 0);
+  ASSERT_GE(inotify_add_watch(watch, (job_dir_ + "/errors").c_str(), IN_ATTRIB | IN_MODIFY), 0);
+  auto again = store_->CloseErrorDir("1");
+  char events[4096];
+  const ssize_t n = read(watch, events, sizeof events);
+  const int err = errno;
+  close(watch);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->mounted);
+  EXPECT_EQ(n, -1) << "the second close changed errors/";
+  EXPECT_EQ(err, EAGAIN);
+  struct stat st {};
+  ASSERT_EQ(stat((job_dir_ + "/errors").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
 // A job that never started (PENDING, cancelled) has a plain errors/, root's.
