@@ -140,38 +140,36 @@ absl::StatusOr<Reached> Reach(const std::string& job_dir, const ErrorDirMount* m
   }
 }
 
-// A tmpfs of `options` mounted on `dir` (an O_PATH fd): the fd of its
-// root, which names this very mount whatever is mounted over it later or
-// meanwhile (fsopen, fsmount and move_mount; no path is looked up
+// A tmpfs of `options` mounted on `dir` (an O_PATH fd of `name`): the fd
+// of its root, which names this very mount whatever is mounted over it
+// later or meanwhile (fsopen, fsmount and move_mount; no path is looked up
 // again). Where fsopen is refused (before Linux 5.2, or a seccomp filter
-// that does not know it), by mount(2): no fd, *err 0 when it mounted.
-Fd MountTmpfs(int dir, const std::vector<std::pair<const char*, std::string>>& options, int* err) {
-  *err = 0;
+// that does not know it), by mount(2): an empty Fd.
+using MountOptions = std::vector<std::pair<const char*, std::string>>;
+absl::StatusOr<Fd> MountTmpfs(int dir, const std::string& name, const MountOptions& options) {
   Fd fs(fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!fs.valid()) {
     std::string joined;
-    for (const auto& [key, value] : options)
+    for (const auto& [key, value] : options) {
       joined += Cat(joined.empty() ? "" : ",", key, "=", value);
+    }
     if (mount(kTmpfsSource, ProcFd(dir).c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               joined.c_str()) != 0) {
-      *err = errno;
+      return PosixError("mount tmpfs", name, errno);
     }
     return Fd();
   }
-  bool configured = fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", kTmpfsSource, 0) == 0;
+  bool made = fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", kTmpfsSource, 0) == 0;
   for (const auto& [key, value] : options) {
-    configured = configured && fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0;
+    made = made && fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0;
   }
-  if (!configured || fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
-    *err = errno;
-    return Fd();
-  }
-  Fd root(
-      fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+  made = made && fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) == 0;
+  Fd root(made ? fsmount(fs.get(), FSMOUNT_CLOEXEC,
+                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+               : -1);
   if (!root.valid() ||
       move_mount(root.get(), "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
-    *err = errno;
-    return Fd();
+    return PosixError("mount tmpfs", name, errno);
   }
   return root;
 }
@@ -358,22 +356,18 @@ absl::Status OpenErrorDir(const std::string& job_dir, uid_t uid, gid_t gid,
   if (MountedOn(paths->job.get(), dir)) return absl::OkStatus();  // opened before
   absl::Status bounded = absl::OkStatus();
   if (bound) {
-    const std::vector<std::pair<const char*, std::string>> options = {
-        {"size", Cat(bound->bytes)},
-        {"nr_inodes", Cat(bound->files + 1)},
-        {"mode", "0700"},
-        {"uid", Cat(uid)},
-        {"gid", Cat(gid)}};
-    int err = 0;
-    if (Fd root = MountTmpfs(dir, options, &err); root.valid()) {
-      if (mounted != nullptr) {
-        mounted->id = MountId(root.get()).value_or(-1);
-        if (mounted->id >= 0) mounted->root = std::move(root);
-      }
+    absl::StatusOr<Fd> root = MountTmpfs(dir, errors,
+                                         {{"size", Cat(bound->bytes)},
+                                          {"nr_inodes", Cat(bound->files + 1)},
+                                          {"mode", "0700"},
+                                          {"uid", Cat(uid)},
+                                          {"gid", Cat(gid)}});
+    if (root.ok()) {
+      const std::optional<int64_t> id = root->valid() ? MountId(root->get()) : std::nullopt;
+      if (mounted != nullptr && id) *mounted = ErrorDirMount{std::move(*root), *id};
       return absl::OkStatus();
     }
-    if (err == 0) return absl::OkStatus();  // mounted by mount(2): nothing held
-    bounded = PosixError("mount tmpfs", errors, err);
+    bounded = root.status();
   }
   if (fchownat(dir, "", uid, gid, AT_EMPTY_PATH) != 0) return PosixError("fchown", errors, errno);
   return bounded;

@@ -7,16 +7,22 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -289,6 +295,36 @@ TEST_F(ErrorDirTest, ItsMounterClosesItWithoutReadingTheMountTable) {
   // The copy is on the disk, beneath every namespace's mounts.
   std::ifstream kept(job_dir_ + "/errors/error-0.json");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "{}");
+}
+
+// Where fsopen is refused (a kernel before 5.2, or a seccomp filter that
+// does not know it; here a filter of the child's own), the tmpfs is
+// mounted by mount(2), nothing is held, and the close finds it as before.
+TEST_F(ErrorDirTest, WithoutFsopenItIsMountedAndFoundAsBefore) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sock_filter refuse_fsopen[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fsopen, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{static_cast<unsigned short>(std::size(refuse_fsopen)), refuse_fsopen};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0)
+      _exit(10);
+    ErrorDirMount held;
+    if (!store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1), &held).ok())
+      _exit(11);
+    if (held.root.valid() || !ErrorDirMounted(job_dir_)) _exit(12);
+    auto use = store_->CloseErrorDir("1", &held);
+    if (!use.ok() || !use->mounted) _exit(13);
+    _exit(ErrorDirMounted(job_dir_) ? 14 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // errors/ closed already (by the job's supervisor, before ltd makes sure
