@@ -3,8 +3,9 @@
 // thread's comm is the user's), and the hang report's reading of stacks
 // (model/hang_report.h), which names the rank to blame and the collective
 // ranks wait in. Invariants: the layouts keep only lines that were there
-// and are stable once made; the verdict names a rank of the report or
-// none; what it says stays within a bound of what it read.
+// and are stable once made; the verdict names a rank of the report whose
+// stack is evidence, or none; what it says stays within a bound of what
+// it read.
 #include <algorithm>
 
 #include "fuzz_check.h"
@@ -58,6 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const int blamed = AttributeHang(report, flags & 2);
   FUZZ_CHECK(blamed == -1 || (blamed >= 0 && blamed < rank));
+  // Only a stack that shows where its rank is blames it.
+  FUZZ_CHECK(blamed == -1 || StackIsEvidence(report.ranks[static_cast<size_t>(blamed)]));
   const std::string waits = DescribeCollectiveWaits(report);
   FUZZ_CHECK(waits.size() <= 64 + rank * 256 + text.size());
   const std::string missing = MissingStacks(report, std::chrono::seconds(5));

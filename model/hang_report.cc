@@ -10,9 +10,11 @@
 namespace ltd {
 namespace {
 
-// One thread of a stack dump, innermost frame first.
+// One thread of a stack dump, innermost frame first; or a Python
+// traceback the rank was printing when its stack was taken.
 struct Thread {
-  bool current = false;  // faulthandler's "Current thread": took the signal
+  bool current = false;    // faulthandler's "Current thread": took the signal
+  bool traceback = false;  // "Traceback (most recent call last):"
   std::vector<std::string_view> frames;
 };
 
@@ -29,16 +31,20 @@ bool ContainsAny(std::string_view text, const std::array<std::string_view, N>& p
 // Both formats list the innermost frame first: faulthandler ("Thread
 // 0x...", "Current thread 0x...", then `  File "...", line N in f`) and
 // gdb ("Thread N (...)", then "#0 ..."); gdb's main thread is "Thread 1",
-// which the sampler puts first.
+// which the sampler puts first. A Python traceback printed just before
+// faulthandler's dump (`  File "...", line N, in f`, innermost last) is
+// kept apart, as one.
 std::vector<Thread> ParseThreads(std::string_view stack) {
   std::vector<Thread> threads;
   for (std::string_view line : Split(stack, '\n')) {
     const size_t text = line.find_first_not_of(' ');
     if (text == std::string_view::npos) continue;
     line.remove_prefix(text);
-    if (line.starts_with("Thread ") || line.starts_with("Current thread ")) {
+    if (line.starts_with("Thread ") || line.starts_with("Current thread ") ||
+        line.starts_with("Traceback (most recent call last)")) {
       threads.emplace_back();
       threads.back().current = line.starts_with("Current thread ");
+      threads.back().traceback = line.starts_with("Traceback ");
     } else if (line.starts_with("File \"") || line.starts_with("#")) {
       if (threads.empty()) threads.emplace_back();
       threads.back().frames.push_back(line);
@@ -52,7 +58,7 @@ std::vector<Thread> ParseThreads(std::string_view stack) {
 // `<module>` runs the program, else the one that took the signal.
 const Thread* MainThread(const std::vector<Thread>& threads) {
   for (const Thread& t : threads) {
-    if (!t.frames.empty() && t.frames.back().starts_with("File \"") &&
+    if (!t.traceback && !t.frames.empty() && t.frames.back().starts_with("File \"") &&
         t.frames.back().ends_with(" in <module>"))
       return &t;
   }
@@ -60,7 +66,7 @@ const Thread* MainThread(const std::vector<Thread>& threads) {
     if (t.current) return &t;
   }
   for (const Thread& t : threads) {
-    if (!t.frames.empty()) return &t;
+    if (!t.traceback && !t.frames.empty()) return &t;
   }
   return nullptr;
 }
@@ -72,6 +78,23 @@ bool Frameless(std::string_view stack) {
   const std::vector<Thread> threads = ParseThreads(stack);
   const Thread* main = MainThread(threads);
   return main == nullptr || main->frames.empty();
+}
+
+// Whether a stack shows its rank handling an uncaught exception: Python
+// was printing a traceback when the dump came, or the main thread runs
+// sys.excepthook, which only the interpreter calls (its outermost frame,
+// with whatever the hook called inside it). Seen in multi-node runs under
+// load: a rank whose allreduce failed when another node tore its ranks
+// down, caught on its way out. Where it stopped is not in such a stack:
+// the traceback is cut short by the dump, and the main thread is only
+// reporting.
+bool Failing(std::string_view stack) {
+  const std::vector<Thread> threads = ParseThreads(stack);
+  if (std::any_of(threads.begin(), threads.end(), [](const Thread& t) { return t.traceback; }))
+    return true;
+  const Thread* main = MainThread(threads);
+  return main != nullptr && !main->frames.empty() && main->frames.back().starts_with("File \"") &&
+         main->frames.back().ends_with(" in excepthook");
 }
 
 // Frames of the wait primitives every blocked thread shows, whatever it
@@ -188,15 +211,19 @@ bool Present(const HangReportRank& r) {
 
 }  // namespace
 
-bool StackIsEvidence(const HangReportRank& r) { return Present(r) && !Frameless(r.stack); }
+bool StackIsEvidence(const HangReportRank& r) {
+  return Present(r) && !Frameless(r.stack) && !Failing(r.stack);
+}
 
 std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget) {
-  std::vector<int> late, frameless, collecting;
+  std::vector<int> late, frameless, collecting, failing;
   std::vector<std::pair<int, std::string>> other;  // rank, why
   for (const HangReportRank& r : report.ranks) {
     if (StackIsEvidence(r)) continue;
     if (r.stack_status == StackStatus::kTimedOut) {
       late.push_back(r.rank);
+    } else if (Present(r) && Failing(r.stack)) {
+      failing.push_back(r.rank);
     } else if (Present(r)) {
       (Contains(r.stack, "Garbage-collecting") ? collecting : frameless).push_back(r.rank);
     } else {
@@ -233,6 +260,12 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
   };
   none_shown(collecting, ", taken while Python collected garbage");
   none_shown(frameless, "");
+  if (!failing.empty()) {
+    const bool many = failing.size() > 1;
+    out += Cat(out.empty() ? "stack" : "; stack", many ? "s" : "", " of ", RankSet(failing),
+               many ? " show them" : " shows it", " handling an uncaught exception, not where ",
+               many ? "they" : "it", " stopped");
+  }
   return out;
 }
 

@@ -45,17 +45,20 @@ std::string DescribeTie(std::vector<std::pair<std::chrono::milliseconds, int>> s
 std::string RankSet(std::vector<int> ranks);
 
 // True when a rank's stack is evidence: taken (or, in a record that does
-// not say, present), with a frame of the rank's main thread. A stack
-// without one says nothing of where the rank is: faulthandler's dump taken
-// while Python collects garbage shows "Garbage-collecting", "<no Python
-// frame>" and no other thread.
+// not say, present), with a frame of the rank's main thread, and not of a
+// rank handling an uncaught exception. Such stacks say nothing of where
+// the rank stopped: faulthandler's dump taken while Python collects
+// garbage shows "Garbage-collecting", "<no Python frame>" and no other
+// thread; one taken while Python handled an uncaught exception shows a
+// traceback cut short, or the main thread in sys.excepthook.
 bool StackIsEvidence(const HangReportRank& r);
 
 // What the stacks of the report lack, for a verdict that names no rank:
 // "stacks of ranks 0, 2 not taken in the 5s budget; of rank 3 failed
 // (eu-stack gave no frames)"; "stack of rank 6 shows no frame of its main
-// thread, taken while Python collected garbage"; "" when every rank's
-// stack is in.
+// thread, taken while Python collected garbage"; "stack of rank 1 shows it
+// handling an uncaught exception, not where it stopped"; "" when every
+// rank's stack is in.
 std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget);
 
 // With stacks in hand: if the ranks whose deadline passed wait in a

@@ -95,7 +95,10 @@ Classified ClassifyCause(const RootCause& cause, const std::optional<HangReport>
           return {Evidence::kPrimary, ""};
         }
       }
-      if (with_stack > 0 && waiting == with_stack) {
+      // A consequence only when every rank is seen waiting: a rank whose
+      // stack is missing or says nothing may be the one they wait for.
+      if (with_stack > 0 && waiting == with_stack &&
+          with_stack == static_cast<int>(hang->ranks.size())) {
         return {Evidence::kConsequence, "waits in a collective, as every rank of its node does"};
       }
       // The beats single a rank out (it stopped clearly first) and no

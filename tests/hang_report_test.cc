@@ -189,6 +189,65 @@ TEST(HangReport, AStackWithoutAFrameIsNoEvidence) {
             "garbage; stack of rank 3 shows no frame of its main thread");
 }
 
+// A multi-node run under load: another node found the hang and tore its
+// ranks down while this node took its stacks. This rank's allreduce had
+// failed already, and faulthandler caught it printing the traceback, in
+// the excepthook of ltd's heartbeat module; the traceback is cut short
+// there. Nothing in it says where the rank stopped.
+constexpr char kTakenWhilePrintingATraceback[] = R"(Traceback (most recent call last):
+  File "/work/tests/ranks/etcd_ddp.py", line 58, in <module>
+    main()
+  File "/work/tests/ranks/etcd_ddp.py", line 46, in main
+    loss.backward()  # DDP allreduces the gradients here, across nodes
+    ^^^^^^^^^^^^^^^
+  File "/usr/lib/python3/dist-packages/torch/_tensor.py", line 488, in backward
+Fatal Python error: Aborted
+
+Current thread 0x00007fd45e57c040 (most recent call first):
+  File "/work/build/daemon/python/autoload/ltd_autoheartbeat.py", line 347 in excepthook
+
+Extension modules: torch._C, numpy.core._multiarray_umath (total: 2)
+)";
+
+// A rank caught handling an uncaught exception is not one that stalled
+// outside a collective: it is not blamed, even where the others are known
+// to wait in one, and the report says what its stack lacks.
+TEST(HangReport, ARankHandlingAnUncaughtExceptionIsNotTheOneOthersWaitFor) {
+  HangReport report;
+  report.ranks = {Rank(0, true, kBackwardInDdp), Rank(1, true, kTakenWhilePrintingATraceback)};
+  for (HangReportRank& r : report.ranks) r.stack_status = StackStatus::kTaken;
+  report.stalled_ranks = {0, 1};
+  EXPECT_FALSE(StackIsEvidence(report.ranks[1]));
+  EXPECT_EQ(AttributeHang(report, /*peers_wait=*/true), -1);
+  EXPECT_EQ(report.stalled_ranks, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(report.ranks[1].in_collective);
+  EXPECT_EQ(MissingStacks(report, Millis(5000)),
+            "stack of rank 1 shows it handling an uncaught exception, not where it stopped");
+
+  // The main thread in sys.excepthook says as much without a traceback
+  // (seen too: the hook reporting the error, before it printed anything);
+  // an excepthook that the program itself calls is the program's code.
+  HangReportRank hook = Rank(2, true, R"(Fatal Python error: Aborted
+
+Current thread 0x00007f3fc247c040 (most recent call first):
+  File "/usr/lib/python3.11/enum.py", line 717 in __call__
+  File "/work/build/daemon/python/ltworker/__init__.py", line 89 in write
+  File "/work/build/daemon/python/ltworker/__init__.py", line 278 in report_error
+  File "/work/build/daemon/python/autoload/ltd_autoheartbeat.py", line 344 in excepthook
+)");
+  EXPECT_FALSE(StackIsEvidence(hook));
+  hook.stack =
+      "Current thread 0x1 (most recent call first):\n  File \"/site/hooks.py\", line 9 in "
+      "excepthook\n  File \"/work/train.py\", line 3 in <module>\n";
+  EXPECT_TRUE(StackIsEvidence(hook));
+
+  // A traceback is no thread: its <module> frame does not make it the
+  // main thread, whose innermost frames would decide.
+  EXPECT_FALSE(
+      WaitsInCollective("Traceback (most recent call last):\n  File \"/work/t.py\", "
+                        "line 3, in <module>\n"));
+}
+
 // Beats that stop within a second of each other name no rank, however
 // the microseconds fall; a rank that stopped clearly first is named.
 TEST(HangReport, BeatsStoppingWithinTheNoiseSingleOutNoRank) {

@@ -138,7 +138,8 @@ HangReportRank HangRank(int rank, bool in_collective) {
   r.rank = rank;
   r.stack_status = StackStatus::kTaken;
   r.in_collective = in_collective;
-  r.stack = in_collective ? "  File \"distributed_c10d.py\", line 1536 in all_reduce\n"
+  r.stack = in_collective ? "  File \"/usr/lib/python3/dist-packages/torch/distributed/"
+                            "distributed_c10d.py\", line 1536 in all_reduce\n"
                           : "  File \"train.py\", line 7 in main\n";
   return r;
 }
@@ -165,6 +166,37 @@ TEST(RunVerdict, OutsideACollectiveBeatsWaitingInOne) {
   HangReport stopped = waiting;
   stopped.ranks[1].process_state = "stopped (SIGSTOP)";
   EXPECT_EQ(ClassifyCause(hang, stopped, "").kind, Evidence::kPrimary);
+}
+
+// Seen in a two-node run under load: node 1 found the hang with no stacks
+// of its own (undetermined); node 0 heard of it and took its ranks'
+// stacks while node 1 tore its ranks down, so rank 1's allreduce had
+// failed and its stack showed it printing the traceback. Rank 0 waits in a
+// collective; rank 1's stack says nothing of where it stopped. Neither is
+// evidence against node 0: node 1, which found the hang first, stays the
+// run's cause.
+TEST(RunVerdict, ANodeWithARankItCannotPlaceIsNoConsequence) {
+  RootCause hang;
+  hang.reason = CauseReason::kHang;
+  hang.rank = -1;
+  HangReport node0;
+  node0.ranks = {HangRank(0, true), HangRank(1, false)};
+  node0.ranks[1].stack =
+      "Traceback (most recent call last):\n  File \"etcd_ddp.py\", line 46, in main\n"
+      "Fatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n"
+      "  File \"ltd_autoheartbeat.py\", line 347 in excepthook\n";
+  EXPECT_EQ(AttributeHang(node0, /*peers_wait=*/true), -1);
+  Classified c = ClassifyCause(hang, node0, "");
+  EXPECT_EQ(c.kind, Evidence::kUndetermined);
+  HangReport node1;  // --stack-budget 0
+  node1.ranks = {HangReportRank{}, HangReportRank{}};
+  node1.ranks[1].rank = 1;
+  std::vector<NodeReport> reports = {Report(1, ClassifyCause(hang, node1, "").kind, 1),
+                                     Report(0, c.kind, 2)};
+  EXPECT_EQ(Strongest(reports)->node, 1);
+  // Were its stack missing, the same: a rank unseen may be the one.
+  node0.ranks[1].stack_status = StackStatus::kTimedOut;
+  EXPECT_EQ(ClassifyCause(hang, node0, "").kind, Evidence::kUndetermined);
 }
 
 }  // namespace
