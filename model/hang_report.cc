@@ -71,30 +71,28 @@ const Thread* MainThread(const std::vector<Thread>& threads) {
   return nullptr;
 }
 
-// Whether a stack's main thread shows no frame: faulthandler's dump while
-// Python collects garbage is "Garbage-collecting" and "<no Python frame>"
-// for the thread that collects, and nothing of the others.
-bool Frameless(std::string_view stack) {
-  const std::vector<Thread> threads = ParseThreads(stack);
-  const Thread* main = MainThread(threads);
-  return main == nullptr || main->frames.empty();
-}
+// What a stack shows of its rank. kWhere: the main thread's frames, which
+// say where it is. kNoFrame: no frame of the main thread (faulthandler's
+// dump while Python collects garbage is "Garbage-collecting" and "<no
+// Python frame>" for the thread that collects, and nothing of the others).
+// kFailing: the rank handling an uncaught exception: Python was printing a
+// traceback when the dump came, or the main thread runs sys.excepthook,
+// which only the interpreter calls (its outermost frame, with whatever the
+// hook called inside it). Seen in multi-node runs under load: a rank whose
+// allreduce failed when another node tore its ranks down, caught on its
+// way out. Where it stopped is not in such a stack: the traceback is cut
+// short by the dump, and the main thread is only reporting.
+enum class Shows { kWhere, kNoFrame, kFailing };
 
-// Whether a stack shows its rank handling an uncaught exception: Python
-// was printing a traceback when the dump came, or the main thread runs
-// sys.excepthook, which only the interpreter calls (its outermost frame,
-// with whatever the hook called inside it). Seen in multi-node runs under
-// load: a rank whose allreduce failed when another node tore its ranks
-// down, caught on its way out. Where it stopped is not in such a stack:
-// the traceback is cut short by the dump, and the main thread is only
-// reporting.
-bool Failing(std::string_view stack) {
+Shows Read(std::string_view stack) {
   const std::vector<Thread> threads = ParseThreads(stack);
   if (std::any_of(threads.begin(), threads.end(), [](const Thread& t) { return t.traceback; }))
-    return true;
+    return Shows::kFailing;
   const Thread* main = MainThread(threads);
-  return main != nullptr && !main->frames.empty() && main->frames.back().starts_with("File \"") &&
-         main->frames.back().ends_with(" in excepthook");
+  if (main == nullptr || main->frames.empty()) return Shows::kNoFrame;
+  const std::string_view outermost = main->frames.back();
+  return outermost.starts_with("File \"") && outermost.ends_with(" in excepthook") ? Shows::kFailing
+                                                                                   : Shows::kWhere;
 }
 
 // Frames of the wait primitives every blocked thread shows, whatever it
@@ -212,7 +210,7 @@ bool Present(const HangReportRank& r) {
 }  // namespace
 
 bool StackIsEvidence(const HangReportRank& r) {
-  return Present(r) && !Frameless(r.stack) && !Failing(r.stack);
+  return Present(r) && Read(r.stack) == Shows::kWhere;
 }
 
 std::string MissingStacks(const HangReport& report, std::chrono::milliseconds budget) {
@@ -222,7 +220,7 @@ std::string MissingStacks(const HangReport& report, std::chrono::milliseconds bu
     if (StackIsEvidence(r)) continue;
     if (r.stack_status == StackStatus::kTimedOut) {
       late.push_back(r.rank);
-    } else if (Present(r) && Failing(r.stack)) {
+    } else if (Present(r) && Read(r.stack) == Shows::kFailing) {
       failing.push_back(r.rank);
     } else if (Present(r)) {
       (Contains(r.stack, "Garbage-collecting") ? collecting : frameless).push_back(r.rank);
