@@ -75,8 +75,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
     events.OnLost(Cat("ltd could not start the job's supervisor: ", why));
     return nullptr;
   };
-  // The supervisor starts from the record: placed, with its environment.
-  if (auto s = store_.Save(job); !s.ok()) return fail(std::string(s.message()));
+  // The supervisor starts from the record, which ltd saved placed, with
+  // its environment (JobManager::StartSupervision).
   // A multi-node run's supervisor speaks to etcd over gRPC: a program of
   // its own, so that every other supervisor starts without gRPC. It links
   // glibc shared, and so also supervises a job whose groups it must look

@@ -3,13 +3,18 @@
 // watchdogs, restarts, recovery. No process is started, nothing sleeps.
 #include "job_manager.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "absl/strings/match.h"
 #include "fakes.h"
 #include "hang_report.h"
 #include "local_host.h"
@@ -254,6 +259,69 @@ TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
   clock_.Advance(Millis(0));
   ASSERT_TRUE(IsFinal(Get(b).state));
   EXPECT_TRUE(Get(b).spec.env.empty()) << "a finished job keeps its environment in memory";
+}
+
+// A job that starts at once is placed before its record is saved, and
+// saved once, placed. A disk that refuses that record refuses the submit
+// in one line, and leaves nothing of it placed: the next job gets its
+// slots and its port.
+TEST_F(JobManagerTest, AJobStartingAtOnceWhoseRecordIsRefusedHoldsNoSlotOrPort) {
+  const std::string small = dir_ + "/small";
+  ASSERT_EQ(mkdir(small.c_str(), 0711), 0);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m,nr_inodes=200,mode=0711") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct AtExit {
+    std::function<void()> f;
+    ~AtExit() { f(); }
+  } unmount{[&] {
+    manager_.reset();
+    host_.reset();
+    store_.reset();
+    umount2(small.c_str(), MNT_DETACH);
+  }};
+  store_ = std::make_unique<JobStore>(*JobStore::Open(small));
+  Reset();
+  // A first job reserves ids on disk (a write of its own) and ends.
+  const std::string first = Submit(Spec(8));
+  for (int r = 0; r < 8; ++r) launcher_.Exit(first, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_EQ(Get(first).state, JobState::kSucceeded);
+
+  // Every inode taken but two: the job's dir and its errors/ are made,
+  // its record is not.
+  std::vector<std::string> fillers;
+  for (int i = 0;; ++i) {
+    const std::string f = small + "/filler" + std::to_string(i);
+    const int fd = open(f.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) break;
+    close(fd);
+    fillers.push_back(f);
+  }
+  ASSERT_GE(fillers.size(), 12u);
+  auto free_inodes = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(unlink(fillers.back().c_str()), 0);
+      fillers.pop_back();
+    }
+  };
+  free_inodes(2);
+  auto refused = manager_->Submit(Spec(8), "alice");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "cannot record the job"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "job.json"))
+      << "refused before its record was written: " << refused.status();
+
+  free_inodes(10);
+  const std::string next = Submit(Spec(8));
+  EXPECT_EQ(Get(next).state, JobState::kRunning) << "the refused job's slots are still held";
+  EXPECT_EQ(launcher_.Env(next, 0, "MASTER_PORT"), "30000") << "the refused job's port is held";
+  // Its record on disk says where it runs.
+  auto recorded = store_->Load(next);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->device_slots.size(), 8u);
+  EXPECT_EQ(recorded->master_port, 30000);
 }
 
 TEST_F(JobManagerTest, CancellingAPendingJob) {

@@ -21,16 +21,6 @@
 #include "str_util.h"
 
 namespace ltd {
-namespace {
-
-// A multi-node run's port is the run's (given, or agreed by its
-// rendezvous) on node 0's host; so is one the user gave: ltd neither picks
-// nor holds those.
-bool LtdPicksPort(const JobSpec& spec) {
-  return !IsMultiNode(spec.nodes) && spec.nodes.master_port == 0;
-}
-
-}  // namespace
 
 // What ltd knows of a placed job's supervision.
 class JobManager::Link final : public SupervisionEvents {
@@ -236,60 +226,15 @@ std::vector<SlotView> JobManager::Slots() const {
   return out;
 }
 
-void JobManager::Schedule() {
-  if (shutting_down_) return;
-  if (drain_) return;
-  for (Scheduler::Placement& p : scheduler_.Place()) {
-    Job* job = FindMutable(p.id);
-    if (job == nullptr || job->state != JobState::kPending) {
-      scheduler_.Release(p.id);  // cannot happen: pending jobs are dequeued when they end
-      continue;
+void JobManager::StartSupervision(Job& job, bool recorded) {
+  // The supervisor starts from the record: placed, with its environment.
+  if (!recorded) {
+    if (absl::Status s = store_.Save(job); !s.ok()) {
+      spdlog::error("job={} cannot start its supervisor: {}", job.id, std::string(s.message()));
+      return LoseSupervision(job.id,
+                             Cat("ltd could not start the job's supervisor: ", s.message()));
     }
-    job->device_slots = std::move(p.slots);
-    job->cuda_visible_devices = std::move(p.cuda_visible_devices);
-    job->gpu_isolation = config_.gpu_isolation;
-    job->isolate_gpus = !config_.gpu_minors.empty();
-    job->gpu_minors.clear();
-    for (int slot : job->device_slots) {
-      if (job->isolate_gpus && static_cast<size_t>(slot) < config_.gpu_minors.size())
-        job->gpu_minors.push_back(config_.gpu_minors[static_cast<size_t>(slot)]);
-    }
-    Start(*job);
   }
-}
-
-void JobManager::Start(Job& job) {
-  live_bytes_.NotWaiting(job.id);
-  live_bytes_.PlacedChanged();
-  if (auto s = ReloadEnv(job); !s.ok()) {
-    RootCause cause;
-    cause.reason = CauseReason::kSpawnFailed;
-    cause.at = clock_.Now();
-    cause.exit_code = 1;
-    cause.message = Cat("its environment could not be read back from its record: ", s.message());
-    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
-    return Finish(job, std::move(cause), JobState::kFailed);
-  }
-  if (!LtdPicksPort(job.spec)) {
-    job.master_port = job.spec.nodes.master_port;
-    return StartSupervision(job);
-  }
-  auto port = ports_.Pick(ports_in_use_);
-  if (!port.ok()) {
-    RootCause cause;
-    cause.reason = CauseReason::kSpawnFailed;
-    cause.at = clock_.Now();
-    cause.exit_code = 1;
-    cause.message = std::string(port.status().message());
-    spdlog::error("job={} cannot start: {}", job.id, ForLog(cause.message));
-    return Finish(job, std::move(cause), JobState::kFailed);
-  }
-  job.master_port = *port;
-  ports_in_use_.insert(*port);
-  StartSupervision(job);
-}
-
-void JobManager::StartSupervision(Job& job) {
   const std::string id = job.id;
   auto entry = std::make_unique<Supervised>();
   entry->link = std::make_unique<Link>(*this, id);

@@ -245,9 +245,24 @@ class JobManager {
   Job* FindMutable(const std::string& id);
   // A name one of the submitter's PENDING or RUNNING jobs has is refused.
   absl::Status NameFree(const JobSpec& spec) const;
+  // A job's way from the queue to its supervisor (job_start.cc): the
+  // slots Place() gave it, its port, its record saved placed (unless
+  // `recorded`: a job that starts at once is saved once, placed).
   void Schedule();
-  void Start(Job& job);
-  void StartSupervision(Job& job);
+  void ApplyPlacement(Job& job, Scheduler::Placement placement);
+  absl::Status ReadyToStart(Job& job);
+  void Start(Job& job, bool recorded = false);
+  void StartSupervision(Job& job, bool recorded);
+  // A lone job that starts at once, placed before its first record is
+  // saved; false (and nothing held) when it cannot be.
+  bool PlaceAtOnce(Job& job, uint64_t seq);
+  void UnplaceAtOnce(Job& job);
+  // A multi-node run's port is the run's (given, or agreed by its
+  // rendezvous) on node 0's host; so is one the user gave: ltd neither
+  // picks nor holds those.
+  static bool LtdPicksPort(const JobSpec& spec) {
+    return !IsMultiNode(spec.nodes) && spec.nodes.master_port == 0;
+  }
   // A pending job's environment out of memory (its record has it), and
   // back, read from the record, before it starts or is saved again
   // (job_submit.cc).

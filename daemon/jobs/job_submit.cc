@@ -11,6 +11,16 @@
 #include "str_util.h"
 
 namespace ltd {
+namespace {
+
+// A job's place in the queue: ids count up.
+uint64_t SeqOf(const std::string& id) {
+  uint64_t seq = 0;
+  (void)absl::SimpleAtoi(id, &seq);
+  return seq;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (shutting_down_)
@@ -59,12 +69,12 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   if (!unmet.ok()) return unmet.status();
   const std::vector<uint32_t> tasks = std::move(spec.array_tasks);
   spec.array_tasks.clear();
-  // A lone job that starts at once is measured as placed (LiveUsage), not
-  // first as waiting: a walk of its dir fewer. (Its record is saved here
-  // all the same, though placing it saves it again within this call: a
-  // disk that refuses a record must refuse the submit, in one line.)
-  const bool starts_at_once = count == 1 && unmet->empty() && !drain_ && !shutting_down_ &&
-                              scheduler_.PlacesAtOnce(spec.uid, spec.devices);
+  // A lone job that starts at once is placed before its record is saved,
+  // and saved once, placed (a disk that refuses it refuses the submit, in
+  // one line, and nothing stays placed); it is measured as placed
+  // (LiveUsage), not first as waiting: a walk of its dir fewer.
+  bool starts_at_once = count == 1 && unmet->empty() && !drain_ && !shutting_down_ &&
+                        scheduler_.PlacesAtOnce(spec.uid, spec.devices);
   // Each job is recorded before the next is made, and a task's environment
   // (up to 2 MB) then waits on disk: 1000 tasks hold one copy in memory.
   std::vector<std::unique_ptr<Job>> made;
@@ -89,9 +99,11 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
       if (i > 0) ref.spec.submit_token.clear();
     }
     absl::Status saved = store_.CreateJobDir(ref.id);
+    if (saved.ok() && starts_at_once) starts_at_once = PlaceAtOnce(ref, SeqOf(ref.id));
     if (saved.ok()) saved = store_.Save(ref);
     made.push_back(std::move(*job));
     if (!saved.ok()) {
+      if (starts_at_once) UnplaceAtOnce(ref);
       undo();
       return absl::UnavailableError(Cat("cannot record the job (", saved.message(),
                                         "); free space in ", store_.state_dir(),
@@ -110,22 +122,19 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
     spdlog::info("job={} submitted by {}: {} rank(s) of {}{}", id, ref.user, ref.spec.devices,
                  ForLog(ref.spec.argv.front()),
                  ref.spec.array.job_id.empty() ? "" : Cat(", task ", DisplayId(ref)));
-    if (!starts_at_once) CountWaiting(ref);
-    uint64_t seq = 0;
-    (void)absl::SimpleAtoi(id, &seq);
-    if (unmet->empty()) {
-      Queue(ref, seq);
+    if (starts_at_once) {
+      // Placed already, its slots held.
+    } else if (unmet->empty()) {
+      CountWaiting(ref);
+      Queue(ref, SeqOf(id));
     } else {
+      CountWaiting(ref);
       deps_.AddKinds(id, ref.spec.uid, *unmet);
     }
     Emit([&](JobEvents& e) { e.OnSubmitted(ref); });
   }
+  if (starts_at_once) Start(*added.front(), /*recorded=*/true);
   Schedule();
-  // Not started after all (PlacesAtOnce and Place disagreed): it waits.
-  for (Job* job : added) {
-    if (starts_at_once && job->state == JobState::kPending && supervised_.count(job->id) == 0)
-      CountWaiting(*job);
-  }
   // Queued (not being started): its environment waits on disk.
   for (Job* job : added) {
     if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
