@@ -34,6 +34,7 @@
 #include "job_json.h"
 #include "job_limits.h"
 #include "ltd.grpc.pb.h"
+#include "mutex_mode.h"
 #include "render.h"
 #include "stack_cmd.h"
 #include "str_util.h"
@@ -268,6 +269,7 @@ int Drain(const Globals& g, const std::optional<std::string>& reason,
 
 int main(int argc, char** argv) {
   using namespace ltd;
+  NoMutexDeadlockGraph();
   Globals g;
   const char* env_socket = std::getenv("LTD_SOCKET");
   g.socket = env_socket != nullptr && *env_socket != '\0' ? env_socket : "/run/ltd/ltd.sock";

@@ -10,10 +10,12 @@
 #include "cli_words.h"
 #include "daemon.h"
 #include "daemon_config.h"
+#include "mutex_mode.h"
 #include "options.h"
 #include "version.h"
 
 int main(int argc, char** argv) {
+  ltd::NoMutexDeadlockGraph();
   ltd::Options opt;
   std::string config_path = "/etc/ltd/ltd.toml";
   bool print_config = false;

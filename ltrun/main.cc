@@ -38,6 +38,7 @@
 #include "job_store.h"
 #include "join_run.h"
 #include "loop.h"
+#include "mutex_mode.h"
 #include "output_files.h"
 #include "output_pattern.h"
 #include "ports.h"
@@ -449,6 +450,7 @@ std::optional<std::string> FromEnv(std::string_view name) {
 }  // namespace ltd
 
 int main(int argc, char** argv) {
+  ltd::NoMutexDeadlockGraph();
   if (argc == 2 && std::string(argv[1]) == "--list-options") {  // for the bash completion
     std::fputs(ltd::ArgList(ltd::LtrunArgTable()).c_str(), stdout);
     return 0;

@@ -251,6 +251,7 @@ int Run(const Options& opt, Found& found) {
 }  // namespace ltd
 
 int main(int argc, char** argv) {
+  ltd::SetUpJoiningProcess();
   // lt-shim-etcd is a supervisor like any other to ps, pkill and top.
   if (ltd::CanJoinRuns()) prctl(PR_SET_NAME, "lt-shim");
   ltd::Options opt;

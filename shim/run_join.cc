@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "join_run.h"
+#include "mutex_mode.h"
 
 namespace ltd {
 namespace {
@@ -46,6 +47,7 @@ class EtcdRunJoin final : public RunJoin {
 }  // namespace
 
 bool CanJoinRuns() { return true; }
+void SetUpJoiningProcess() { NoMutexDeadlockGraph(); }
 std::unique_ptr<RunJoin> MakeRunJoin(Loop& loop) { return std::make_unique<EtcdRunJoin>(loop); }
 
 }  // namespace ltd

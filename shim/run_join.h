@@ -24,6 +24,9 @@ class RunJoin {
 
 // Whether this program can join a multi-node run.
 bool CanJoinRuns();
+// First thing in main: lt-shim-etcd's gRPC locks without abseil's
+// lock-order graph (mutex_mode.h); nothing in lt-shim, which has none.
+void SetUpJoiningProcess();
 // This program's join; null where it cannot.
 std::unique_ptr<RunJoin> MakeRunJoin(Loop& loop);
 
