@@ -453,6 +453,11 @@ def main():
                   f"own, {med([x[1] for x in sp]):.2f} ms its rank's start and program ("
                   f"/bin/true), {med([x[2] for x in sp]):.2f} ms ltd's own "
                   f"({[x[3] for x in sp]} supervisors alive at the end)")
+            # The VM's speed drifts from run to run, moving every figure
+            # together: where one side is unchanged, the ratio of the two
+            # in each run compares builds better than either alone.
+            print(f"  each run, ltd's own / the supervisor's own: "
+                  f"{[round(x[2] / x[0], 3) for x in sp if x[0] > 0]}")
         if "restart" in r:
             print(f"restart with {args.kept} kept jobs: answers in "
                   f"{med([x[0] for x in r['restart']]):.2f} s, "
