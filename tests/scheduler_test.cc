@@ -56,6 +56,28 @@ TEST(Scheduler, AJobThatDoesNotFitHoldsBackOnlyItsOwnUser) {
   EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});
 }
 
+// A placement taken back before its job was recorded (the disk refused
+// the record) leaves its user's turn as it was.
+TEST(Scheduler, APlacementTakenBackLeavesTheUsersTurnAsItWas) {
+  Scheduler s(Config(4));
+  s.Enqueue("a1", 1, kAlice, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a1"});
+  s.Enqueue("b1", 2, kBob, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"b1"});
+  s.Enqueue("a2", 3, kAlice, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a2"});
+  s.Unplace("a2");
+  EXPECT_EQ(s.free_slots(), 2);
+  EXPECT_EQ(s.pending(kAlice), 0u);
+  s.Enqueue("c1", 4, kCarol, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"c1"});
+  // One slot, alice and bob each holding one device: alice was served
+  // before bob, and a2's placement taken back does not change that.
+  s.Enqueue("b2", 5, kBob, 1);
+  s.Enqueue("a3", 6, kAlice, 1);
+  EXPECT_EQ(Ids(s.Place()), std::vector<std::string>{"a3"});
+}
+
 // What Submit asks before it records a job once, placed: each time it
 // says yes, the next Place() places that job.
 TEST(Scheduler, PlacesAtOnceSaysWhatTheNextPlaceDoes) {

@@ -101,7 +101,7 @@ bool JobManager::PlaceAtOnce(Job& job, uint64_t seq) {
 }
 
 void JobManager::UnplaceAtOnce(Job& job) {
-  scheduler_.Release(job.id);
+  scheduler_.Unplace(job.id);
   if (job.master_port != 0 && LtdPicksPort(job.spec)) ports_in_use_.erase(job.master_port);
   job.master_port = 0;
   job.device_slots.clear();

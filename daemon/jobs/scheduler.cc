@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "str_util.h"
 
@@ -134,6 +135,7 @@ std::vector<Scheduler::Placement> Scheduler::Place() {
       ++array_running_[array];
       array_of_[p.id] = array;
     }
+    last_placed_ = {p.id, user.served};
     user.served = ++placements_;
     ++user.running;
     user.devices += devices;
@@ -190,6 +192,17 @@ void Scheduler::Release(const std::string& id) {
   if (user.queue.empty() && user.counted() == 0) users_.erase(owner_.at(id));
   owner_.erase(id);
   held_.erase(held);
+}
+
+void Scheduler::Unplace(const std::string& id) {
+  const auto owner = owner_.find(id);
+  if (owner == owner_.end()) return Dequeue(id);
+  const uid_t uid = owner->second;
+  const LastPlaced last = std::exchange(last_placed_, {});
+  Release(id);
+  if (last.id != id) return;
+  --placements_;
+  if (auto user = users_.find(uid); user != users_.end()) user->second.served = last.served_before;
 }
 
 std::string Scheduler::WhyPending(const std::string& id) const {

@@ -69,6 +69,10 @@ class Scheduler {
   // A placed job ended: its slots are free and it no longer counts for its
   // user.
   void Release(const std::string& id);
+  // The last Place()'s placement of `id` taken back before its job was
+  // recorded (the disk refused the record): as if never made, the user's
+  // turn among the others included.
+  void Unplace(const std::string& id);
 
   // A slot out of use (its GPU is quarantined): not free, never placed on.
   void SetUnavailable(int slot, bool unavailable);
@@ -124,6 +128,11 @@ class Scheduler {
   std::map<std::string, int> array_running_;     // placed tasks, by array
   std::map<std::string, std::string> array_of_;  // placed tasks' arrays, by id
   uint64_t placements_ = 0;
+  // The last placement, and its user's turn before it (Unplace).
+  struct LastPlaced {
+    std::string id;
+    uint64_t served_before = 0;
+  } last_placed_;
 };
 
 }  // namespace ltd
