@@ -202,6 +202,16 @@ def bench_queued(build, pendings, threads, window):
             out[depth] = (window / took, (d.cpu() - cpu0) / window * 1000)
         return out, fill
     finally:
+        # A running job outlives ltd's stop (its supervisor waits
+        # --restore-window for the next ltd): the blocker ends first.
+        try:
+            d.client.kill(blocker.id)
+            deadline = time.monotonic() + 30
+            while (d.client.show(blocker.id).state in ("PENDING", "STARTING", "RUNNING")
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+        except NameError:
+            pass  # no blocker yet
         d.stop()
 
 
