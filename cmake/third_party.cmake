@@ -54,7 +54,10 @@ if(ltd_static_archives)
   target_include_directories(ltd_grpc INTERFACE ${GRPCPP_INCLUDE_DIRS} ${Protobuf_INCLUDE_DIRS})
 else()
   target_link_libraries(ltd_absl INTERFACE absl::status absl::statusor absl::strings)
-  target_link_libraries(ltd_grpc INTERFACE protobuf::libprotobuf PkgConfig::GRPCPP)
+  # absl::Mutex's settings (rpc/mutex_mode.h) in the abseil gRPC uses: the
+  # static archives above hold it; here, the shared object.
+  target_link_libraries(ltd_grpc INTERFACE protobuf::libprotobuf PkgConfig::GRPCPP
+    absl::synchronization)
 endif()
 
 if(ltd_static_archives AND ltd_uv_archive)
