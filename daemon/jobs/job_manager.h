@@ -249,6 +249,7 @@ class JobManager {
   // slots Place() gave it, its port, its record saved placed (unless
   // `recorded`: a job that starts at once is saved once, placed).
   void Schedule();
+  void StartPlaced(Scheduler::Placement placement);
   void ApplyPlacement(Job& job, Scheduler::Placement placement);
   absl::Status ReadyToStart(Job& job);
   void Start(Job& job, bool recorded = false);

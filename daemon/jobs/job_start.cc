@@ -12,15 +12,17 @@ namespace ltd {
 void JobManager::Schedule() {
   if (shutting_down_) return;
   if (drain_) return;
-  for (Scheduler::Placement& p : scheduler_.Place()) {
-    Job* job = FindMutable(p.id);
-    if (job == nullptr || job->state != JobState::kPending) {
-      scheduler_.Release(p.id);  // cannot happen: pending jobs are dequeued when they end
-      continue;
-    }
-    ApplyPlacement(*job, std::move(p));
-    Start(*job);
+  for (Scheduler::Placement& p : scheduler_.Place()) StartPlaced(std::move(p));
+}
+
+void JobManager::StartPlaced(Scheduler::Placement placement) {
+  Job* job = FindMutable(placement.id);
+  if (job == nullptr || job->state != JobState::kPending) {
+    scheduler_.Release(placement.id);  // cannot happen: pending jobs are dequeued when they end
+    return;
   }
+  ApplyPlacement(*job, std::move(placement));
+  Start(*job);
 }
 
 void JobManager::ApplyPlacement(Job& job, Scheduler::Placement placement) {
@@ -79,13 +81,7 @@ bool JobManager::PlaceAtOnce(Job& job, uint64_t seq) {
     }
     // Not expected (PlacesAtOnce said no job waits), but a job placed
     // here starts as Schedule would start it.
-    Job* other = FindMutable(p.id);
-    if (other == nullptr || other->state != JobState::kPending) {
-      scheduler_.Release(p.id);
-      continue;
-    }
-    ApplyPlacement(*other, std::move(p));
-    Start(*other);
+    StartPlaced(std::move(p));
   }
   if (!placed) {
     scheduler_.Dequeue(job.id);
