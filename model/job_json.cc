@@ -463,9 +463,12 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
     e.files = Field<uint64_t>(*it, "files").value_or(0);
     e.full = Field<bool>(*it, "full").value_or(false);
     e.cut_files = Field<uint64_t>(*it, "cut_files").value_or(0);
+    // The files named are some of those counted, as ToJson writes them: a
+    // list beside no count (or longer than it) is not the record's own.
+    const uint64_t listed = std::min<uint64_t>(e.cut_files, ErrorsDir::kMaxCutListed);
     if (auto cut = it->find("cut"); cut != it->end() && cut->is_array()) {
       for (const auto& c : *cut) {
-        if (!c.is_object() || e.cut.size() >= ErrorsDir::kMaxCutListed) break;
+        if (!c.is_object() || e.cut.size() >= listed) break;
         e.cut.push_back({BytesField(c, "name").value_or(""), Field<uint64_t>(c, "kept").value_or(0),
                          Field<uint64_t>(c, "size").value_or(0)});
       }

@@ -233,6 +233,20 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
   ASSERT_EQ(floats->unkillable.size(), 1u);
   EXPECT_EQ(floats->unkillable[0].pid, 7);
   EXPECT_EQ(floats->unkillable[0].start_time, 0u);
+  // Files named as cut are some of those counted: a list beside no count,
+  // or longer than it, is not kept (it wrote no "errors" back at all, and
+  // read again differed; fuzz/job_json found it).
+  auto uncounted = JobFromJson(nlohmann::json::parse(
+      R"({"id": "4", "state": "FAILED", "errors": {"cut": [{"name": "x", "kept": 1, "size": 9}]}})"));
+  ASSERT_TRUE(uncounted);
+  EXPECT_TRUE(uncounted->errors.cut.empty());
+  EXPECT_EQ(uncounted->errors, ErrorsDir{});
+  auto longer = JobFromJson(nlohmann::json::parse(
+      R"({"id": "5", "state": "FAILED", "errors": {"cut_files": 1, "cut": [{"name": "a"}, {"name": "b"}]}})"));
+  ASSERT_TRUE(longer);
+  ASSERT_EQ(longer->errors.cut.size(), 1u);
+  EXPECT_EQ(longer->errors.cut[0].name, "a");
+  EXPECT_EQ(ToJson(*JobFromJson(ToJson(*longer))), ToJson(*longer));
 }
 
 // A finished job in memory is a summary: its command line cut, its
