@@ -243,13 +243,16 @@ bool IsRunWide(const HangReport& report) {
 
 std::string FormatTime(WallTime t) {
   // Microseconds: teardowns take milliseconds, and records are read by tools.
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(us.count() / 1000000);
+  // Whole seconds rounded down, so that a time before 1970 keeps its
+  // fraction in 0-999999 (C++ division rounds toward zero: "04.-877000Z").
+  const auto us = std::chrono::floor<std::chrono::microseconds>(t.time_since_epoch());
+  const auto secs = std::chrono::floor<std::chrono::seconds>(us);
+  const std::time_t whole = static_cast<std::time_t>(secs.count());
   std::tm tm{};
-  gmtime_r(&secs, &tm);
+  gmtime_r(&whole, &tm);
   char buf[40];
   const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(us.count() % 1000000));
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>((us - secs).count()));
   return buf;
 }
 

@@ -45,6 +45,18 @@ TEST(Time, BeyondWhatWallTimeHoldsIsNoTime) {
   EXPECT_TRUE(ParseTime("2200-01-01T00:00:00Z"));
 }
 
+// Found by fuzz/job_json: a time before 1970 with a fraction was written
+// "1730-12-01T17:02:04.-877000Z" (the seconds rounded toward zero), which
+// reads back as no time; its whole seconds now round down.
+TEST(Time, BeforeNineteenSeventyKeepsItsFraction) {
+  const auto t = ParseTime("1730-12-01T17:02:03.123000Z");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(FormatTime(*t), "1730-12-01T17:02:03.123000Z");
+  const WallTime just_before = WallTime(std::chrono::microseconds(-1));
+  EXPECT_EQ(FormatTime(just_before), "1969-12-31T23:59:59.999999Z");
+  EXPECT_EQ(ParseTime(FormatTime(just_before)), just_before);
+}
+
 TEST(JobRecord, JsonRoundTripKeepsEverything) {
   Job job;
   job.id = "17";
