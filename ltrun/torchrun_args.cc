@@ -226,6 +226,11 @@ absl::StatusOr<std::string> Endpoint(const ParsedArgs& p, std::string text, int 
   return text;
 }
 
+// The port of what Endpoint returned (which has one, 0..65535).
+int PortOf(std::string_view host_port) {
+  return static_cast<int>(Integer(host_port.substr(host_port.rfind(':') + 1)).value_or(0));
+}
+
 bool Truthy(std::string_view v) {
   return v == "1" || v == "true" || v == "True" || v == "yes" || v == "y" || v == "on";
 }
@@ -275,7 +280,10 @@ absl::Status ReadRendezvous(const ParsedArgs& p, LaunchArgs& out) {
       if (!at.ok()) return at.status();
       const size_t colon = at->rfind(':');
       if (!out.master_addr) out.master_addr = at->substr(0, colon);
-      if (!out.master_port) out.master_port = static_cast<int>(*Integer(at->substr(colon + 1)));
+      // Port 0 is torchrun's "any free port": one is picked, as when none
+      // is given (a run of several nodes needs node 0's own: the job's
+      // spec says so).
+      if (const int port = PortOf(*at); !out.master_port && port != 0) out.master_port = port;
     }
     return absl::OkStatus();
   }
@@ -293,11 +301,14 @@ absl::Status ReadRendezvous(const ParsedArgs& p, LaunchArgs& out) {
     return absl::InvalidArgumentError(
         Cat("--rdzv and ", p.Spelled("rdzv-backend"), " both say where to meet; give one"));
   }
-  if (backend == "c10d") {
-    // One node meets nobody: nothing to host.
-    if (out.nnodes.value_or(1) == 1) return absl::OkStatus();
-    out.c10d_endpoint = *at;
+  // One node meets nobody: nothing to host (torchrun's --standalone is
+  // c10d at localhost:0).
+  if (backend == "c10d" && out.nnodes.value_or(1) == 1) return absl::OkStatus();
+  // Every node meets there: "any free port" is no place to meet.
+  if (PortOf(*at) == 0) {
+    return Bad(p, "rdzv-endpoint", *endpoint, "give HOST:PORT with the port every node meets at");
   }
+  if (backend == "c10d") out.c10d_endpoint = *at;
   out.rdzv = Cat("etcd://", *at);
   if (!out.run_id) out.run_id = "none";  // torchrun's --rdzv-id default
   return absl::OkStatus();

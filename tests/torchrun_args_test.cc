@@ -221,6 +221,18 @@ TEST(TorchrunArgs, RendezvousBackends) {
   EXPECT_EQ(stat.master_addr, "m");
   EXPECT_EQ(stat.master_port, 1234);
   EXPECT_EQ(stat.node_rank, 1);
+  // Port 0 is torchrun's "any free port": none given, one is picked (it
+  // read as port 0; fuzz/ltrun_args found it). Where nodes meet, it is no
+  // place to meet.
+  LaunchArgs any_port = Ok({"--rdzv-endpoint=m:0", "x"});
+  EXPECT_EQ(any_port.master_addr, "m");
+  EXPECT_EQ(any_port.master_port, std::nullopt);
+  EXPECT_EQ(
+      Refusal({"--nnodes=2", "--rdzv-backend=etcd", "--rdzv-endpoint=h:0", "x"}),
+      "--rdzv-endpoint does not take 'h:0'; give HOST:PORT with the port every node meets at");
+  EXPECT_EQ(
+      Refusal({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=h:00", "x"}),
+      "--rdzv-endpoint does not take 'h:00'; give HOST:PORT with the port every node meets at");
   LaunchArgs conf = Ok({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=h:5",
                         "--rdzv-conf=join_timeout=90,is_host=1,read_timeout=60", "x"});
   EXPECT_EQ(conf.rdzv_timeout, "90s");
