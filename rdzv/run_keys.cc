@@ -22,6 +22,9 @@ int NumberAfter(std::string_view key, std::string_view head) {
   if (!key.starts_with(head) || key.size() == head.size() || key.size() - head.size() > 6) {
     return -1;
   }
+  // Written as ltd writes it, or no number: "nodes/01" would be a second
+  // key of node 1's.
+  if (key[head.size()] == '0' && key.size() - head.size() > 1) return -1;
   int n = 0;
   for (char c : key.substr(head.size())) {
     if (c < '0' || c > '9') return -1;

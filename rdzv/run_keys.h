@@ -19,7 +19,8 @@ namespace ltd::rdzv {
 std::string JsonText(const nlohmann::json& j, const char* key, size_t max = 256);
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key);
 
-// The number after `head` in `key` ("nodes/3" -> 3): 1 to 6 digits, else -1.
+// The number after `head` in `key` ("nodes/3" -> 3): 1 to 6 digits, no
+// leading zero (one key a node), else -1.
 int NumberAfter(std::string_view key, std::string_view head);
 
 // nodes/<r>: a node of the run, as it joined.

@@ -23,7 +23,7 @@ TEST(RunKeys, MemberIsANodeOfTheRunOrNothing) {
   EXPECT_EQ(m->devices, 4);
   EXPECT_EQ(m->fence, 2);
   for (const char* key : {"nodes/-1", "nodes/2", "nodes/5", "nodes/1x", "nodes/", "nodes/ 1",
-                          "nodes/+1", "nodes/99999999999", "master"}) {
+                          "nodes/+1", "nodes/99999999999", "nodes/01", "nodes/00", "master"}) {
     EXPECT_FALSE(ParseMember(kPrefix, kPrefix + key, value, 2)) << key;
   }
   EXPECT_FALSE(ParseMember(kPrefix, "/ltd/runs/other/nodes/0", value, 2));
@@ -71,18 +71,23 @@ TEST(FenceValues, AReportSpeaksForItsKeysNodeOnly) {
   EXPECT_FALSE(v->verdict || v->gone);
   EXPECT_FALSE(ParseAttempt("attempts/0/report/2", value, 7, 2, 2)) << "no node of the run";
   EXPECT_FALSE(ParseAttempt("attempts/-1/report/1", value, 7, 2, 2));
+  // One key a node and an attempt: "01" is not node 1's (fuzz/rdzv_values
+  // found it read as node 1's second report).
+  EXPECT_FALSE(ParseAttempt("attempts/0/report/01", value, 7, 2, 2));
+  EXPECT_FALSE(ParseAttempt("attempts/0/gone/01", value, 7, 2, 2));
+  EXPECT_FALSE(ParseAttempt("attempts/00/report/1", value, 7, 2, 2));
   EXPECT_FALSE(ParseAttempt("attempts/0/verdict", value, 7, 2, 2)) << "a verdict names its node";
   v = ParseAttempt("attempts/3/verdict",
-                   R"({"cause": {"reason": "hang"}, "kind": "primary", "node": 1, "note": "n"})",
-                   9, 2, 2);
+                   R"({"cause": {"reason": "hang"}, "kind": "primary", "node": 1, "note": "n"})", 9,
+                   2, 2);
   ASSERT_TRUE(v.has_value());
   EXPECT_TRUE(v->verdict);
   EXPECT_EQ(v->attempt, 3);
   EXPECT_EQ(v->report.node, 1);
   EXPECT_EQ(v->note, "n");
-  EXPECT_FALSE(ParseAttempt("attempts/3/verdict",
-                            R"({"cause": {"reason": "hang"}, "kind": "primary", "node": 4294967297})",
-                            9, 2, 2))
+  EXPECT_FALSE(ParseAttempt(
+      "attempts/3/verdict",
+      R"({"cause": {"reason": "hang"}, "kind": "primary", "node": 4294967297})", 9, 2, 2))
       << "a node past int's range is not node 1";
 }
 
