@@ -12,7 +12,8 @@ namespace {
 
 // A number as the kernel writes it: decimal digits, no sign, no leading 0.
 std::optional<int64_t> Number(std::string_view s) {
-  if (s.size() > 1 && s[0] == '0') return std::nullopt;
+  // from_chars takes a '-': "-0" would be 0.
+  if (s.empty() || s[0] < '0' || s[0] > '9' || (s.size() > 1 && s[0] == '0')) return std::nullopt;
   int64_t n = -1;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (ec != std::errc() || end != s.data() + s.size() || n < 0) return std::nullopt;

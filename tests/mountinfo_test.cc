@@ -47,6 +47,10 @@ TEST(FindMount, FindsNothingForAnIdNotThereOrALineTheKernelWouldNotWrite) {
   // An id is the whole first field, as the kernel writes it: "55" and "05" are not 5.
   EXPECT_FALSE(FindMount("05 1 0:1 / /a rw - tmpfs ltd-errors rw\n", 5).has_value());
   EXPECT_FALSE(FindMount("55 1 0:1 / /a rw - tmpfs ltd-errors rw\n", 5).has_value());
+  // Nor is "-0" 0, nor "+5" 5 (fuzz/mountinfo found "-0" read as id 0).
+  EXPECT_FALSE(FindMount("-0 1 0:1 / /a rw - tmpfs ltd-errors rw\n", 0).has_value());
+  EXPECT_FALSE(FindMount("+5 1 0:1 / /a rw - tmpfs ltd-errors rw\n", 5).has_value());
+  EXPECT_FALSE(FindMount("5 -0 0:1 / /a rw - tmpfs ltd-errors rw\n", 5).has_value());
   // A path naming a tmpfs is not one.
   const auto named = FindMount("6 1 0:1 / /x\\040-\\040tmpfs rw - fuse tmpfs rw\n", 6);
   ASSERT_TRUE(named.has_value());
