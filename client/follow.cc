@@ -215,10 +215,10 @@ int PrintThroughRestarts(const Globals& g, const std::string& id, EventPrinter& 
 }  // namespace
 
 int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
-                          grpc::ClientReaderInterface<v1::JobEvent>* first) {
+                          grpc::ClientReaderInterface<v1::JobEvent>* first,
+                          std::optional<v1::LogPosition> at) {
   EventPrinter printer(/*prefix=*/true, quiet_end);
-  std::optional<v1::LogPosition> at;
-  if (first != nullptr) at.emplace();  // an attached submit's: from the start
+  if (first != nullptr && !at) at.emplace();  // an attached submit's: from the start
   const int code = PrintThroughRestarts(
       g, id, printer,
       [&](v1::Ltd::Stub& api, grpc::ClientContext& ctx, const std::optional<v1::LogPosition>& at) {

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
 #include <string>
 
 #include "connection.h"
@@ -15,10 +16,12 @@ namespace ltd {
 // Follows job `id` (its output, or only its end) to the end, through
 // restarts of ltd: a stream that breaks because ltd went away is opened
 // again (Attach or Wait) once ltd is back, and the user is told once.
-// `first` is the stream already open (an attached submit's, say). Returns
+// `first` is the stream already open (an attached submit's, say), `at`
+// where in the job's log it starts when its first event said so. Returns
 // the job's exit code.
 int FollowThroughRestarts(const Globals& g, const std::string& id, bool output, bool quiet_end,
-                          grpc::ClientReaderInterface<v1::JobEvent>* first);
+                          grpc::ClientReaderInterface<v1::JobEvent>* first,
+                          std::optional<v1::LogPosition> at = std::nullopt);
 
 // `wait` of a whole array (Show's reply with array_tasks): waits for each
 // task in turn; returns the highest exit code of its tasks (0 only when

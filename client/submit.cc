@@ -169,6 +169,7 @@ struct Sent {
   std::unique_ptr<grpc::ClientContext> ctx;
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader;
   std::string id;
+  std::optional<v1::LogPosition> at;  // where the job's log starts, when ltd said
 };
 
 // Sends the request until ltd accepts it: when ltd goes away before it
@@ -214,6 +215,7 @@ Sent Send(const Globals& g, const v1::SubmitRequest& req, const sigset_t* interr
     v1::JobEvent ev;
     if (sent.reader->Read(&ev)) {
       sent.id = ev.accepted();
+      if (ev.has_at()) sent.at = ev.at();
       if (lost_since) std::fprintf(stderr, "ltctl: ltd is back: job %s\n", sent.id.c_str());
       return sent;
     }
@@ -286,7 +288,8 @@ int Submit(const Globals& g, const SubmitArgs& a) {
       (void)killer->Kill(&kctx, kreq, &kreply);
     }
   }).detach();
-  return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get());
+  return FollowThroughRestarts(g, id, /*output=*/true, /*quiet_end=*/false, reader.get(),
+                               std::move(sent.at));
 }
 
 }  // namespace ltd

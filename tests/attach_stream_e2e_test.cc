@@ -6,6 +6,7 @@
 // what the log cut meanwhile, and says so in one line when the log it read
 // was replaced.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "e2e_fixture.h"
+#include "ltd.grpc.pb.h"
 
 namespace ltd::test {
 namespace {
@@ -147,6 +149,45 @@ TEST_F(AttachStream, EveryLineOfEveryRankReachesAnAttachedSubmitOnABusyMachine) 
   EXPECT_EQ(Reap(pid), 0) << ReadWhole(err);
   EXPECT_EQ(EveryLineOnce(ReadWhole(out), 4, {200000}), "");
   EXPECT_FALSE(Has(ReadWhole(err), "dropped")) << ReadWhole(err);
+}
+
+// An attached submit's stream, read as any client would: its first event
+// is the job's id with where the stream starts in the job's log (one event,
+// not an id and then a position), and every event after it is the job's:
+// its start, its lines, its end.
+TEST_F(AttachStream, AnAttachedSubmitsFirstEventSaysWhereItsLogStarts) {
+  auto api = v1::Ltd::NewStub(
+      grpc::CreateChannel("unix:" + d_.socket(), grpc::InsecureChannelCredentials()));
+  for (const std::string program : {"exit:0", "print:3"}) {
+    v1::SubmitRequest req;
+    req.set_devices(1);
+    req.add_argv(kChild);
+    req.add_argv(program);
+    req.set_cwd("/");
+    req.add_env(d_.marker());
+    req.set_batched(true);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    auto reader = api->Submit(&ctx, req);
+    std::vector<v1::JobEvent> events;
+    for (v1::JobEvent ev; reader->Read(&ev);) events.push_back(ev);
+    ASSERT_TRUE(reader->Finish().ok()) << program;
+    ASSERT_GE(events.size(), 3u) << program;
+    EXPECT_TRUE(events[0].has_accepted()) << program;
+    EXPECT_TRUE(events[0].has_at()) << program;
+    EXPECT_EQ(events[0].at().offset(), 0u) << program;
+    int lines = 0;
+    for (size_t i = 1; i < events.size(); ++i) {
+      const v1::JobEvent& ev = events[i];
+      EXPECT_NE(ev.event_case(), v1::JobEvent::EVENT_NOT_SET)
+          << program << ": event " << i << " says only where the stream is";
+      if (ev.has_lines()) lines += ev.lines().lines_size();
+    }
+    EXPECT_TRUE(events[1].has_started()) << program;
+    EXPECT_TRUE(events.back().has_ended()) << program;
+    EXPECT_EQ(events.back().ended().exit_code(), 0) << program;
+    EXPECT_EQ(lines, program == "exit:0" ? 0 : 3) << program;
+  }
 }
 
 TEST_F(AttachStream, AClientStoppedForFiveSecondsStillGetsEveryLine) {

@@ -118,7 +118,12 @@ absl::Status LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, R
   r->log_id_ = snapshot.id;
   // Where it starts, so that a client that loses ltd before the first
   // line knows where to go on from (a tail's start is known once read).
-  if (request.follow && (from || query.tail == 0)) r->PushAt(from.value_or(0));
+  std::optional<v1::JobEvent> first = std::move(request.first);
+  if (request.follow && (from || query.tail == 0)) {
+    r->PushAt(from.value_or(0), first ? std::move(*first) : v1::JobEvent());
+  } else if (first) {
+    r->out_->Push(std::move(*first));
+  }
   if (request.attach && IsFinal(job.state)) {
     v1::JobEvent ev;
     FillEnded(job, ev.mutable_ended());
@@ -128,8 +133,7 @@ absl::Status LogReplay::Start(Loop& loop, JobManager& manager, const Job& job, R
   return absl::OkStatus();
 }
 
-void LogReplay::PushAt(uint64_t offset) {
-  v1::JobEvent ev;
+void LogReplay::PushAt(uint64_t offset, v1::JobEvent ev) {
   ev.mutable_at()->set_offset(offset);
   if (log_id_ != sent_log_id_) ev.mutable_at()->set_log_id(log_id_);
   sent_log_id_ = log_id_;

@@ -40,6 +40,10 @@ class LogReplay {
     bool attach = false;
     bool from_start = false;
     bool batched = false;  // JobRef.batched
+    // An event that goes out first and carries where the stream starts
+    // (an attached submit's `accepted`): one event where there were two.
+    // Not sent when Start fails.
+    std::optional<v1::JobEvent> first;
     // On the loop when the client goes away before the job's end.
     std::function<void()> on_gone;
   };
@@ -55,11 +59,12 @@ class LogReplay {
   LogReplay(Loop& loop, JobManager& manager, std::string job_id, LogQuery query,
             std::shared_ptr<EventStream::Handle> out);
   void Begin(const Job& job, bool follow, std::optional<uint64_t> from, LogSnapshot snapshot);
-  void PushAt(uint64_t offset);  // an event that says only where the stream is
-  void Step();                   // read the next chunk
-  void Deliver();                // what the read brought
-  void Send();                   // the chunk read, once the stream has sent what it has
-  void Drained();                // the stream sent it all
+  // `ev` (by default an event that says only that) with where the stream is.
+  void PushAt(uint64_t offset, v1::JobEvent ev = {});
+  void Step();     // read the next chunk
+  void Deliver();  // what the read brought
+  void Send();     // the chunk read, once the stream has sent what it has
+  void Drained();  // the stream sent it all
   bool Push(std::string chunk);
   void Snapshot();
   void OnGrew();

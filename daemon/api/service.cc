@@ -216,17 +216,23 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
       out->PushAndFinish(std::move(accepted), grpc::Status::OK);
       return;
     }
-    out->Push(std::move(accepted));
     // Every line of the job from its first, read from its log; the client
     // may go away first (and the job with it, when it asked for that).
     const Job* submitted = manager_.Find(*id);
-    if (submitted == nullptr) return out->Finish(ToGrpc(absl::NotFoundError("the job is gone")));
+    if (submitted == nullptr) {
+      return (void)out->PushAndFinish(std::move(accepted),
+                                      ToGrpc(absl::NotFoundError("the job is gone")));
+    }
     LogReplay::Request attach;
     attach.follow = attach.attach = attach.from_start = true;
     attach.batched = batched;
+    // The job's id and where its log starts, in one event.
+    attach.first = std::move(accepted);
     if (cancel) attach.on_gone = [this, id = *id] { CancelLaunched(id); };
     if (auto s = LogReplay::Start(loop_, manager_, *submitted, std::move(attach), out); !s.ok()) {
-      return out->Finish(ToGrpc(s));
+      v1::JobEvent again;
+      again.set_accepted(*id);
+      return (void)out->PushAndFinish(std::move(again), ToGrpc(s));
     }
     // A job that waits says so at once, as srun does: a silent ltctl looks
     // hung. A placed one starts now: no wait to announce.

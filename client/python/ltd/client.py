@@ -387,8 +387,9 @@ class Client:
         if detach or array:
             stream.cancel()
             stream = None
+        at = first.at if stream is not None and first.HasField("at") else None
         return Job(self, job_id, stream=stream, cancel_on_disconnect=req.cancel_on_disconnect,
-                   array=bool(array))
+                   array=bool(array), at=at)
 
     def _send_submit(self, req):
         """Sends ``req`` until ltd accepts it; (stream, its first event).

@@ -84,11 +84,13 @@ class Job:
     """
 
     def __init__(self, client, job_id, info=None, stream=None, cancel_on_disconnect=False,
-                 array=False):
+                 array=False, at=None):
         self.client = client
         self.id = job_id
         self._info = info
         self._stream = stream
+        # Where in the job's log the held stream starts, when ltd said so.
+        self._at = at
         self._cancel = cancel_on_disconnect
         # A whole array (submit(array=...)): wait() waits for every task.
         self._array = array
@@ -143,7 +145,9 @@ class Job:
         again = False
         # Where in the job's log the last event ends: an attach opened again
         # goes on from there, so no line is missed or given twice.
-        at = ltd_pb2.LogPosition() if stream is not None else None
+        at = None
+        if stream is not None:
+            at = self._at if self._at is not None else ltd_pb2.LogPosition()
         while True:
             seen = False
             if stream is None:
