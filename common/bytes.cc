@@ -1,5 +1,6 @@
 #include "bytes.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -116,6 +117,21 @@ std::string DisplayEscapePrefix(std::string_view bytes, size_t limit, size_t* co
 
 std::string ElisionMark(size_t omitted_bytes) {
   return "… [+" + std::to_string(omitted_bytes) + " bytes]";
+}
+
+std::string CutElided(std::string_view bytes, size_t max) {
+  if (bytes.size() <= max) return std::string(bytes);
+  // The mark's length grows with the count; the whole size's is a bound.
+  const size_t room = max - std::min(max, ElisionMark(bytes.size()).size());
+  const auto continuation = [&](size_t i) {
+    return (static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80;
+  };
+  // Back to the lead byte of a sequence the room ends inside (three steps
+  // at most: further back is no UTF-8, cut where it is).
+  size_t keep = room;
+  for (int back = 0; back < 3 && keep > 0 && continuation(keep); ++back) --keep;
+  if (continuation(keep)) keep = room;
+  return std::string(bytes.substr(0, keep)) + ElisionMark(bytes.size() - keep);
 }
 
 std::string DisplayEscapeElided(std::string_view bytes, size_t limit, Controls controls) {

@@ -49,6 +49,12 @@ inline std::string ForLog(std::string_view bytes) {
 // The mark DisplayEscapeElided ends a cut text with.
 std::string ElisionMark(size_t omitted_bytes);
 
+// At most `max` bytes of `bytes`, kept as bytes (nothing escaped): all of
+// them when they fit, else their first bytes up to the start of a
+// character (never inside a UTF-8 sequence) and the ElisionMark of the
+// rest. `max` leaves room for the mark (at least 32).
+std::string CutElided(std::string_view bytes, size_t max);
+
 // Bytes in a JSON record, losslessly: a string when they are valid UTF-8
 // (records stay readable), else {"base64": "..."}.
 nlohmann::json BytesToJson(std::string_view bytes);

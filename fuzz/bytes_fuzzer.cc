@@ -2,7 +2,8 @@
 // name, argv, env, path, rank output and error text a reply, log line or
 // record carries goes through here. Invariants: display text is valid
 // UTF-8 and, escaped, one line; valid UTF-8 kept as it is; a cut text fits
-// its limit; bytes stored as JSON read back byte for byte.
+// its limit, and cut bytes are the input's own up to a character's start;
+// bytes stored as JSON read back byte for byte.
 #include <nlohmann/json.hpp>
 
 #include "bytes.h"
@@ -33,6 +34,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (line.size() <= limit) FUZZ_CHECK(elided == line);
   const std::string logged = ForLog(bytes);
   FUZZ_CHECK(fuzz::IsOneLine(logged, 512 + ElisionMark(bytes.size()).size()));
+
+  // Bytes cut (a root cause's message): within the limit, the input's own
+  // first bytes then the mark of the rest, never inside a character.
+  const size_t max = limit + 32;
+  const std::string cut = CutElided(bytes, max);
+  FUZZ_CHECK(cut.size() <= max);
+  if (bytes.size() <= max) {
+    FUZZ_CHECK(cut == bytes);
+  } else {
+    const size_t mark = cut.rfind("… [+");
+    FUZZ_CHECK(mark != std::string::npos);
+    FUZZ_CHECK(cut.substr(mark) == ElisionMark(bytes.size() - mark));
+    FUZZ_CHECK(bytes.substr(0, mark) == cut.substr(0, mark));
+    if (IsValidUtf8(bytes)) FUZZ_CHECK(IsValidUtf8(cut));
+  }
 
   const nlohmann::json j = BytesToJson(bytes);
   const std::string text = j.dump();  // throws on invalid UTF-8: must not

@@ -10,34 +10,12 @@
 
 #include "bytes.h"
 #include "duration.h"
+#include "error_file.h"
 #include "job_runner.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
 namespace ltd {
-namespace {
-
-// The message of a TORCHELASTIC_ERROR_FILE: torchelastic writes
-// {"message": {"message": "...", "extraInfo": ...}} (or a plain message).
-// What a rank wrote there is its own: text that is no JSON, or JSON that
-// the parser refuses (Python's lone surrogates for undecodable bytes), is
-// kept as it is, cut, rather than lost.
-std::optional<std::string> ErrorFileMessage(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
-    return text.substr(0, 4096);
-  }
-  if (!j.is_object() || !j.contains("message")) return std::nullopt;
-  const auto& m = j["message"];
-  if (m.is_string()) return m.get<std::string>();
-  if (m.is_object() && m.contains("message") && m["message"].is_string()) {
-    return m["message"].get<std::string>();
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 void JobRunner::Fail(RootCause cause) {
   LiveAttempt& rt = At();

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "error_file.h"
 #include "hang_report.h"
 #include "runner_fixture.h"
 
@@ -181,6 +182,22 @@ TEST_F(JobRunnerTest, AnErrorFileThatIsNoValidJsonIsKeptAsText) {
   launcher_.Exit(id_, 0, 1);
   clock_.Advance(Millis(0));
   EXPECT_EQ(Get().root_cause->message, text);
+}
+
+// What a rank writes in its error file is bounded in its root cause, as
+// an `error` line is: a record holds one cause an attempt, and ltd holds
+// every kept job's.
+TEST_F(JobRunnerTest, ALongErrorFileMessageIsCutInTheRootCause) {
+  Run(Spec(1));
+  const std::string said(60 * 1024, 'x');
+  std::ofstream(launcher_.Env(id_, 0, "TORCHELASTIC_ERROR_FILE"))
+      << R"({"message": {"message": ")" << said << R"(", "extraInfo": {}}})";
+  launcher_.Exit(id_, 0, 1);
+  clock_.Advance(Millis(0));
+  const std::string& message = Get().root_cause->message;
+  EXPECT_LE(message.size(), kMaxErrorFileMessage);
+  EXPECT_EQ(message.substr(0, 1000), said.substr(0, 1000));
+  EXPECT_TRUE(message.ends_with(" bytes]")) << message.substr(message.size() - 40);
 }
 
 TEST_F(JobRunnerTest, AProgramThatCannotRunIsSpawnFailedWithTheShellsCode) {
