@@ -161,6 +161,24 @@ void CutToSummary(Job& job, size_t max_argv) {
   }
   std::vector<std::string>().swap(job.spec.env);
   job.spec.groups.reset();
+  const auto cut = [&](std::string& text) {
+    if (text.size() <= kSummaryTextBytes) return;
+    text = CutElided(text, kSummaryTextBytes);
+    job.table.details_cut = true;
+  };
+  for (Attempt& a : job.attempts) {
+    if (a.root_cause) cut(a.root_cause->message);
+  }
+  for (Rank& r : job.ranks) cut(r.error_message);
+  for (NodeStatus& n : job.nodes) {
+    if (n.root_cause) cut(n.root_cause->message);
+  }
+  if (job.hang_report) {
+    for (HangReportRank& r : job.hang_report->ranks) {
+      cut(r.stack);
+      cut(r.stack_note);
+    }
+  }
 }
 
 void ApplyRecord(Job& job, Job sent) {

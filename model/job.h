@@ -364,6 +364,9 @@ struct TableFields {
   // Bytes of the command line a finished job's summary in memory left out
   // (the record on disk has them).
   uint64_t argv_cut = 0;
+  // Text of its attempts, ranks or hang report the summary cut (the
+  // record on disk has it): `show` reads the record.
+  bool details_cut = false;
   // A pending job's environment waits in its record on disk, not here (up
   // to 2 MB each, times every pending job of every user).
   bool env_on_disk = false;
@@ -472,9 +475,14 @@ struct Job {
 };
 
 // What a finished job, its record saved, keeps in memory: the command line
-// cut to `max_argv` bytes (at least its program's first bytes), and no
-// environment or groups (nor has its final record). 150 finished jobs of
-// ~1.9 MB command lines held 350 MB.
+// cut to `max_argv` bytes (at least its program's first bytes), no
+// environment or groups (nor has its final record), and each attempt's
+// cause, rank's error, node's cause and hang report's stack cut to
+// kSummaryTextBytes
+// (the job's own root cause stays whole: at most a few KiB). 150 finished
+// jobs of ~1.9 MB command lines held 350 MB; a job of 100 restarts each
+// with a 4 KiB cause, 400 KiB.
+inline constexpr size_t kSummaryTextBytes = 256;
 void CutToSummary(Job& job, size_t max_argv);
 
 // `sent`, a record from the job's supervisor, becomes `job`'s record; what

@@ -111,6 +111,23 @@ TEST_F(BytesE2E, AnErrorTextThatIsNoUtf8NeitherHarmsLtdNorIsLost) {
 
 // Six running jobs of 700 KB of command line each: more than one gRPC
 // message (4 MB) if the commands went out whole.
+// A finished job's summary in memory cuts what each attempt and rank said
+// (a job of many restarts would hold a cause each); `show` reads its
+// record and shows every word.
+TEST_F(BytesE2E, WhatEachAttemptSaidIsShownWholeThoughItsSummaryIsCut) {
+  const std::string said(1000, 'w');
+  const std::string id = SubmitDetached(
+      {"--devices", "1", "--max-restarts", "1", "--", kChild, "line:error " + said + ",exit:3"});
+  nlohmann::json ended = d_.WaitEnded(id, 60s);
+  ASSERT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
+  nlohmann::json job = d_.Show(id);
+  ASSERT_EQ(job["attempts"].size(), 2u) << job.dump();
+  for (const auto& attempt : job["attempts"]) {
+    EXPECT_EQ(attempt["root_cause"]["message"], said) << attempt.dump();
+  }
+  EXPECT_EQ(job["root_cause"]["message"], said);
+}
+
 TEST_F(BytesE2E, JobsWithHugeCommandsBreakNobodysPs) {
   constexpr size_t kJobs = 6;
   std::vector<std::string> args = {"submit", "-d", "--devices", "1", "--", kChild};

@@ -292,6 +292,52 @@ TEST(JobSummary, CutsTheCommandLineAndDropsTheEnvironment) {
   EXPECT_EQ(huge.table.argv_cut, 100000u - 4096u + 3u);
 }
 
+// What the ranks said is bounded in a summary whatever the job did: every
+// attempt's cause, rank's error and stack cut (the record has them whole),
+// the job's own root cause kept as it is.
+TEST(JobSummary, CutsWhatEachAttemptAndRankSaid) {
+  Job job;
+  job.spec.argv = {"train"};
+  RootCause cause;
+  cause.reason = CauseReason::kExited;
+  cause.exit_code = 1;
+  cause.message = std::string(4096, 'c');
+  for (int i = 0; i < 101; ++i) {
+    Attempt a;
+    a.restart_count = i;
+    a.root_cause = cause;
+    job.attempts.push_back(a);
+  }
+  job.root_cause = cause;
+  job.ranks.resize(8);
+  for (Rank& r : job.ranks) r.error_message = std::string(4096, 'e');
+  HangReport report;
+  report.ranks.resize(8);
+  for (HangReportRank& r : report.ranks) r.stack = std::string(64 * 1024, 's');
+  job.hang_report = report;
+  job.nodes.resize(16);
+  for (NodeStatus& n : job.nodes) n.root_cause = cause;
+  CutToSummary(job, 4096);
+  size_t text = 0;
+  for (const NodeStatus& n : job.nodes) text += n.root_cause->message.size();
+  for (const Attempt& a : job.attempts) text += a.root_cause->message.size();
+  for (const Rank& r : job.ranks) text += r.error_message.size();
+  for (const HangReportRank& r : job.hang_report->ranks) text += r.stack.size();
+  EXPECT_LE(text, (101u + 8u + 8u + 16u) * kSummaryTextBytes);
+  EXPECT_EQ(job.attempts[7].root_cause->message.substr(0, 10), std::string(10, 'c'));
+  EXPECT_TRUE(job.attempts[7].root_cause->message.ends_with(" bytes]"));
+  EXPECT_EQ(job.root_cause->message, cause.message);
+  EXPECT_TRUE(job.table.details_cut);
+  // What fits is not cut, and nothing says it was.
+  Job small;
+  small.spec.argv = {"/bin/true"};
+  small.ranks.resize(1);
+  small.ranks[0].error_message = "CUDA out of memory";
+  CutToSummary(small, 4096);
+  EXPECT_EQ(small.ranks[0].error_message, "CUDA out of memory");
+  EXPECT_FALSE(small.table.details_cut);
+}
+
 TEST(RankBeats, ApplySetsTheBeatenRanksAndIgnoresRanksTheJobLacks) {
   Job job;
   job.ranks.resize(3);

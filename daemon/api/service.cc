@@ -314,7 +314,8 @@ grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, con
     // libuv's pool (a record may be megabytes); the summary should that
     // fail, or while kMaxShowReads are being read (what they hold is
     // memory too).
-    if ((*job)->table.argv_cut == 0 || show_reads_ >= kMaxShowReads) {
+    const TableFields& cut = (*job)->table;
+    if ((cut.argv_cut == 0 && !cut.details_cut) || show_reads_ >= kMaxShowReads) {
       View(**job, kShowLimits, reply);
       ForCaller(**job, caller.uid, all, reply);
       return reactor->Finish(grpc::Status::OK);
