@@ -119,19 +119,24 @@ std::string ElisionMark(size_t omitted_bytes) {
   return "… [+" + std::to_string(omitted_bytes) + " bytes]";
 }
 
-std::string CutElided(std::string_view bytes, size_t max) {
-  if (bytes.size() <= max) return std::string(bytes);
-  // The mark's length grows with the count; the whole size's is a bound.
-  const size_t room = max - std::min(max, ElisionMark(bytes.size()).size());
+std::string_view CutAtCharacter(std::string_view bytes, size_t max) {
+  if (bytes.size() <= max) return bytes;
   const auto continuation = [&](size_t i) {
     return (static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80;
   };
-  // Back to the lead byte of a sequence the room ends inside (three steps
-  // at most: further back is no UTF-8, cut where it is).
-  size_t keep = room;
+  // Back to the lead byte of a sequence `max` ends inside: three steps at
+  // most.
+  size_t keep = max;
   for (int back = 0; back < 3 && keep > 0 && continuation(keep); ++back) --keep;
-  if (continuation(keep)) keep = room;
-  return std::string(bytes.substr(0, keep)) + ElisionMark(bytes.size() - keep);
+  return bytes.substr(0, continuation(keep) ? max : keep);
+}
+
+std::string CutElided(std::string_view bytes, size_t max) {
+  if (bytes.size() <= max) return std::string(bytes);
+  // The mark's length grows with the count; the whole size's is a bound.
+  const std::string_view kept =
+      CutAtCharacter(bytes, max - std::min(max, ElisionMark(bytes.size()).size()));
+  return std::string(kept) + ElisionMark(bytes.size() - kept.size());
 }
 
 std::string DisplayEscapeElided(std::string_view bytes, size_t limit, Controls controls) {

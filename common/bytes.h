@@ -49,6 +49,11 @@ inline std::string ForLog(std::string_view bytes) {
 // The mark DisplayEscapeElided ends a cut text with.
 std::string ElisionMark(size_t omitted_bytes);
 
+// The first bytes of `bytes`, at most `max`, never ending inside a UTF-8
+// sequence (where more than a sequence's continuation bytes follow, which
+// is no UTF-8, it ends at `max`).
+std::string_view CutAtCharacter(std::string_view bytes, size_t max);
+
 // At most `max` bytes of `bytes`, kept as bytes (nothing escaped): all of
 // them when they fit, else their first bytes up to the start of a
 // character (never inside a UTF-8 sequence) and the ElisionMark of the
