@@ -14,7 +14,9 @@ engine would), 1-rank `/bin/true` jobs:
            ltd and everything it started (supervisors, helpers, the job's
            own /bin/true) a job, and that less /bin/true's own start
            (measured alone, spawned from this process), which the target
-           leaves out. An 8-rank job's submit to exit, too.
+           leaves out; and less what the jobs' own processes used as
+           their records count it (their cgroup's, this run's load
+           included). An 8-rank job's submit to exit, too.
   split    where a 1-rank job's CPU goes (--jobs jobs, one at a time):
            its supervisor's own, its rank's start and program (the
            supervisor's child that becomes the rank, or lt-exec, and
@@ -37,6 +39,7 @@ Usage: bench/throughput_bench.py [--build DIR] [--base DIR] [--only queued,run,s
 
 import argparse
 import concurrent.futures
+import json
 import os
 import shutil
 import statistics
@@ -160,11 +163,14 @@ def client_for(build, sock):
     return _clients[build].Client(sock)
 
 
-def submit_many(client, n, threads, argv=("/bin/true",), wait=False, devices=1):
+def submit_many(client, n, threads, argv=("/bin/true",), wait=False, devices=1, ids=None):
     """n submits from `threads` threads; seconds taken. With wait, each
-    thread waits for its job's exit before its next submit."""
+    thread waits for its job's exit before its next submit. The jobs' ids
+    are appended to `ids` where given."""
     def one(_):
         job = client.submit(list(argv), devices, detach=not wait)
+        if ids is not None:
+            ids.append(job.id)
         if wait:
             job.wait()
 
@@ -215,18 +221,39 @@ def bench_queued(build, pendings, threads, window):
         d.stop()
 
 
+def jobs_own_cpu_ms(state, ids):
+    """ms of CPU a job that the jobs' own processes used, as their records
+    say (each attempt's cgroup count, `cpu_us`); None where a record has
+    none (a build before the count, or no cgroup v2)."""
+    total = 0
+    for job_id in ids:
+        try:
+            with open(os.path.join(state, "jobs", str(job_id), "job.json")) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            return None
+        for attempt in record.get("attempts") or []:
+            if not isinstance(attempt.get("cpu_us"), int):
+                return None
+            total += attempt["cpu_us"]
+    return total / 1000 / len(ids) if ids else None
+
+
 def bench_run(build, jobs, threads, ranks=1):
-    """(jobs/s, ms of CPU a job of ltd and all it started) over `jobs` jobs."""
+    """(jobs/s, ms of CPU a job of ltd and all it started, ms of it the
+    jobs' own processes used by their records or None) over `jobs` jobs."""
     d = Ltd(build, devices=512)
     try:
         submit_many(d.client, min(20, jobs), threads, wait=True)  # warm: spares, caches
         cpu0 = d.cpu()
-        took = submit_many(d.client, jobs, threads, wait=True, devices=ranks)
+        ids = []
+        took = submit_many(d.client, jobs, threads, wait=True, devices=ranks, ids=ids)
         # The last supervisors are reaped (their CPU counted) once they exit.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and len(children(d.proc.pid)) > 1:
             time.sleep(0.01)
-        return jobs / took, (d.cpu() - cpu0) / jobs * 1000
+        used = (d.cpu() - cpu0) / jobs * 1000
+        return jobs / took, used, jobs_own_cpu_ms(d.state, ids)
     finally:
         d.stop()
 
@@ -452,6 +479,14 @@ def main():
                 print(f"run to the end, {t} thread(s): {med(rates):8.1f} jobs/s, {med(cpus):6.2f} ms "
                       f"of CPU a job (ltd + helpers + /bin/true), {med(cpus) - true_ms:6.2f} ms "
                       f"without /bin/true  (rates {[round(x) for x in rates]})")
+                own = [x[2] for x in r[f"run{t}"] if len(x) > 2 and x[2] is not None]
+                if own:
+                    # Each job's /bin/true as its own cgroup counted it, in
+                    # this run: under load it costs more than alone.
+                    less = [x[1] - x[2] for x in r[f"run{t}"] if x[2] is not None]
+                    print(f"  without the jobs' own processes as their records count them "
+                          f"({med(own):.2f} ms a job): {med(less):6.2f} ms of CPU a job "
+                          f"(each run {[round(x, 2) for x in less]})")
         if true_ms is not None and name == builds[-1][0]:
             print(f"/bin/true alone, spawned from this process: {true_ms:.2f} ms of CPU a start")
         if "run8ranks" in r:

@@ -350,6 +350,38 @@ void PrintSlots(const v1::GpusReply& reply, FILE* out) {
   }
 }
 
+namespace {
+
+// CPU microseconds as seconds, to the millisecond.
+std::string Seconds(int64_t us) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3fs", static_cast<double>(us) / 1e6);
+  return text;
+}
+
+// The CPU time of the job's processes over its ended attempts, and which
+// were not counted; "" when none was.
+std::string CpuTimeText(const v1::Job& j) {
+  int64_t total = 0;
+  int counted = 0;
+  int ended = 0;
+  for (const auto& a : j.attempts()) {
+    if (!a.has_ended_at()) continue;
+    ++ended;
+    if (!a.has_cpu_us()) continue;
+    ++counted;
+    if (__builtin_add_overflow(total, a.cpu_us(), &total)) total = INT64_MAX;
+  }
+  if (counted == 0) return "";
+  std::string text = Seconds(total) + " (its processes' own, from their cgroup)";
+  if (counted < ended) {
+    text += Cat("; ", ended - counted, " of ", ended, " attempts were not counted");
+  }
+  return text;
+}
+
+}  // namespace
+
 void PrintJob(const v1::Job& j, FILE* out) {
   auto field = [&](const char* label, const std::string& value) {
     std::fprintf(out, "%-14s %s\n", label, value.c_str());
@@ -419,6 +451,7 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Started:", Time(j.has_started_at(), j.started_at()));
   field("Ended:", Time(j.has_ended_at(), j.ended_at()));
   field("Elapsed:", Elapsed(j));
+  if (const std::string cpu = CpuTimeText(j); !cpu.empty()) field("CPU time:", cpu);
   if (j.has_root_cause()) {
     const auto& c = j.root_cause();
     field("Root cause:", DescribeCause(c));
@@ -491,10 +524,11 @@ void PrintJob(const v1::Job& j, FILE* out) {
   ranks.Print(out);
   if (j.attempts_size() > 1) {
     std::fprintf(out, "\nAttempts:\n");
-    Table t({"RESTART", "PORT", "STARTED", "ENDED", "ROOT CAUSE"});
+    Table t({"RESTART", "PORT", "STARTED", "ENDED", "CPU", "ROOT CAUSE"});
     for (const auto& a : j.attempts()) {
       t.Add({std::to_string(a.restart_count()), std::to_string(a.master_port()),
              Time(a.has_started_at(), a.started_at()), Time(a.has_ended_at(), a.ended_at()),
+             a.has_cpu_us() ? Seconds(a.cpu_us()) : "-",
              a.has_root_cause() ? DescribeCause(a.root_cause()) : "-"});
     }
     t.Print(out);

@@ -279,6 +279,7 @@ std::string CgroupContainment::JobDir(const std::string& job_id) const {
 }
 
 absl::Status CgroupContainment::BeginJob(const std::string& job_id, const JobLimits& limits) {
+  cpu_used_.erase(job_id);  // the attempt before's, not taken
   const std::string dir = JobDir(job_id);
   if (mkdir(dir.c_str(), 0755) != 0) {
     if (errno != EEXIST) return PosixError("mkdir", dir, errno);
@@ -447,9 +448,25 @@ void CgroupContainment::Forget(const std::string& job_id) {
                  JobDir(job_id));
   }
   limited_.erase(job_id);
+  cpu_used_.erase(job_id);
+}
+
+std::optional<std::chrono::microseconds> CgroupContainment::TakeCpuUsed(const std::string& job_id) {
+  auto it = cpu_used_.find(job_id);
+  if (it == cpu_used_.end()) return std::nullopt;
+  const std::chrono::microseconds used = it->second;
+  cpu_used_.erase(it);
+  return used;
 }
 
 void CgroupContainment::Done(Waiter* w) {
+  // Read before the cgroup goes: its count dies with it. Every process of
+  // it is gone, so the figure is final.
+  if (auto used = CgroupCpuUsage(w->dir)) {
+    cpu_used_[w->job_id] = *used;
+  } else {
+    cpu_used_.erase(w->job_id);
+  }
   if (absl::Status s = RemoveCgroupTree(w->dir); !s.ok()) {
     spdlog::error("job={} cleanup: {}", w->job_id, std::string(s.message()));
   }

@@ -46,6 +46,7 @@ class CgroupContainment final : public Containment {
   absl::Status BeginJob(const std::string& job_id, const JobLimits& limits) override;
   std::vector<std::string> RankCgroups(const std::string& job_id, int rank) override;
   std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override;
+  std::optional<std::chrono::microseconds> TakeCpuUsed(const std::string& job_id) override;
   void KillJob(const std::string& job_id, const std::vector<pid_t>& rank_pids) override;
   void EndJob(const std::string& job_id, std::function<void()> on_empty) override;
   std::vector<Left> Remaining(const std::string& job_id, size_t max) override;
@@ -85,6 +86,9 @@ class CgroupContainment final : public Containment {
   AdoptedChildReaper reaper_;
   LimitPlaces places_;
   std::map<std::string, Limited> limited_;  // jobs with limits, by id
+  // What each emptied job's cgroup had used, until its supervisor takes it:
+  // one entry a job of this supervisor at most.
+  std::map<std::string, std::chrono::microseconds> cpu_used_;
 };
 
 // Bounded wait for a cgroup to empty after a kill; true once it is (or is

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -93,6 +94,33 @@ absl::StatusOr<bool> CgroupPopulated(const std::string& dir) {
     return absl::InternalError(Cat("read(", path, "): no populated field"));
   }
   return (*text)[at + 10] == '1';
+}
+
+std::optional<std::chrono::microseconds> ParseCpuStatUsage(std::string_view cpu_stat) {
+  // "usage_usec N" on a line of its own, the first of the file today.
+  constexpr std::string_view kKey = "usage_usec ";
+  for (size_t at = 0; at < cpu_stat.size();) {
+    size_t end = cpu_stat.find('\n', at);
+    if (end == std::string_view::npos) end = cpu_stat.size();
+    std::string_view line = cpu_stat.substr(at, end - at);
+    at = end + 1;
+    if (!line.starts_with(kKey)) continue;
+    line.remove_prefix(kKey.size());
+    uint64_t usec = 0;
+    const auto [rest, ec] = std::from_chars(line.data(), line.data() + line.size(), usec);
+    if (ec != std::errc() || rest != line.data() + line.size() ||
+        usec > static_cast<uint64_t>(std::chrono::microseconds::max().count())) {
+      return std::nullopt;
+    }
+    return std::chrono::microseconds(static_cast<int64_t>(usec));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::microseconds> CgroupCpuUsage(const std::string& dir) {
+  auto text = ReadWholeFile(Join2(dir, "cpu.stat"), 4096);
+  if (!text.ok()) return std::nullopt;
+  return ParseCpuStatUsage(*text);
 }
 
 absl::Status KillCgroup(const std::string& dir) {

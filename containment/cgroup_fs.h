@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,12 @@ absl::StatusOr<std::string> OwnCgroupDir();
 // Whether anything lives in the cgroup or below (`populated` of
 // cgroup.events). NotFound when the cgroup is gone.
 absl::StatusOr<bool> CgroupPopulated(const std::string& dir);
+
+// The CPU time the cgroup's processes used, theirs and every cgroup's
+// below, living and gone (`usage_usec` of cpu.stat, which every cgroup v2
+// has with or without the cpu controller). nullopt without one.
+std::optional<std::chrono::microseconds> ParseCpuStatUsage(std::string_view cpu_stat);
+std::optional<std::chrono::microseconds> CgroupCpuUsage(const std::string& dir);
 
 // SIGKILLs every process in the cgroup and below: cgroup.kill where the
 // kernel has it (>= 5.14), else KillCgroupByFreezing. Returns at once; the

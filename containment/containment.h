@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -37,6 +38,13 @@ class Containment {
   virtual std::optional<uint64_t> OomKills(const std::string& job_id, int rank) {
     (void)job_id;
     (void)rank;
+    return std::nullopt;
+  }
+  // The CPU time the job's processes used in its last attempt, from their
+  // start as ranks to the emptying that EndJob waited for (then forgotten:
+  // asked once). nullopt where this containment cannot count it.
+  virtual std::optional<std::chrono::microseconds> TakeCpuUsed(const std::string& job_id) {
+    (void)job_id;
     return std::nullopt;
   }
   // SIGKILL everything of the job. `rank_pids` are the ranks not yet

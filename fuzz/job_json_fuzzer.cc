@@ -2,7 +2,8 @@
 // dir>/job.json: store/job_store.cc's Load, model/job.h's JobFromJson), and
 // as a supervisor of an older release sends it. Invariants: any bytes give
 // a job or none, never a throw; a job read is written again as JSON that
-// dumps (valid UTF-8) and reads back to the same record.
+// dumps (valid UTF-8) and reads back to the same record; an attempt's CPU
+// count is none or not negative.
 #include <limits.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(job->spec.groups->size() <= NGROUPS_MAX);
     for (gid_t g : *job->spec.groups) FUZZ_CHECK(g != static_cast<gid_t>(-1));
   }
+  // A CPU count is a duration or none, never negative.
+  for (const Attempt& a : job->attempts) FUZZ_CHECK(!a.cpu || a.cpu->count() >= 0);
   const nlohmann::json first = ToJson(*job);
   const std::string dumped = first.dump();
   const std::optional<Job> again = JobFromJson(nlohmann::json::parse(dumped));

@@ -217,6 +217,9 @@ struct Attempt {
   WallTime started_at{};
   std::optional<WallTime> ended_at;
   std::optional<RootCause> root_cause;
+  // The CPU time its processes used (their cgroup's count, from each
+  // rank's joining it to the attempt's end); nullopt where not counted.
+  std::optional<std::chrono::microseconds> cpu;
 };
 
 // Where a job's ranks sit among the nodes of a multi-node run (torchrun's

@@ -161,6 +161,7 @@ nlohmann::json ToJson(const Job& job) {
         {"started_at", FormatTime(a.started_at)},
         {"ended_at", OptTime(a.ended_at)},
         {"root_cause", a.root_cause ? ToJson(*a.root_cause) : nlohmann::json(nullptr)},
+        {"cpu_us", a.cpu ? nlohmann::json(a.cpu->count()) : nlohmann::json(nullptr)},
     });
   }
   nlohmann::json nodes = nlohmann::json::array();
@@ -522,6 +523,9 @@ std::optional<Job> JobFromJson(const nlohmann::json& j) {
       a.started_at = TimeField(aj, "started_at").value_or(WallTime{});
       a.ended_at = TimeField(aj, "ended_at");
       if (auto c = aj.find("root_cause"); c != aj.end()) a.root_cause = CauseFromJson(*c);
+      if (auto us = Field<int64_t>(aj, "cpu_us"); us && *us >= 0) {
+        a.cpu = std::chrono::microseconds(*us);
+      }
       job.attempts.push_back(std::move(a));
     }
   }

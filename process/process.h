@@ -178,6 +178,13 @@ class ProcessLauncher {
     return {};
   }
 
+  // The CPU time the job's processes used in the attempt EndJob last
+  // emptied (Containment::TakeCpuUsed); asked once.
+  virtual std::optional<std::chrono::microseconds> TakeCpuUsed(const std::string& job_id) {
+    (void)job_id;
+    return std::nullopt;
+  }
+
   // Calls `on_empty` once no process of the job is left, and releases what
   // BeginJob made. Kills nothing by itself. `on_empty` always runs later
   // from the loop, never from within EndJob.

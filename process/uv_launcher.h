@@ -40,6 +40,9 @@ class UvLauncher final : public ProcessLauncher {
   std::optional<uint64_t> OomKills(const std::string& job_id, int rank) override {
     return containment_->OomKills(job_id, rank);
   }
+  std::optional<std::chrono::microseconds> TakeCpuUsed(const std::string& job_id) override {
+    return containment_->TakeCpuUsed(job_id);
+  }
   absl::StatusOr<pid_t> Spawn(const SpawnRequest& request, RankCallbacks callbacks) override;
   void SignalRank(const std::string& job_id, int rank, int sig) override;
   void SignalProcess(const std::string& job_id, int rank, int sig) override;

@@ -142,6 +142,7 @@ void Fill(const Job& job, pb::Record* out, bool argv, bool env) {
     o->set_started_at_ns(Nanos(a.started_at));
     if (a.ended_at) o->set_ended_at_ns(Nanos(*a.ended_at));
     if (a.root_cause) CauseToProto(*a.root_cause, o->mutable_root_cause());
+    if (a.cpu) o->set_cpu_us(a.cpu->count());
   }
   if (argv) {
     for (const std::string& arg : s.argv) out->add_argv(arg);
@@ -343,6 +344,7 @@ std::optional<Job> FromProto(const pb::Record& r) {
     a.started_at = TimeOf(o.started_at_ns());
     if (o.has_ended_at_ns()) a.ended_at = TimeOf(o.ended_at_ns());
     if (o.has_root_cause()) a.root_cause = CauseOf(o.root_cause());
+    if (o.has_cpu_us() && o.cpu_us() >= 0) a.cpu = std::chrono::microseconds(o.cpu_us());
     job.attempts.push_back(std::move(a));
   }
   s.argv.assign(r.argv().begin(), r.argv().end());

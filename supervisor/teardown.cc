@@ -237,6 +237,7 @@ void JobRunner::OnJobEmpty() {
   ltd::Attempt& attempt = job->attempts.back();
   attempt.ended_at = clock_.Now();
   attempt.root_cause = cause;
+  attempt.cpu = launcher_.TakeCpuUsed(id);
   if (rt.lost) return Finish(rt.lost);
   // A rank that would not die holds what the next attempt would need.
   const bool restartable = cause && cause->reason != CauseReason::kCancelled && !rt.run_cancelled &&

@@ -28,5 +28,20 @@ TEST(CgroupFs, ParsesMountinfoOnHybridAndUnifiedHosts) {
   EXPECT_FALSE(ParseUnifiedCgroup("1:name=systemd:/\n").ok());
 }
 
+// cpu.stat's first line, as every cgroup v2 has it (with or without the cpu
+// controller); anything else is no count.
+TEST(CgroupFs, ReadsTheCpuTimeOfCpuStat) {
+  EXPECT_EQ(ParseCpuStatUsage("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n"),
+            std::chrono::microseconds(1'234'567));
+  EXPECT_EQ(ParseCpuStatUsage("nr_periods 0\nusage_usec 0"), std::chrono::microseconds(0));
+  EXPECT_FALSE(ParseCpuStatUsage(""));
+  EXPECT_FALSE(ParseCpuStatUsage("user_usec 5\n"));
+  EXPECT_FALSE(ParseCpuStatUsage("usage_usec \n"));
+  EXPECT_FALSE(ParseCpuStatUsage("usage_usec -1\n"));
+  EXPECT_FALSE(ParseCpuStatUsage("usage_usec 12x\n"));
+  EXPECT_FALSE(ParseCpuStatUsage("usage_usec 99999999999999999999\n"));
+  EXPECT_FALSE(ParseCpuStatUsage("xusage_usec 5\n"));
+}
+
 }  // namespace
 }  // namespace ltd

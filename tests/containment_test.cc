@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cgroup_fs.h"
+#include "cgroup_test_util.h"
 #include "e2e_fixture.h"
 #include "process_scan.h"
 
@@ -43,35 +44,11 @@ std::string CgroupOf(pid_t pid) {
 
 pid_t SessionOf(pid_t pid) { return getsid(pid); }
 
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
-}
-
-// Reaps every exited child of this process; true once it has no child at
-// all (tests that stand in for init adopt ltd's orphans).
-bool ReapedAll() {
-  for (;;) {
-    const pid_t pid = waitpid(-1, nullptr, WNOHANG);
-    if (pid > 0) continue;
-    return pid < 0 && errno == ECHILD;
-  }
-}
-
 // Reaps every exited child of this process; true once none is a zombie.
 bool NoZombieChildren() {
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
   return ZombieChildrenOf(getpid()).empty();
-}
-
-// Whether this test may make cgroups: root, a cgroup2 mount, a writable
-// own cgroup. Otherwise the cgroup cases are skipped and only the
-// subreaper fallback runs.
-bool CgroupsWritable() {
-  auto own = OwnCgroupDir();
-  return own.ok() && access((*own + "/cgroup.procs").c_str(), W_OK) == 0 &&
-         access(own->c_str(), W_OK) == 0;
 }
 
 class Containment : public E2E, public ::testing::WithParamInterface<std::string> {
@@ -530,80 +507,58 @@ exit 7
   EXPECT_EQ(rows, 4) << show.out;
 }
 
+// Each attempt says what CPU time its processes used, counted by their
+// cgroup (a rank's descendants included); a containment without one says
+// nothing rather than a guess.
+TEST_P(Containment, EachAttemptSaysTheCpuTimeItsProcessesUsed) {
+  // Each rank, and a child of it, spin for 0.2 s of their own CPU time.
+  const std::string spin =
+      "import os, time\n"
+      "pid = os.fork()\n"
+      "t = time.process_time()\n"
+      "while time.process_time() - t < 0.2: pass\n"
+      "if pid: os.waitpid(pid, 0)\n"
+      "raise SystemExit(3 if os.environ['TORCHELASTIC_RESTART_COUNT'] == '0' else 0)\n";
+  const std::string id =
+      Submit({"--devices", "2", "--max-restarts", "1", "--", "/usr/bin/python3", "-c", spin});
+  nlohmann::json job = ExpectEndedClean(id, 60s);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << job.dump(2);
+  ASSERT_EQ(job["attempts"].size(), 2u) << job.dump(2);
+  CmdResult show = d_.Ctl({"show", id});
+  EXPECT_EQ(show.exit_code, 0);
+  // A count as the JSON has it: a number, or (protobuf's JSON of an
+  // int64) a string of one; none when absent or null.
+  auto count = [](const nlohmann::json& a) -> std::optional<int64_t> {
+    const auto it = a.find("cpu_us");
+    if (it == a.end() || it->is_null()) return std::nullopt;
+    return it->is_string() ? std::stoll(it->get<std::string>()) : it->get<int64_t>();
+  };
+  if (GetParam() != "cgroup") {
+    for (const auto& a : job["attempts"]) EXPECT_FALSE(count(a)) << a.dump();
+    EXPECT_EQ(show.out.find("CPU time:"), std::string::npos) << show.out;
+    return;
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& a = job["attempts"][i];
+    ASSERT_TRUE(count(a)) << a.dump();
+    const int64_t us = *count(a);
+    // Four spinners of 0.2 s each when the attempt succeeds; when it fails,
+    // the first rank out and its child spun whole before the teardown.
+    // And little else: not a minute.
+    EXPECT_GE(us, i == 0 ? 400'000 : 800'000) << a.dump();
+    EXPECT_LT(us, 60'000'000) << a.dump();
+    total += us;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3fs", static_cast<double>(total) / 1e6);
+  EXPECT_NE(show.out.find(std::string("CPU time:      ") + seconds), std::string::npos)
+      << seconds << "\n"
+      << show.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Containment, ::testing::Values("cgroup", "subreaper"),
                          [](const auto& info) { return info.param; });
-
-// Without a usable cgroup2 mount, `--containment cgroup` refuses to start
-// with a one-line reason and `auto` falls back to the subreaper.
-TEST(ContainmentModes, CgroupUnavailableFailsClearlyOrFallsBack) {
-  if (getuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
-    GTEST_SKIP() << "needs root and unshare to hide the cgroup2 mount";
-  }
-  auto mountinfo = ReadWholeFile("/proc/self/mountinfo");
-  ASSERT_TRUE(mountinfo.ok());
-  auto mount = ParseCgroup2Mount(*mountinfo);
-  if (!mount.ok()) GTEST_SKIP() << "no cgroup2 here to hide";
-  Daemon d;
-  const std::string hide = "umount -l " + mount->mount_point + " && exec \"$@\"";
-  auto run = [&](const std::string& mode) {
-    return RunCommand({"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-                       hide, "sh", LtdPath(), "--socket", d.socket(), "--state-dir", d.state_dir(),
-                       "--devices", "1", "--containment", mode},
-                      {}, 20s);
-  };
-  CmdResult forced = run("cgroup");
-  EXPECT_EQ(forced.exit_code, 1);
-  EXPECT_NE(forced.err.find("--containment cgroup: cgroups cannot be used here"), std::string::npos)
-      << forced.err;
-  EXPECT_EQ(std::count(forced.err.begin(), forced.err.end(), '\n'), 1) << forced.err;
-}
-
-// The pre-5.14 kill (freeze, SIGKILL each pid, thaw), run on a kernel
-// that has cgroup.kill, so it is tested all the same.
-TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
-  if (!CgroupsWritable()) GTEST_SKIP() << "cgroup v2 is not writable here";
-  auto own = OwnCgroupDir();
-  ASSERT_TRUE(own.ok());
-  const std::string dir = *own + "/lt-containment-test-" + std::to_string(getpid());
-  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << std::strerror(errno);
-  // The orphaned grandchildren come to this process, which reaps them.
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (!WriteWholeFile(dir + "/cgroup.procs", "0").ok()) _exit(1);
-    setsid();
-    for (int i = 0; i < 5; ++i) {
-      if (fork() == 0) {
-        if (fork() != 0) _exit(0);  // double fork: the grandchild is orphaned
-        signal(SIGTERM, SIG_IGN);
-        for (;;) pause();
-      }
-    }
-    (void)!write(ready[1], "x", 1);
-    for (;;) pause();
-  }
-  close(ready[1]);
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  close(ready[0]);
-  ASSERT_TRUE(WaitFor([&] { return CountCgroupProcs(dir) >= 6; }, 5s)) << CountCgroupProcs(dir);
-  ASSERT_TRUE(CgroupPopulated(dir).value_or(false));
-
-  ASSERT_TRUE(KillCgroupByFreezing(dir).ok());
-  EXPECT_TRUE(WaitFor([&] { return !CgroupPopulated(dir).value_or(true); }, 5s));
-  int status = 0;
-  EXPECT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_FALSE(ReadWhole(dir + "/cgroup.events").find("frozen 1") != std::string::npos)
-      << "left frozen";
-  EXPECT_TRUE(RemoveCgroupTree(dir).ok());
-  EXPECT_FALSE(Exists(dir));
-  EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "an orphan was not killed";
-  EXPECT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
-}
 
 }  // namespace
 }  // namespace ltd::test

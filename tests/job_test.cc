@@ -102,9 +102,14 @@ TEST(JobRecord, JsonRoundTripKeepsEverything) {
   Attempt a;
   a.master_port = 29500;
   a.root_cause = cause;
-  job.attempts = {a};
+  a.cpu = std::chrono::microseconds(1'234'567);
+  Attempt uncounted = a;  // a containment that counts no CPU
+  uncounted.cpu.reset();
+  job.attempts = {a, uncounted};
 
   const nlohmann::json j = ToJson(job);
+  EXPECT_EQ(j["attempts"][0]["cpu_us"], 1'234'567);
+  EXPECT_TRUE(j["attempts"][1]["cpu_us"].is_null());
   EXPECT_EQ(j["root_cause"]["reason"], "hang");
   EXPECT_EQ(j["ranks"][1]["last_step"], 99);
   EXPECT_TRUE(j["ranks"][0]["last_step"].is_null());
@@ -259,6 +264,17 @@ TEST(JobRecord, GarbageIsRejectedNotFatal) {
   ASSERT_EQ(longer->errors.cut.size(), 1u);
   EXPECT_EQ(longer->errors.cut[0].name, "a");
   EXPECT_EQ(ToJson(*JobFromJson(ToJson(*longer))), ToJson(*longer));
+  // A CPU count that is no count of microseconds reads as none.
+  auto counts = JobFromJson(nlohmann::json::parse(
+      R"({"id": "6", "state": "FAILED", "attempts": [{"cpu_us": -5}, {"cpu_us": 1e30},
+          {"cpu_us": "12"}, {"cpu_us": 9223372036854775807}, {"cpu_us": 0}]})"));
+  ASSERT_TRUE(counts);
+  ASSERT_EQ(counts->attempts.size(), 5u);
+  EXPECT_FALSE(counts->attempts[0].cpu);
+  EXPECT_FALSE(counts->attempts[1].cpu);
+  EXPECT_FALSE(counts->attempts[2].cpu);
+  EXPECT_EQ(counts->attempts[3].cpu, std::chrono::microseconds::max());
+  EXPECT_EQ(counts->attempts[4].cpu, std::chrono::microseconds(0));
 }
 
 // A finished job in memory is a summary: its command line cut, its

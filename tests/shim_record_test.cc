@@ -153,6 +153,7 @@ Job RichJob() {
   job.spec.error = "/home/bob/err\xff-%r.log";
   job.held_until = At("2026-12-01T10:10:08.500000Z");
   job.attempts.front().root_cause->reason = CauseReason::kTimeLimit;
+  job.attempts.front().cpu = std::chrono::microseconds(1'500'042);
   job.ranks[1].error_message = "CUDA error\xc3";
   job.ranks[1].steps_per_second = 2.5;
   job.ranks[1].straggler = true;

@@ -262,6 +262,7 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
     SetTime(a.started_at, pa->mutable_started_at());
     SetTime(a.ended_at, [&] { return pa->mutable_ended_at(); });
     if (a.root_cause) ToProto(*a.root_cause, limits.text, pa->mutable_root_cause());
+    if (a.cpu) pa->set_cpu_us(a.cpu->count());
   }
   SetArgv(s.argv, job.table.argv_cut, limits.argv_text, out);
   out->set_cwd(DisplayEscapeElided(s.cwd, limits.text));
