@@ -184,6 +184,35 @@ def submit_many(client, n, threads, argv=("/bin/true",), wait=False, devices=1, 
     return time.monotonic() - t0
 
 
+def in_child(fn, build):
+    """fn(build) in a child process: each build's Python client registers
+    its own ltd.proto, and protobuf's one descriptor pool a process takes
+    one version of a file only."""
+    import pickle
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            data = pickle.dumps(("ok", fn(build)))
+        except BaseException as e:  # noqa: B902 (the parent re-raises it)
+            data = pickle.dumps(("error", repr(e)))
+            code = 1
+        with os.fdopen(w, "wb") as out:
+            out.write(data)
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    kind, value = pickle.loads(data) if data else ("error", "the child died")
+    if kind != "ok":
+        sys.exit(f"a measurement of {build} failed: {value}")
+    return value
+
+
 def med(values):
     return statistics.median(values) if values else float("nan")
 
@@ -447,7 +476,7 @@ def main():
     def turn(key, fn):
         for _ in range(args.runs):
             for name, build in builds:
-                results[name].setdefault(key, []).append(fn(build))
+                results[name].setdefault(key, []).append(in_child(fn, build))
 
     if "queued" in only:
         turn("queued", lambda b: bench_queued(b, pendings, args.threads, args.window))
