@@ -88,12 +88,15 @@ struct CgroupContainment::Waiter {
 absl::StatusOr<std::unique_ptr<CgroupContainment>> CgroupContainment::Create(
     uv_loop_t* loop, const std::string& base, const std::string& run, bool proven,
     LimitPlaces places) {
-  if (absl::Status s = MakeDir(base); !s.ok()) return s;
   const std::string run_dir = base + "/" + run;
+  // The base is there but for the first run under it (a spare supervisor
+  // makes a run a job); made where it is not, twice: another process's
+  // sweep (SweepStaleLtruns) may remove it as empty between two mkdirs.
   absl::Status made = MakeDir(run_dir);
-  // Another process's sweep (SweepStaleLtruns) removed the base as it was
-  // empty, between the two mkdirs: once more.
-  if (absl::IsNotFound(made) && MakeDir(base).ok()) made = MakeDir(run_dir);
+  for (int round = 0; round < 2 && absl::IsNotFound(made); ++round) {
+    if (absl::Status s = MakeDir(base); !s.ok()) return s;
+    made = MakeDir(run_dir);
+  }
   if (absl::Status s = made; !s.ok()) {
     rmdir(base.c_str());  // only if empty: a predecessor's leftovers stay for the sweep
     return s;

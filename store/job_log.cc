@@ -186,7 +186,13 @@ std::string CutOfMarker(std::string_view line) {
 
 absl::StatusOr<JobLogWriter> JobLogWriter::Open(const std::string& dir, uint64_t max_bytes) {
   JobLogWriter w(dir, std::max<uint64_t>(max_bytes, 4 * kChunk));
-  w.head_ = OpenAppend(dir + "/" + kHead);
+  const std::string head = dir + "/" + kHead;
+  // The head is the first file a log has: made here, it is a new log, with
+  // nothing cut and no tail to go on from (a job's first attempt, most).
+  w.head_ =
+      Fd(open(head.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (w.head_.valid()) return w;
+  if (errno == EEXIST) w.head_ = OpenAppend(head);
   if (!w.head_.valid()) {
     return absl::UnavailableError(Cat("open(", dir, "/", kHead, "): ", std::strerror(errno)));
   }

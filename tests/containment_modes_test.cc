@@ -1,5 +1,6 @@
 // Containment without a job: ltd refusing cgroup containment where no
-// cgroup2 can be used, and the pre-5.14 kill of a cgroup's processes.
+// cgroup2 can be used, the pre-5.14 kill of a cgroup's processes, and a
+// tree of cgroups killed and removed.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -87,6 +88,40 @@ TEST(CgroupFs, FreezeAndKillEmptiesACgroupWithEscapedProcesses) {
   EXPECT_FALSE(Exists(dir));
   EXPECT_TRUE(WaitFor(ReapedAll, 5s)) << "an orphan was not killed";
   EXPECT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+}
+
+// A tree of cgroups goes deepest first, a busy one stays and says so, and
+// a kill reaches a cgroup through cgroup.kill; a cgroup not there is
+// NotFound to both (a job's end that raced another remover).
+TEST(CgroupFs, RemovesATreeKillsAndSaysWhatIsNotThere) {
+  if (!CgroupsWritable()) GTEST_SKIP() << "cgroup v2 is not writable here";
+  auto own = OwnCgroupDir();
+  ASSERT_TRUE(own.ok());
+  const std::string dir = *own + "/lt-tree-test-" + std::to_string(getpid());
+  for (const std::string& d : {dir, dir + "/a", dir + "/a/b", dir + "/c"}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d << ": " << std::strerror(errno);
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!WriteWholeFile(dir + "/a/b/cgroup.procs", "0").ok()) _exit(1);
+    for (;;) pause();
+  }
+  ASSERT_TRUE(WaitFor([&] { return CountCgroupProcs(dir) == 1; }, 5s));
+  absl::Status busy = RemoveCgroupTree(dir);
+  EXPECT_FALSE(busy.ok());
+  EXPECT_NE(busy.message().find(dir + "/a/b"), std::string::npos) << busy.message();
+  EXPECT_TRUE(Exists(dir + "/a/b"));
+
+  ASSERT_TRUE(KillCgroup(dir).ok());
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !CgroupPopulated(dir).value_or(true); }, 5s));
+  EXPECT_TRUE(RemoveCgroupTree(dir).ok());
+  EXPECT_FALSE(Exists(dir));
+  EXPECT_TRUE(RemoveCgroupTree(dir).ok()) << "a tree already gone is no error";
+  EXPECT_TRUE(absl::IsNotFound(KillCgroup(dir)));
 }
 
 }  // namespace
