@@ -300,6 +300,7 @@ std::vector<std::string> CgroupContainment::RankCgroups(const std::string& job_i
   if (absl::Status s = MakeDir(dir); !s.ok()) {
     spdlog::error("job={} rank={}: {}", job_id, rank, std::string(s.message()));
   }
+  rank_cgroups_[job_id].insert(rank);
   std::vector<std::string> dirs = {dir};
   auto it = limited_.find(job_id);
   if (it == limited_.end()) return dirs;
@@ -452,6 +453,7 @@ void CgroupContainment::Forget(const std::string& job_id) {
   }
   limited_.erase(job_id);
   cpu_used_.erase(job_id);
+  rank_cgroups_.erase(job_id);
 }
 
 std::optional<std::chrono::microseconds> CgroupContainment::TakeCpuUsed(const std::string& job_id) {
@@ -469,6 +471,12 @@ void CgroupContainment::Done(Waiter* w) {
     cpu_used_[w->job_id] = *used;
   } else {
     cpu_used_.erase(w->job_id);
+  }
+  // Its ranks' cgroups by name, then its own: a listing of what is left
+  // only where one is (RemoveCgroupTree).
+  if (auto ranks = rank_cgroups_.find(w->job_id); ranks != rank_cgroups_.end()) {
+    for (int rank : ranks->second) rmdir(Cat(w->dir, "/rank-", rank).c_str());
+    rank_cgroups_.erase(ranks);
   }
   if (absl::Status s = RemoveCgroupTree(w->dir); !s.ok()) {
     spdlog::error("job={} cleanup: {}", w->job_id, std::string(s.message()));

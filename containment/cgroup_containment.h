@@ -89,6 +89,9 @@ class CgroupContainment final : public Containment {
   // What each emptied job's cgroup had used, until its supervisor takes it:
   // one entry a job of this supervisor at most.
   std::map<std::string, std::chrono::microseconds> cpu_used_;
+  // The rank-R cgroups each job's attempt made: removed by name at its
+  // end, without a listing of the job's cgroup.
+  std::map<std::string, std::set<int>> rank_cgroups_;
 };
 
 // Bounded wait for a cgroup to empty after a kill; true once it is (or is
