@@ -292,20 +292,22 @@ namespace {
 // that its files and log.cut do not match.
 bool TakeOnce(const std::string& dir, LogSnapshot& snap) {
   snap = LogSnapshot();
-  const Cut cut = ReadCut(dir);
-  bool whole = true;
-  auto add = [&](const std::string& path) {
+  // Each file's size as it is opened; the head's inode is the log's id.
+  auto add = [&](const std::string& path, uint64_t* id = nullptr) {
     Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) return false;
-    const uint64_t size = FileSize(fd.get());
-    snap.files.push_back({std::move(fd), size});
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0) st = {};
+    if (id != nullptr) *id = static_cast<uint64_t>(st.st_ino);
+    snap.files.push_back({std::move(fd), static_cast<uint64_t>(st.st_size)});
     return true;
   };
-  const bool head = add(dir + "/" + kHead);
-  if (head) {
-    struct stat st {};
-    if (fstat(snap.files[0].fd.get(), &st) == 0) snap.id = static_cast<uint64_t>(st.st_ino);
-  }
+  const bool head = add(dir + "/" + kHead, &snap.id);
+  // The head is a log's first file (JobLogWriter::Open), never cut: without
+  // it there is no log yet (a job not started), nothing cut and no tail.
+  if (!head) return true;
+  const Cut cut = ReadCut(dir);
+  bool whole = true;
   std::vector<uint64_t> seqs = TailSeqs(dir);
   // One the cut counts already is being unlinked.
   if (cut.first) std::erase_if(seqs, [&](uint64_t seq) { return seq < *cut.first; });
@@ -319,7 +321,9 @@ bool TakeOnce(const std::string& dir, LogSnapshot& snap) {
   }
   // The head's size once the tails are open: the writer fills the head
   // before it makes the first tail, so with a tail it has all it will.
-  if (head) snap.files[0].size = FileSize(snap.files[0].fd.get());
+  // Without one, the size it was opened with ends the snapshot (the head
+  // only grows, so that is a whole beginning of the log).
+  if (snap.files.size() > 1) snap.files[0].size = FileSize(snap.files[0].fd.get());
   snap.cut = cut.bytes;
   snap.cut_lines = cut.lines;
   return whole;
