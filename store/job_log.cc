@@ -302,10 +302,9 @@ bool TakeOnce(const std::string& dir, LogSnapshot& snap) {
     snap.files.push_back({std::move(fd), static_cast<uint64_t>(st.st_size)});
     return true;
   };
-  const bool head = add(dir + "/" + kHead, &snap.id);
   // The head is a log's first file (JobLogWriter::Open), never cut: without
   // it there is no log yet (a job not started), nothing cut and no tail.
-  if (!head) return true;
+  if (!add(dir + "/" + kHead, &snap.id)) return true;
   const Cut cut = ReadCut(dir);
   bool whole = true;
   std::vector<uint64_t> seqs = TailSeqs(dir);
