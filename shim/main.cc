@@ -34,13 +34,13 @@
 #include "loop.h"
 #include "run_join.h"
 #include "shim_service.h"
+#include "signal_watch.h"
 #include "spare.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "stack_sampler.h"
 #include "supervisor_server.h"
 #include "uv_clock.h"
-#include "uv_handle.h"
 #include "uv_launcher.h"
 
 namespace ltd {
@@ -76,13 +76,8 @@ struct Found {
   std::optional<ContainmentPlan> places;
 };
 
-int Run(const Options& opt, Found& found) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+// What a supervisor sets once, for every job it serves.
+void SetUpProcess(const Options& opt) {
   signal(SIGPIPE, SIG_IGN);
   spdlog::set_default_logger(RateLimitedStderrLogger("lt-shim"));
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
@@ -92,6 +87,17 @@ int Run(const Options& opt, Found& found) {
   // hard limit allows, rather than count on ltd's raised one (the ranks
   // get the limits their job's record names, not this).
   if (absl::Status s = RaiseFdLimit(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
+}
+
+int Run(const Options& opt, Found& found) {
+  // A stop signal is the job's (its teardown) from here to the job's
+  // end, taken on the loop; before and after, it ends this process.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  std::optional<BlockedSignals> blocked(std::in_place, stop_signals);
 
   if (found.state_dir.empty()) {
     char resolved[PATH_MAX];
@@ -215,27 +221,19 @@ int Run(const Options& opt, Found& found) {
       join->Start(runner);
     };
     service.Begin(runner, start, [&] { loop.Stop(); });
-    std::vector<UvPtr<uv_signal_t>> signals;
-    for (int signum : {SIGTERM, SIGINT, SIGHUP}) {
-      UvPtr<uv_signal_t> h =
-          UvInit<uv_signal_t>([&](uv_signal_t* s) { return uv_signal_init(loop.get(), s); });
-      if (!h) continue;
-      h->data = &runner;
-      uv_signal_start(
-          h.get(),
-          [](uv_signal_t* handle, int s) {
-            auto* r = static_cast<JobRunner*>(handle->data);
-            spdlog::warn("job={} {} received: tearing the job down", r->job().id, sigabbrev_np(s));
-            (void)r->Kill(KillOrder::Teardown(
-                "", std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")"));
-          },
-          signum);
-      signals.push_back(std::move(h));
+    auto stop = SignalWatch::Start(loop.get(), stop_signals, [&runner](int s) {
+      spdlog::warn("job={} {} received: tearing the job down", runner.job().id, sigabbrev_np(s));
+      (void)runner.Kill(KillOrder::Teardown(
+          "", std::string("its supervisor was stopped (SIG") + sigabbrev_np(s) + ")"));
+    });
+    if (!stop.ok()) {
+      spdlog::warn("job={} {}; a stop signal ends this supervisor without its teardown", opt.job,
+                   std::string(stop.status().message()));
+      blocked.reset();
     }
-    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     loop.Run();
     if (join) join->Stop();  // this node's end reaches the others first
-    signals.clear();
+    if (stop.ok()) stop->reset();
     uv_run(loop.get(), UV_RUN_NOWAIT);
     if (!runner.job().record_error.empty()) {
       spdlog::error("job={} final record not saved: {}", opt.job, runner.job().record_error);
@@ -284,6 +282,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (ltd_fd) opt.ltd_fd = ltd::kLtdFd;
+  ltd::SetUpProcess(opt);
   ltd::Found found;
   if (!spare) return ltd::Run(opt, found);
   opt.ltd_fd = ltd::kLtdFd;  // each job's connection

@@ -1,0 +1,51 @@
+// A stop signal sent to a supervisor (an administrator's kill, a
+// service manager's stop): with a job, the job is torn down, every rank
+// gone, and the record says why; between jobs, a spare simply ends.
+// The signals are taken on the supervisor's loop through a signalfd
+// while it has a job (loop/signal_watch.h), and left at their default
+// action otherwise.
+#include <signal.h>
+
+#include "e2e_fixture.h"
+
+namespace ltd::test {
+namespace {
+
+const std::string kChild = TestChildPath();
+
+class SupervisorSignalE2E : public E2E {};
+
+TEST_F(SupervisorSignalE2E, AStopSignalTearsTheJobDownAndSaysWhy) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    const std::string id = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
+    ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 20s))
+        << d_.Show(id).dump(2);
+    ASSERT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).size() == 2; }, 20s));
+    const std::vector<pid_t> shims = Supervisors(d_.state_dir(), id);
+    ASSERT_EQ(shims.size(), 1u);
+    ASSERT_EQ(kill(shims[0], sig), 0);
+    const nlohmann::json job = d_.WaitEnded(id);
+    EXPECT_NE(job.value("state", ""), "RUNNING") << job.dump(2);
+    EXPECT_EQ(job["root_cause"].value("message", ""),
+              std::string("its supervisor was stopped (SIG") + sigabbrev_np(sig) + ")")
+        << job.dump(2);
+    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
+  }
+}
+
+TEST_F(SupervisorSignalE2E, ASpareWithoutAJobEndsAtASignal) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    // A job's supervisor, free again after it: a spare that served a job.
+    const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "exit:0"});
+    EXPECT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
+    pid_t spare = 0;
+    ASSERT_TRUE(WaitFor([&] { return (spare = ReadySpare(d_.state_dir())) != 0; }, 20s));
+    ASSERT_EQ(kill(spare, sig), 0);
+    EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(spare); }, 10s));
+  }
+}
+
+}  // namespace
+}  // namespace ltd::test
