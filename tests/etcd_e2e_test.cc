@@ -387,6 +387,39 @@ TEST_F(EtcdRun, UnderLtdMaxTimeEndsANodeWaitingInItsRendezvous) {
   EXPECT_EQ(d.Stop(), 0);
 }
 
+// A stop signal to a node's supervisor, lt-shim-etcd with its etcd
+// client's threads, while it waits in the rendezvous: the node is torn
+// down and says why. The signal is read on the supervisor's loop; a
+// thread of the client's that let it through would end the supervisor
+// at the signal's default action instead, the job then LOST.
+TEST_F(EtcdRun, UnderLtdAStopSignalToAMultiNodeSupervisorTearsItsNodeDown) {
+  Daemon d;
+  ASSERT_TRUE(d.Start({"--devices", "2"})) << d.log();
+  CmdResult submitted = d.Ctl({"submit", "-d", "--devices", "2", "--nnodes", "2", "--node-rank",
+                               "0", "--rdzv", etcd_->url(), "--run-id", run_id_, "--master-addr",
+                               "127.0.0.1", "--rdzv-timeout", "1h", "--", "true"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id = TrimEnd(submitted.out);
+  ASSERT_TRUE(WaitFor([&] { return d.Show(id).value("state", "") == "STARTING"; }, 20s))
+      << d.Show(id).dump(1);
+  const std::vector<pid_t> shims = Supervisors(d.state_dir(), id);
+  ASSERT_EQ(shims.size(), 1u);
+  // Its etcd client's threads are up: the rendezvous has begun.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::error_code ec;
+        return std::distance(std::filesystem::directory_iterator(
+                                 "/proc/" + std::to_string(shims[0]) + "/task", ec),
+                             std::filesystem::directory_iterator{}) > 1;
+      },
+      20s));
+  ASSERT_EQ(kill(shims[0], SIGTERM), 0);
+  const nlohmann::json ended = d.WaitEnded(id, 60s);
+  EXPECT_EQ(ended["root_cause"].value("message", ""), "its supervisor was stopped (SIGTERM)")
+      << ended.dump(1);
+  EXPECT_EQ(d.Stop(), 0);
+}
+
 // Bad starts: each ends at once (or at its --rdzv-timeout) with one line.
 TEST_F(EtcdRun, MismatchedNnodesEndsBothNodes) {
   auto n0 = Node(0, {}, {"true"});
