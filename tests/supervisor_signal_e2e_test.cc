@@ -26,7 +26,7 @@ TEST_F(SupervisorSignalE2E, AStopSignalTearsTheJobDownAndSaysWhy) {
     ASSERT_EQ(shims.size(), 1u);
     ASSERT_EQ(kill(shims[0], sig), 0);
     const nlohmann::json job = d_.WaitEnded(id);
-    EXPECT_NE(job.value("state", ""), "RUNNING") << job.dump(2);
+    EXPECT_EQ(job.value("state", ""), "CANCELLED") << job.dump(2);
     EXPECT_EQ(job["root_cause"].value("message", ""),
               std::string("its supervisor was stopped (SIG") + sigabbrev_np(sig) + ")")
         << job.dump(2);
