@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<SignalWatch>> SignalWatch::Start(
     uv_loop_t* loop, const sigset_t& signals, std::function<void(int)> on_signal) {
   std::unique_ptr<SignalWatch> w(new SignalWatch());
   w->fd_.reset(signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC));
-  if (!w->fd_.valid()) return PosixError("signalfd", "the stop signals", errno);
+  if (!w->fd_.valid()) return PosixError("signalfd", "the signals to watch", errno);
   w->on_signal_ = std::move(on_signal);
   int rc = 0;
   w->poll_ =
