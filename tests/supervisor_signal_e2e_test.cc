@@ -6,6 +6,8 @@
 // action otherwise.
 #include <signal.h>
 
+#include <cstdlib>
+
 #include "e2e_fixture.h"
 
 namespace ltd::test {
@@ -14,6 +16,15 @@ namespace {
 const std::string kChild = TestChildPath();
 
 class SupervisorSignalE2E : public E2E {};
+
+// The pid of job `id`'s supervisor, as ltd's log says ("job=ID
+// supervisor pid PID"); 0 when the log does not say.
+pid_t SupervisorPidFromLog(const std::string& log, const std::string& id) {
+  const std::string key = "job=" + id + " supervisor pid ";
+  const size_t at = log.find(key);
+  if (at == std::string::npos) return 0;
+  return static_cast<pid_t>(std::strtol(log.c_str() + at + key.size(), nullptr, 10));
+}
 
 TEST_F(SupervisorSignalE2E, AStopSignalTearsTheJobDownAndSaysWhy) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
@@ -38,10 +49,13 @@ TEST_F(SupervisorSignalE2E, ASpareWithoutAJobEndsAtASignal) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
     SCOPED_TRACE(sigabbrev_np(sig));
     // A job's supervisor, free again after it: a spare that served a job.
+    // ltd may have started another spare while the job ran, so the one
+    // to signal is named by ltd's log, not found as the only spare.
     const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "exit:0"});
     EXPECT_EQ(d_.WaitEnded(id).value("state", ""), "SUCCEEDED");
-    pid_t spare = 0;
-    ASSERT_TRUE(WaitFor([&] { return (spare = ReadySpare(d_.state_dir())) != 0; }, 20s));
+    const pid_t spare = SupervisorPidFromLog(d_.log(), id);
+    ASSERT_GT(spare, 0) << d_.log();
+    ASSERT_TRUE(WaitFor([&] { return IsReadySpare(d_.state_dir(), spare); }, 20s)) << d_.log();
     ASSERT_EQ(kill(spare, sig), 0);
     EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(spare); }, 10s));
   }
