@@ -17,16 +17,20 @@
 
 namespace ltd {
 
-template <typename Owner, void (SparePool::*kOn)(Owner*)>
-UvPtr<uv_poll_t> SparePool::PollFor(int fd, Owner* owner) {
-  auto poll = UvInit<uv_poll_t>([&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, fd); });
-  if (!poll) return poll;
-  poll->data = owner;
-  uv_poll_start(poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
-    auto* o = static_cast<Owner*>(p->data);
-    (o->pool->*kOn)(o);
-  });
-  return poll;
+template <void (SparePool::*kOn)(SparePool::Spare*)>
+bool SparePool::Poll(UvPtr<uv_poll_t>& poll, int fd, Spare* spare) {
+  if (!poll) {
+    poll = UvInit<uv_poll_t>([&](uv_poll_t* p) { return uv_poll_init(loop_.get(), p, fd); });
+    if (!poll) return false;
+  }
+  poll->data = spare;
+  // Started already: as it is (a start stops it first, and then each is a
+  // system call).
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(poll.get()))) return true;
+  return uv_poll_start(poll.get(), UV_READABLE, [](uv_poll_t* p, int, int) {
+           auto* s = static_cast<Spare*>(p->data);
+           (s->pool->*kOn)(s);
+         }) == 0;
 }
 
 void SparePool::Prepare(std::chrono::milliseconds delay) {
@@ -76,7 +80,10 @@ void SparePool::Keep(std::unique_ptr<Spare> spare) {
   }
   spare->pool = this;
   spare->since = std::chrono::steady_clock::now();
-  spare->exit_poll = PollFor<Spare, &SparePool::OnExit>(spare->process.pidfd.get(), spare.get());
+  if (!Poll<&SparePool::OnExit>(spare->exit_poll, spare->process.pidfd.get(), spare.get())) {
+    // Not watched, it could die unseen: it goes now.
+    return KillOne(std::move(spare));
+  }
   spares_.push_back(std::move(spare));
   if (spares_.size() > 1 && !trim_timer_) {
     trim_timer_ = UvInit<uv_timer_t>([&](uv_timer_t* t) { return uv_timer_init(loop_.get(), t); });
@@ -92,6 +99,12 @@ void SparePool::Keep(std::unique_ptr<Spare> spare) {
 }
 
 void SparePool::OnExit(Spare* spare) {
+  if (spare->lent) {
+    // Its job's watcher reaps it and says why; the EOF on its socket
+    // lets it go from here (OnWord). Until then this poll rests.
+    uv_poll_stop(spare->exit_poll.get());
+    return;
+  }
   // It had no job: nothing of anyone's is lost. The next job takes
   // another, or starts its own supervisor and prepares another spare.
   siginfo_t info{};
@@ -108,12 +121,13 @@ void SparePool::OnExit(Spare* spare) {
 }
 
 void SparePool::Retire(std::unique_ptr<Spare> spare) {
-  spare->exit_poll.reset();
+  spare->word_poll.reset();
   PidfdSendSignal(spare->process.pidfd.get(), SIGKILL);
   spare->pool = this;
   spare->retiring = true;
-  spare->exit_poll = PollFor<Spare, &SparePool::OnExit>(spare->process.pidfd.get(), spare.get());
-  if (!spare->exit_poll) return KillOne(std::move(spare));  // reaped now, then
+  if (!Poll<&SparePool::OnExit>(spare->exit_poll, spare->process.pidfd.get(), spare.get())) {
+    return KillOne(std::move(spare));  // reaped now, then
+  }
   retiring_.push_back(std::move(spare));
 }
 
@@ -130,7 +144,6 @@ std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
   } else {
     spare = std::move(spares_.back());
     spares_.pop_back();
-    spare->exit_poll.reset();
     // Normal priority before it reads its job: from then on it is the
     // job's supervisor, and starts threads that would inherit the policy.
     const sched_param normal{};
@@ -156,50 +169,53 @@ std::optional<SpawnedShim> SparePool::Take(const std::string& job_id) {
     KillOne(std::move(spare));  // it died since it was last polled
     return std::nullopt;
   }
-  auto lent = std::make_unique<Lent>();
-  lent->pool = this;
-  lent->pid = spare->process.pid;
-  lent->pidfd.reset(fcntl(spare->process.pidfd.get(), F_DUPFD_CLOEXEC, 0));
-  lent->assign = std::move(spare->assign);
-  SpawnedShim taken{spare->process.pid, std::move(spare->process.pidfd),
-                    std::move(connection->first)};
-  // Without a copy of its pidfd it is not taken back: it exits after its
-  // job (EOF on its socket).
-  if (lent->pidfd.valid()) {
-    lent->poll = PollFor<Lent, &SparePool::OnWord>(lent->assign.get(), lent.get());
+  // The job's watcher reaps it by a copy of the pool's pidfd. Without a
+  // copy it is not taken back: it exits after its job (EOF on its socket).
+  Fd copy(fcntl(spare->process.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+  if (!copy.valid())
+    return SpawnedShim{spare->process.pid, std::move(spare->process.pidfd),
+                       std::move(connection->first)};
+  SpawnedShim taken{spare->process.pid, std::move(copy), std::move(connection->first)};
+  spare->pool = this;
+  if (Poll<&SparePool::OnWord>(spare->word_poll, spare->assign.get(), spare.get())) {
+    spare->lent = true;
+    lent_.push_back(std::move(spare));
   }
-  if (lent->poll) lent_.push_back(std::move(lent));
   return taken;
 }
 
-void SparePool::OnWord(Lent* lent) {
-  const SpareWord word = ReadSpareWord(lent->assign.get());
+void SparePool::OnWord(Spare* spare) {
+  const SpareWord word = ReadSpareWord(spare->assign.get());
   if (word == SpareWord::kNothingYet) return;
+  if (!spare->lent) {
+    // It says nothing while it waits: this is its end (EOF), and its exit
+    // poll reaps it. Until then this poll rests.
+    if (word == SpareWord::kGone) uv_poll_stop(spare->word_poll.get());
+    return;
+  }
   auto it =
-      std::find_if(lent_.begin(), lent_.end(), [&](const auto& l) { return l.get() == lent; });
+      std::find_if(lent_.begin(), lent_.end(), [&](const auto& l) { return l.get() == spare; });
   if (it == lent_.end()) return;
-  std::unique_ptr<Lent> back = std::move(*it);
+  std::unique_ptr<Spare> back = std::move(*it);
   lent_.erase(it);
-  back->poll.reset();
+  back->lent = false;
   // Gone: it exits after its job, as any supervisor does, and what
   // watched it reaps it.
   if (word == SpareWord::kGone) return;
   // Its job's watcher lets go of it first: from then on only this pool
   // reaps it, so that its pid is its own while it lives (or is a zombie).
-  freed_(back->pid);
-  pollfd exited{back->pidfd.get(), POLLIN, 0};
+  freed_(back->process.pid);
+  pollfd exited{back->process.pidfd.get(), POLLIN, 0};
   if (poll(&exited, 1, 0) != 0) {
     siginfo_t info{};
-    (void)waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(back->pidfd.get()), &info,
-                 WEXITED | WNOHANG);
+    (void)waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(back->process.pidfd.get()),
+                 &info, WEXITED | WNOHANG);
     return;
   }
-  auto spare = std::make_unique<Spare>();
-  spare->process = SpawnedShim{back->pid, std::move(back->pidfd), Fd()};
-  spare->assign = std::move(back->assign);
-  if (!on_ || spares_.size() >= kMaxSpares) return Retire(std::move(spare));
-  spdlog::debug("supervisor pid {} is free again: a spare", back->pid);
-  Keep(std::move(spare));
+  // Its exit poll rested if it died meanwhile: the check above saw that.
+  if (!on_ || spares_.size() >= kMaxSpares) return Retire(std::move(back));
+  spdlog::debug("supervisor pid {} is free again: a spare", back->process.pid);
+  Keep(std::move(back));
 }
 
 void SparePool::Trim() {

@@ -56,31 +56,31 @@ class SparePool {
   std::optional<SpawnedShim> Take(const std::string& job_id);
 
  private:
+  // A supervisor of the pool's, for its whole life: waiting, lent with a
+  // job, or retiring. Its two polls are made once and stay started from
+  // job to job (a poll made anew costs libuv four system calls, a start
+  // or a stop one or two): each callback sees which it is.
   struct Spare {
     SparePool* pool = nullptr;
-    SpawnedShim process;
+    SpawnedShim process;         // its pidfd the pool's: a job's watcher gets a copy
     Fd assign;                   // the socket its jobs come down
-    UvPtr<uv_poll_t> exit_poll;  // should it die while it waits
+    UvPtr<uv_poll_t> exit_poll;  // its end, reaped here unless it is lent
+    UvPtr<uv_poll_t> word_poll;  // its word that it is free (from its first job)
     std::chrono::steady_clock::time_point since;
+    bool lent = false;      // given a job: its watcher reaps it, should it die
     bool retiring = false;  // killed, and reaped once it is gone
   };
-  // A spare given a job: polled for its word that it is free again.
-  struct Lent {
-    SparePool* pool = nullptr;
-    pid_t pid = 0;
-    Fd pidfd;  // a copy: the job's watcher holds (and reaps by) the first
-    Fd assign;
-    UvPtr<uv_poll_t> poll;
-  };
+
   absl::StatusOr<std::unique_ptr<Spare>> StartOne();
   void Start();
   void Keep(std::unique_ptr<Spare> spare);
   void OnExit(Spare* spare);
-  void OnWord(Lent* lent);
+  void OnWord(Spare* lent);
   void Trim();
-  // A poll of `fd` for reading that calls (owner->pool->*kOn)(owner).
-  template <typename Owner, void (SparePool::*kOn)(Owner*)>
-  UvPtr<uv_poll_t> PollFor(int fd, Owner* owner);
+  // Starts `*poll` (made first, on `fd`, when there is none) for reading:
+  // it calls (spare->pool->*kOn)(spare). False when it cannot be made.
+  template <void (SparePool::*kOn)(Spare*)>
+  bool Poll(UvPtr<uv_poll_t>& poll, int fd, Spare* spare);
   // Kills it without waiting on the loop; OnExit reaps it.
   void Retire(std::unique_ptr<Spare> spare);
   void Kill();
@@ -92,7 +92,7 @@ class SparePool {
   std::vector<std::unique_ptr<Spare>> spares_;  // the last waited least
   std::vector<std::unique_ptr<Spare>> retiring_;
   // One a job whose supervisor was a spare, while the job runs.
-  std::vector<std::unique_ptr<Lent>> lent_;
+  std::vector<std::unique_ptr<Spare>> lent_;
   UvPtr<uv_timer_t> timer_;
   UvPtr<uv_timer_t> trim_timer_;
   bool on_ = true;  // off once a spare could not be given normal priority

@@ -58,6 +58,46 @@ TEST_F(SupervisorSignalE2E, ASpareWithoutAJobEndsAtASignal) {
     ASSERT_TRUE(WaitFor([&] { return IsReadySpare(d_.state_dir(), spare); }, 20s)) << d_.log();
     ASSERT_EQ(kill(spare, sig), 0);
     EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(spare); }, 10s));
+    // Reaped by ltd's pool of spares, which says how it ended.
+    const std::string said = std::string("spare supervisor pid ") + std::to_string(spare) +
+                             " died of signal " + std::to_string(sig);
+    EXPECT_TRUE(WaitFor([&] { return d_.log().find(said) != std::string::npos; }, 10s)) << d_.log();
+    EXPECT_TRUE(WaitFor([&] { return ZombieChildrenOf(d_.pid()).empty(); }, 10s));
+  }
+}
+
+// A spare that served a job and is given another: killed with that job,
+// it is reaped by the job's watcher, which says how it ended, not by the
+// pool of spares that still knows it.
+TEST_F(SupervisorSignalE2E, ASpareKilledWithItsNextJobIsReapedByThatJobsWatcher) {
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    const std::string first = SubmitDetached({"--devices", "1", "--", kChild, "exit:0"});
+    EXPECT_EQ(d_.WaitEnded(first).value("state", ""), "SUCCEEDED");
+    const pid_t served = SupervisorPidFromLog(d_.log(), first);
+    ASSERT_GT(served, 0) << d_.log();
+    ASSERT_TRUE(WaitFor([&] { return IsReadySpare(d_.state_dir(), served); }, 20s)) << d_.log();
+    // Only that spare waits: the next job is its.
+    for (pid_t other : SpareSupervisors(d_.state_dir())) {
+      if (other != served) {
+        ASSERT_EQ(kill(other, SIGKILL), 0);
+      }
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] { return SpareSupervisors(d_.state_dir()) == std::vector<pid_t>{served}; }, 10s));
+    const std::string id = SubmitDetached({"--devices", "1", "--", kChild, "hang"});
+    ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 20s))
+        << d_.Show(id).dump(2);
+    const std::vector<pid_t> shims = Supervisors(d_.state_dir(), id);
+    ASSERT_EQ(shims, std::vector<pid_t>{served}) << d_.log();
+    ASSERT_EQ(kill(served, SIGKILL), 0);
+    const nlohmann::json job = d_.WaitEnded(id);
+    EXPECT_EQ(job.value("state", ""), "LOST") << job.dump(2);
+    EXPECT_NE(job["root_cause"].value("message", "").find("died of signal 9 (SIGKILL)"),
+              std::string::npos)
+        << job.dump(2);
+    EXPECT_TRUE(WaitFor([&] { return ZombieChildrenOf(d_.pid()).empty(); }, 10s));
+    EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
   }
 }
 
