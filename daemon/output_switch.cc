@@ -4,9 +4,10 @@
 
 namespace ltd {
 
-void OutputSwitch::NewWatch() {
+void OutputSwitch::NewWatch(bool from_start) {
   ++generation_;
   ready_ = false;
+  from_start_ = from_start;
   on_ = true;
   unknown_ = false;
 }
@@ -20,8 +21,11 @@ OutputSwitch::Actions OutputSwitch::Ask() {
 OutputSwitch::Actions OutputSwitch::OnRecord() {
   Actions a;
   // A watch again, with output as wanted: it flows, and what was missed
-  // is in the log.
-  if (!ready_ && want_ && want_ == on_ && !call_) a.resumed = true;
+  // is in the log (nothing, for a watch from the job's start).
+  if (!ready_ && want_ && want_ == on_ && !call_) {
+    a.resumed = true;
+    a.missed = !from_start_;
+  }
   ready_ = true;
   if (want_ != on_ || unknown_) a.ask = Ask().ask;
   return a;
@@ -30,11 +34,11 @@ OutputSwitch::Actions OutputSwitch::OnRecord() {
 OutputSwitch::Actions OutputSwitch::Want(bool on) {
   want_ = on;
   // A supervisor of an earlier release: its output never stopped.
-  if (unsupported_) return Actions{std::nullopt, on};
+  if (unsupported_) return Actions{std::nullopt, on, false};
   if (want_ != on_ || unknown_ || call_) return Ask();
   // It sends output already (a new watch, or an off that never went):
   // nothing to ask, and nothing was missed.
-  return Actions{std::nullopt, on};
+  return Actions{std::nullopt, on, false};
 }
 
 OutputSwitch::Actions OutputSwitch::Answered(Answer answer, bool on, uint64_t generation,
@@ -48,7 +52,7 @@ OutputSwitch::Actions OutputSwitch::Answered(Answer answer, bool on, uint64_t ge
       unsupported_ = true;
       on_ = true;
       unknown_ = false;
-      return Actions{std::nullopt, want_};
+      return Actions{std::nullopt, want_, false};
     case Answer::kFailed:
       // Wedged or gone: its exit or the watch's end will tell. Asked again
       // with its next record; said once.
@@ -65,7 +69,7 @@ OutputSwitch::Actions OutputSwitch::Answered(Answer answer, bool on, uint64_t ge
   on_ = on;
   unknown_ = false;
   Actions a;
-  a.resumed = on;
+  a.resumed = a.missed = on;
   if (want_ != on_) a.ask = Ask().ask;  // toggled meanwhile: the latest wish
   return a;
 }

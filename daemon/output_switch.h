@@ -28,11 +28,18 @@ class OutputSwitch {
     // Tell the job table output flows again (every later line comes on
     // the stream, every earlier one is in the log).
     bool resumed = false;
+    // With `resumed`: lines may have gone to the log alone meanwhile (the
+    // supervisor had output off, or no watch carried it), which its
+    // readers look for there. Without: none did (it never stopped).
+    bool missed = false;
   };
   enum class Answer { kOk, kUnimplemented, kFailed };
 
   // A watch begins: the supervisor sends output, until told otherwise.
-  void NewWatch();
+  // `from_start`: it begins before the job's first line (a supervisor
+  // starts its job once watched), so no line can have gone to the log
+  // alone before it.
+  void NewWatch(bool from_start = false);
   // A record came on the current watch (the first: the watch is ready).
   Actions OnRecord();
   // The job table wants output lines (or not).
@@ -57,6 +64,7 @@ class OutputSwitch {
   bool on_ = true;
   bool unknown_ = false;      // a SetOutput failed: say it again
   bool ready_ = false;        // the current watch brought a record
+  bool from_start_ = false;   // the current watch began before any line
   bool call_ = false;         // a SetOutput call is in flight
   bool unsupported_ = false;  // a supervisor of a release before SetOutput
   uint64_t generation_ = 0;

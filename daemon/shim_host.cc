@@ -63,8 +63,9 @@ void ShimSupervisorHost::Release(pid_t pid) {
 std::unique_ptr<Supervision> ShimSupervisorHost::Watch(const std::string& job_id, pid_t pid,
                                                        Fd pidfd,
                                                        std::unique_ptr<ShimChannel> channel,
-                                                       SupervisionEvents& events) {
-  auto link = ShimLink::Watch(context_, job_id, pid, std::move(pidfd), std::move(channel), events);
+                                                       SupervisionEvents& events, bool from_start) {
+  auto link = ShimLink::Watch(context_, job_id, pid, std::move(pidfd), std::move(channel), events,
+                              from_start);
   links_.insert(link);
   return ShimLink::SupervisionOf(std::move(link));
 }
@@ -96,7 +97,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Start(const Job& job, Supervisi
   spdlog::debug("job={} supervisor pid {}", job.id, shim->pid);
   auto channel = FramedShimChannel::Open(loop_, std::move(shim->channel),
                                          store_.JobDir(job.id) + "/supervisor.sock");
-  return Watch(job.id, shim->pid, std::move(shim->pidfd), std::move(channel), events);
+  return Watch(job.id, shim->pid, std::move(shim->pidfd), std::move(channel), events,
+               /*from_start=*/true);
 }
 
 std::unique_ptr<Supervision> ShimSupervisorHost::Adopt(const Job& job, Found found,
@@ -109,7 +111,8 @@ std::unique_ptr<Supervision> ShimSupervisorHost::Adopt(const Job& job, Found fou
           ? FramedShimChannel::Open(loop_, std::move(found.framed), dir + "/supervisor.sock")
           : std::make_unique<GrpcShimChannel>(loop_, std::move(found.grpc_channel),
                                               dir + "/shim.sock");
-  return Watch(job.id, found.pid, std::move(found.pidfd), std::move(channel), events);
+  return Watch(job.id, found.pid, std::move(found.pidfd), std::move(channel), events,
+               /*from_start=*/false);
 }
 
 }  // namespace ltd

@@ -49,7 +49,7 @@ class ShimSupervisorHost final : public SupervisorHost {
  private:
   std::unique_ptr<Supervision> Watch(const std::string& job_id, pid_t pid, Fd pidfd,
                                      std::unique_ptr<ShimChannel> channel,
-                                     SupervisionEvents& events);
+                                     SupervisionEvents& events, bool from_start);
   void Forget(ShimLink* link);
   // The supervisor `pid` is free for another job: its link lets go.
   void Release(pid_t pid);

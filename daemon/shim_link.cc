@@ -64,7 +64,7 @@ ShimLink::~ShimLink() { channel_->Cancel(); }
 
 std::shared_ptr<ShimLink> ShimLink::Watch(const Context& context, std::string job_id, pid_t pid,
                                           Fd pidfd, std::unique_ptr<ShimChannel> channel,
-                                          SupervisionEvents& events) {
+                                          SupervisionEvents& events, bool from_start) {
   std::shared_ptr<ShimLink> link(
       new ShimLink(context, std::move(job_id), pid, std::move(pidfd), std::move(channel), events));
   link->exit_poll_ = UvInit<uv_poll_t>(
@@ -74,7 +74,7 @@ std::shared_ptr<ShimLink> ShimLink::Watch(const Context& context, std::string jo
     uv_poll_start(link->exit_poll_.get(), UV_READABLE,
                   [](uv_poll_t* p, int, int) { static_cast<ShimLink*>(p->data)->OnExit(); });
   }
-  link->BeginWatch();
+  link->BeginWatch(from_start);
   return link;
 }
 
@@ -89,8 +89,8 @@ void ShimLink::Detach() {
   channel_->Cancel();
 }
 
-void ShimLink::BeginWatch() {
-  output_.NewWatch();
+void ShimLink::BeginWatch(bool from_start) {
+  output_.NewWatch(from_start);
   std::weak_ptr<ShimLink> weak = weak_from_this();
   watching_ = true;
   channel_->Watch(
@@ -218,12 +218,12 @@ void ShimLink::Carry(const OutputSwitch::Actions& actions, bool now) {
   if (actions.ask) SendOutputWish(*actions.ask);
   if (!actions.resumed) return;
   if (now) {
-    if (Reporting()) events_->OnOutputResumed();
+    if (Reporting()) events_->OnOutputResumed(actions.missed);
     return;
   }
   // On a later turn: the job table is in the middle of its own work now.
-  context_.loop.Post([weak = weak_from_this()] {
-    if (auto link = weak.lock(); link && link->Reporting()) link->events_->OnOutputResumed();
+  context_.loop.Post([weak = weak_from_this(), missed = actions.missed] {
+    if (auto link = weak.lock(); link && link->Reporting()) link->events_->OnOutputResumed(missed);
   });
 }
 

@@ -36,10 +36,11 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
   };
 
   // Watches the supervisor `pid` of `job_id` over `channel`, reporting to
-  // `events`.
+  // `events`. `from_start`: a supervisor ltd just gave its job, which
+  // starts the job once watched, so this first watch carries every line.
   static std::shared_ptr<ShimLink> Watch(const Context& context, std::string job_id, pid_t pid,
                                          Fd pidfd, std::unique_ptr<ShimChannel> channel,
-                                         SupervisionEvents& events);
+                                         SupervisionEvents& events, bool from_start);
   ~ShimLink();
   ShimLink(const ShimLink&) = delete;
   ShimLink& operator=(const ShimLink&) = delete;
@@ -60,7 +61,7 @@ class ShimLink : public std::enable_shared_from_this<ShimLink> {
   ShimLink(const Context& context, std::string job_id, pid_t pid, Fd pidfd,
            std::unique_ptr<ShimChannel> channel, SupervisionEvents& events);
   class Supervised;
-  void BeginWatch();
+  void BeginWatch(bool from_start = false);
   void OnEvent(const shim::v1::Event& event);
   void End(const Job& job);
   void OnStreamEnd(const std::string& error);

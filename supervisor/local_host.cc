@@ -20,7 +20,7 @@ class OverTheWire final : public SupervisionEvents {
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     table_.OnOutput(rank, stream, line);
   }
-  void OnOutputResumed() override { table_.OnOutputResumed(); }
+  void OnOutputResumed(bool missed) override { table_.OnOutputResumed(missed); }
   void OnEnded(const Job& job) override {
     if (auto got = Carry(job, true); got && got->final_record) table_.OnEnded(got->job);
   }

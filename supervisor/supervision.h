@@ -44,9 +44,10 @@ class SupervisionEvents {
   // A line of a rank's output, or (rank -1) a notice about the job.
   virtual void OnOutput(int rank, Stream stream, std::string_view line) = 0;
   // Output turned on again (Supervision::SetOutput) has taken effect:
-  // every later line comes through OnOutput; every earlier one is in the
-  // job's log, where nobody was told of it.
-  virtual void OnOutputResumed() {}
+  // every later line comes through OnOutput. `missed`: earlier ones may
+  // be in the job's log alone, where nobody was told of them; without it,
+  // output never stopped (it was never switched off, or cannot be).
+  virtual void OnOutputResumed(bool missed) { (void)missed; }
   // The job's final record. Nothing comes after it.
   virtual void OnEnded(const Job& job) = 0;
   // The supervisor died before the job ended; what it left of the job is

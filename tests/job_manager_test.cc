@@ -427,8 +427,12 @@ TEST_F(JobManagerTest, OutputIsOnWhileAnObserverWantsIt) {
   manager_->Unobserve(id, *a);
   EXPECT_EQ(wish_host.wishes[id], (W{false, true}));  // the follower still watches
   EXPECT_FALSE(manager_->OutputFlowing(id));          // asked, not answered
+  // It flows, and never stopped: nothing for the follower to read again.
+  wish_host.events[id]->OnOutputResumed(false);
+  EXPECT_EQ(follow->resumed, 0);
+  EXPECT_TRUE(manager_->OutputFlowing(id));
   // The supervisor switched: the follower reads what it missed.
-  wish_host.events[id]->OnOutputResumed();
+  wish_host.events[id]->OnOutputResumed(true);
   EXPECT_EQ(follow->resumed, 1);
   EXPECT_TRUE(manager_->OutputFlowing(id));
   manager_->Unobserve(id, *f);

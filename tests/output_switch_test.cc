@@ -127,5 +127,34 @@ TEST(OutputSwitch, ASupervisorWithoutSetOutputIsNeverAskedAgain) {
   EXPECT_FALSE(s.OnRecord().ask.has_value());
 }
 
+TEST(OutputSwitch, AWatchFromTheJobsStartResumesWithNothingMissed) {
+  OutputSwitch s("7");
+  s.NewWatch(/*from_start=*/true);
+  OutputSwitch::Actions a = s.OnRecord();
+  EXPECT_TRUE(a.resumed);
+  EXPECT_FALSE(a.missed);  // the job's first line comes after it
+  // Off and on again: lines may have gone to the log alone meanwhile.
+  ASSERT_EQ(s.Want(false).ask, false);
+  EXPECT_FALSE(s.Answered(Answer::kOk, false, s.generation()).resumed);
+  ASSERT_EQ(s.Want(true).ask, true);
+  a = s.Answered(Answer::kOk, true, s.generation());
+  EXPECT_TRUE(a.resumed);
+  EXPECT_TRUE(a.missed);
+  // The stream broke and was watched again: the gap is in the log.
+  s.NewWatch();
+  a = s.OnRecord();
+  EXPECT_TRUE(a.resumed);
+  EXPECT_TRUE(a.missed);
+}
+
+TEST(OutputSwitch, OnAgainBeforeAnyAskMissedNothing) {
+  OutputSwitch s("7");
+  s.NewWatch();
+  EXPECT_FALSE(s.Want(false).ask.has_value());
+  OutputSwitch::Actions a = s.Want(true);
+  EXPECT_TRUE(a.resumed);
+  EXPECT_FALSE(a.missed);  // it never stopped
+}
+
 }  // namespace
 }  // namespace ltd::test

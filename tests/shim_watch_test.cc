@@ -43,13 +43,17 @@ struct Ears final : SupervisionEvents {
   }
   void OnBeats(const std::vector<RankBeat>& b) override { beats.push_back(b); }
   void OnOutput(int, Stream, std::string_view line) override { lines.emplace_back(line); }
-  void OnOutputResumed() override { ++resumed; }
+  void OnOutputResumed(bool m) override {
+    ++resumed;
+    if (m) ++missed;
+  }
   void OnEnded(const Job& job) override { ended = job; }
   void OnLost(std::string why) override { lost = why; }
   int records = 0;
   Job last;  // the latest record
   std::vector<std::vector<RankBeat>> beats;
   int resumed = 0;
+  int missed = 0;  // of those, ones after which the log alone may hold lines
   std::vector<std::string> lines;
   std::string lost;
   std::optional<Job> ended;  // the final record
@@ -307,11 +311,15 @@ void ShimWatch::ForwardsNothingWhileOff(Wire wire) {
   for (int i = 0; i < 100; ++i) Print("quiet " + std::to_string(i));
 
   int resumed = 0;
+  int missed = 0;
   OnLoop([&] {
     resumed = heard_.resumed;
+    missed = heard_.missed;
     supervision_->SetOutput(true);
   });
   ASSERT_TRUE(Until([&] { return heard_.resumed == resumed + 1; }));
+  // The quiet lines are in the log alone: its readers are told to look.
+  OnLoop([&] { EXPECT_EQ(heard_.missed, missed + 1); });
   EXPECT_TRUE(service_->output_on());
   Print("after");
   ASSERT_TRUE(Heard("after"));

@@ -31,7 +31,7 @@ class JobManager::Link final : public SupervisionEvents {
   void OnOutput(int rank, Stream stream, std::string_view line) override {
     manager_.OnOutput(id_, rank, stream, line);
   }
-  void OnOutputResumed() override { manager_.OnOutputResumed(id_); }
+  void OnOutputResumed(bool missed) override { manager_.OnOutputResumed(id_, missed); }
   void OnEnded(const Job& job) override { manager_.OnSupervisionEnded(id_, job); }
   void OnLost(std::string why) override { manager_.LoseSupervision(id_, std::move(why)); }
 
@@ -282,10 +282,12 @@ void JobManager::OnOutput(const std::string& id, int rank, Stream stream, std::s
   for (auto& [oid, obs] : it->second) obs->OnOutput(rank, stream, line);
 }
 
-void JobManager::OnOutputResumed(const std::string& id) {
+void JobManager::OnOutputResumed(const std::string& id, bool missed) {
   if (auto placed = supervised_.find(id); placed != supervised_.end()) {
     if (placed->second->output) placed->second->flowing = true;
   }
+  // Nothing went to the log alone: every observer had every line told.
+  if (!missed) return;
   auto it = observers_.find(id);
   if (it == observers_.end()) return;
   // A copy: an observer may let go of the job from inside its call.

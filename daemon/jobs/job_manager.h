@@ -273,7 +273,7 @@ class JobManager {
   void OnChanged(const std::string& id, const Job& now);
   void OnBeats(const std::string& id, const std::vector<RankBeat>& beats);
   void OnOutput(const std::string& id, int rank, Stream stream, std::string_view line);
-  void OnOutputResumed(const std::string& id);
+  void OnOutputResumed(const std::string& id, bool missed);
   // Tells the job's supervision whether its observers want output.
   void UpdateOutput(const std::string& id);
   void OnSupervisionEnded(const std::string& id, const Job& final_job);
