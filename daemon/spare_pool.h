@@ -75,7 +75,7 @@ class SparePool {
   void Start();
   void Keep(std::unique_ptr<Spare> spare);
   void OnExit(Spare* spare);
-  void OnWord(Spare* lent);
+  void OnWord(Spare* spare);
   void Trim();
   // Starts `*poll` (made first, on `fd`, when there is none) for reading:
   // it calls (spare->pool->*kOn)(spare). False when it cannot be made.
