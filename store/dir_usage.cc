@@ -1,13 +1,13 @@
 #include "dir_usage.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <optional>
 
+#include "dir_entries.h"
+#include "fd.h"
 #include "mountinfo.h"
 
 namespace ltd {
@@ -23,30 +23,25 @@ constexpr int kMaxEntries = 4096;
 // mounted there (their errors/ is theirs while the job runs), whose
 // server could hold ltd's stat or open for as long as it liked.
 uint64_t Walk(int fd, std::optional<int64_t> mount, int depth, int* budget) {
-  DIR* d = fdopendir(fd);
-  if (d == nullptr) {
-    close(fd);
-    return 0;
-  }
+  const Fd dir(fd);
   uint64_t total = 0;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    if (--*budget < 0) break;
+  ForEachDirEntry(dir.get(), [&](const char* name) {
+    if (--*budget < 0) return false;
     // One look that says the entry's mount too, and asks no file system
     // anything (cached attributes alone: a FUSE server is not reached).
     struct statx sx {};
-    if (statx(dirfd(d), e->d_name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-              STATX_TYPE | STATX_BLOCKS, &sx) != 0) {
-      continue;
+    if (statx(dir.get(), name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_BLOCKS,
+              &sx) != 0 ||
+        !OnMount(sx, mount)) {
+      return true;
     }
-    if (!OnMount(sx, mount)) continue;
     total += sx.stx_blocks * 512;
     if (S_ISDIR(sx.stx_mode) && depth < kMaxDepth) {
-      const int sub = OpenDirOnMount(dirfd(d), e->d_name, mount);
+      const int sub = OpenDirOnMount(dir.get(), name, mount);
       if (sub >= 0) total += Walk(sub, mount, depth + 1, budget);
     }
-  }
-  closedir(d);
+    return true;
+  });
   return total;
 }
 

@@ -1,6 +1,5 @@
 #include "job_log.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <deque>
 
 #include "absl/strings/numbers.h"
+#include "dir_entries.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
 
@@ -49,17 +49,16 @@ Fd OpenAppend(const std::string& path) {
 // The sequence numbers of the tail files in `dir`, ascending.
 std::vector<uint64_t> TailSeqs(const std::string& dir) {
   std::vector<uint64_t> seqs;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return seqs;
-  while (dirent* e = readdir(d)) {
-    std::string_view name(e->d_name);
+  const Fd d(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.valid()) return seqs;
+  ForEachDirEntry(d.get(), [&](std::string_view name) {
     uint64_t seq = 0;
     if (name.starts_with(kTailPrefix) &&
         absl::SimpleAtoi(std::string(name.substr(sizeof kTailPrefix - 1)), &seq)) {
       seqs.push_back(seq);
     }
-  }
-  closedir(d);
+    return true;
+  });
   std::sort(seqs.begin(), seqs.end());
   return seqs;
 }
