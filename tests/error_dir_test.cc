@@ -352,6 +352,47 @@ TEST_F(ErrorDirTest, ASecondCloseWritesNothing) {
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
+// A close that finds errors/ root's and 0700 looks no further only where
+// it is the job dir's own: a tmpfs left mounted there (a supervisor killed
+// before it handed it over, its root still root's 0700) is still closed.
+TEST_F(ErrorDirTest, ATmpfsLeftAsRootsIsStillUnmounted) {
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  const std::string errors = job_dir_ + "/errors";
+  ASSERT_EQ(chown(errors.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(errors.c_str(), 0700), 0);
+  ASSERT_TRUE(ErrorDirMounted(job_dir_));
+  auto use = store_->CloseErrorDir("1");
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_TRUE(use->mounted);
+  EXPECT_FALSE(ErrorDirMounted(job_dir_));
+}
+
+// Closed already, but a copy a close made was not put in place yet (ltd
+// stopped between the two): the next close puts it there.
+TEST_F(ErrorDirTest, AClosedDirStillTakesTheCopyLeftBeside) {
+  ASSERT_TRUE(store_->OpenErrorDir("1", kNobody, kNobody, ErrorDirShare(1u << 20, 1)).ok());
+  ASSERT_TRUE(store_->CloseErrorDir("1").ok());
+  const std::string kept = job_dir_ + "/errors.kept";
+  ASSERT_EQ(mkdir(kept.c_str(), 0700), 0);
+  std::ofstream(kept + "/error.json") << "{}";
+  auto use = store_->CloseErrorDir("1");
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_FALSE(use->mounted);
+  EXPECT_EQ(access(kept.c_str(), F_OK), -1);
+  EXPECT_EQ(access((job_dir_ + "/errors/error.json").c_str(), F_OK), 0);
+}
+
+// A plain errors/ of root's that is not 0700 is made so: only exactly
+// root's 0700 is taken as closed.
+TEST_F(ErrorDirTest, ARootsDirOfAnotherModeIsClosed) {
+  const std::string errors = job_dir_ + "/errors";
+  ASSERT_EQ(chmod(errors.c_str(), 0755), 0);
+  ASSERT_TRUE(store_->CloseErrorDir("1").ok());
+  struct stat st {};
+  ASSERT_EQ(stat(errors.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
 // A job that never started (PENDING, cancelled) has a plain errors/, root's.
 TEST_F(ErrorDirTest, ANeverOpenedDirClosesAsRootsPlainDir) {
   Job job;
