@@ -22,6 +22,12 @@ Loop::Loop() {
     std::abort();
   }
   async->data = this;
+  soon_ = UvInit<uv_idle_t>([&](uv_idle_t* h) { return rc = uv_idle_init(&loop_, h); });
+  if (!soon_) {
+    spdlog::critical("uv_idle_init: {}", uv_strerror(rc));
+    std::abort();
+  }
+  soon_->data = this;
   std::lock_guard lock(mu_);
   async_ = std::move(async);
 }
@@ -44,6 +50,7 @@ int Loop::Close() {
   // Outside the lock: a closure's destructor may Post (and is dropped).
   dropped.clear();
   async.reset();
+  soon_.reset();
   // Let every pending close callback run, then prove nothing leaked.
   uv_run(&loop_, UV_RUN_DEFAULT);
   loop_closed_ = true;
@@ -54,11 +61,26 @@ void Loop::Post(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   if (!async_) return;  // closed
   queue_.push_back(std::move(fn));
+  if (runner_ == std::this_thread::get_id()) {
+    // No system call: the loop's next turn drains the queue, its poll
+    // returning at once while soon_ is active.
+    uv_idle_start(soon_.get(), [](uv_idle_t* h) { static_cast<Loop*>(h->data)->DrainSoon(); });
+    return;
+  }
   // Under the lock: Close() cannot free the handle in between.
   uv_async_send(async_.get());
 }
 
-int Loop::Run() { return uv_run(&loop_, UV_RUN_DEFAULT); }
+int Loop::Run() {
+  {
+    std::lock_guard lock(mu_);
+    runner_ = std::this_thread::get_id();
+  }
+  const int rc = uv_run(&loop_, UV_RUN_DEFAULT);
+  std::lock_guard lock(mu_);
+  runner_ = {};
+  return rc;
+}
 
 void Loop::RunWhile(const std::function<void()>& fn) {
   std::thread worker([&] {
@@ -76,6 +98,12 @@ void Loop::Drain() {
     batch.swap(queue_);
   }
   for (auto& fn : batch) fn();
+}
+
+void Loop::DrainSoon() {
+  // Stopped first: a closure that posts again starts it again.
+  uv_idle_stop(soon_.get());
+  Drain();
 }
 
 }  // namespace ltd

@@ -1,12 +1,16 @@
 // The libuv loop that owns all job, rank and process state, and the one
 // door into it from other threads: Post() queues a closure under a mutex
 // and wakes the loop with uv_async; the loop runs the closures in order.
+// A closure posted from the loop's own thread while Run() runs needs no
+// wake-up (an eventfd's write, and its read by the loop): an idle handle
+// runs it on the next turn, whose poll does not wait meanwhile.
 #pragma once
 
 #include <uv.h>
 
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,7 +27,8 @@ class Loop {
 
   uv_loop_t* get() { return &loop_; }
 
-  // Thread-safe. Closures posted after Close() are dropped.
+  // Thread-safe; never runs `fn` before it returns. Closures posted after
+  // Close() are dropped.
   void Post(std::function<void()> fn);
 
   // Runs until Stop(); returns uv_run's result.
@@ -43,6 +48,7 @@ class Loop {
 
  private:
   void Drain();
+  void DrainSoon();
 
   uv_loop_t loop_{};
   bool loop_closed_ = false;
@@ -51,6 +57,9 @@ class Loop {
   // wakes a handle that is gone.
   UvPtr<uv_async_t> async_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  // The thread in Run(), none outside it: its posts start soon_.
+  std::thread::id runner_ ABSL_GUARDED_BY(mu_);
+  UvPtr<uv_idle_t> soon_;  // loop thread only
 };
 
 }  // namespace ltd

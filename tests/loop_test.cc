@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,6 +78,75 @@ TEST(LoopTest, PostsRacingCloseAreDropped) {
   stop = true;
   for (std::thread& t : threads) t.join();
   loop.reset();
+}
+
+// What the loop's wake-up (libuv's eventfd) holds: 0 when nobody woke it.
+uint64_t WakeUps(Loop& loop) {
+  std::ifstream info("/proc/self/fdinfo/" + std::to_string(loop.get()->async_io_watcher.fd));
+  std::string key;
+  while (info >> key) {
+    if (key == "eventfd-count:") {
+      std::string hex;
+      info >> hex;
+      return std::stoull(hex, nullptr, 16);
+    }
+  }
+  return ~0ull;
+}
+
+// Posted from the loop's own thread while it runs: each runs later, in
+// order, and none wakes the loop through its eventfd. A chain of posts,
+// each made by the one before, runs to its end.
+TEST(LoopTest, PostsFromTheLoopThreadRunLaterInOrderWithoutAWakeUp) {
+  Loop loop;
+  std::vector<int> order;
+  bool inside = false, ran_inside = false;
+  uint64_t woken = ~0ull;
+  int chain = 0;
+  std::function<void()> next = [&] {
+    if (++chain < 1000) return loop.Post(next);
+    loop.Stop();
+  };
+  loop.Post([&] {  // from this thread, before Run: the eventfd's way
+    for (int i = 0; i < 100; ++i) {
+      inside = true;
+      loop.Post([&, i] {
+        ran_inside = ran_inside || inside;
+        order.push_back(i);
+      });
+      inside = false;
+    }
+    woken = WakeUps(loop);
+    loop.Post(next);
+  });
+  std::thread watchdog([&] {
+    // A deadline: a loop that never drains its own posts fails, not hangs.
+    for (int i = 0; i < 1000 && chain < 1000; ++i) std::this_thread::sleep_for(10ms);
+    if (chain < 1000) loop.Post([&] { loop.Stop(); });
+  });
+  loop.Run();
+  watchdog.join();
+  EXPECT_EQ(woken, 0u) << "a post from the loop's thread woke it through the eventfd";
+  EXPECT_FALSE(ran_inside);
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(chain, 1000);
+  EXPECT_EQ(loop.Close(), 0);
+}
+
+// One posted as the loop stops waits for the next Run; at Close it is
+// dropped, and the loop closes clean.
+TEST(LoopTest, APostFromTheLoopThreadLeftAtCloseIsDropped) {
+  Loop loop;
+  bool ran = false;
+  loop.Post([&] {
+    loop.Post([&] { ran = true; });
+    loop.Stop();
+  });
+  loop.Run();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(loop.Close(), 0);
+  EXPECT_FALSE(ran);
 }
 
 class UvClockTest : public ::testing::Test {
