@@ -335,16 +335,16 @@ absl::Status PutKeptInPlace(const std::string& job_dir) {
 // not say mounts (before 5.8): not known, and the close looks the long way.
 bool ClosedAlready(const std::string& job_dir) {
   const int flags = AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC;
+  constexpr unsigned kJob = STATX_TYPE | STATX_MNT_ID;
+  constexpr unsigned kErrors = kJob | STATX_MODE | STATX_UID | STATX_GID;
   struct statx job {
   }, errors{};
-  if (statx(AT_FDCWD, job_dir.c_str(), flags, STATX_TYPE | STATX_MNT_ID, &job) != 0 ||
-      statx(AT_FDCWD, Errors(job_dir).c_str(), flags,
-            STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID | STATX_MNT_ID, &errors) != 0) {
+  if (statx(AT_FDCWD, job_dir.c_str(), flags, kJob, &job) != 0 ||
+      statx(AT_FDCWD, Errors(job_dir).c_str(), flags, kErrors, &errors) != 0 ||
+      (job.stx_mask & kJob) != kJob || (errors.stx_mask & kErrors) != kErrors) {
     return false;
   }
-  constexpr unsigned kNeeded = STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID | STATX_MNT_ID;
-  return (job.stx_mask & STATX_MNT_ID) != 0 && (errors.stx_mask & kNeeded) == kNeeded &&
-         S_ISDIR(job.stx_mode) && S_ISDIR(errors.stx_mode) && errors.stx_mnt_id == job.stx_mnt_id &&
+  return S_ISDIR(job.stx_mode) && S_ISDIR(errors.stx_mode) && errors.stx_mnt_id == job.stx_mnt_id &&
          errors.stx_uid == 0 && errors.stx_gid == 0 && (errors.stx_mode & 07777) == 0700;
 }
 
