@@ -50,10 +50,11 @@ import sys
 import tempfile
 import time
 
+from local_slurm import LocalSlurm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 TRAIN = os.path.join(SOURCE, "tests", "ranks", "multinode_train.py")
-CLUSTER = os.path.join(SOURCE, "tests", "slurm", "cluster.sh")
 PYTHON = "/usr/bin/python3"
 
 
@@ -141,20 +142,6 @@ def measure(make_argv, env, runs, hang, patience):
             else:
                 times.append(t)
     return times, never
-
-
-class Cluster:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="mn-bench-slurm.")
-        r = subprocess.run([CLUSTER, "start", self.dir], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        self.ok = r.returncode == 0
-        self.why = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else f"exit {r.returncode}"
-        self.env = dict(os.environ, SLURM_CONF=f"{self.dir}/slurm.conf")
-
-    def stop(self):
-        subprocess.run([CLUSTER, "stop", self.dir])
-        subprocess.run(["rm", "-rf", self.dir])
 
 
 def slurm_ltrun(build, hang_timeout):
@@ -268,9 +255,13 @@ def main():
     except Exception as e:  # its failure must not hide the rest
         row("etcd fence", f"failed: {e}", "")
 
-    cluster = Cluster()
     try:
-        if cluster.ok:
+        cluster = LocalSlurm(prefix="mn-bench-slurm.")
+    except RuntimeError as e:
+        cluster = None
+        row("Slurm", f"skipped: {e}", "")
+    if cluster is not None:
+        try:
             ltrun = slurm_ltrun(build, args.hang_timeout)
             crash = measure(ltrun, cluster.env, args.runs, False, args.patience)
 
@@ -282,10 +273,8 @@ def main():
             crash = measure(lambda m: tr(m, False), cluster.env, args.runs, False, args.patience)
             hang = measure(lambda m: tr(m, True), cluster.env, 1, True, args.patience)
             row("Slurm -K1 + torchrun per node", cell(*crash, args.patience), cell(*hang, args.patience))
-        else:
-            row("Slurm", f"skipped: {cluster.why}", "")
-    finally:
-        cluster.stop()
+        finally:
+            cluster.stop()
 
     crash = measure_bare(args.runs, False, args.patience)
     hang = measure_bare(1, True, args.patience)

@@ -53,6 +53,8 @@ import sys
 import tempfile
 import time
 
+from local_slurm import LocalSlurm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLK = os.sysconf("SC_CLK_TCK")
@@ -432,38 +434,6 @@ def bench_restart(build, kept, big=100):
         d.stop()
 
 
-class Slurm:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="slurm-tput.")
-        r = subprocess.run([f"{ROOT}/tests/slurm/cluster.sh", "start", self.dir],
-                           stdout=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise RuntimeError(r.stdout.strip() or "cluster.sh failed")
-        self.env = dict(os.environ, SLURM_CONF=f"{self.dir}/slurm.conf")
-
-    def sbatch(self, *args):
-        r = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *args],
-                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"sbatch: {r.stderr.strip()}")
-        return r.stdout.strip().split(";")[0]
-
-    def cancel_all(self):
-        subprocess.run(["scancel", "--user", "root"], env=self.env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            r = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env,
-                               stdout=subprocess.PIPE, text=True)
-            if not r.stdout.strip():
-                return
-            time.sleep(0.2)
-
-    def stop(self):
-        subprocess.run([f"{ROOT}/tests/slurm/cluster.sh", "stop", self.dir])
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 # slurmctld's default MaxJobCount (10,000) refuses jobs past it, the
 # bench's cluster (tests/slurm/cluster.sh) keeps the default.
 SLURM_MAX_PENDING = 9000
@@ -602,7 +572,7 @@ def main():
         sq, sr = [], []
         for _ in range(args.runs):
             try:
-                s = Slurm()
+                s = LocalSlurm(prefix="slurm-tput.")
             except RuntimeError as e:
                 print(f"== Slurm: not run ({e})")
                 return
