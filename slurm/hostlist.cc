@@ -15,6 +15,9 @@ namespace {
 constexpr size_t kMaxListBytes = 1 << 20;
 // Node numbers fit comfortably in 64 bits with this many digits.
 constexpr size_t kMaxDigits = 18;
+// A host name no resolver takes past (DNS's 253); it bounds what a list
+// expands to at max_hosts names of this.
+constexpr size_t kMaxHostBytes = 253;
 
 struct Range {
   uint64_t lo = 0, hi = 0;
@@ -89,6 +92,23 @@ absl::StatusOr<std::vector<Range>> ParseRanges(std::string_view list, std::strin
   return ranges;
 }
 
+size_t Digits(uint64_t n) {
+  size_t d = 1;
+  while (n >= 10) n /= 10, ++d;
+  return d;
+}
+
+// The longest name a pattern makes: its text, and each group's widest number.
+size_t LongestHost(const Pattern& pattern) {
+  size_t n = 0;
+  for (const Part& part : pattern) {
+    size_t widest = part.text.size();
+    for (const Range& r : part.ranges) widest = std::max({widest, r.width, Digits(r.hi)});
+    n += widest;
+  }
+  return n;
+}
+
 // One comma-separated element: "rack[1-2]-n[01-02]".
 absl::StatusOr<Pattern> ParsePattern(std::string_view list, std::string_view element) {
   if (element.empty()) return Bad(list, "an empty host name (two commas in a row?)");
@@ -115,6 +135,9 @@ absl::StatusOr<Pattern> ParsePattern(std::string_view list, std::string_view ele
     while (end < element.size() && HostChar(element[end])) ++end;
     pattern.push_back(Part{std::string(element.substr(i, end - i)), {}});
     i = end;
+  }
+  if (LongestHost(pattern) > kMaxHostBytes) {
+    return Bad(list, Cat("a host name is longer than ", kMaxHostBytes, " bytes"));
   }
   return pattern;
 }

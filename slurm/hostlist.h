@@ -3,7 +3,8 @@
 // combination, the last group varying fastest). A range keeps its low
 // bound's zero padding (`[08-10]` is 08, 09, 10). Pure functions over
 // untrusted text: a list is measured before it is expanded, so a huge range
-// is refused, never expanded into memory.
+// is refused, never expanded into memory, and a host name longer than 253
+// bytes (DNS's limit) is refused.
 #pragma once
 
 #include <cstddef>

@@ -79,6 +79,28 @@ TEST(Hostlist, HostileInputIsRefusedWithOneLine) {
   EXPECT_NE(ErrorOf(std::string(2 << 20, 'a')).find("is longer than"), std::string::npos);
 }
 
+TEST(Hostlist, AHostNameLongerThanDnsTakesIsRefused) {
+  const std::string at_limit = std::string(249, 'a') + "[1-1000]";  // a1000: 253 bytes
+  EXPECT_EQ(CountHosts(at_limit).value(), 1000u);
+  EXPECT_EQ(Expand(at_limit).back(), std::string(249, 'a') + "1000");
+  EXPECT_EQ(Expand("n[0007-8]").back(), "n0008");  // padding counts toward the length
+  for (const std::string& list :
+       {std::string(250, 'a') + "[1-1000]", std::string(254, 'a'), "n[1-2]" + std::string(252, 'x'),
+        "a,b" + std::string(253, 'c')}) {
+    const auto count = CountHosts(list);
+    ASSERT_FALSE(count.ok()) << list.size();
+    EXPECT_NE(count.status().message().find("a host name is longer than 253 bytes"),
+              std::string::npos)
+        << count.status();
+    EXPECT_FALSE(FirstHost(list).ok());
+  }
+  // Within the list's 1 MiB, a name of ~1 MiB in 65,536 hosts: refused
+  // before anything is expanded (it would have been 64 GiB).
+  const std::string bomb = std::string((1 << 20) - 16, 'a') + "[1-65536]";
+  ASSERT_FALSE(CountHosts(bomb).ok());
+  EXPECT_NE(ErrorOf(bomb).find("longer than 253 bytes"), std::string::npos);
+}
+
 EnvLookup Env(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
     auto it = vars.find(std::string(name));
