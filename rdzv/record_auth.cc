@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
+#include <cstdint>
+#include <string_view>
+
 #include "bytes.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -22,7 +26,8 @@ absl::Status CheckRdzvAuth(const std::string& mode) {
   if (mode.empty() || mode == "munge" || mode == "none" || mode == "auto") {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError("--rdzv-auth '" + DisplayEscapeElided(mode, 64) +
+  return absl::InvalidArgumentError("--rdzv-auth '" +
+                                    DisplayEscapeElided(mode, 64, Controls::kEscape) +
                                     "' is not munge, none or auto; give one of them");
 }
 
@@ -59,12 +64,18 @@ absl::StatusOr<std::string> RecordAuth::Check(const etcd::KeyValue& kv) const {
   if (p.compare(0, magic, kMagic) != 0 || key_end == std::string::npos) {
     return absl::PermissionDeniedError("its credential holds no ltd record");
   }
-  const std::string uid_text = p.substr(magic, uid_end - magic);
-  if (uid_text.empty() || uid_text.size() > 10 ||
-      uid_text.find_first_not_of("0123456789") != std::string::npos) {
+  // The uid as Frame writes it: decimal, no sign or leading zero, a real
+  // uid (below (uid_t)-1). Any other spelling is no frame of ours.
+  const std::string_view uid_text = std::string_view(p).substr(magic, uid_end - magic);
+  uint64_t inner64 = 0;
+  const auto [end, ec] =
+      std::from_chars(uid_text.data(), uid_text.data() + uid_text.size(), inner64);
+  if (uid_text.empty() || ec != std::errc() || end != uid_text.data() + uid_text.size() ||
+      (uid_text.size() > 1 && uid_text[0] == '0') ||
+      inner64 >= static_cast<uint64_t>(static_cast<uid_t>(-1))) {
     return absl::PermissionDeniedError("its credential holds no ltd record");
   }
-  const uid_t inner = static_cast<uid_t>(std::stoull(uid_text));
+  const uid_t inner = static_cast<uid_t>(inner64);
   if (p.compare(uid_end + 1, key_end - uid_end - 1, kv.key) != 0) {
     return absl::PermissionDeniedError("its credential was made for another key");
   }
@@ -104,7 +115,7 @@ std::optional<std::string> RecordAuth::Open(const etcd::KeyValue& kv) {
       unavailable_logged_ = true;
       return std::nullopt;
     }
-    line = Cat("refused etcd record ", DisplayEscapeElided(kv.key, 160), ": ",
+    line = Cat("refused etcd record ", DisplayEscapeElided(kv.key, 160, Controls::kEscape), ": ",
                value.status().message());
     ++refused_;
     last_ = line;

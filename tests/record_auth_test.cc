@@ -63,6 +63,37 @@ TEST(RecordAuth, RootsSupervisorSpeaksForTheOwnerOnly) {
   EXPECT_NE(r.line.find("uid 0 for uid 2000"), std::string::npos) << r.line;
 }
 
+TEST(RecordAuth, AUidSpelledOtherwiseThanAFrameIsNoRecord) {
+  // A credential of the owner's or root's whose payload names the owner's
+  // uid in another spelling: leading zeros, or a number past 32 bits that
+  // wraps to it (2^32 + 1000). Only Frame's own spelling holds.
+  Reader r;
+  FakeCodec root(0), owner(kOwner);
+  const std::string rest = "\n" + kKey + "\nx";
+  int64_t rev = 1;
+  for (FakeCodec* writer : {&root, &owner}) {
+    EXPECT_TRUE(r.auth.Open(Kv(kKey, *writer->Encode("ltd-rdzv 1\n1000" + rest), rev++)));
+    for (const std::string uid : {"01000", "4294968296", "+1000", "1000 ", "4294967295"}) {
+      EXPECT_FALSE(r.auth.Open(Kv(kKey, *writer->Encode("ltd-rdzv 1\n" + uid + rest), rev++)))
+          << uid;
+      EXPECT_NE(r.line.find("holds no ltd record"), std::string::npos) << uid << ": " << r.line;
+    }
+  }
+  EXPECT_EQ(r.auth.refused(), 10);
+}
+
+TEST(RecordAuth, ARefusalOfAKeyWithControlsIsOneLine) {
+  // Anyone who reaches etcd picks the key: the line logged and kept in the
+  // job's record must not forge a log line or color a terminal.
+  Reader r;
+  const std::string key = "/ltd/runs/r1/\n[2026-12-07 00:00:00.000] [info] forged\x1b[31m";
+  EXPECT_FALSE(r.auth.Open(Kv(key, "plain")).has_value());
+  ASSERT_EQ(r.told, 1);
+  EXPECT_EQ(r.line.find('\n'), std::string::npos) << r.line;
+  EXPECT_EQ(r.line.find('\x1b'), std::string::npos) << r.line;
+  EXPECT_NE(r.line.find("\\n[2026-12-07"), std::string::npos) << r.line;
+}
+
 TEST(RecordAuth, AnotherUsersRecordIsRefusedCountedAndLoggedOnce) {
   // Another user's ltrun: their own credential, their own uid inside.
   RecordAuth other(std::make_unique<FakeCodec>(kOther), kOther);
