@@ -39,7 +39,7 @@ absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls) {
   const std::string scheme = url.rfind("etcds://", 0) == 0 ? "etcds://" : "etcd://";
   if (url.rfind(scheme, 0) != 0 || url.size() == scheme.size()) {
     return absl::InvalidArgumentError(
-        "--rdzv '" + url +
+        "--rdzv '" + DisplayEscapeElided(url, 64, Controls::kEscape) +
         "' is not etcd://HOST:PORT or etcds://HOST:PORT; give etcd's client address");
   }
   if (tls != nullptr) *tls = scheme == "etcds://";
@@ -48,7 +48,7 @@ absl::StatusOr<std::string> ParseRdzvUrl(const std::string& url, bool* tls) {
   const size_t colon = endpoint.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size() ||
       endpoint.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-    return absl::InvalidArgumentError("--rdzv '" + url +
+    return absl::InvalidArgumentError("--rdzv '" + DisplayEscapeElided(url, 64, Controls::kEscape) +
                                       "' has no port; give etcd://HOST:PORT (etcd's is 2379)");
   }
   return endpoint;

@@ -185,6 +185,16 @@ TEST(RdzvUrl, Parses) {
   EXPECT_FALSE(rdzv::ParseRdzvUrl("etcd://host").ok());
   EXPECT_FALSE(rdzv::ParseRdzvUrl("etcd://host:x").ok());
   EXPECT_FALSE(rdzv::ParseRdzvUrl("etcd://").ok());
+  // A refusal is one line, whatever the URL held.
+  const std::vector<std::string> urls = {"http://a\nb:1", "etcd://a:1\x1b[31m",
+                                         "etcd://" + std::string(300, 'h')};
+  for (const std::string& url : urls) {
+    const auto refused = rdzv::ParseRdzvUrl(url);
+    ASSERT_FALSE(refused.ok()) << url;
+    const std::string m(refused.status().message());
+    EXPECT_EQ(m.find_first_of("\n\x1b"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 200u) << m;
+  }
   EXPECT_TRUE(rdzv::CheckRunId("job-7.a_b").ok());
   EXPECT_FALSE(rdzv::CheckRunId("a/b").ok());
   EXPECT_FALSE(rdzv::CheckRunId("").ok());
