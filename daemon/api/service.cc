@@ -552,6 +552,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* LtdService::Logs(grpc::CallbackServerCon
     if (auto s = LogReplay::Start(loop_, manager_, j, std::move(logs), out); !s.ok()) {
       return out->Finish(ToGrpc(s));
     }
+    if (r.follow()) spdlog::debug("job={} logs stream opened by uid {}", j.id, who.uid);
   });
   return stream;
 }
