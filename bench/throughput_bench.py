@@ -23,10 +23,12 @@ engine would), 1-rank `/bin/true` jobs:
            /bin/true, which the supervisor reaps), and ltd's own
            (not in the default set).
   floor    no ltd at all: /bin/true spawned and reaped in a loop from 1
-           and 2 processes for --floor-seconds: the most starts a second
+           and 2 processes for --floor-seconds, and from 1 beside a
+           process that only spins in user space: the most starts a second
            this machine makes, and the CPU each takes with both cores
-           starting. A 1-rank job is one such start, so no launcher here
-           runs more 1-rank jobs a second than this.
+           starting, or with the other core busy (as a launcher's own work
+           keeps it). A 1-rank job is one such start, so no launcher here
+           runs more 1-rank jobs a second than this (start_floor.py).
   restart  --kept finished jobs kept (--keep-jobs), ltd stopped and
            started: how long until it answers `ps`, and its RSS a kept
            job.
@@ -54,10 +56,13 @@ import tempfile
 import time
 
 from local_slurm import LocalSlurm
+from start_floor import bench_floor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLK = os.sysconf("SC_CLK_TCK")
+# The floor's cases: (processes spawning, processes spinning beside them).
+FLOORS = ((1, 0), (2, 0), (1, 1))
 
 
 def cpu_seconds(pid, children=True):
@@ -82,42 +87,6 @@ def program_cpu_ms(argv=("/bin/true",), n=300):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return used / n * 1000
-
-
-def machine_busy_seconds():
-    """CPU seconds every core spent on anything but idle and I/O wait."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6]) / CLK
-
-
-def bench_floor(workers, seconds):
-    """(starts/s, ms of the machine's CPU a start): /bin/true spawned and
-    reaped in a loop from `workers` processes for `seconds`, nothing else."""
-    pipes = []
-    for _ in range(workers):
-        r, w = os.pipe()
-        if os.fork() == 0:
-            try:  # the child never returns into the parent's code
-                os.close(r)
-                n, end = 0, time.monotonic() + seconds
-                while time.monotonic() < end:
-                    os.waitpid(os.posix_spawn("/bin/true", ["/bin/true"], {}), 0)
-                    n += 1
-                os.write(w, str(n).encode())
-            finally:
-                os._exit(0)
-        os.close(w)
-        pipes.append(r)
-    busy0, t0 = machine_busy_seconds(), time.monotonic()
-    starts = 0
-    for r in pipes:
-        with os.fdopen(r, "rb") as f:
-            starts += int(f.read() or 0)
-    took, busy = time.monotonic() - t0, machine_busy_seconds() - busy0
-    for _ in pipes:
-        os.wait()
-    return starts / took, busy / max(starts, 1) * 1000
 
 
 def rss_kib(pid):
@@ -504,8 +473,8 @@ def main():
         turn("restart", lambda b: bench_restart(b, args.kept))
     floor = {}
     if "floor" in only:
-        for w in (1, 2):
-            floor[w] = [bench_floor(w, args.floor_seconds) for _ in range(args.runs)]
+        for w, spin in FLOORS:
+            floor[w, spin] = [bench_floor(w, args.floor_seconds, spin) for _ in range(args.runs)]
 
     for name, _ in builds:
         r = results[name]
@@ -557,13 +526,16 @@ def main():
                   f"{med([x[2] for x in r['restart']]):.1f} KiB a kept job of a 256 KiB "
                   f"command line and 256 KiB environment")
 
-    for w, runs in floor.items():
-        print(f"== no ltd: /bin/true spawned and reaped from {w} process(es): "
+    for (w, spin), runs in floor.items():
+        beside = " beside 1 process spinning in user space" if spin else ""
+        print(f"== no ltd: /bin/true spawned and reaped from {w} process(es){beside}: "
               f"{med([x[0] for x in runs]):.0f} starts/s, {med([x[1] for x in runs]):.2f} ms "
-              f"of the machine's CPU a start  (rates {[round(x[0]) for x in runs]})")
-    if 2 in floor and f"run{args.threads}" in results["this"]:
+              f"of the machine's CPU a start, {med([x[2] for x in runs]):.2f} ms the spawners' "
+              f"own  (rates {[round(x[0]) for x in runs]})")
+    if (2, 0) in floor and f"run{args.threads}" in results["this"]:
         ours = med([x[0] for x in results["this"][f"run{args.threads}"]])
-        print(f"run to the end from {args.threads} threads: {100 * ours / med([x[0] for x in floor[2]]):.0f}% "
+        print(f"run to the end from {args.threads} threads: "
+              f"{100 * ours / med([x[0] for x in floor[2, 0]]):.0f}% "
               f"of the starts a second of /bin/true alone")
 
     if "slurm" in only:
