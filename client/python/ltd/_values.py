@@ -59,6 +59,15 @@ def _env_list(env, what):
     """``env`` (a mapping, K=V items, or one K=V text, as one ``--env``) as K=V bytes."""
     if env is None:
         return []
+    if env is os.environ:
+        # This process's own: as bytes already (os.environb, the same
+        # store), not each key and value decoded and encoded back.
+        out = []
+        for k, v in os.environb.items():
+            if not k or b"=" in k:
+                raise errors.InvalidArgument("%s key %r must be non-empty and have no '='" % (what, k))
+            out.append(k + b"=" + v)
+        return out
     if isinstance(env, (str, bytes, os.PathLike)):
         # One KEY=VALUE, as one --env: never its characters, one by one.
         env = [env]

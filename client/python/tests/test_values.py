@@ -21,6 +21,21 @@ class EnvTest(unittest.TestCase):
         self.assertEqual(_env_list(["A=1", "B="], "env"), [b"A=1", b"B="])
         self.assertEqual(_env_list({"A": "1"}, "env"), [b"A=1"])
 
+    def test_this_process_environment_as_its_bytes(self):
+        # os.environ is taken as os.environb holds it: a value that is not
+        # UTF-8 comes as its bytes, and a change made through either shows.
+        os.environb[b"LTD_TEST_RAW"] = b"\xff\xfe=x"
+        os.environ["LTD_TEST_TEXT"] = "caf\u00e9"
+        try:
+            got = _env_list(os.environ, "environ")
+            self.assertIn(b"LTD_TEST_RAW=\xff\xfe=x", got)
+            self.assertIn("LTD_TEST_TEXT=caf\u00e9".encode(), got)
+            self.assertEqual(got, [os.fsencode(k) + b"=" + os.fsencode(v)
+                                   for k, v in os.environ.items()])
+        finally:
+            del os.environb[b"LTD_TEST_RAW"]
+            del os.environ["LTD_TEST_TEXT"]
+
     def test_bad_items_are_one_line(self):
         for bad in ("NOEQUALS", "=value", ["A=1", "B"], {"": "x"}, {"A=B": "x"}):
             with self.assertRaises(ltd.InvalidArgument) as e:
