@@ -351,6 +351,9 @@ struct SpecLimits {
 };
 // OK, or one line saying what is wrong with the job asked for and what to do.
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits);
+// ValidateSpec's bound on the count of argv and environment strings
+// together, for a request to be refused before any of them is looked at.
+absl::Status CheckStringCount(size_t argv, size_t env);
 
 // One node of a multi-node run as the rendezvous sees it.
 struct NodeStatus {

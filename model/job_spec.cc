@@ -152,6 +152,14 @@ absl::Status ValidateLimits(const JobLimits& l, const SpecLimits& here) {
 
 }  // namespace
 
+absl::Status CheckStringCount(size_t argv, size_t env) {
+  if (argv + env <= kMaxArgvAndEnvStrings) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      Cat("the program has ", argv, " arguments and ", env,
+          " environment strings; ltd takes at most ", kMaxArgvAndEnvStrings,
+          " together: unset what the job does not need (env -i, or a file of arguments)"));
+}
+
 absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
   const int slots = limits.slots;
   if (spec.devices < 1) return absl::InvalidArgumentError("--devices must be at least 1");
@@ -185,12 +193,7 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
   for (const auto* list : {&spec.argv, &spec.env}) {
     for (const std::string& s : *list) bytes += s.size() + 1;
   }
-  if (spec.argv.size() + spec.env.size() > kMaxArgvAndEnvStrings) {
-    return absl::InvalidArgumentError(
-        Cat("the program has ", spec.argv.size(), " arguments and ", spec.env.size(),
-            " environment strings; ltd takes at most ", kMaxArgvAndEnvStrings,
-            " together: unset what the job does not need (env -i, or a file of arguments)"));
-  }
+  if (auto s = CheckStringCount(spec.argv.size(), spec.env.size()); !s.ok()) return s;
   if (bytes > kMaxArgvAndEnv) {
     return absl::InvalidArgumentError(Cat("the program's arguments and environment are ", bytes,
                                           " bytes; a program can be started with at most ",

@@ -47,6 +47,34 @@ TEST(SpecFromRequest, KeepsBytesExactly) {
   EXPECT_EQ(spec->grace, std::chrono::milliseconds(1000));
 }
 
+TEST(SpecFromRequest, EachEnvReplacesItsKeyAndTheLastOfAKeyWins) {
+  v1::SubmitRequest req = GoodRequest();
+  req.clear_env();
+  for (const char* e : {"A=1", "B=2", "A=3", "NOEQUALS", "AB=4", "A"}) req.add_env(e);
+  for (const char* e : {"A=x", "D=1", "A=y", "B=", "D=2=3"}) req.add_extra_env(e);
+  auto spec = SpecFromRequest(req);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->env,
+            (std::vector<std::string>{"NOEQUALS", "AB=4", "A", "A=y", "B=", "D=2=3"}));
+}
+
+TEST(SpecFromRequest, MoreStringsThanAJobTakesAreRefusedBeforeAnyIsLookedAt) {
+  // A request of 2 million empty strings and 1,024 --env would have each
+  // --env walk them all (ValidateSpec refused the count only later).
+  v1::SubmitRequest req = GoodRequest();
+  for (int i = 0; i < 20'000; ++i) req.add_env("");
+  req.add_env("A=" + "\0"s);  // past the bound: never reached
+  for (int i = 0; i < 1024; ++i) req.add_extra_env("A=1");
+  const std::string error = ErrorOf(req);
+  EXPECT_NE(error.find("the program has 1 arguments and 20002 environment strings; ltd takes at "
+                       "most 16384 together"),
+            std::string::npos)
+      << "got: " << error;
+  req.clear_env();
+  for (int i = 0; i < 16'383; ++i) req.add_env("");
+  EXPECT_EQ(ErrorOf(req), "");
+}
+
 TEST(SpecFromRequest, SaysWhichFieldIsWrongAndWhatToDo) {
   struct Case {
     std::function<void(v1::SubmitRequest&)> spoil;

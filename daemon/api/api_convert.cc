@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/ascii.h"
 #include "bytes.h"
@@ -112,6 +113,11 @@ void SetArgv(const std::vector<std::string>& argv, uint64_t cut, size_t limit, v
     out->add_argv(ElisionMark(cut));
     out->set_argv_truncated(true);
   }
+}
+
+// What CheckPosixString takes, without building its words.
+bool PosixStringOk(std::string_view value) {
+  return value.size() <= kMaxArgBytes && value.find('\0') == std::string_view::npos;
 }
 
 // NUL ends a C string: the kernel would cut the value there without a word.
@@ -375,9 +381,19 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
     return absl::InvalidArgumentError(
         Cat("--name is ", spec.name.size(), " bytes; choose one of at most ", kMaxRefBytes));
   }
+  // Each string is looked at below, and an --env replaces its key: more
+  // strings than any job may have are refused first (the count of --env
+  // too, which only add or replace).
+  if (auto s = CheckStringCount(static_cast<size_t>(req.argv_size()),
+                                static_cast<size_t>(req.env_size()));
+      !s.ok()) {
+    return s;
+  }
   for (int i = 0; i < req.argv_size(); ++i) {
-    const std::string what = i == 0 ? "argv[0] (PROGRAM)" : Cat("argv[", i, "]");
-    if (auto s = CheckPosixString(req.argv(i), what, "POSIX arguments"); !s.ok()) return s;
+    if (!PosixStringOk(req.argv(i))) {
+      const std::string what = i == 0 ? "argv[0] (PROGRAM)" : Cat("argv[", i, "]");
+      return CheckPosixString(req.argv(i), what, "POSIX arguments");
+    }
   }
   spec.argv.assign(req.argv().begin(), req.argv().end());
   if (auto s = CheckPosixString(req.cwd(), "the working directory", "paths"); !s.ok()) return s;
@@ -388,10 +404,9 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
   }
   spec.cwd = req.cwd();
   for (int i = 0; i < req.env_size(); ++i) {
-    if (auto s = CheckPosixString(req.env(i), Cat("env[", i, "] (the client's environment)"),
-                                  "environment strings");
-        !s.ok()) {
-      return s;
+    if (!PosixStringOk(req.env(i))) {
+      return CheckPosixString(req.env(i), Cat("env[", i, "] (the client's environment)"),
+                              "environment strings");
     }
   }
   spec.env.assign(req.env().begin(), req.env().end());
@@ -404,18 +419,30 @@ absl::StatusOr<JobSpec> SpecFromRequest(const v1::SubmitRequest& req,
                                           " are taken: put the rest in the "
                                           "environment ltctl is run with"));
   }
-  for (const std::string& kv : req.extra_env()) {
+  // Each --env's key ("K="), and the last --env of each: the one kept.
+  std::unordered_map<std::string_view, int> last;
+  for (int i = 0; i < req.extra_env_size(); ++i) {
+    const std::string& kv = req.extra_env(i);
     if (absl::Status s = EnvFlag(kv); !s.ok()) return s;
     const auto eq = kv.find('=');
-    if (auto s = CheckPosixString(
-            kv, Cat("--env ", DisplayEscapeElided(kv.substr(0, eq), 64, Controls::kEscape)),
-            "environment strings");
-        !s.ok()) {
-      return s;
+    if (!PosixStringOk(kv)) {
+      return CheckPosixString(
+          kv, Cat("--env ", DisplayEscapeElided(kv.substr(0, eq), 64, Controls::kEscape)),
+          "environment strings");
     }
-    const std::string key = kv.substr(0, eq + 1);
-    std::erase_if(spec.env, [&](const std::string& e) { return e.starts_with(key); });
-    spec.env.push_back(kv);
+    last[std::string_view(kv).substr(0, eq + 1)] = i;
+  }
+  // One pass, whatever the counts: the environment's strings of a key an
+  // --env sets go, and each key's last --env is added, in their order.
+  if (!last.empty()) {
+    std::erase_if(spec.env, [&](const std::string& e) {
+      const auto eq = e.find('=');
+      return eq != std::string::npos && last.contains(std::string_view(e).substr(0, eq + 1));
+    });
+    for (int i = 0; i < req.extra_env_size(); ++i) {
+      const std::string& kv = req.extra_env(i);
+      if (last.at(std::string_view(kv).substr(0, kv.find('=') + 1)) == i) spec.env.push_back(kv);
+    }
   }
   // The submitter's limits, each no higher than the admin's for them.
   constexpr int kMaxLimits = 64;
