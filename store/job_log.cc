@@ -440,49 +440,57 @@ bool LogCursor::Read(size_t seg, uint64_t off, size_t len, std::string& out) con
   return got == len;
 }
 
-void LogCursor::SeekToTail() {
+bool LogCursor::SeekToTail() {
   // Backwards from the end, counting kept lines, until the N-th from the
   // end starts: forward reading begins there. Whether a line is kept shows
   // in its first bytes ("[R] ", "[ltd]"), so only those are looked at, and
   // one chunk is held whatever N is.
   constexpr size_t kPrefix = 32 + kLogStampBytes;
   const auto want = static_cast<uint64_t>(query_.tail);
-  uint64_t found = 0;
+  if (!seek_) {
+    seek_.emplace();
+    seek_->seg = segs_.size();
+    seek_->end = segs_.empty() ? 0 : segs_.back().size;
+  }
+  TailSeek& t = *seek_;
   std::string buf;
-  std::string later;       // the first bytes after the chunk being looked at
-  bool any_after = false;  // whether anything comes after it at all
-  auto kept = [&](std::string_view start) {
-    return Keep(query_.rank, start);  // `start` is a copy: Keep may trim it
-  };
-  for (size_t seg = segs_.size(); seg-- > 0;) {
-    for (uint64_t end = segs_[seg].size; end > 0;) {
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end));
-      if (!Read(seg, end - len, len, buf)) return;
-      end -= len;
-      for (size_t pos = buf.size(); pos > 0;) {
-        const void* nl = memrchr(buf.data(), '\n', pos);
-        if (nl == nullptr) break;
-        const size_t i = static_cast<size_t>(static_cast<const char*>(nl) - buf.data());
-        // A line starts right after this newline, unless the stream ends here.
-        if (i + 1 < buf.size() || any_after) {
-          std::string start = buf.substr(i + 1, kPrefix);
-          if (start.size() < kPrefix) start += later.substr(0, kPrefix - start.size());
-          if (kept(start) && ++found == want) {
-            seg_ = seg;
-            off_ = end + i + 1;
-            return;
-          }
-        }
-        pos = i;
-      }
-      later = (buf.substr(0, kPrefix) + later).substr(0, kPrefix);
-      any_after = any_after || !buf.empty();
+  uint64_t scanned = 0;
+  while (t.seg > 0) {
+    if (t.end == 0) {
+      if (--t.seg > 0) t.end = segs_[t.seg - 1].size;
+      continue;
     }
+    if (scanned >= kScanBytes) return false;
+    const size_t seg = t.seg - 1;
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, t.end));
+    if (!Read(seg, t.end - len, len, buf)) return true;  // from where it was
+    t.end -= len;
+    scanned += len;
+    for (size_t pos = buf.size(); pos > 0;) {
+      const void* nl = memrchr(buf.data(), '\n', pos);
+      if (nl == nullptr) break;
+      const size_t i = static_cast<size_t>(static_cast<const char*>(nl) - buf.data());
+      // A line starts right after this newline, unless the stream ends here.
+      if (i + 1 < buf.size() || t.any_after) {
+        std::string start = buf.substr(i + 1, kPrefix);
+        if (start.size() < kPrefix) start += t.later.substr(0, kPrefix - start.size());
+        std::string_view view = start;  // Keep trims the view it is given
+        if (Keep(query_.rank, view) && ++t.found == want) {
+          seg_ = seg;
+          off_ = t.end + i + 1;
+          return true;
+        }
+      }
+      pos = i;
+    }
+    t.later = (buf.substr(0, kPrefix) + t.later).substr(0, kPrefix);
+    t.any_after = t.any_after || !buf.empty();
   }
   // The first line starts at the very beginning; with fewer than N kept
   // lines in all, everything is shown.
   seg_ = 0;
   off_ = 0;
+  return true;
 }
 
 bool LogCursor::NothingLeft() const {
@@ -495,11 +503,12 @@ bool LogCursor::NothingLeft() const {
 }
 
 bool LogCursor::Next(std::string* chunk) {
-  if (!positioned_) {
-    positioned_ = true;
-    if (query_.tail > 0) SeekToTail();
-  }
   chunk->clear();
+  if (!positioned_) {
+    if (query_.tail > 0 && !SeekToTail()) return true;  // more to look at first
+    positioned_ = true;
+    seek_.reset();
+  }
   // Sized once: a replay may hold a chunk while its client does not read,
   // so it holds what it read, not twice that from growing by doubling.
   uint64_t left = 0;
@@ -511,7 +520,11 @@ bool LogCursor::Next(std::string* chunk) {
   auto show = [&](std::string_view line) {
     if (Show(line, chunk)) chunk->push_back('\n');
   };
+  uint64_t scanned = 0;
   while (seg_ < segs_.size()) {
+    // Read and nothing shown (filtered out, or a line still being put
+    // together): the caller's thread back now, the rest on the next call.
+    if (scanned >= kScanBytes && !NothingLeft()) return true;
     const uint64_t size = segs_[seg_].size;
     if (off_ >= size) {
       ++seg_;
@@ -524,6 +537,7 @@ bool LogCursor::Next(std::string* chunk) {
       break;
     }
     off_ += len;
+    scanned += len;
     // Lines are shown from `buf` where they lie; only a line split by the
     // chunk's end is kept (carry_), so a cursor between reads holds a part
     // of one line, not a chunk.
@@ -571,7 +585,7 @@ void ReadLog(LogSnapshot snapshot, const LogQuery& query,
              const std::function<bool(std::string_view)>& sink) {
   LogCursor cursor(std::move(snapshot), query);
   for (std::string chunk; cursor.Next(&chunk);) {
-    if (!sink(chunk)) return;
+    if (!chunk.empty() && !sink(chunk)) return;
   }
 }
 

@@ -143,8 +143,13 @@ class LogCursor {
   LogCursor(LogSnapshot snapshot, LogQuery query, std::optional<uint64_t> from = std::nullopt);
   LogCursor(LogCursor&&) = default;
   // The next chunk of whole lines (at most ~64 KiB, the last line may lack
-  // its newline); false at the end.
+  // its newline); false at the end. A call reads at most kScanBytes of the
+  // log (a line longer than that aside): where a filter (--rank, --since)
+  // or a tail's search backwards shows nothing of them, it returns true
+  // with an empty chunk, and the next call goes on, so that a caller on a
+  // shared thread pool gives the thread back between them.
   bool Next(std::string* chunk);
+  static constexpr uint64_t kScanBytes = 1 << 20;
   // Whether Next() has nothing to read and nothing to return: every byte
   // of the snapshot past the position was returned, and no part of a line
   // is held to be returned. Reads nothing.
@@ -163,7 +168,9 @@ class LogCursor {
   bool Read(size_t seg, uint64_t off, size_t len, std::string& out) const;
   // Appends what the query shows of a stored line (no newline); false: none.
   bool Show(std::string_view line, std::string* out);
-  void SeekToTail();
+  // Goes on looking backwards for the tail's start, at most kScanBytes a
+  // call; true once forward reading is placed there.
+  bool SeekToTail();
 
   LogSnapshot snapshot_;  // owns the fds the segments read
   LogQuery query_;
@@ -171,6 +178,16 @@ class LogCursor {
   size_t seg_ = 0;  // where forward reading is
   uint64_t off_ = 0;
   bool positioned_ = false;
+  // The search backwards for the last query_.tail lines, between calls:
+  // in segs_[seg - 1] (none left at 0), bytes before `end` still to look at.
+  struct TailSeek {
+    size_t seg = 0;
+    uint64_t end = 0;
+    uint64_t found = 0;      // kept lines after that point
+    std::string later;       // the first bytes after it
+    bool any_after = false;  // whether anything comes after it at all
+  };
+  std::optional<TailSeek> seek_;
   std::string carry_;       // a line split by a chunk
   std::string last_stamp_;  // of the last line read, for --since
 };

@@ -404,5 +404,26 @@ TEST_F(AttachStream, LogsFollowOfALogReplacedMeanwhileSaysSoInOneLine) {
   d_.WaitEnded(id);
 }
 
+// One rank's few lines in a long log of another's: ltd reads the log a
+// budget at a time in the pool every reader shares (an empty read hands
+// the thread back), and the reader gets exactly that rank's lines, from
+// the start, from a tail found backwards, and followed to the job's end.
+TEST_F(AttachStream, ARanksFewLinesInALongLogComeWholeThroughBudgetedReads) {
+  const std::string id =
+      SubmitDetached({"--devices", "2", "--", kChild, "--rank", "1", "print:3", "print:300000"});
+  EXPECT_EQ(d_.WaitEnded(id, 60s)["state"], "SUCCEEDED");
+  const std::string three = "line 0 of 3\nline 1 of 3\nline 2 of 3\n";
+  CmdResult all = d_.Ctl({"logs", "--rank", "1", id});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out, three);
+  EXPECT_EQ(d_.Ctl({"logs", "--rank", "1", "--tail", "2", id}).out, "line 1 of 3\nline 2 of 3\n");
+  CmdResult followed = d_.Ctl({"logs", "-f", "--rank", "1", "--tail", "5", id});
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, three);
+  EXPECT_EQ(d_.Ctl({"logs", "--rank", "0", "--tail", "1", id}).out, "line 299999 of 300000\n");
+  // Long enough to take several budgets each way.
+  EXPECT_GT(SizeOf(d_.state_dir() + "/jobs/" + id + "/log.head"), 3 << 20);
+}
+
 }  // namespace
 }  // namespace ltd::test

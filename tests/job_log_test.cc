@@ -222,6 +222,37 @@ TEST_F(JobLogTest, AChunkHoldsWhatItReadAndLongLinesComeBackWhole) {
   EXPECT_GT(chunks, 3);
 }
 
+// A reader of one rank, or of a tail, whose lines are few in a long log
+// reads it a budget at a time: a call that read kScanBytes and shows
+// nothing returns an empty chunk, and the caller's thread (the pool is
+// every user's) is free before the next. What it shows is the same.
+TEST_F(JobLogTest, AFilterThatSkipsALongLogReadsItABudgetAtATime) {
+  auto w = JobLogWriter::Open(dir_, 64 << 20);
+  ASSERT_TRUE(w.ok());
+  const std::string line = "[0] " + std::string(1000, 'x') + "\n";
+  for (int i = 0; i < 3500; ++i) w->Append(line);  // ~3.5 MB of rank 0
+  w->Append("[1] the one\n");
+  for (int i = 0; i < 100; ++i) w->Append(line);
+  struct Case {
+    LogQuery query;
+    std::string want;
+    int least_empty;  // calls that read a budget and showed nothing
+  };
+  for (const Case& c : {Case{Q(1), "the one\n", 3}, Case{Q(7), "", 3},
+                        Case{Q(1, 1), "the one\n", 0}, Case{Q(7, 3), "", 6}}) {
+    LogCursor cursor(LogSnapshot::Take(dir_), c.query);
+    std::string got, chunk;
+    int empty = 0;
+    for (int calls = 0; cursor.Next(&chunk) && calls < 1000; ++calls) {
+      if (chunk.empty()) ++empty;
+      got += chunk;
+    }
+    EXPECT_EQ(got, c.want) << "rank " << c.query.rank << " tail " << c.query.tail;
+    EXPECT_GE(empty, c.least_empty) << "rank " << c.query.rank << " tail " << c.query.tail;
+    EXPECT_LE(empty, 8) << "rank " << c.query.rank << " tail " << c.query.tail;
+  }
+}
+
 // Lines stamped with when they came; logs written before stamps existed
 // ("[R] line") read as they always did, and mixed with stamped ones.
 TEST_F(JobLogTest, StampsAreShownOnAskAndSinceFiltersByThem) {

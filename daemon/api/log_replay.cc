@@ -227,6 +227,9 @@ bool LogReplay::Push(std::string chunk) {
 void LogReplay::Deliver() {
   reading_ = false;
   if (gone_) return Done(false);
+  // A read that showed nothing of what it read (a filter, a tail's search)
+  // and has more: the next read queues behind other readers' in the pool.
+  if (more_ && chunk_.empty()) return Step();
   if (more_) return Send();
   if (follower_) follower_->Flush(generation_);
   if (!following_) return End();
