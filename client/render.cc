@@ -498,6 +498,10 @@ void PrintJob(const v1::Job& j, FILE* out) {
                  n.has_root_cause() ? DescribeCause(n.root_cause()) : "-"});
     }
     nodes.Print(out);
+    if (j.nodes_not_shown() > 0) {
+      std::fprintf(out, "... and %d more nodes, not shown (ltd shows 1 MiB of a run's nodes)\n",
+                   j.nodes_not_shown());
+    }
   }
   std::fprintf(out, "\n");
   // A multi-node job's ranks are this node's: LOCAL_RANK, and RANK beside it.

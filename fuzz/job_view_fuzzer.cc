@@ -2,7 +2,8 @@
 // job's text is its ranks' and its user's bytes) as the API shows it
 // (daemon/api/api_convert.h's ToProto with `ps`' and `show`'s limits).
 // Invariants: every protobuf `string` of the reply is valid UTF-8 (else
-// the reply cannot be sent), and each text stays within its limit.
+// the reply cannot be sent), each text stays within its limit, and a
+// run's nodes within the view's bytes for them, the rest counted.
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 
@@ -55,6 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ToProto(*job, limits, &out);
     // A cut text ends in its mark, "… [+N bytes]": a few bytes more.
     CheckStrings(out, std::max(limits.argv_text, limits.text) + 32);
+    // A run's nodes up to the view's bytes for them (the last one may pass
+    // them), the rest counted.
+    FUZZ_CHECK(static_cast<size_t>(out.nodes_size() + out.nodes_not_shown()) == job->nodes.size());
+    size_t nodes = 0;
+    for (const v1::NodeStatus& n : out.nodes()) {
+      FUZZ_CHECK(nodes < limits.nodes);
+      nodes += n.ByteSizeLong();
+    }
     std::string wire;
     FUZZ_CHECK(out.SerializeToString(&wire));
   }

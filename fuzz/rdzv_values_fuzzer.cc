@@ -18,8 +18,9 @@ namespace {
 
 constexpr size_t kText = 256 + 32;  // JsonText's bound and its elision mark
 
-void CheckCause(const RootCause& c) {
-  FUZZ_CHECK(c.message.size() <= 4096);
+void CheckCause(const RootCause& c, size_t max = 4096) {
+  FUZZ_CHECK(c.message.size() <= max);
+  FUZZ_CHECK(c.cancelled_by.size() <= std::min<size_t>(256, max));
   (void)ToJson(c).dump();  // throws on invalid UTF-8: must not
 }
 
@@ -48,10 +49,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   NodeStatus n;
   n.host = "before";
-  if (ApplyStatus(value, n)) {
+  // A table of up to 65,536 nodes: each node's texts get their share.
+  const size_t node_text = NodeTextMax(nnodes << (revision % 16));
+  if (ApplyStatus(value, n, node_text)) {
     FUZZ_CHECK(n.state.empty() || ParseJobState(n.state).has_value());
-    FUZZ_CHECK(fuzz::IsOneLine(n.host, kText));
-    if (n.root_cause) CheckCause(*n.root_cause);
+    FUZZ_CHECK(n.host == "before" || fuzz::IsOneLine(n.host, node_text + 32));
+    if (n.root_cause) CheckCause(*n.root_cause, node_text);
   } else {
     FUZZ_CHECK(n.host == "before" && n.state.empty());
   }

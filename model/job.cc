@@ -167,11 +167,12 @@ void CutToSummary(Job& job, size_t max_argv) {
     job.table.details_cut = true;
   };
   for (Attempt& a : job.attempts) {
-    if (a.root_cause) cut(a.root_cause->message);
+    if (a.root_cause) cut(a.root_cause->message), cut(a.root_cause->cancelled_by);
   }
   for (Rank& r : job.ranks) cut(r.error_message);
   for (NodeStatus& n : job.nodes) {
-    if (n.root_cause) cut(n.root_cause->message);
+    cut(n.host);
+    if (n.root_cause) cut(n.root_cause->message), cut(n.root_cause->cancelled_by);
   }
   if (job.hang_report) {
     for (HangReportRank& r : job.hang_report->ranks) {

@@ -13,9 +13,9 @@
 namespace ltd::rdzv {
 namespace {
 
-// A host another node gave, as this node shows it.
-std::string HostOf(const nlohmann::json& j, std::string otherwise) {
-  std::string host = JsonText(j, "host");
+// A host another node gave, as this node shows it in a table of `nnodes`.
+std::string HostOf(const nlohmann::json& j, std::string otherwise, int nnodes) {
+  std::string host = JsonText(j, "host", NodeTextMax(nnodes));
   return host.empty() ? otherwise : host;
 }
 
@@ -406,13 +406,13 @@ void EtcdFence::OnWatchEvents(std::vector<etcd::WatchEvent> events) {
       } else {
         members_[r] = true;
         auto j = nlohmann::json::parse(e.kv.value, nullptr, false);
-        n.host = HostOf(j, "");
+        n.host = HostOf(j, "", nnodes);
         if (n.state.empty()) n.state = "RUNNING";
       }
       nodes_changed = true;
     } else if (int r = NumberAfter(rest, "status/"); r >= 0 && r < nnodes && !e.deleted) {
       NodeStatus n = nodes_.contains(r) ? nodes_[r] : NodeStatus{};
-      if (!ApplyStatus(e.kv.value, n)) continue;
+      if (!ApplyStatus(e.kv.value, n, NodeTextMax(nnodes))) continue;
       n.node_rank = r;
       nodes_[r] = std::move(n);
       nodes_changed = true;

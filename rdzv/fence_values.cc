@@ -8,29 +8,44 @@
 
 namespace ltd::rdzv {
 
-std::optional<RootCause> ParseCause(const nlohmann::json& j) {
+namespace {
+
+// Cut between characters, so that the record stays valid UTF-8 where it was.
+void CutText(std::string& text, size_t max) {
+  if (text.size() <= max) return;
+  size_t consumed = 0;
+  DisplayEscapePrefix(text, max, &consumed);
+  text.resize(consumed);
+}
+
+}  // namespace
+
+std::optional<RootCause> ParseCause(const nlohmann::json& j, size_t message_max) {
   if (!j.is_object()) return std::nullopt;
   auto job = JobFromJson(nlohmann::json{{"id", "0"}, {"state", "FAILED"}, {"root_cause", j}});
   if (!job || !job->root_cause) return std::nullopt;
   RootCause cause = std::move(*job->root_cause);
-  // Another node's words travel into this job's record: bounded, and cut
-  // between characters so that the record stays valid UTF-8 where it was.
-  if (cause.message.size() > 4096) {
-    size_t consumed = 0;
-    DisplayEscapePrefix(cause.message, 4096, &consumed);
-    cause.message.resize(consumed);
-  }
+  // Another node's words travel into this job's record: bounded.
+  CutText(cause.message, message_max);
+  CutText(cause.cancelled_by, std::min<size_t>(256, message_max));
   return cause;
 }
 
-bool ApplyStatus(const std::string& value, NodeStatus& n) {
+size_t NodeTextMax(int nnodes) {
+  constexpr size_t kRunBytes = 256 * 1024;
+  return std::clamp<size_t>(kRunBytes / static_cast<size_t>(std::max(nnodes, 1)), 16, 256);
+}
+
+bool ApplyStatus(const std::string& value, NodeStatus& n, size_t text_max) {
   auto j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return false;
   const std::string state = JsonText(j, "state", 32);
   n.state = ParseJobState(state) ? state : "";
-  if (std::string host = JsonText(j, "host"); !host.empty()) n.host = std::move(host);
+  if (std::string host = JsonText(j, "host", text_max); !host.empty()) n.host = std::move(host);
   n.root_cause.reset();
-  if (auto c = j.find("root_cause"); c != j.end() && c->is_object()) n.root_cause = ParseCause(*c);
+  if (auto c = j.find("root_cause"); c != j.end() && c->is_object()) {
+    n.root_cause = ParseCause(*c, text_max);
+  }
   return true;
 }
 

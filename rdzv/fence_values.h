@@ -14,12 +14,20 @@
 namespace ltd::rdzv {
 
 // A root cause as the job record writes it, read by the record's reader;
-// its message at most 4096 bytes, cut between characters.
-std::optional<RootCause> ParseCause(const nlohmann::json& j);
+// its message at most `message_max` bytes and who cancelled it at most
+// 256 (both no more than `message_max`), each cut between characters.
+std::optional<RootCause> ParseCause(const nlohmann::json& j, size_t message_max = 4096);
+
+// The most bytes of each text of a node's status (its host, its cause's
+// message, who cancelled it) in a run of `nnodes` nodes: 256, less where
+// the run's nodes would hold more than 256 KiB of them, and never under 16.
+// The table of a run's nodes is in its job's record, which ltd holds.
+size_t NodeTextMax(int nnodes);
 
 // status/<r>: the node's state (a JobState word, else ""), host and root
-// cause, into `n`; false (and `n` as it was) when `value` is no object.
-bool ApplyStatus(const std::string& value, NodeStatus& n);
+// cause, into `n`, each text at most `text_max` bytes (NodeTextMax); false
+// (and `n` as it was) when `value` is no object.
+bool ApplyStatus(const std::string& value, NodeStatus& n, size_t text_max = 256);
 
 // attempts/<k>/report/<r>, attempts/<k>/gone/<r> or attempts/<k>/verdict.
 struct AttemptValue {

@@ -54,8 +54,7 @@ TEST(SpecFromRequest, EachEnvReplacesItsKeyAndTheLastOfAKeyWins) {
   for (const char* e : {"A=x", "D=1", "A=y", "B=", "D=2=3"}) req.add_extra_env(e);
   auto spec = SpecFromRequest(req);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->env,
-            (std::vector<std::string>{"NOEQUALS", "AB=4", "A", "A=y", "B=", "D=2=3"}));
+  EXPECT_EQ(spec->env, (std::vector<std::string>{"NOEQUALS", "AB=4", "A", "A=y", "B=", "D=2=3"}));
 }
 
 TEST(SpecFromRequest, MoreStringsThanAJobTakesAreRefusedBeforeAnyIsLookedAt) {
@@ -207,6 +206,42 @@ TEST(JobToProto, StepsPerSecondIsTheRecentPaceThenTheAverage) {
   ToProto(job, kShowLimits, &out);
   EXPECT_DOUBLE_EQ(out.ranks(0).steps_per_second(), 2.5);
   EXPECT_DOUBLE_EQ(out.ranks(1).steps_per_second(), 0);  // never stepped
+}
+
+// A run may have 65,536 nodes: a view holds them up to its bytes for
+// nodes (`ps` 4 KiB, `show` 1 MiB) and says how many more there are; who
+// cancelled a cause is cut as its message is.
+TEST(JobToProto, ARunsNodesAreShownUpToTheViewsBytesThenCounted) {
+  Job job = SomeJob();
+  RootCause cause;
+  cause.reason = CauseReason::kCancelled;
+  cause.message = std::string(256, 'm');
+  cause.cancelled_by = std::string(100'000, '\xff');  // 4 bytes a byte as escapes
+  for (int i = 0; i < 20'000; ++i) {
+    NodeStatus n;
+    n.node_rank = i;
+    n.host = std::string(256, 'h');
+    n.state = "CANCELLED";
+    n.root_cause = cause;
+    job.nodes.push_back(n);
+  }
+  for (const ViewLimits& limits : {kListLimits, kShowLimits}) {
+    v1::Job out;
+    ToProto(job, limits, &out);
+    ASSERT_GT(out.nodes_size(), 0);
+    EXPECT_EQ(out.nodes_size() + out.nodes_not_shown(), 20'000);
+    size_t bytes = 0;
+    for (const v1::NodeStatus& n : out.nodes()) bytes += n.ByteSizeLong();
+    EXPECT_LE(bytes, limits.nodes + out.nodes(0).ByteSizeLong());
+    EXPECT_EQ(out.nodes(out.nodes_size() - 1).node_rank(), out.nodes_size() - 1);
+    EXPECT_LE(out.nodes(0).root_cause().cancelled_by().size(), limits.text + 32);
+    EXPECT_LT(out.ByteSizeLong(), 4u << 20) << "gRPC's limit of a reply";
+  }
+  job.nodes.resize(3);
+  v1::Job few;
+  ToProto(job, kShowLimits, &few);
+  EXPECT_EQ(few.nodes_size(), 3);
+  EXPECT_EQ(few.nodes_not_shown(), 0);
 }
 
 TEST(JobToProto, EndedCarriesTheTypedStateAndCause) {

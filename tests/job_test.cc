@@ -318,6 +318,7 @@ TEST(JobSummary, CutsWhatEachAttemptAndRankSaid) {
   cause.reason = CauseReason::kExited;
   cause.exit_code = 1;
   cause.message = std::string(4096, 'c');
+  cause.cancelled_by = std::string(4096, 'b');  // as a record of a forged node's words
   for (int i = 0; i < 101; ++i) {
     Attempt a;
     a.restart_count = i;
@@ -332,14 +333,18 @@ TEST(JobSummary, CutsWhatEachAttemptAndRankSaid) {
   for (HangReportRank& r : report.ranks) r.stack = std::string(64 * 1024, 's');
   job.hang_report = report;
   job.nodes.resize(16);
-  for (NodeStatus& n : job.nodes) n.root_cause = cause;
+  for (NodeStatus& n : job.nodes) n.root_cause = cause, n.host = std::string(4096, 'h');
   CutToSummary(job, 4096);
   size_t text = 0;
-  for (const NodeStatus& n : job.nodes) text += n.root_cause->message.size();
-  for (const Attempt& a : job.attempts) text += a.root_cause->message.size();
+  for (const NodeStatus& n : job.nodes) {
+    text += n.root_cause->message.size() + n.root_cause->cancelled_by.size() + n.host.size();
+  }
+  for (const Attempt& a : job.attempts) {
+    text += a.root_cause->message.size() + a.root_cause->cancelled_by.size();
+  }
   for (const Rank& r : job.ranks) text += r.error_message.size();
   for (const HangReportRank& r : job.hang_report->ranks) text += r.stack.size();
-  EXPECT_LE(text, (101u + 8u + 8u + 16u) * kSummaryTextBytes);
+  EXPECT_LE(text, (2 * 101u + 8u + 8u + 3 * 16u) * kSummaryTextBytes);
   EXPECT_EQ(job.attempts[7].root_cause->message.substr(0, 10), std::string(10, 'c'));
   EXPECT_TRUE(job.attempts[7].root_cause->message.ends_with(" bytes]"));
   EXPECT_EQ(job.root_cause->message, cause.message);

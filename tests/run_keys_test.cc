@@ -60,6 +60,47 @@ TEST(FenceValues, LongCauseIsCutBetweenCharacters) {
   EXPECT_NO_THROW((void)ToJson(*cause).dump());
 }
 
+// Who cancelled a node's job is a user's name or ltd's: another node's
+// value bounds it as a message is (a 2.8 MB one was kept whole, shown
+// four times over as escapes in every `ps`).
+TEST(FenceValues, WhoCancelledIsBoundedAsAMessageIs) {
+  std::string who = "x";
+  for (int i = 0; i < 3000; ++i) who += "\u00e9";
+  auto cause = ParseCause(nlohmann::json{{"reason", "cancelled"}, {"cancelled_by", who}});
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_LE(cause->cancelled_by.size(), 256u);
+  EXPECT_GE(cause->cancelled_by.size(), 255u);
+  EXPECT_TRUE(IsValidUtf8(cause->cancelled_by));
+  EXPECT_NO_THROW((void)ToJson(*cause).dump());
+}
+
+// A run's table of nodes is in its job's record, which ltd holds: each
+// node's texts get a share of 256 KiB over the run's nodes, 16 to 256 bytes.
+TEST(FenceValues, ANodesTextsShareTheRunsBytes) {
+  EXPECT_EQ(NodeTextMax(0), 256u);
+  EXPECT_EQ(NodeTextMax(2), 256u);
+  EXPECT_EQ(NodeTextMax(1024), 256u);
+  EXPECT_EQ(NodeTextMax(4096), 64u);
+  EXPECT_EQ(NodeTextMax(65536), 16u);
+  const std::string big(5000, 'z');
+  const std::string value =
+      nlohmann::json{
+          {"state", "FAILED"},
+          {"host", big},
+          {"root_cause", {{"reason", "cancelled"}, {"message", big}, {"cancelled_by", big}}}}
+          .dump();
+  for (int nnodes : {2, 4096, 65536}) {
+    NodeStatus n;
+    ASSERT_TRUE(ApplyStatus(value, n, NodeTextMax(nnodes)));
+    const size_t max = NodeTextMax(nnodes);
+    EXPECT_LE(n.host.size(), max + 32) << nnodes;  // and the mark of what was cut
+    ASSERT_TRUE(n.root_cause.has_value());
+    EXPECT_LE(n.root_cause->message.size(), max) << nnodes;
+    EXPECT_LE(n.root_cause->cancelled_by.size(), max) << nnodes;
+    EXPECT_EQ(n.state, "FAILED");
+  }
+}
+
 TEST(FenceValues, AReportSpeaksForItsKeysNodeOnly) {
   const std::string value = R"({"cause": {"reason": "exited", "exit_code": 3, "node": 0},
                                  "kind": "primary", "what": "rank 1 exited 3"})";

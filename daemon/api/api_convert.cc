@@ -146,7 +146,7 @@ void ToProto(const RootCause& c, size_t text_limit, v1::RootCause* out) {
   out->set_signal(c.signal);
   SetTime(c.at, out->mutable_at());
   out->set_message(DisplayEscapeElided(c.message, text_limit));
-  out->set_cancelled_by(DisplayEscape(c.cancelled_by));
+  out->set_cancelled_by(DisplayEscapeElided(c.cancelled_by, text_limit));
 }
 
 namespace {
@@ -293,12 +293,21 @@ void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out) {
   if (!n.rdzv.empty()) out->set_rdzv_auth(n.rdzv_auth);
   out->set_rdzv_refused(job.rdzv_refused);
   out->set_rdzv_refused_last(DisplayEscapeElided(job.rdzv_refused_last, limits.text));
-  for (const NodeStatus& node : job.nodes) {
+  // A run's nodes up to the view's bytes for them (a run may have 65,536),
+  // then how many more there are.
+  size_t nodes_bytes = 0;
+  for (size_t i = 0; i < job.nodes.size(); ++i) {
+    if (nodes_bytes >= limits.nodes) {
+      out->set_nodes_not_shown(static_cast<int32_t>(job.nodes.size() - i));
+      break;
+    }
+    const NodeStatus& node = job.nodes[i];
     auto* pn = out->add_nodes();
     pn->set_node_rank(node.node_rank);
     pn->set_host(DisplayEscapeElided(node.host, limits.text));
     pn->set_state(DisplayEscapeElided(node.state, limits.text));
     if (node.root_cause) ToProto(*node.root_cause, limits.text, pn->mutable_root_cause());
+    nodes_bytes += pn->ByteSizeLong();
   }
   for (const std::string& id : s.after) out->add_after(DisplayEscape(id));
   for (const std::string& id : s.after_any) out->add_after_any(DisplayEscape(id));

@@ -22,11 +22,12 @@ namespace ltd {
 struct ViewLimits {
   size_t argv_text;  // the whole command, as display text
   size_t text;       // each message, error, stack
+  size_t nodes;      // a run's nodes (each node shown whole), then a count
 };
 // `ps` of 10,000 jobs, one of them with a 700 KB command, stays small.
-inline constexpr ViewLimits kListLimits{256, 1024};
+inline constexpr ViewLimits kListLimits{256, 1024, 4 * 1024};
 // `show`: everything a person reads, and far below gRPC's 4 MB per reply.
-inline constexpr ViewLimits kShowLimits{64 * 1024, 64 * 1024};
+inline constexpr ViewLimits kShowLimits{64 * 1024, 64 * 1024, 1024 * 1024};
 
 // The job for the API, with live progress marks (stragglers, rates).
 void ToProto(const Job& job, const ViewLimits& limits, v1::Job* out);

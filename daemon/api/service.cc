@@ -259,7 +259,8 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
     return stream;
   }
   // --no-trunc: each command up to what a finished job's summary keeps and more.
-  const ViewLimits limits = req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text} : kListLimits;
+  const ViewLimits limits =
+      req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text, kListLimits.nodes} : kListLimits;
   const bool all = SeesAllDetails(*who);
   loop_.Post(
       [this, filter = std::move(*filter), limits, uid = who->uid, all, out = stream->handle()] {
