@@ -216,8 +216,8 @@ TEST(JobToProto, ARunsNodesAreShownUpToTheViewsBytesThenCounted) {
   RootCause cause;
   cause.reason = CauseReason::kCancelled;
   cause.message = std::string(256, 'm');
-  cause.cancelled_by = std::string(100'000, '\xff');  // 4 bytes a byte as escapes
-  for (int i = 0; i < 20'000; ++i) {
+  cause.cancelled_by = std::string(5'000, '\xff');  // 4 bytes a byte as escapes
+  for (int i = 0; i < 2'000; ++i) {
     NodeStatus n;
     n.node_rank = i;
     n.host = std::string(256, 'h');
@@ -229,7 +229,8 @@ TEST(JobToProto, ARunsNodesAreShownUpToTheViewsBytesThenCounted) {
     v1::Job out;
     ToProto(job, limits, &out);
     ASSERT_GT(out.nodes_size(), 0);
-    EXPECT_EQ(out.nodes_size() + out.nodes_not_shown(), 20'000);
+    EXPECT_GT(out.nodes_not_shown(), 0);
+    EXPECT_EQ(out.nodes_size() + out.nodes_not_shown(), 2'000);
     size_t bytes = 0;
     for (const v1::NodeStatus& n : out.nodes()) bytes += n.ByteSizeLong();
     EXPECT_LE(bytes, limits.nodes + out.nodes(0).ByteSizeLong());
