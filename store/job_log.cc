@@ -452,7 +452,7 @@ bool LogCursor::SeekToTail() {
     seek_->seg = segs_.size();
     seek_->end = segs_.empty() ? 0 : segs_.back().size;
   }
-  TailSeek& t = *seek_;
+  LogTailSeek& t = *seek_;
   std::string buf;
   uint64_t scanned = 0;
   while (t.seg > 0) {

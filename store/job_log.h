@@ -136,6 +136,19 @@ struct LogSnapshot {
 // Blocking file I/O: call Next off the loop. For one rank, lines are
 // filtered and stripped of "[R] "; with a tail, only the last N lines kept
 // (found by counting backwards, without holding them).
+// A LogCursor's search backwards for the last lines of a tail, between
+// its calls: in its segment `seg - 1` (none left at 0), the bytes before
+// `end` are still to look at. (Outside LogCursor: clang takes a nested
+// struct with member initialisers for not default-constructible inside
+// the class that holds it in an optional.)
+struct LogTailSeek {
+  size_t seg = 0;
+  uint64_t end = 0;
+  uint64_t found = 0;      // kept lines after that point
+  std::string later;       // the first bytes after it
+  bool any_after = false;  // whether anything comes after it at all
+};
+
 class LogCursor {
  public:
   // From the start (or the last `query.tail` lines), or, following a log
@@ -178,16 +191,7 @@ class LogCursor {
   size_t seg_ = 0;  // where forward reading is
   uint64_t off_ = 0;
   bool positioned_ = false;
-  // The search backwards for the last query_.tail lines, between calls:
-  // in segs_[seg - 1] (none left at 0), bytes before `end` still to look at.
-  struct TailSeek {
-    size_t seg = 0;
-    uint64_t end = 0;
-    uint64_t found = 0;      // kept lines after that point
-    std::string later;       // the first bytes after it
-    bool any_after = false;  // whether anything comes after it at all
-  };
-  std::optional<TailSeek> seek_;
+  std::optional<LogTailSeek> seek_;
   std::string carry_;       // a line split by a chunk
   std::string last_stamp_;  // of the last line read, for --since
 };
