@@ -185,6 +185,9 @@ for pkg in "${pkgs[@]}"; do
 done
 
 if [[ ${LTD_LINTIAN:-0} == 1 ]]; then
-  lintian --fail-on error "${debs[@]}" >&2
+  # lintian's temp dirs (mldbm-*) in the stage, which goes: it leaves
+  # some in $TMPDIR otherwise.
+  mkdir "$stage/lintian-tmp"
+  TMPDIR=$stage/lintian-tmp lintian --fail-on error "${debs[@]}" >&2
 fi
 printf '%s\n' "${debs[@]}"
