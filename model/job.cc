@@ -166,13 +166,16 @@ void CutToSummary(Job& job, size_t max_argv) {
     text = CutElided(text, kSummaryTextBytes);
     job.table.details_cut = true;
   };
-  for (Attempt& a : job.attempts) {
-    if (a.root_cause) cut(a.root_cause->message), cut(a.root_cause->cancelled_by);
-  }
+  const auto cut_cause = [&](std::optional<RootCause>& c) {
+    if (!c) return;
+    cut(c->message);
+    cut(c->cancelled_by);
+  };
+  for (Attempt& a : job.attempts) cut_cause(a.root_cause);
   for (Rank& r : job.ranks) cut(r.error_message);
   for (NodeStatus& n : job.nodes) {
     cut(n.host);
-    if (n.root_cause) cut(n.root_cause->message), cut(n.root_cause->cancelled_by);
+    cut_cause(n.root_cause);
   }
   if (job.hang_report) {
     for (HangReportRank& r : job.hang_report->ranks) {
