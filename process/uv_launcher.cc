@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,15 +85,22 @@ void SignalGroup(pid_t pid, const Fd& pidfd, int sig) {
   if (kill(-pid, sig) != 0 && errno == ESRCH) PidfdSendSignal(pidfd.get(), sig);
 }
 
-// A stream socketpair, as libuv makes for a child's stdio: ours
-// non-blocking for the loop, theirs blocking.
-absl::Status StdioPair(Fd& ours, Fd& theirs) {
+// What a rank's stdout or stderr holds before it waits: about what the
+// sockets they were held (net.core.wmem_default).
+constexpr int kOutputPipeBytes = 256 * 1024;
+
+// A pipe for what a rank writes: ours to read, theirs blocking. Never a
+// socket: a socket carries file descriptors (SCM_RIGHTS), and one that
+// ours reads without taking them is closed by our read, on our thread,
+// where a TCP socket lingering for as long as its user set blocks the
+// supervisor. `bytes` (0: the kernel's default) is what it holds before
+// the rank waits.
+absl::Status RankPipe(Fd& ours, Fd& theirs, int bytes) {
   int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-    return PosixError("socketpair", "a rank's output", errno);
-  }
+  if (pipe2(fds, O_CLOEXEC) != 0) return PosixError("pipe2", "a rank's output", errno);
   ours.reset(fds[0]);
   theirs.reset(fds[1]);
+  if (bytes > 0) (void)fcntl(fds[1], F_SETPIPE_SZ, bytes);  // the default 64 KiB else
   return AboveSpawnFds(theirs);
 }
 
@@ -236,19 +242,17 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
                                               std::move(user), std::move(limits), getpid(),
                                               RankStartPlan::What{req.cwd, req.argv, req.env});
 
-  // The heartbeat fd: a socketpair as for stdio, blocking on the rank's
-  // side (shells write to it), read in batches on ours.
+  // The heartbeat fd, stdout and stderr: pipes, blocking on the rank's
+  // side (shells write to them). Heartbeats are read in batches on ours.
   Fd control_ours, control_theirs, out_ours[2], out_theirs[2];
-  for (absl::Status s :
-       {StdioPair(control_ours, control_theirs), StdioPair(out_ours[kStdout], out_theirs[kStdout]),
-        StdioPair(out_ours[kStderr], out_theirs[kStderr])}) {
+  for (absl::Status s : {RankPipe(control_ours, control_theirs, 0),
+                         RankPipe(out_ours[kStdout], out_theirs[kStdout], kOutputPipeBytes),
+                         RankPipe(out_ours[kStderr], out_theirs[kStderr], kOutputPipeBytes)}) {
     if (!s.ok()) return fail(s);
   }
   if (fcntl(control_ours.get(), F_SETFL, O_NONBLOCK) != 0) {
     return fail(PosixError("fcntl(O_NONBLOCK)", "a rank's heartbeat fd", errno));
   }
-  // Only the rank writes; we never do, and see EOF once it is gone.
-  shutdown(control_ours.get(), SHUT_WR);
   // The stack pipe: non-blocking on both ends, so that a faulthandler
   // dump larger than the pipe loses its tail rather than blocking the
   // rank inside its signal handler while nobody reads.

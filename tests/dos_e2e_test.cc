@@ -282,5 +282,95 @@ TEST_F(Dos, RanksGetTheSubmittersResourceLimits) {
   EXPECT_TRUE(Has(r.out, "nofile=512:512 nproc=64:64")) << r.out << r.err;
 }
 
+// A rank's fds to its root supervisor carry no file descriptors: a rank
+// that sends a TCP socket set to linger an hour, its send queue full, on
+// its heartbeat fd, stdout and stderr, then closes its own copy, does not
+// hold the supervisor in that socket's close, and the job is killed as
+// any other.
+TEST_F(Dos, ARankCannotHoldItsSupervisorInASocketsClose) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string rank = R"(
+import os, socket, struct, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(1)
+c = socket.create_connection(l.getsockname())
+s, _ = l.accept()
+c.setblocking(False)
+try:
+    while True:
+        c.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+for fd in (3, 1, 2):
+    try:
+        socket.send_fds(socket.socket(fileno=os.dup(fd)), [b"\n"], [c.fileno()])
+        print("sent on", fd, flush=True)
+    except OSError as e:
+        print("refused on", fd, e.strerror, flush=True)
+print("lingering", flush=True)
+c.close()  # where nothing took it, it lingers here, in the rank
+time.sleep(3600)
+)";
+  const std::string id =
+      SubmitAs(*a_, {"--devices", "1", "--grace", "1s", "--", "/usr/bin/python3", "-c", rank});
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Has(CtlAs(*a_, {"logs", id}).out, "lingering");
+      },
+      30s))
+      << CtlAs(*a_, {"logs", id}).out;
+  CmdResult kill = CtlAs(*a_, {"kill", id}, 20s);
+  EXPECT_EQ(kill.exit_code, 0) << kill.err;
+  EXPECT_EQ(d_.WaitEnded(id, 20s).value("state", ""), "CANCELLED");
+  ExpectOthersServed(3);
+}
+
+// Nor do a client's fds to ltd: one that sends ltd such a socket over
+// ltd's own socket is refused, where the kernel can refuse it (Linux
+// 6.16's SO_PASSRIGHTS); before, the read that dropped it held ltd's
+// accept thread or a gRPC thread in its close, and every user waited.
+TEST_F(Dos, AClientCannotPassLtdADescriptor) {
+  const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int off = 0;
+  const bool refusable =
+      setsockopt(probe, SOL_SOCKET, 83 /* SO_PASSRIGHTS */, &off, sizeof off) == 0;
+  close(probe);
+  if (!refusable) GTEST_SKIP() << "this kernel cannot refuse descriptors (Linux 6.16 can)";
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  // The peer that never reads is closed first, so that no close lingers
+  // in this process, nor in ltd should the send be taken.
+  const std::string client = R"(
+import socket, struct, sys
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(1)
+c = socket.create_connection(l.getsockname())
+s, _ = l.accept()
+c.setblocking(False)
+try:
+    while True:
+        c.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+u = socket.socket(socket.AF_UNIX)
+u.connect(sys.argv[1])
+try:
+    socket.send_fds(u, [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"], [c.fileno()])
+    print("sent")
+except OSError as e:
+    print("refused:", e.strerror)
+s.close()
+)";
+  CmdResult r = RunCommandAs(a_->As(), {"/usr/bin/python3", "-c", client, d_.socket()},
+                             {"HOME=" + a_->home()}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "refused: Operation not permitted")) << r.out << r.err;
+  ExpectOthersServed(3);
+}
+
 }  // namespace
 }  // namespace ltd::test

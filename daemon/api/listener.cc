@@ -31,6 +31,25 @@ namespace {
 // ltd takes it for another ltd's (see Bind).
 constexpr std::chrono::milliseconds kStaleListenerWait{1000};
 
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83  // Linux 6.16's; older headers lack it
+#endif
+
+// A client's file descriptors stay its own. One sent over the socket is
+// closed by the read that drops it, on a thread of ltd's (the accept
+// loop's, gRPC's), and that close can wait as long as its user likes: a
+// TCP socket set to linger with its send queue full, a file whose lock a
+// stalled FUSE server must release. Linux 6.16 refuses the send
+// (SO_PASSRIGHTS); the sockets accepted take the listener's setting.
+constexpr int kOff = 0;
+void RefuseDescriptors(int fd, const std::string& path) {
+  if (setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff) == 0) return;
+  spdlog::warn(
+      "this kernel cannot refuse file descriptors sent over {} (SO_PASSRIGHTS, Linux 6.16): "
+      "a local user can hold a thread of ltd's in closing one; run Linux 6.16 or later",
+      path);
+}
+
 }  // namespace
 
 absl::Status CheckSocketPath(const std::string& path) {
@@ -87,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   // is the others' delay. ltctl and the Python client connect blocking:
   // while it is full they wait in the kernel for room, in turn with the
   // flood, instead of failing.
+  RefuseDescriptors(fd.get(), path);
   if (listen(fd.get(), kListenBacklog) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
   int p[2];
@@ -105,6 +125,7 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Adopt(Fd fd, size_t max_per_
   std::string path = len > offsetof(sockaddr_un, sun_path)
                          ? std::string(addr.sun_path, strnlen(addr.sun_path, sizeof addr.sun_path))
                          : std::string("(unnamed)");
+  RefuseDescriptors(fd.get(), path);
   auto listener =
       std::unique_ptr<Listener>(new Listener(std::move(path), std::move(fd), max_per_user));
   listener->owns_path_ = false;
@@ -306,6 +327,9 @@ void Listener::AcceptLoop(grpc::Server* server) {
       refused(now);
       continue;
     }
+    // A connection systemd queued before Adopt set the listener has not
+    // its setting: refuse the descriptors it sends from now on.
+    if (!owns_path_) (void)setsockopt(conn, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff);
     Peer peer;
     peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid, PeerGroups(conn)};
     if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
