@@ -140,7 +140,7 @@ RankBeat BeatOf(const Rank& rank) {
   return RankBeat{rank.rank, rank.last_step, rank.last_heartbeat_at, rank.steps_per_second};
 }
 
-void CutToSummary(Job& job, size_t max_argv) {
+void CutArgv(Job& job, size_t max_argv) {
   std::vector<std::string>& argv = job.spec.argv;
   size_t kept = 0;
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -154,11 +154,16 @@ void CutToSummary(Job& job, size_t max_argv) {
     uint64_t cut = argv[i].size() - std::min(part, argv[i].size());
     for (size_t j = i + 1; j < argv.size(); ++j) cut += argv[j].size();
     argv[i].resize(std::min(part, argv[i].size()));
+    argv[i].shrink_to_fit();  // not what a 2 MB argument held
     argv.resize(part > 0 ? i + 1 : i);
     argv.shrink_to_fit();
     job.table.argv_cut += cut;
-    break;
+    return;
   }
+}
+
+void CutToSummary(Job& job, size_t max_argv) {
+  CutArgv(job, max_argv);
   std::vector<std::string>().swap(job.spec.env);
   job.spec.groups.reset();
   const auto cut = [&](std::string& text) {

@@ -367,15 +367,16 @@ struct NodeStatus {
 struct TableFields {
   // While it runs, each of its GPUs' last sample.
   std::vector<GpuSample> gpu_usage;
-  // Bytes of the command line a finished job's summary in memory left out
-  // (the record on disk has them).
+  // Bytes of the command line a finished job's summary, or a pending
+  // job's table entry, left out (the record on disk has them).
   uint64_t argv_cut = 0;
   // Text of its attempts, ranks or hang report the summary cut (the
   // record on disk has it): `show` reads the record.
   bool details_cut = false;
-  // A pending job's environment waits in its record on disk, not here (up
-  // to 2 MB each, times every pending job of every user).
-  bool env_on_disk = false;
+  // A pending job's environment, and its command line past what a summary
+  // keeps, wait in its record on disk, not here (up to 2 MB each, times
+  // every pending job of every user).
+  bool spec_on_disk = false;
 };
 // A rank's process still there `--grace` after its SIGKILL (in the
 // kernel's uninterruptible sleep: a driver, NFS; or frozen): the job ended
@@ -490,6 +491,9 @@ struct Job {
 // with a 4 KiB cause, 400 KiB.
 inline constexpr size_t kSummaryTextBytes = 256;
 void CutToSummary(Job& job, size_t max_argv);
+// `job`'s command line cut to `max_argv` bytes, as CutToSummary cuts it;
+// table.argv_cut counts the rest.
+void CutArgv(Job& job, size_t max_argv);
 
 // `sent`, a record from the job's supervisor, becomes `job`'s record; what
 // ltd keeps beside it (`table`) stays, and so does the command line, which

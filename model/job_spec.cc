@@ -24,6 +24,9 @@ constexpr Millis kMaxGrace = std::chrono::hours(24);
 constexpr Millis kMaxTime = std::chrono::hours(24 * 365);
 // execve takes about this much argv and environment together.
 constexpr size_t kMaxArgvAndEnv = 2u << 20;
+// An array's records are made in one submit, on ltd's loop, each with the
+// whole command line and environment: at most this many bytes of them.
+constexpr size_t kMaxArrayBytes = 64u << 20;
 // And at most this many strings of them: each costs ltd a string (32 bytes
 // and more) for as long as the job is kept, and 300,000 empty ones fit the
 // bytes above (measured: 16.6 MB per pending job). Real environments hold
@@ -198,6 +201,12 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
     return absl::InvalidArgumentError(Cat("the program's arguments and environment are ", bytes,
                                           " bytes; a program can be started with at most ",
                                           kMaxArgvAndEnv, ": pass less (a file of arguments)"));
+  }
+  if (const size_t tasks = spec.array_tasks.size(); tasks > 1 && bytes * tasks > kMaxArrayBytes) {
+    return absl::InvalidArgumentError(
+        Cat("an array of ", tasks, " tasks of ", bytes, " bytes of arguments and environment each is ",
+            bytes * tasks, " bytes of records; one submit makes at most ", kMaxArrayBytes,
+            ": submit fewer tasks at once, or pass less (a file of arguments)"));
   }
   struct Range {
     const char* flag;

@@ -224,6 +224,13 @@ TEST_F(JobManagerTest, BadRequestsChangeNothing) {
   // Many tiny strings fit the bytes but not the count (16.6 MB per job).
   refused([](JobSpec& s) { s.env.assign(300'001, "A="); }, "environment strings; ltd takes");
   refused([](JobSpec& s) { s.argv.clear(); }, "no program given");
+  // An array's records together: 1000 tasks of 100 KB are 100 MB.
+  refused(
+      [](JobSpec& s) {
+        s.argv.push_back(std::string(100'000, 'a'));
+        for (uint32_t t = 0; t < 1000; ++t) s.array_tasks.push_back(t);
+      },
+      "bytes of records; one submit makes at most 67108864: submit fewer tasks at once");
   EXPECT_TRUE(manager_->List(true).empty());
   EXPECT_TRUE(launcher_.procs.empty());
 }
@@ -250,7 +257,7 @@ TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
   const std::string b = Submit(spec);
   EXPECT_EQ(Get(b).state, JobState::kPending);
   EXPECT_TRUE(Get(b).spec.env.empty());
-  EXPECT_TRUE(Get(b).table.env_on_disk);
+  EXPECT_TRUE(Get(b).table.spec_on_disk);
   for (int r = 0; r < 8; ++r) launcher_.Exit(a, r, 0);
   clock_.Advance(Millis(0));
   ASSERT_EQ(Get(b).state, JobState::kRunning);
@@ -259,6 +266,28 @@ TEST_F(JobManagerTest, APendingJobsEnvironmentWaitsOnDisk) {
   clock_.Advance(Millis(0));
   ASSERT_TRUE(IsFinal(Get(b).state));
   EXPECT_TRUE(Get(b).spec.env.empty()) << "a finished job keeps its environment in memory";
+}
+
+// So does its command line past what a finished job's summary keeps (an
+// array of 1000 tasks of 2 MB arguments held 1.8 GB): `show` reads it from
+// the record, and the job starts with all of it.
+TEST_F(JobManagerTest, APendingJobsCommandLineWaitsOnDiskButItsHead) {
+  const std::string a = Submit(Spec(8));
+  JobSpec spec = Spec(8);
+  for (int i = 0; i < 50; ++i) spec.argv.push_back(std::string(20'000, 'a' + i % 26));
+  const std::vector<std::string> whole = spec.argv;
+  const std::string b = Submit(spec);
+  ASSERT_EQ(Get(b).state, JobState::kPending);
+  size_t held = 0;
+  for (const std::string& arg : Get(b).spec.argv) held += arg.size();
+  EXPECT_LE(held, JobManager::kSummaryArgvBytes);
+  EXPECT_EQ(held + Get(b).table.argv_cut, 1'000'000u + whole.front().size());
+  EXPECT_EQ(store_->Load(b)->spec.argv, whole);
+  for (int r = 0; r < 8; ++r) launcher_.Exit(a, r, 0);
+  clock_.Advance(Millis(0));
+  ASSERT_EQ(Get(b).state, JobState::kRunning);
+  EXPECT_EQ(launcher_.Find(b, 0).request.argv, whole);
+  EXPECT_EQ(Get(b).table.argv_cut, 0u);
 }
 
 // A job that starts at once is placed before its record is saved, and

@@ -156,7 +156,7 @@ void JobManager::Recover(std::vector<std::unique_ptr<Job>> records, const Adopte
     job->device_slots.clear();
     CountWaiting(*job);
     WaitOrQueue(*job, seq);
-    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
+    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) Spill(*job);
   }
   finished_.SortById();
   PruneFinished();

@@ -198,7 +198,8 @@ class JobManager {
   // The records on disk. Load is safe on any thread: a finished job's
   // whole record (its summary in memory is cut) is read off the loop.
   const JobStore& store() const { return store_; }
-  // What a finished job's summary keeps of its command line.
+  // What a finished job's summary, and a waiting job in the table, keep
+  // of its command line.
   static constexpr size_t kSummaryArgvBytes = 4096;
 
   // Maintenance (`ltctl drain`, job_drain.cc): while drained no job starts,
@@ -264,11 +265,11 @@ class JobManager {
   static bool LtdPicksPort(const JobSpec& spec) {
     return !IsMultiNode(spec.nodes) && spec.nodes.master_port == 0;
   }
-  // A pending job's environment out of memory (its record has it), and
-  // back, read from the record, before it starts or is saved again
-  // (job_submit.cc).
-  void SpillEnv(Job& job);
-  absl::Status ReloadEnv(Job& job);
+  // A pending job's environment and its command line past
+  // kSummaryArgvBytes out of memory (its record has them), and back, read
+  // from the record, before it starts or is saved again (job_submit.cc).
+  void Spill(Job& job);
+  absl::Status ReloadSpec(Job& job);
   void Watch(Job& job, const std::function<std::unique_ptr<Supervision>(SupervisionEvents&)>& make);
   void OnChanged(const std::string& id, const Job& now);
   void OnBeats(const std::string& id, const std::vector<RankBeat>& beats);

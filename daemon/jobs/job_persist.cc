@@ -6,19 +6,31 @@
 #include "duration.h"
 #include "job_manager.h"
 #include "spdlog/spdlog.h"
+#include "str_util.h"
 
 namespace ltd {
 
 void JobManager::Persist(Job& job) {
-  // A record without the environment it had would lose it for good.
-  if (!IsFinal(job.state)) (void)ReloadEnv(job);
+  // A record without the environment and command line it had would lose
+  // them for good.
+  if (!IsFinal(job.state)) {
+    // Saved without them it would start with a cut command line: it is
+    // not saved, and its start fails on the same read.
+    if (absl::Status s = ReloadSpec(job); !s.ok()) {
+      job.record_error = Cat("its record could not be read back: ", s.message());
+      spdlog::error("job={} record not saved: {}", job.id, job.record_error);
+      return;
+    }
+  }
   absl::Status s = store_.Save(job);
   if (s.ok()) {
     if (!job.record_error.empty()) spdlog::info("job={} record saved at last", job.id);
     job.record_error.clear();
     unsaved_.erase(job.id);
-    // On disk in full: what memory keeps of a finished job is a summary.
+    // On disk in full: what memory keeps of a finished job is a summary,
+    // of a waiting one its head.
     if (IsFinal(job.state)) CutToSummary(job, kSummaryArgvBytes);
+    if (job.state == JobState::kPending && supervised_.count(job.id) == 0) Spill(job);
     return;
   }
   if (job.record_error.empty()) {

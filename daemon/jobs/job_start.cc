@@ -38,7 +38,7 @@ void JobManager::ApplyPlacement(Job& job, Scheduler::Placement placement) {
 }
 
 absl::Status JobManager::ReadyToStart(Job& job) {
-  if (auto s = ReloadEnv(job); !s.ok()) {
+  if (auto s = ReloadSpec(job); !s.ok()) {
     return absl::DataLossError(
         Cat("its environment could not be read back from its record: ", s.message()));
   }

@@ -76,7 +76,8 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   bool starts_at_once = count == 1 && unmet->empty() && !drain_ && !shutting_down_ &&
                         scheduler_.PlacesAtOnce(spec.uid, spec.devices);
   // Each job is recorded before the next is made, and a task's environment
-  // (up to 2 MB) then waits on disk: 1000 tasks hold one copy in memory.
+  // and command line (up to 2 MB each) then wait on disk: 1000 tasks hold
+  // one copy in memory.
   std::vector<std::unique_ptr<Job>> made;
   auto undo = [&] {
     for (const auto& j : made) (void)store_.Remove(j->id);
@@ -109,7 +110,7 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
                                         "); free space in ", store_.state_dir(),
                                         " and submit again"));
     }
-    if (i + 1 < count) SpillEnv(ref);
+    if (i + 1 < count) Spill(ref);
   }
   const std::string first = made.front()->id;
   std::vector<Job*> added;
@@ -135,9 +136,10 @@ absl::StatusOr<std::string> JobManager::Submit(JobSpec spec, std::string user) {
   }
   if (starts_at_once) Start(*added.front(), /*recorded=*/true);
   Schedule();
-  // Queued (not being started): its environment waits on disk.
+  // Queued (not being started): its environment and command line wait on
+  // disk.
   for (Job* job : added) {
-    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) SpillEnv(*job);
+    if (job->state == JobState::kPending && supervised_.count(job->id) == 0) Spill(*job);
   }
   return first;
 }
@@ -168,18 +170,21 @@ void JobManager::Queue(const Job& job, uint64_t seq) {
                      ArrayGate{a.job_id, a.throttle, a.count});
 }
 
-void JobManager::SpillEnv(Job& job) {
-  if (job.table.env_on_disk || job.spec.env.empty() || !job.record_error.empty()) return;
+void JobManager::Spill(Job& job) {
+  if (job.table.spec_on_disk || !job.record_error.empty()) return;
   std::vector<std::string>().swap(job.spec.env);
-  job.table.env_on_disk = true;
+  CutArgv(job, kSummaryArgvBytes);
+  job.table.spec_on_disk = true;
 }
 
-absl::Status JobManager::ReloadEnv(Job& job) {
-  if (!job.table.env_on_disk) return absl::OkStatus();
+absl::Status JobManager::ReloadSpec(Job& job) {
+  if (!job.table.spec_on_disk) return absl::OkStatus();
   auto record = store_.Load(job.id);
   if (!record.ok()) return record.status();
   job.spec.env = std::move(record->spec.env);
-  job.table.env_on_disk = false;
+  job.spec.argv = std::move(record->spec.argv);
+  job.table.argv_cut = 0;
+  job.table.spec_on_disk = false;
   return absl::OkStatus();
 }
 
