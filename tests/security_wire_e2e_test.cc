@@ -134,6 +134,59 @@ TEST_F(Security, InvalidInputOnTheWireIsRefused) {
   d_.WaitEnded(running);
 }
 
+// `ps` of many jobs comes a page at a time, each built once the client
+// has taken the one before: a stream whose client does not read holds a
+// page of ltd's memory (at most 1 MiB), not the whole listing. Before, 64
+// such streams over 1,000 jobs held 340 MB for as long as they stayed
+// open. Seen from a client that takes little at a time (a small HTTP/2
+// window): a job made while it reads the second page is in the third.
+TEST_F(Security, AListingIsBuiltAPageAtATimeAsItIsRead) {
+  ASSERT_TRUE(StartLtd({"--user-max-pending-jobs", "2000"})) << d_.log();
+  const std::string running =
+      TrimEnd(d_.Ctl({"submit", "-d", "--devices", "1", "--", child_, "hang"}).out);
+  ASSERT_TRUE(WaitState(running, "RUNNING"));
+  // 1,200 tasks waiting on it: more than two pages (500 jobs each).
+  std::vector<std::string> arrays;
+  for (int i = 0; i < 2; ++i) {
+    CmdResult array = d_.Ctl({"submit", "--array", "0-599", "--after", running, "--devices", "1",
+                              "--", child_, "exit:0"});
+    ASSERT_EQ(array.exit_code, 0) << array.err;
+    arrays.push_back(TrimEnd(array.out));
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto api = v1::Ltd::NewStub(
+      grpc::CreateCustomChannel("unix:" + d_.socket(), grpc::InsecureChannelCredentials(), args));
+  auto ctx = Deadline();
+  v1::ListRequest req;
+  req.set_all(true);
+  auto reader = api->List(ctx.get(), req);
+  v1::ListReply page;
+  ASSERT_TRUE(reader->Read(&page));
+  int jobs = page.jobs_size();
+  ASSERT_LT(jobs, 1201) << "one page held the whole listing";
+  CmdResult made =
+      d_.Ctl({"submit", "-d", "--after", running, "--devices", "1", "--", child_, "exit:0"});
+  const std::string later = TrimEnd(made.out);
+  ASSERT_FALSE(later.empty()) << made.err;
+  int pages = 1;
+  bool later_listed = false;
+  while (reader->Read(&page)) {
+    ++pages;
+    jobs += page.jobs_size();
+    for (const v1::Job& job : page.jobs()) later_listed |= job.id() == later;
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_GE(pages, 3);
+  EXPECT_EQ(jobs, 1202);
+  EXPECT_TRUE(later_listed) << "job " << later << ", made while the second page was read";
+  for (const std::string& id : arrays) d_.Ctl({"kill", id});
+  d_.Ctl({"kill", later});
+  d_.Ctl({"kill", running});
+  d_.WaitEnded(running);
+}
+
 // ---- 17. random bytes everywhere ----
 
 // The fuzzing client (tests/fuzz_client.cc) runs as user A and sends

@@ -2,9 +2,14 @@
 
 namespace ltd {
 
-void PageStream::Handle::Send(std::deque<v1::ListReply> pages, const grpc::Status& status) {
+void PageStream::Handle::Send(v1::ListReply page, std::optional<grpc::Status> end) {
   std::lock_guard lock(mu);
-  if (stream != nullptr) stream->Start(std::move(pages), status);
+  if (stream != nullptr) stream->Take(std::move(page), std::move(end));
+}
+
+void PageStream::Handle::Finish(const grpc::Status& status) {
+  std::lock_guard lock(mu);
+  if (stream != nullptr) stream->Take(std::nullopt, status);
 }
 
 PageStream::PageStream() : handle_(std::make_shared<Handle>()) {
@@ -12,19 +17,21 @@ PageStream::PageStream() : handle_(std::make_shared<Handle>()) {
   handle_->stream = this;
 }
 
-void PageStream::Start(std::deque<v1::ListReply> pages, const grpc::Status& status) {
+void PageStream::Take(std::optional<v1::ListReply> page, std::optional<grpc::Status> end) {
   std::lock_guard lock(mu_);
-  if (status_) return;  // a second Send: the first one stands
-  pages_ = std::move(pages);
-  status_ = status;
+  // Past the end, or a page while one is written: the pager asks for one
+  // page at a time, so neither comes but from a second Finish.
+  if (status_ || page_) return;
+  page_ = std::move(page);
+  status_ = std::move(end);
   WriteNextLocked();
 }
 
 void PageStream::WriteNextLocked() {
   if (writing_ || finished_) return;
-  if (!cancelled_ && !pages_.empty()) {
+  if (!cancelled_ && page_) {
     writing_ = true;
-    StartWrite(&pages_.front());
+    StartWrite(&*page_);
     return;
   }
   if (cancelled_ || status_) {
@@ -34,11 +41,16 @@ void PageStream::WriteNextLocked() {
 }
 
 void PageStream::OnWriteDone(bool ok) {
-  std::lock_guard lock(mu_);
-  writing_ = false;
-  pages_.pop_front();
-  if (!ok) cancelled_ = true;  // the client went away
-  WriteNextLocked();
+  bool more = false;
+  {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    page_.reset();
+    if (!ok) cancelled_ = true;  // the client went away
+    more = !cancelled_ && !status_;
+    WriteNextLocked();
+  }
+  if (more && pager_) pager_();
 }
 
 void PageStream::OnCancel() {

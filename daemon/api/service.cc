@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 
 #include "admin_limits.h"
 #include "api_convert.h"
@@ -27,19 +26,6 @@ namespace {
 // native rank at once, each Python rank's faulthandler dump. bench/ has
 // what it takes (the target: 2 s for 8 ranks).
 constexpr Millis kStackBudget{5000};
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  // absl and gRPC both number their codes after google.rpc.Code.
-  static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
-                static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
-  if (s.ok()) return grpc::Status::OK;
-  // Messages may quote what a user sent (a name, a path): one line of text,
-  // marked as ltd's own so that clients show it (rpc/ltd_status.h).
-  return grpc::Status(
-      static_cast<grpc::StatusCode>(s.code()),
-      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape),
-      std::string(kLtdStatusMark));
-}
 
 std::string UserName(uid_t uid) {
   passwd pw{};
@@ -91,6 +77,19 @@ class EndObserver final : public JobObserver {
 
 }  // namespace
 
+grpc::Status ToGrpc(const absl::Status& s) {
+  // absl and gRPC both number their codes after google.rpc.Code.
+  static_assert(static_cast<int>(absl::StatusCode::kFailedPrecondition) ==
+                static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  if (s.ok()) return grpc::Status::OK;
+  // Messages may quote what a user sent (a name, a path): one line of text,
+  // marked as ltd's own so that clients show it (rpc/ltd_status.h).
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(s.code()),
+      DisplayEscape(std::string_view(s.message().data(), s.message().size()), Controls::kEscape),
+      std::string(kLtdStatusMark));
+}
+
 absl::StatusOr<PeerCreds> LtdService::Caller(grpc::CallbackServerContext* ctx) const {
   auto who = listener_.Lookup(ctx->peer());
   if (!who) return absl::PermissionDeniedError("cannot tell who is calling");
@@ -127,6 +126,9 @@ std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext* c
   }
   return *who;
 }
+// List's, in service_views.cc.
+template std::optional<PeerCreds> LtdService::StreamCaller(grpc::CallbackServerContext*,
+                                                           PageStream*, const std::string*);
 
 absl::StatusOr<const Job*> LtdService::JobFor(const std::string& ref, const PeerCreds& who,
                                               bool control) const {
@@ -245,116 +247,6 @@ void LtdService::Accept(JobSpec spec, std::string user, std::shared_ptr<EventStr
       }
     }
   });
-}
-
-grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerContext* ctx,
-                                                          const v1::ListRequest* req) {
-  auto* stream = new PageStream();
-  // Its pages are every job's summary: bounded per user like any stream.
-  auto who = StreamCaller(ctx, stream);
-  if (!who) return stream;
-  auto filter = FilterFromRequest(*req, who->uid);
-  if (!filter.ok()) {
-    stream->handle()->Finish(ToGrpc(filter.status()));
-    return stream;
-  }
-  // --no-trunc: each command up to what a finished job's summary keeps and more.
-  const ViewLimits limits =
-      req->no_trunc() ? ViewLimits{16 * 1024, kListLimits.text, kListLimits.nodes} : kListLimits;
-  const bool all = SeesAllDetails(*who);
-  loop_.Post(
-      [this, filter = std::move(*filter), limits, uid = who->uid, all, out = stream->handle()] {
-        // Pages of a bounded size whatever the number and size of the records
-        // (gRPC refuses a message over 4 MB); each job's text is cut short.
-        constexpr int kPageJobs = 500;
-        constexpr size_t kPageBytes = 1 << 20;
-        std::deque<v1::ListReply> pages;
-        size_t page_bytes = 0;
-        for (const Job* job : manager_.List(/*all=*/true)) {
-          if (!filter.Matches(*job)) continue;
-          v1::Job view;
-          View(*job, limits, &view);
-          ForCaller(*job, uid, all, &view);
-          const size_t size = view.ByteSizeLong();
-          if (pages.empty() || pages.back().jobs_size() >= kPageJobs ||
-              (page_bytes + size > kPageBytes && pages.back().jobs_size() > 0)) {
-            pages.emplace_back();
-            page_bytes = 0;
-          }
-          page_bytes += size;
-          *pages.back().add_jobs() = std::move(view);
-        }
-        out->Send(std::move(pages), grpc::Status::OK);
-      });
-  return stream;
-}
-
-grpc::ServerUnaryReactor* LtdService::Show(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
-                                           v1::Job* reply) {
-  auto* reactor = ctx->DefaultReactor();
-  if (auto s = CheckJobRef(req->job()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
-    return reactor;
-  }
-  // Anyone may read a job, as `ps` shows anyone's processes.
-  auto who = Caller(ctx);
-  const PeerCreds caller =
-      who.ok() ? *who
-               : PeerCreds{.uid = JobManager::kAnyone, .gid = 0, .pid = 0, .groups = std::nullopt};
-  // Its details are its owner's (--private-data): one who cannot be told
-  // sees none.
-  const bool all = who.ok() && SeesAllDetails(caller);
-  loop_.Post([this, ref = req->job(), caller, all, reply, reactor] {
-    if (auto whole = manager_.ResolveAny(ref, caller.uid); whole.ok() && whole->tasks.size() > 1) {
-      ShowArray(whole->tasks, caller.uid, all, reply);
-      return reactor->Finish(grpc::Status::OK);
-    }
-    auto job = JobFor(ref, caller, /*control=*/false);
-    if (!job.ok()) return reactor->Finish(ToGrpc(job.status()));
-    // A finished job's summary: its whole record is on disk, read on
-    // libuv's pool (a record may be megabytes); the summary should that
-    // fail, or while kMaxShowReads are being read (what they hold is
-    // memory too).
-    const TableFields& cut = (*job)->table;
-    if ((cut.argv_cut == 0 && !cut.details_cut) || show_reads_ >= kMaxShowReads) {
-      View(**job, kShowLimits, reply);
-      ForCaller(**job, caller.uid, all, reply);
-      return reactor->Finish(grpc::Status::OK);
-    }
-    struct Read {
-      uv_work_t req{};
-      const JobStore* store;
-      std::string id;
-      Job summary;
-      absl::StatusOr<Job> loaded = absl::UnknownError("not read");
-      v1::Job* reply;
-      grpc::ServerUnaryReactor* reactor;
-      int* reads;
-      uid_t caller;
-      bool all;
-    };
-    auto* read =
-        new Read{{},    &manager_.store(), (*job)->id,   **job,      absl::UnknownError(""),
-                 reply, reactor,           &show_reads_, caller.uid, all};
-    ++show_reads_;
-    read->req.data = read;
-    uv_queue_work(
-        loop_.get(), &read->req,
-        [](uv_work_t* w) {
-          auto* r = static_cast<Read*>(w->data);
-          r->loaded = r->store->Load(r->id);
-        },
-        [](uv_work_t* w, int) {
-          std::unique_ptr<Read> r(static_cast<Read*>(w->data));
-          --*r->reads;
-          const Job* full = r->loaded.ok() ? &*r->loaded : &r->summary;
-          ToProto(*full, kShowLimits, r->reply);
-          // The summary's owner: a record read from disk is not trusted to say whose.
-          ForCaller(r->summary, r->caller, r->all, r->reply);
-          r->reactor->Finish(grpc::Status::OK);
-        });
-  });
-  return reactor;
 }
 
 // For everyone, as `ps` is: which slots are free, whose job holds which,

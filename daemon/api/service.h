@@ -19,6 +19,10 @@
 
 namespace ltd {
 
+// `s` as the status of a call's answer: its message one line of ltd's own
+// (rpc/ltd_status.h), the code the same.
+grpc::Status ToGrpc(const absl::Status& s);
+
 class LtdService final : public v1::Ltd::CallbackService {
  public:
   // A user (root excepted) holds at most `user_max_streams` streams at
