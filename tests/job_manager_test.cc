@@ -278,6 +278,11 @@ TEST_F(JobManagerTest, APendingJobsCommandLineWaitsOnDiskButItsHead) {
   const std::vector<std::string> whole = spec.argv;
   const std::string b = Submit(spec);
   ASSERT_EQ(Get(b).state, JobState::kPending);
+  // One cancelled while it waits keeps all of it in its final record.
+  const std::string c = Submit(spec);
+  ASSERT_TRUE(Kill(c, 0).ok());
+  ASSERT_EQ(Get(c).state, JobState::kCancelled);
+  EXPECT_EQ(store_->Load(c)->spec.argv, whole);
   size_t held = 0;
   for (const std::string& arg : Get(b).spec.argv) held += arg.size();
   EXPECT_LE(held, JobManager::kSummaryArgvBytes);

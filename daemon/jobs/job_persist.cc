@@ -12,15 +12,20 @@ namespace ltd {
 
 void JobManager::Persist(Job& job) {
   // A record without the environment and command line it had would lose
-  // them for good.
-  if (!IsFinal(job.state)) {
-    // Saved without them it would start with a cut command line: it is
-    // not saved, and its start fails on the same read.
-    if (absl::Status s = ReloadSpec(job); !s.ok()) {
-      job.record_error = Cat("its record could not be read back: ", s.message());
-      spdlog::error("job={} record not saved: {}", job.id, job.record_error);
+  // them for good: where they wait on disk they are read back first, for
+  // a waiting job's record and for its final one (a cancel) alike.
+  if (absl::Status s = ReloadSpec(job); !s.ok()) {
+    const std::string why = Cat("its record could not be read back: ", s.message());
+    if (!IsFinal(job.state)) {
+      // Saved without them it would start with a cut command line: it is
+      // not saved, and its start fails on the same read.
+      job.record_error = why;
+      spdlog::error("job={} record not saved: {}", job.id, why);
       return;
     }
+    // An end is saved regardless: a job that ended must not come back.
+    spdlog::error("job={} final record saved with the command line and environment ltd held: {}",
+                  job.id, why);
   }
   absl::Status s = store_.Save(job);
   if (s.ok()) {
