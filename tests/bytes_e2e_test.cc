@@ -191,6 +191,32 @@ TEST_F(BytesE2E, JobsWithHugeCommandsBreakNobodysPs) {
   for (const std::string& id : ids) EXPECT_EQ(d_.WaitEnded(id)["state"], "CANCELLED");
 }
 
+// A waiting job's command line past 4 KiB waits in its record, not in
+// ltd's memory: `show` reads it from there (up to show's 64 KiB), and
+// still says why the job waits.
+TEST_F(BytesE2E, AWaitingJobsCommandIsShownFromItsRecord) {
+  CmdResult first = d_.Ctl({"submit", "-d", "--devices", "1", "--", kChild, "hang"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string running = first.out.substr(0, first.out.find('\n'));
+  std::vector<std::string> args = {"submit",    "-d", "--after", running,
+                                   "--devices", "1",  "--",      kChild};
+  for (int i = 0; i < 2000; ++i) args.push_back(std::string(99, static_cast<char>('a' + i % 26)));
+  args.push_back("exit:0");
+  CmdResult submit = d_.Ctl(args);
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = submit.out.substr(0, submit.out.find('\n'));
+  nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job.value("state", ""), "PENDING") << job.dump().substr(0, 2000);
+  EXPECT_EQ(job.value("pending_reason", ""), "after job " + running);
+  size_t text = 0;
+  for (const auto& arg : job["argv"]) text += arg.get<std::string>().size();
+  EXPECT_GT(text, 60'000u) << "show gave the 4 KiB kept in memory, not the record's";
+  EXPECT_EQ(job["argv"][1], std::string(99, 'a'));
+  EXPECT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  EXPECT_EQ(d_.Ctl({"kill", running}).exit_code, 0);
+  EXPECT_EQ(d_.WaitEnded(running)["state"], "CANCELLED");
+}
+
 // Records written in ltd's own format into a stopped ltd's state dir:
 // thousands of finished jobs of 1.5 KB of command each, more than one gRPC
 // message (4 MB) could carry. (Not more: this machine's disk takes about
