@@ -39,8 +39,8 @@ void JobManager::ApplyPlacement(Job& job, Scheduler::Placement placement) {
 
 absl::Status JobManager::ReadyToStart(Job& job) {
   if (auto s = ReloadSpec(job); !s.ok()) {
-    return absl::DataLossError(
-        Cat("its environment could not be read back from its record: ", s.message()));
+    return absl::DataLossError(Cat(
+        "its command line and environment could not be read back from its record: ", s.message()));
   }
   if (!LtdPicksPort(job.spec)) {
     job.master_port = job.spec.nodes.master_port;
