@@ -282,15 +282,10 @@ TEST_F(Dos, RanksGetTheSubmittersResourceLimits) {
   EXPECT_TRUE(Has(r.out, "nofile=512:512 nproc=64:64")) << r.out << r.err;
 }
 
-// A rank's fds to its root supervisor carry no file descriptors: a rank
-// that sends a TCP socket set to linger an hour, its send queue full, on
-// its heartbeat fd, stdout and stderr, then closes its own copy, does not
-// hold the supervisor in that socket's close, and the job is killed as
-// any other.
-TEST_F(Dos, ARankCannotHoldItsSupervisorInASocketsClose) {
-  ASSERT_TRUE(d_.Start()) << d_.log();
-  const std::string rank = R"(
-import os, socket, struct, time
+// Python that makes `c`, a TCP socket to `s` (never read), its send queue
+// full, set to linger an hour once closed: a close that waits.
+const std::string kLingeringSocket = R"(
+import os, socket, struct, sys, time
 l = socket.socket()
 l.bind(("127.0.0.1", 0))
 l.listen(1)
@@ -303,6 +298,16 @@ try:
 except BlockingIOError:
     pass
 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+)";
+
+// A rank's fds to its root supervisor carry no file descriptors: a rank
+// that sends a TCP socket set to linger an hour, its send queue full, on
+// its heartbeat fd, stdout and stderr, then closes its own copy, does not
+// hold the supervisor in that socket's close, and the job is killed as
+// any other.
+TEST_F(Dos, ARankCannotHoldItsSupervisorInASocketsClose) {
+  ASSERT_TRUE(d_.Start()) << d_.log();
+  const std::string rank = kLingeringSocket + R"(
 for fd in (3, 1, 2):
     try:
         socket.send_fds(socket.socket(fileno=os.dup(fd)), [b"\n"], [c.fileno()])
@@ -342,20 +347,7 @@ TEST_F(Dos, AClientCannotPassLtdADescriptor) {
   ASSERT_TRUE(d_.Start()) << d_.log();
   // The peer that never reads is closed first, so that no close lingers
   // in this process, nor in ltd should the send be taken.
-  const std::string client = R"(
-import socket, struct, sys
-l = socket.socket()
-l.bind(("127.0.0.1", 0))
-l.listen(1)
-c = socket.create_connection(l.getsockname())
-s, _ = l.accept()
-c.setblocking(False)
-try:
-    while True:
-        c.send(b"x" * 65536)
-except BlockingIOError:
-    pass
-c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+  const std::string client = kLingeringSocket + R"(
 u = socket.socket(socket.AF_UNIX)
 u.connect(sys.argv[1])
 try:
