@@ -3,7 +3,8 @@
 // SpecFromRequest) and judged (model/job.h's ValidateSpec), as the service
 // does before the job table sees it. Invariants: a refusal is one bounded
 // line; a spec taken keeps the bounds the docs promise (names, tokens,
-// labels, --after, world size, times) and is saved and read back the same.
+// labels, --after, world size, times, an array's bytes) and is saved and
+// read back the same.
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(d.count() >= 0 && d <= std::chrono::hours(24 * 365));
   }
   FUZZ_CHECK(spec->max_restarts >= 0 && spec->max_restarts <= limits.max_restarts);
+  // An array's records, one submit's, are at most 64 MiB together.
+  size_t bytes = spec->cwd.size();
+  for (const auto* list : {&spec->argv, &spec->env}) {
+    for (const std::string& s : *list) bytes += s.size() + 1;
+  }
+  FUZZ_CHECK(spec->array_tasks.size() <= 1 || bytes * spec->array_tasks.size() <= (64u << 20));
 
   // The job's record on disk holds the spec byte for byte.
   Job job;
