@@ -203,10 +203,10 @@ absl::Status ValidateSpec(const JobSpec& spec, const SpecLimits& limits) {
                                           kMaxArgvAndEnv, ": pass less (a file of arguments)"));
   }
   if (const size_t tasks = spec.array_tasks.size(); tasks > 1 && bytes * tasks > kMaxArrayBytes) {
-    return absl::InvalidArgumentError(
-        Cat("an array of ", tasks, " tasks of ", bytes, " bytes of arguments and environment each is ",
-            bytes * tasks, " bytes of records; one submit makes at most ", kMaxArrayBytes,
-            ": submit fewer tasks at once, or pass less (a file of arguments)"));
+    return absl::InvalidArgumentError(Cat(
+        "an array of ", tasks, " tasks of ", bytes, " bytes of arguments and environment each is ",
+        bytes * tasks, " bytes of records; one submit makes at most ", kMaxArrayBytes,
+        ": submit fewer tasks at once, or pass less (a file of arguments)"));
   }
   struct Range {
     const char* flag;
