@@ -86,7 +86,7 @@ void SignalGroup(pid_t pid, const Fd& pidfd, int sig) {
 }
 
 // What a rank's stdout or stderr holds before it waits: about what the
-// sockets they were held (net.core.wmem_default).
+// sockets they once were held (net.core.wmem_default).
 constexpr int kOutputPipeBytes = 256 * 1024;
 
 // A pipe for what a rank writes: ours to read, theirs blocking. Never a
@@ -94,10 +94,10 @@ constexpr int kOutputPipeBytes = 256 * 1024;
 // ours reads without taking them is closed by our read, on our thread,
 // where a TCP socket lingering for as long as its user set blocks the
 // supervisor. `bytes` (0: the kernel's default) is what it holds before
-// the rank waits.
-absl::Status RankPipe(Fd& ours, Fd& theirs, int bytes) {
+// the rank waits; `flags`, pipe2's for both ends besides O_CLOEXEC.
+absl::Status RankPipe(Fd& ours, Fd& theirs, int bytes, int flags = 0) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return PosixError("pipe2", "a rank's output", errno);
+  if (pipe2(fds, O_CLOEXEC | flags) != 0) return PosixError("pipe2", "a rank's output", errno);
   ours.reset(fds[0]);
   theirs.reset(fds[1]);
   if (bytes > 0) (void)fcntl(fds[1], F_SETPIPE_SZ, bytes);  // the default 64 KiB else
@@ -257,14 +257,10 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   // dump larger than the pipe loses its tail rather than blocking the
   // rank inside its signal handler while nobody reads.
   Fd stack_ours, stack_theirs;
-  {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
-      return fail(PosixError("pipe2", "stack pipe", errno));
-    stack_ours.reset(p[0]);
-    stack_theirs.reset(p[1]);
-    (void)fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kStackPipeBytes));  // the default 64 KiB else
-    if (absl::Status s = AboveSpawnFds(stack_theirs); !s.ok()) return fail(s);
+  if (absl::Status s =
+          RankPipe(stack_ours, stack_theirs, static_cast<int>(kStackPipeBytes), O_NONBLOCK);
+      !s.ok()) {
+    return fail(s);
   }
 
   RankFds fds;
