@@ -3,9 +3,12 @@
 // fork hundreds of children or outlive ltd itself. After each job: no
 // process of it left anywhere in /proc, no zombie, ltd's fd count where it
 // was, and (cgroup mode) no cgroup of it left.
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "cgroup_fs.h"
 #include "cgroup_test_util.h"
@@ -237,32 +241,38 @@ TEST_P(Containment, StoppedRankHandlesSigtermWithoutWaitingForTheGrace) {
 }
 
 // Forks a child that leads a new process group and session numbered `pid`
-// (through ns_last_pid, root only); -1 when the number could not be had.
+// (clone3's set_tid, root only); -1 when the number could not be had. The
+// number is asked for, not raced for through ns_last_pid: on a busy
+// machine other processes took it first, 200 times in a row.
 pid_t ForkGroupLeaderWithPid(pid_t pid) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    {
-      std::ofstream last("/proc/sys/kernel/ns_last_pid");
-      last << pid - 1;
-      if (!last.flush()) return -1;
-    }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
     int ready[2];
-    if (pipe(ready) != 0) return -1;
-    const pid_t child = fork();
+    if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+    clone_args args{};
+    args.exit_signal = SIGCHLD;
+    args.set_tid = reinterpret_cast<uintptr_t>(&pid);
+    args.set_tid_size = 1;
+    const long child = syscall(SYS_clone3, &args, sizeof args);
     if (child == 0) {
       setsid();
       close(ready[0]);
       (void)!write(ready[1], "x", 1);
       for (;;) pause();
     }
+    const int err = errno;
     close(ready[1]);
-    char c;
-    (void)!read(ready[0], &c, 1);  // it leads its group now
+    if (child > 0) {
+      char c;
+      (void)!read(ready[0], &c, 1);  // it leads its group now
+      close(ready[0]);
+      return static_cast<pid_t>(child);
+    }
     close(ready[0]);
-    if (child == pid) return child;
-    kill(child, SIGKILL);  // another process took the number first
-    waitpid(child, nullptr, 0);
+    // EEXIST: the number is not free yet (a zombie, a group that lives on).
+    if (err != EEXIST || std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(10ms);
   }
-  return -1;
 }
 
 TEST_P(Containment, AReapedRanksPidAndGroupAreNeverSignalled) {
