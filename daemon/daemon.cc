@@ -30,9 +30,14 @@
 namespace ltd {
 namespace {
 
-// A supervisor answers in microseconds; the ones that do not within this
-// are taken for dead, and their jobs are LOST.
-constexpr std::chrono::milliseconds kProbeTimeout{1000};
+// How long ltd's start waits in all for the supervisors it found to say
+// who they are; the ones that do not are taken for dead, their jobs LOST
+// and their processes killed. An idle supervisor answers in microseconds,
+// but one on a loaded machine, or reading a loud rank, can take seconds:
+// a supervisor whose socket took the call is alive (a socket nobody holds
+// refuses at once), and killing its job for a slow answer is worse than a
+// start that waits.
+constexpr std::chrono::milliseconds kProbeTimeout{10000};
 // How long ltd's start waits in all for supervisors an earlier ltd was
 // starting as it died (AwaitStartingShims): they decide in milliseconds.
 constexpr std::chrono::milliseconds kStartingTimeout{2000};

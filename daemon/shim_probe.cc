@@ -52,6 +52,10 @@ bool Found(const std::string& job_id, const pb::HelloReply& r, FoundShim* f) {
   return true;
 }
 
+// What an idle supervisor answers well within; past it ltd's log says
+// which it still waits for.
+constexpr std::chrono::milliseconds kAnswersAtOnce{1000};
+
 // Hello over frames to every supervisor of `jobs` (id, socket) at once,
 // each within `timeout`: a connection that does not connect at once, or
 // does not answer in time, is no supervisor of ours.
@@ -82,9 +86,22 @@ void ProbeFramed(const std::vector<std::pair<std::string, std::string>>& jobs,
     }
     probes.push_back(Probe{id, std::move(*fd)});
   }
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto give_up = start + timeout;
+  bool said_waiting = false;
   size_t open = probes.size();
   while (open > 0) {
+    if (!said_waiting && std::chrono::steady_clock::now() - start >= kAnswersAtOnce) {
+      said_waiting = true;
+      for (const Probe& p : probes) {
+        if (p.fd.valid()) {
+          spdlog::info(
+              "job={} its supervisor took its call and has not answered yet; waiting up "
+              "to {} ms in all",
+              p.job_id, timeout.count());
+        }
+      }
+    }
     std::vector<pollfd> fds;
     std::vector<Probe*> of;
     for (Probe& p : probes) {
@@ -92,12 +109,16 @@ void ProbeFramed(const std::vector<std::pair<std::string, std::string>>& jobs,
       fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
       of.push_back(&p);
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        give_up - std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    // Rounded up: a poll woken a fraction of a millisecond early waits again.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - now);
     if (left.count() <= 0) break;
-    const int n = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    // Woken at kAnswersAtOnce too, to say who is waited for.
+    const auto say_at = std::chrono::ceil<std::chrono::milliseconds>(start + kAnswersAtOnce - now);
+    const auto wait = said_waiting || say_at.count() <= 0 ? left : std::min(left, say_at);
+    const int n = poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0) break;
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Probe& p = *of[i];

@@ -101,5 +101,39 @@ TEST_F(SupervisorSignalE2E, ASpareKilledWithItsNextJobIsReapedByThatJobsWatcher)
   }
 }
 
+// Jobs outlive ltd here, as under systemd.
+class SlowSupervisorE2E : public E2E {
+ protected:
+  std::vector<std::string> DaemonArgs() override { return {"--restore-window", "10m"}; }
+};
+
+// A supervisor slow to answer the next ltd's call (stopped here, as a
+// loaded machine can hold it for seconds) keeps its job: ltd says it
+// waits for it, and adopts it once it answers, rather than taking it for
+// dead after a second and killing its ranks.
+TEST_F(SlowSupervisorE2E, ASupervisorSlowToAnswerAtARestartKeepsItsJob) {
+  const std::string id = SubmitDetached({"--devices", "2", "--", kChild, "hang"});
+  ASSERT_TRUE(WaitFor([&] { return d_.Show(id).value("state", "") == "RUNNING"; }, 20s))
+      << d_.Show(id).dump(2);
+  ASSERT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).size() == 2; }, 20s));
+  const std::vector<pid_t> ranks = ProcessesWithMarker(d_.marker());
+  const std::vector<pid_t> shims = Supervisors(d_.state_dir(), id);
+  ASSERT_EQ(shims.size(), 1u);
+  ASSERT_EQ(kill(shims[0], SIGSTOP), 0);
+  d_.KillHard();
+  ASSERT_TRUE(d_.Start(DaemonArgs())) << d_.log();
+  const std::string waits = "job=" + id + " its supervisor took its call and has not answered";
+  const bool said = WaitFor([&] { return d_.log().find(waits) != std::string::npos; }, 20s);
+  kill(shims[0], SIGCONT);
+  ASSERT_TRUE(said) << d_.log();
+  const nlohmann::json job = d_.Show(id);
+  EXPECT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << d_.log();
+  for (pid_t rank : ranks) EXPECT_TRUE(ProcessAlive(rank)) << rank << " was killed";
+  EXPECT_NE(d_.log().find("job=" + id + " adopted its supervisor"), std::string::npos) << d_.log();
+  ASSERT_EQ(d_.Ctl({"kill", id}).exit_code, 0);
+  EXPECT_EQ(d_.WaitEnded(id).value("state", ""), "CANCELLED");
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithMarker(d_.marker()).empty(); }, 10s));
+}
+
 }  // namespace
 }  // namespace ltd::test
