@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,14 +12,15 @@
 #include <set>
 
 #include "exec_shim_args.h"
+#include "exec_shim_spawn.h"
 #include "exec_spec.h"
+#include "spawn_attr.h"
 #include "fd.h"
 #include "pidfd.h"
 #include "posix_error.h"
 #include "process_scan.h"
 #include "rank_clone.h"
 #include "rank_start_plan.h"
-#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
 #include "stack_text.h"
 #include "str_util.h"
@@ -36,6 +35,7 @@ struct UvLauncher::Pipe {
   UvPtr<uv_pipe_t> handle;  // data: this Pipe; null once read to its end
   Child* child = nullptr;
   int index = 0;
+  bool waits_turn = false;  // in next_turn_pipes_, not reading until then
 };
 
 // Owns the rank's handles: freeing it closes them, and from then on libuv
@@ -68,14 +68,6 @@ namespace {
 #define P_PIDFD 3
 #endif
 
-// For a child that must not run after all: nobody else reaps it, and a
-// SIGKILLed child exits at once.
-void KillAndReap(pid_t pid) {
-  kill(pid, SIGKILL);
-  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
 // A zombie still answers signal 0; once reaped, its pidfd says ESRCH.
 bool NotReaped(const Fd& pidfd) { return pidfd.valid() && PidfdSendSignal(pidfd.get(), 0) == 0; }
 
@@ -104,64 +96,6 @@ absl::Status RankPipe(Fd& ours, Fd& theirs, int bytes, int flags = 0) {
   return AboveSpawnFds(theirs);
 }
 
-// The rank started through lt-exec, where the steps cannot run in a child
-// of ours (rank_clone.h): lt-exec [--cgroup DIR]... [--user UID:GID
-// --groups LIST|--groups-fd 6] [--rlimit R:S:H]... --parent PID, with an
-// empty environment and what to run on fd 4: it runs as root, and nothing
-// the user sent may reach it (see exec_shim.cc).
-absl::StatusOr<ClonedRank> SpawnExecShim(const std::string& exec_shim, const RankFds& fds,
-                                         std::unique_ptr<RankStartPlan> plan) {
-  std::vector<std::string> argv = {exec_shim};
-  for (const std::string& cgroup : plan->cgroups()) {
-    argv.push_back("--cgroup");
-    argv.push_back(cgroup);
-  }
-  if (const auto& user = plan->user()) {
-    AppendUserArgs(user->uid, user->gid, user->later ? nullptr : &user->groups, argv);
-  }
-  for (const RankLimit& l : plan->limits()) {
-    argv.push_back("--rlimit");
-    argv.push_back(Cat(l.resource, ":", l.limit.rlim_cur, ":", l.limit.rlim_max));
-  }
-  argv.push_back("--parent");
-  argv.push_back(std::to_string(plan->start().parent));
-  std::vector<char*> args = CStrings(argv);
-  char* no_env[] = {nullptr};
-  const RankStartPlan::What& what = plan->what();
-  auto spec = WriteExecSpec(what.cwd, what.argv, what.env);
-  if (!spec.ok()) return spec.status();
-
-  // posix_spawn, not fork: the parent is suspended only until lt-exec's
-  // execve (the child shares its memory, as with vfork), instead of
-  // copying this process's page tables for every rank, which cost ~10 ms
-  // a rank on a VM. Nothing but these dup2s runs in the child before
-  // lt-exec; every other fd of ours is close-on-exec.
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fds.stdout_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, fds.stderr_fd, STDERR_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, fds.heartbeat, kRankHeartbeatFd);
-  static_assert(kExecSpecFd == 4 && kStackFd == kRankStackFd && kGroupsFd == kRankGroupsFd);
-  posix_spawn_file_actions_adddup2(&fa, spec->get(), kExecSpecFd);  // lt-exec reads and closes it
-  posix_spawn_file_actions_adddup2(&fa, fds.stack, kStackFd);
-  if (fds.groups >= 0) posix_spawn_file_actions_adddup2(&fa, fds.groups, kGroupsFd);
-  const CleanSpawnAttr attr(/*new_session=*/true);  // each rank its own process group
-  ClonedRank started;
-  const int rc = posix_spawn(&started.pid, args[0], &fa, attr.get(), args.data(), no_env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return PosixError("posix_spawn", exec_shim, rc);
-  // Only this thread reaps our children, so the pid is still this child's.
-  started.pidfd.reset(PidfdOpen(started.pid));
-  if (!started.pidfd.valid()) {
-    const int err = errno;
-    KillAndReap(started.pid);
-    return absl::UnavailableError(Cat("pidfd_open(", started.pid, "): ", std::strerror(err),
-                                      err == ENOSYS ? "; ltd needs Linux 5.3 or newer" : ""));
-  }
-  return started;
-}
-
 }  // namespace
 
 UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment,
@@ -174,6 +108,11 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
       control_(std::move(control)),
       groups_(std::move(lookup)) {
   containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
+  next_turn_ = UvInit<uv_prepare_t>([&](uv_prepare_t* p) { return uv_prepare_init(loop_, p); });
+  if (next_turn_) {
+    next_turn_->data = this;
+    uv_unref(reinterpret_cast<uv_handle_t*>(next_turn_.get()));  // no reason to run on
+  }
   // A rank's start shares our memory as its user until its execve.
   if (geteuid() == 0) KeepRankChildrenOut();
 }
@@ -189,6 +128,7 @@ UvLauncher::~UvLauncher() {
   }
   // Their handles close, so none calls back into us; the control reader,
   // destroyed next, drops their entries without calling them.
+  next_turn_pipes_.clear();
   children_.clear();
 }
 
@@ -304,8 +244,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     if (p.handle && (rc_pipe = uv_pipe_open(p.handle.get(), out_ours[i].get())) == 0) {
       out_ours[i].release();  // the pipe's now
       p.handle->data = &p;
-      rc_pipe = uv_read_start(reinterpret_cast<uv_stream_t*>(p.handle.get()), &UvLauncher::OnAlloc,
-                              &UvLauncher::OnRead);
+      rc_pipe = StartReading(p);
     }
     if (rc_pipe != 0) p.handle.reset();
     if (!p.handle) {
@@ -339,16 +278,43 @@ void UvLauncher::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
 void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   auto* pipe = static_cast<Pipe*>(stream->data);
   Child& child = *pipe->child;
+  UvLauncher* self = child.launcher;
   if (nread > 0) {
-    child.launcher->Deliver(child, pipe->index,
-                            std::string_view(buf->base, static_cast<size_t>(nread)));
+    // A full buffer: more is likely waiting. libuv would read on, up to 32
+    // buffers; this stream waits for the loop's next turn instead.
+    if (static_cast<size_t>(nread) == buf->len) self->WaitTurn(*pipe);
+    self->Deliver(child, pipe->index, std::string_view(buf->base, static_cast<size_t>(nread)));
     return;
   }
   if (nread == 0) return;  // EAGAIN
   // EOF or an error: this stream is done; the rank may live on.
   uv_read_stop(stream);
-  child.launcher->Deliver(child, pipe->index, {});
+  self->Deliver(child, pipe->index, {});
   pipe->handle.reset();
+}
+
+void UvLauncher::WaitTurn(Pipe& pipe) {
+  if (!next_turn_) return;  // reads on, as libuv would
+  uv_read_stop(reinterpret_cast<uv_stream_t*>(pipe.handle.get()));
+  pipe.waits_turn = true;
+  next_turn_pipes_.push_back(&pipe);
+  uv_prepare_start(next_turn_.get(), &UvLauncher::OnNextTurn);
+}
+
+void UvLauncher::OnNextTurn(uv_prepare_t* prepare) {
+  auto* self = static_cast<UvLauncher*>(prepare->data);
+  uv_prepare_stop(prepare);
+  std::vector<Pipe*> waiting;
+  waiting.swap(self->next_turn_pipes_);
+  for (Pipe* pipe : waiting) {
+    pipe->waits_turn = false;
+    if (pipe->handle) self->StartReading(*pipe);
+  }
+}
+
+int UvLauncher::StartReading(Pipe& pipe) {
+  return uv_read_start(reinterpret_cast<uv_stream_t*>(pipe.handle.get()), &UvLauncher::OnAlloc,
+                       &UvLauncher::OnRead);
 }
 
 void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
@@ -357,19 +323,25 @@ void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
 }
 
 void UvLauncher::DrainAndClose(Child& child) {
-  // The rank is gone, so what it wrote is already in the pipes: read up to
-  // EAGAIN without blocking. A descendant still holding a pipe loses the rest.
+  // The rank is gone, so what it wrote is already in the pipes: read what
+  // a pipe holds, at most, without blocking. A descendant still holding a
+  // pipe loses the rest; one that writes as fast as we read would
+  // otherwise keep this loop here for as long as it liked.
   control_->DrainAndRemove(child.control);
   child.control = 0;
   for (Pipe& p : child.pipes) {
     if (!p.handle) continue;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(p.handle.get()));
+    if (p.waits_turn) std::erase(next_turn_pipes_, &p);
     uv_os_fd_t fd = -1;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(p.handle.get()), &fd) == 0) {
-      for (;;) {
-        const ssize_t n = read(fd, read_buf_, sizeof read_buf_);
+      const int holds = fcntl(fd, F_GETPIPE_SZ);
+      for (ssize_t left = holds > 0 ? holds : kOutputPipeBytes; left > 0;) {
+        const ssize_t n =
+            read(fd, read_buf_, std::min(sizeof read_buf_, static_cast<size_t>(left)));
         if (n > 0) {
           Deliver(child, p.index, std::string_view(read_buf_, static_cast<size_t>(n)));
+          left -= n;
           continue;
         }
         if (n < 0 && errno == EINTR) continue;

@@ -1,8 +1,13 @@
 // ProcessLauncher on libuv: each rank started in a child that shares our
-// memory until its execve (rank_clone.h), or through lt-exec; one socket
-// pair each for stdout, stderr and the heartbeat fd (3), exits from the
-// rank's pidfd (polled on the loop, reaped with waitid). Containment
-// beyond process groups is delegated.
+// memory until its execve (rank_clone.h), or through lt-exec; a pipe each
+// for stdout, stderr and the heartbeat fd (3), exits from the rank's pidfd
+// (polled on the loop, reaped with waitid). Containment beyond process
+// groups is delegated.
+//
+// A rank's stdout and stderr are read a buffer (64 KiB) a loop turn each
+// at most: a rank that writes as fast as it can does not keep the loop
+// from ltd's calls, heartbeats, exits and timers, whose turn comes between
+// two of its buffers.
 #pragma once
 
 #include <uv.h>
@@ -11,6 +16,7 @@
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "containment.h"
 #include "control_reader.h"
@@ -69,6 +75,9 @@ class UvLauncher final : public ProcessLauncher {
   static void OnExitReadable(uv_poll_t* poll, int status, int events);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void OnNextTurn(uv_prepare_t* prepare);
+  int StartReading(Pipe& pipe);
+  void WaitTurn(Pipe& pipe);  // stops reading `pipe` until the loop's next turn
   void Deliver(Child& child, int index, std::string_view data);
   // The rank's process while it is not reaped; null once it is.
   Child* Unreaped(const std::string& job_id, int rank) const;
@@ -79,6 +88,9 @@ class UvLauncher final : public ProcessLauncher {
   std::string exec_shim_;
   UserIo user_io_;  // lt-userio, beside exec_shim_
   char read_buf_[64 * 1024];
+  // Streams that filled a buffer this turn, read again at the next one.
+  UvPtr<uv_prepare_t> next_turn_;
+  std::vector<Pipe*> next_turn_pipes_;
 
   std::unique_ptr<ControlReader> control_;
   // The groups of the uid:gid ranks run as: the job's, or its user's

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "harness.h"
 #include "launcher_fixture.h"
@@ -196,6 +197,59 @@ size_t OpenFds() {
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
     ++n;
   return n;
+}
+
+// A rank that writes faster than it is read gets a buffer (64 KiB) a loop
+// turn, not the 32 that libuv would read in one go: the supervisor's other
+// work has its turn between.
+TEST_P(LauncherTest, ALoudRankIsReadABufferATurn) {
+  size_t got = 0, seen = 0, most = 0, turns = 0;
+  std::optional<ExitStatus> exit;
+  RankCallbacks cb;
+  cb.on_output = [&got](Stream, std::string_view d) {
+    got += d.size();
+    std::this_thread::sleep_for(2ms);  // slower than the rank writes
+  };
+  cb.on_exit = [&exit](ExitStatus s) { exit = s; };
+  ASSERT_TRUE(launcher_->Spawn(Request({"print:400000,exit:0"}), std::move(cb)).ok());
+  ASSERT_TRUE(RunUntil([&] {
+    // What the turn just ended read; the turn of the exit reads what the
+    // pipe still holds, as it must.
+    if (!exit) most = std::max(most, got - seen);
+    seen = got;
+    ++turns;
+    return exit.has_value();
+  }));
+  EXPECT_GT(got, 4u << 20) << "not the whole output";
+  EXPECT_LE(most, 64u << 10) << "read in one turn, of " << got << " in " << turns << " turns";
+}
+
+// An escapee holds the rank's stdout and writes on, faster than it is
+// read: the rank's exit is told once what the pipe held is read, not once
+// the escapee stops (it writes 64 MiB here; it could write for ever).
+TEST_P(LauncherTest, AnEscapeeWritingOnDoesNotHoldTheRanksExit) {
+  const PublicDir dir;
+  const std::string pidfile = dir.path() + "/pids";
+  size_t got = 0, at_exit = 0;
+  std::optional<ExitStatus> exit;
+  RankCallbacks cb;
+  cb.on_output = [&got](Stream, std::string_view d) {
+    got += d.size();
+    std::this_thread::sleep_for(2ms);
+  };
+  cb.on_exit = [&](ExitStatus s) {
+    exit = s;
+    at_exit = got;
+  };
+  ASSERT_TRUE(
+      launcher_->Spawn(Request({"pidfile:" + pidfile + ",escape-spew:64,exit:0"}), std::move(cb))
+          .ok());
+  const bool ended = RunUntil([&] { return exit.has_value(); }, 60s);
+  std::ifstream pids(pidfile);
+  for (pid_t pid; pids >> pid;) kill(pid, SIGKILL);  // the escapee, if it writes on
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_LT(at_exit, 16u << 20) << "the escapee's output held the rank's exit";
 }
 
 // Hundreds of short ranks, a third exiting, a third SIGKILLed at once (as

@@ -21,6 +21,8 @@
 //                   that ignores SIGTERM and SIGHUP and sleeps forever
 //   escape-scrubbed the same, the grandchild then `env -i sleep`: none of
 //                   the job's environment (its markers) is left
+//   escape-spew:MB  the same, the grandchild writing MB megabytes to
+//                   stdout as fast as it can, then sleeping forever
 //   fork:N          N children that sleep forever in the rank's group
 //   stop            SIGSTOP itself
 //   throw:TEXT      a thread throws std::runtime_error(TEXT) that nobody
@@ -182,11 +184,22 @@ void Beat(long step) {
   (void)!write(3, line, static_cast<size_t>(n));
 }
 
-void Escape(bool scrub = false) {
+// What the escapee does once outside the group: sleeps (`spew_mb` 0), or
+// writes that many megabytes to stdout first; the rank goes on once the
+// first is written, so that it exits while the escapee writes.
+void Escape(bool scrub = false, long spew_mb = 0) {
+  int written[2] = {-1, -1};
+  if (spew_mb > 0 && pipe(written) != 0) End(99);
   const pid_t child = fork();
   if (child < 0) End(99);
   if (child > 0) {
     waitpid(child, nullptr, 0);
+    if (spew_mb > 0) {
+      close(written[1]);
+      char c;
+      (void)!read(written[0], &c, 1);
+      close(written[0]);
+    }
     return;
   }
   setsid();
@@ -194,6 +207,16 @@ void Escape(bool scrub = false) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   RecordPid();
+  if (spew_mb > 0) {
+    close(written[0]);
+    static char block[1 << 20];
+    std::memset(block, 'y', sizeof block);
+    for (size_t i = 63; i < sizeof block; i += 64) block[i] = '\n';
+    for (long i = 0; i < spew_mb; ++i) {
+      if (write(1, block, sizeof block) < 0) _exit(0);
+      if (i == 0) close(written[1]);  // the rank goes on
+    }
+  }
   if (scrub) {
     execl("/usr/bin/env", "env", "-i", "/bin/sleep", "1000000", nullptr);
     _exit(127);
@@ -292,6 +315,9 @@ void Run(const std::string& action) {
     Escape();
   } else if (verb == "escape-scrubbed") {
     Escape(/*scrub=*/true);
+  } else if (verb == "escape-spew") {
+    std::fflush(stdout);
+    Escape(/*scrub=*/false, std::atol(arg.c_str()));
   } else if (verb == "fork") {
     const long n = std::atol(arg.c_str());
     for (long i = 0; i < n; ++i) {
