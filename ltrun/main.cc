@@ -348,6 +348,9 @@ int Run(const Options& opt) {
     auto control = ControlReader::Create(loop.get());
     if (!control.ok()) Die(std::string(control.status().message()));
     UvLauncher launcher(loop.get(), std::move(*containment), exec, std::move(*control));
+    // ltrun is its user's own process, whose CPU is theirs: output is read
+    // as fast as it comes (a buffer a turn still).
+    launcher.set_output_bytes_per_second(0);
     UvStackSampler sampler(loop.get(), exec);
     RunnerConfig config;
     config.stack_budget = stack_budget;

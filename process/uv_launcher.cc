@@ -14,13 +14,13 @@
 #include "exec_shim_args.h"
 #include "exec_shim_spawn.h"
 #include "exec_spec.h"
-#include "spawn_attr.h"
 #include "fd.h"
 #include "pidfd.h"
 #include "posix_error.h"
 #include "process_scan.h"
 #include "rank_clone.h"
 #include "rank_start_plan.h"
+#include "spawn_attr.h"
 #include "spdlog/spdlog.h"
 #include "stack_text.h"
 #include "str_util.h"
@@ -35,7 +35,7 @@ struct UvLauncher::Pipe {
   UvPtr<uv_pipe_t> handle;  // data: this Pipe; null once read to its end
   Child* child = nullptr;
   int index = 0;
-  bool waits_turn = false;  // in next_turn_pipes_, not reading until then
+  ReadPacer::Stream paced;  // its handle, once reading
 };
 
 // Owns the rank's handles: freeing it closes them, and from then on libuv
@@ -105,14 +105,10 @@ UvLauncher::UvLauncher(uv_loop_t* loop, std::unique_ptr<Containment> containment
       containment_(std::move(containment)),
       exec_shim_(std::move(exec_shim)),
       user_io_(UserIo::Beside(exec_shim_)),
+      pacer_(loop, kJobOutputBytesPerSecond, &UvLauncher::OnAlloc, &UvLauncher::OnRead),
       control_(std::move(control)),
       groups_(std::move(lookup)) {
   containment_->LeaveToLauncher([this](pid_t pid) { return unreaped_.count(pid) != 0; });
-  next_turn_ = UvInit<uv_prepare_t>([&](uv_prepare_t* p) { return uv_prepare_init(loop_, p); });
-  if (next_turn_) {
-    next_turn_->data = this;
-    uv_unref(reinterpret_cast<uv_handle_t*>(next_turn_.get()));  // no reason to run on
-  }
   // A rank's start shares our memory as its user until its execve.
   if (geteuid() == 0) KeepRankChildrenOut();
 }
@@ -128,7 +124,6 @@ UvLauncher::~UvLauncher() {
   }
   // Their handles close, so none calls back into us; the control reader,
   // destroyed next, drops their entries without calling them.
-  next_turn_pipes_.clear();
   children_.clear();
 }
 
@@ -235,6 +230,7 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   raw->pid = pid;
   raw->pidfd = std::move(pidfd);
   raw->stack = std::move(stack_ours);
+  const std::shared_ptr<ReadPacer::Budget> budget = OutputBudget(req.job_id);
   for (int i = 0; i < 2; ++i) {
     Pipe& p = raw->pipes[i];
     p.child = raw;
@@ -244,7 +240,9 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
     if (p.handle && (rc_pipe = uv_pipe_open(p.handle.get(), out_ours[i].get())) == 0) {
       out_ours[i].release();  // the pipe's now
       p.handle->data = &p;
-      rc_pipe = StartReading(p);
+      p.paced.handle = reinterpret_cast<uv_stream_t*>(p.handle.get());
+      p.paced.budget = budget;
+      rc_pipe = pacer_.Start(p.paced);
     }
     if (rc_pipe != 0) p.handle.reset();
     if (!p.handle) {
@@ -269,6 +267,14 @@ absl::StatusOr<pid_t> UvLauncher::Spawn(const SpawnRequest& req, RankCallbacks c
   return raw->pid;
 }
 
+std::shared_ptr<ReadPacer::Budget> UvLauncher::OutputBudget(const std::string& job_id) {
+  std::erase_if(budgets_, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<ReadPacer::Budget>& held = budgets_[job_id];
+  std::shared_ptr<ReadPacer::Budget> budget = held.lock();
+  if (!budget) held = budget = pacer_.NewBudget();
+  return budget;
+}
+
 void UvLauncher::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   auto* pipe = static_cast<Pipe*>(handle->data);
   UvLauncher* self = pipe->child->launcher;
@@ -280,41 +286,16 @@ void UvLauncher::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
   Child& child = *pipe->child;
   UvLauncher* self = child.launcher;
   if (nread > 0) {
-    // A full buffer: more is likely waiting. libuv would read on, up to 32
-    // buffers; this stream waits for the loop's next turn instead.
-    if (static_cast<size_t>(nread) == buf->len) self->WaitTurn(*pipe);
+    self->pacer_.Took(pipe->paced, static_cast<size_t>(nread), buf->len);
     self->Deliver(child, pipe->index, std::string_view(buf->base, static_cast<size_t>(nread)));
     return;
   }
   if (nread == 0) return;  // EAGAIN
   // EOF or an error: this stream is done; the rank may live on.
   uv_read_stop(stream);
+  self->pacer_.Forget(pipe->paced);
   self->Deliver(child, pipe->index, {});
   pipe->handle.reset();
-}
-
-void UvLauncher::WaitTurn(Pipe& pipe) {
-  if (!next_turn_) return;  // reads on, as libuv would
-  uv_read_stop(reinterpret_cast<uv_stream_t*>(pipe.handle.get()));
-  pipe.waits_turn = true;
-  next_turn_pipes_.push_back(&pipe);
-  uv_prepare_start(next_turn_.get(), &UvLauncher::OnNextTurn);
-}
-
-void UvLauncher::OnNextTurn(uv_prepare_t* prepare) {
-  auto* self = static_cast<UvLauncher*>(prepare->data);
-  uv_prepare_stop(prepare);
-  std::vector<Pipe*> waiting;
-  waiting.swap(self->next_turn_pipes_);
-  for (Pipe* pipe : waiting) {
-    pipe->waits_turn = false;
-    if (pipe->handle) self->StartReading(*pipe);
-  }
-}
-
-int UvLauncher::StartReading(Pipe& pipe) {
-  return uv_read_start(reinterpret_cast<uv_stream_t*>(pipe.handle.get()), &UvLauncher::OnAlloc,
-                       &UvLauncher::OnRead);
 }
 
 void UvLauncher::Deliver(Child& child, int index, std::string_view data) {
@@ -332,7 +313,7 @@ void UvLauncher::DrainAndClose(Child& child) {
   for (Pipe& p : child.pipes) {
     if (!p.handle) continue;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(p.handle.get()));
-    if (p.waits_turn) std::erase(next_turn_pipes_, &p);
+    pacer_.Forget(p.paced);
     uv_os_fd_t fd = -1;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(p.handle.get()), &fd) == 0) {
       const int holds = fcntl(fd, F_GETPIPE_SZ);

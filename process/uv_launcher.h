@@ -4,10 +4,8 @@
 // (polled on the loop, reaped with waitid). Containment beyond process
 // groups is delegated.
 //
-// A rank's stdout and stderr are read a buffer (64 KiB) a loop turn each
-// at most: a rank that writes as fast as it can does not keep the loop
-// from ltd's calls, heartbeats, exits and timers, whose turn comes between
-// two of its buffers.
+// A rank's stdout and stderr are read a buffer a loop turn each, and a
+// job's together at most kJobOutputBytesPerSecond (read_pacer.h).
 #pragma once
 
 #include <uv.h>
@@ -23,6 +21,7 @@
 #include "exec_shim_args.h"
 #include "process.h"
 #include "rank_clone.h"
+#include "read_pacer.h"
 #include "user_io.h"
 
 namespace ltd {
@@ -66,6 +65,12 @@ class UvLauncher final : public ProcessLauncher {
   // On libuv's thread pool (uv_queue_work).
   void OffLoop(std::function<void()> work, std::function<void()> after) override;
 
+  // What a job's stdout and stderr, all its ranks', are read at most, over
+  // time, by a supervisor of ltd's, whose CPU no job pays for.
+  static constexpr double kJobOutputBytesPerSecond = 16 << 20;
+  // Another rate from now on; 0: none (ltrun, whose CPU is its user's).
+  void set_output_bytes_per_second(double rate) { pacer_.set_bytes_per_second(rate); }
+
   size_t live_children() const { return children_.size(); }
   const ControlReader& control() const { return *control_; }
 
@@ -75,22 +80,20 @@ class UvLauncher final : public ProcessLauncher {
   static void OnExitReadable(uv_poll_t* poll, int status, int events);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-  static void OnNextTurn(uv_prepare_t* prepare);
-  int StartReading(Pipe& pipe);
-  void WaitTurn(Pipe& pipe);  // stops reading `pipe` until the loop's next turn
   void Deliver(Child& child, int index, std::string_view data);
   // The rank's process while it is not reaped; null once it is.
   Child* Unreaped(const std::string& job_id, int rank) const;
   void DrainAndClose(Child& child);
+  // The budget `job_id`'s ranks' output shares while one of them is read.
+  std::shared_ptr<ReadPacer::Budget> OutputBudget(const std::string& job_id);
 
   uv_loop_t* loop_;
   std::unique_ptr<Containment> containment_;
   std::string exec_shim_;
   UserIo user_io_;  // lt-userio, beside exec_shim_
   char read_buf_[64 * 1024];
-  // Streams that filled a buffer this turn, read again at the next one.
-  UvPtr<uv_prepare_t> next_turn_;
-  std::vector<Pipe*> next_turn_pipes_;
+  ReadPacer pacer_;
+  std::map<std::string, std::weak_ptr<ReadPacer::Budget>> budgets_;  // by job
 
   std::unique_ptr<ControlReader> control_;
   // The groups of the uid:gid ranks run as: the job's, or its user's

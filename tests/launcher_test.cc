@@ -224,6 +224,32 @@ TEST_P(LauncherTest, ALoudRankIsReadABufferATurn) {
   EXPECT_LE(most, 64u << 10) << "read in one turn, of " << got << " in " << turns << " turns";
 }
 
+// A job's output, all its ranks' together, is read at most the launcher's
+// rate over time: here 1 MiB a second, of two ranks that write 1.5 MiB
+// each at once. Every line arrives.
+TEST_P(LauncherTest, AJobsRanksAreReadNoFasterThanTheRateTogether) {
+  constexpr double kRate = 1 << 20;
+  launcher_->set_output_bytes_per_second(kRate);
+  Rank r[2];
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) Spawn(r[i], {"print:75000,exit:0"}, {}, i);
+  double most_ahead = -kRate;  // bytes read past what the rate allowed so far
+  ASSERT_TRUE(RunUntil(
+      [&] {
+        const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
+        // A second's worth at once, then the rate; the turn of an exit
+        // reads what that rank's pipe holds.
+        if (!r[0].exit && !r[1].exit) {
+          const double read = static_cast<double>(r[0].out.size() + r[1].out.size());
+          most_ahead = std::max(most_ahead, read - kRate * (1 + spent.count()));
+        }
+        return r[0].exit && r[1].exit;
+      },
+      30s));
+  for (const Rank& rank : r) EXPECT_EQ(std::count(rank.out.begin(), rank.out.end(), '\n'), 75000);
+  EXPECT_LE(most_ahead, 2 * (64 << 10)) << "read faster than " << kRate << " bytes a second";
+}
+
 // An escapee holds the rank's stdout and writes on, faster than it is
 // read: the rank's exit is told once what the pipe held is read, not once
 // the escapee stops (it writes 64 MiB here; it could write for ever).
