@@ -55,20 +55,19 @@ void ReadPacer::OnPrepare(uv_prepare_t* prepare) {
   auto* self = static_cast<ReadPacer*>(prepare->data);
   const uint64_t now = uv_now(self->loop_);
   double soonest_ms = -1;
-  std::vector<Stream*> still;
-  for (Stream* s : self->waiting_) {
+  // Those that may read again read; the rest stay, in place.
+  std::erase_if(self->waiting_, [&](Stream* s) {
     const bool metered = self->rate_ > 0 && s->budget;
     if (metered) self->Grow(*s->budget, now);
     if (!metered || s->budget->bytes > 0) {
       s->waiting = false;
       uv_read_start(s->handle, self->alloc_, self->read_);
-      continue;
+      return true;
     }
-    still.push_back(s);
     const double ms = std::ceil(-s->budget->bytes * 1000 / self->rate_) + 1;
     if (soonest_ms < 0 || ms < soonest_ms) soonest_ms = ms;
-  }
-  self->waiting_.swap(still);
+    return false;
+  });
   if (self->waiting_.empty()) {
     uv_prepare_stop(prepare);
     uv_timer_stop(self->wake_.get());
