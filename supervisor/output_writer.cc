@@ -28,6 +28,16 @@ struct OutputWriter::State {
   struct File {
     std::string path;
     uint64_t dropped = 0;  // since the last chunk queued for it
+
+    // The line that tells the bytes dropped since the last chunk, counted
+    // as told; empty when none were.
+    std::string TakeDroppedNotice() {
+      if (dropped == 0) return "";
+      std::string line = Cat("ltd: ", dropped,
+                             " bytes of output dropped here: this file was written too slowly\n");
+      dropped = 0;
+      return line;
+    }
   };
   State(size_t max, std::unique_ptr<UserFileSink> s) : max_queued(max), sink(std::move(s)) {}
 
@@ -93,6 +103,14 @@ OutputWriter::OutputWriter(std::shared_ptr<State> state) : state_(std::move(stat
 
 OutputWriter::~OutputWriter() {
   std::unique_lock lock(state_->mu);
+  // Drops that no later chunk told of are told at the file's end (a line
+  // a file, over the bound).
+  for (size_t i = 0; i < state_->files.size() && !state_->broken; ++i) {
+    std::string notice = state_->files[i].TakeDroppedNotice();
+    if (notice.empty()) continue;
+    state_->queued_bytes += notice.size();
+    state_->queue.emplace_back(i, std::move(notice));
+  }
   state_->stop = true;
   state_->flush_deadline = Clock::now() + kFlushDeadline;
   state_->cv.notify_all();
@@ -120,12 +138,7 @@ void OutputWriter::Queue(size_t file, std::string_view data) {
     s.dropped_total += data.size();
     return;
   }
-  std::string chunk;
-  if (f.dropped > 0) {
-    chunk = Cat("ltd: ", f.dropped,
-                " bytes of output dropped here: this file was written too slowly\n");
-    f.dropped = 0;
-  }
+  std::string chunk = f.TakeDroppedNotice();
   chunk.append(data);
   s.queued_bytes += chunk.size();
   s.queue.emplace_back(file, std::move(chunk));

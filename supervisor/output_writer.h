@@ -6,8 +6,9 @@
 // (its watchdogs, its teardown); the pipe is non-blocking, so not even this
 // thread waits past the flush deadline. Chunks wait in a queue of at most
 // kMaxQueuedBytes; past it a chunk is dropped, and the next one for that
-// file is preceded by a line saying how much was lost there. What arrives
-// within kBatchDelay goes to the helper in one write.
+// file is preceded by a line saying how much was lost there (or, when no
+// chunk came after, the file ends with that line). What arrives within
+// kBatchDelay goes to the helper in one write.
 #pragma once
 
 #include <chrono>

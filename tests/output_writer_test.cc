@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "fd.h"
 #include "gtest/gtest.h"
@@ -108,6 +109,38 @@ TEST(OutputWriterTest, AFileThatStopsTakingWritesNeverBlocksTheCallerAndSaysWhat
   EXPECT_LT(notice, got.find("after the stall\n"));
   EXPECT_EQ(got.find_first_not_of("x\n"), got.rfind('\n', notice) + 1)
       << "the lines before the notice are the rank's";
+}
+
+// Lines dropped at the end, with no chunk after them to carry the notice:
+// the file ends with it.
+TEST(OutputWriterTest, DropsAtTheEndAreSaidAtTheFilesEnd) {
+  auto sink = std::make_unique<FakeSink>();
+  const int read_end = sink->read_end.get();
+  Fd keep(std::move(sink->read_end));
+  std::string partial, got;
+  {
+    auto writer = OutputWriter::Create(std::move(sink), {"/nfs/out.log"},
+                                       /*max_queued_bytes=*/256 * 1024);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    const std::string chunk(16 * 1024 - 1, 'x');
+    for (int i = 0; i < 200; ++i) (*writer)->Queue(0, chunk + "\n");
+    ASSERT_GT((*writer)->dropped(), 0u);
+    // The helper reads again while the writer ends (its flush deadline).
+    std::thread reader([&] {
+      WaitFor(
+          [&] {
+            ReadFrames(read_end, &partial, &got);
+            return got.find("written too slowly\n") != std::string::npos;
+          },
+          std::chrono::seconds(5));
+    });
+    writer->reset();
+    reader.join();
+  }
+  ReadFrames(read_end, &partial, &got);
+  const std::string notice = " bytes of output dropped here: this file was written too slowly\n";
+  ASSERT_GT(got.size(), notice.size());
+  EXPECT_EQ(got.substr(got.size() - notice.size()), notice) << got.substr(got.size() - 200);
 }
 
 TEST(OutputWriterTest, ItsEndDoesNotWaitForAHelperThatNeverReads) {
