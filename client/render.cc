@@ -432,8 +432,10 @@ void PrintJob(const v1::Job& j, FILE* out) {
   field("Master port:", std::to_string(j.master_port()));
   if (MultiNode(j)) field("Nodes:", NodesLine(j));
   if (j.rdzv_refused() > 0) {
-    field("Refused:", std::to_string(j.rdzv_refused()) + " record(s) of the run in etcd (last: " +
-                          Line(j.rdzv_refused_last()) + ")");
+    const std::string last =
+        Hidden(j, "rdzv_refused_last") ? kHiddenNote : Line(j.rdzv_refused_last());
+    field("Refused:",
+          std::to_string(j.rdzv_refused()) + " record(s) of the run in etcd (last: " + last + ")");
   }
   field("Containment:", Line(j.containment()));
   if (j.mem_bytes() != 0 || j.mem_per_rank_bytes() != 0 || j.cpu_millis() != 0) {
@@ -480,11 +482,14 @@ void PrintJob(const v1::Job& j, FILE* out) {
   for (const auto& c : j.errors().cut()) {
     const std::string what =
         c.kept() == 0 ? "not kept" : "cut to its first " + FormatByteSize(c.kept());
-    std::fprintf(out,
-                 "errors/: %s (%s long) %s: the copies hold data, not holes, and no more than "
-                 "errors/'s %s in all\n",
-                 Line(c.name()).c_str(), FormatByteSize(c.size()).c_str(), what.c_str(),
-                 FormatByteSize(j.errors().max_bytes()).c_str());
+    std::fprintf(
+        out,
+        "errors/: %s (%s long) %s: the copies hold data, not holes, and no more than "
+        "errors/'s %s in all\n",
+        (Hidden(j, "errors.cut.name") ? std::string("a file ") + kHiddenNote : Line(c.name()))
+            .c_str(),
+        FormatByteSize(c.size()).c_str(), what.c_str(),
+        FormatByteSize(j.errors().max_bytes()).c_str());
   }
   if (j.errors().cut_files() > static_cast<uint64_t>(j.errors().cut_size())) {
     std::fprintf(out, "errors/: %llu more files cut\n",

@@ -313,6 +313,11 @@ TEST(JobPrivacy, HidesEveryDetailAndNamesWhatItHid) {
   j.add_ranks()->set_error("rank: s3cret");
   j.mutable_hang_report()->add_ranks()->set_stack("frame s3cret");
   j.add_unkillable()->set_stack("kernel s3cret");
+  j.set_label("launch train(token='s3cret')");
+  j.set_rdzv_refused_last("a record by s3cret");
+  auto* cut = j.mutable_errors()->add_cut();
+  cut->set_name("s3cret.json");
+  cut->set_size(10);
 
   HideOthersDetails(&j);
   EXPECT_EQ(j.id(), "7");
@@ -326,9 +331,11 @@ TEST(JobPrivacy, HidesEveryDetailAndNamesWhatItHid) {
   EXPECT_EQ(j.DebugString().find("s3cret"), std::string::npos) << j.DebugString();
   const std::vector<std::string> hidden(j.hidden().begin(), j.hidden().end());
   EXPECT_EQ(hidden,
-            (std::vector<std::string>{"cwd", "argv", "output", "root_cause.message",
+            (std::vector<std::string>{"cwd", "argv", "output", "label", "rdzv_refused_last",
+                                      "errors.cut.name", "root_cause.message",
                                       "attempts.root_cause.message", "nodes.root_cause.message",
                                       "ranks.error", "hang_report", "unkillable.stack"}));
+  EXPECT_EQ(j.errors().cut(0).size(), 10u) << "its size is no secret";
 
   // Nothing there, nothing named: `hidden` says only what was hidden.
   v1::Job bare;

@@ -22,6 +22,21 @@ void HideOthersDetails(v1::Job* view) {
   view->clear_output();
   Hide(view, "error", !view->error().empty());
   view->clear_error();
+  // The command as its client put it has the arguments too.
+  Hide(view, "label", !view->label().empty());
+  view->clear_label();
+  // A refused record's words say what it held and who wrote it.
+  Hide(view, "rdzv_refused_last", !view->rdzv_refused_last().empty());
+  view->clear_rdzv_refused_last();
+  if (view->has_errors()) {
+    // The names the ranks gave the files they left in errors/.
+    bool names = false;
+    for (v1::ErrorsDir::Cut& c : *view->mutable_errors()->mutable_cut()) {
+      names |= !c.name().empty();
+      c.clear_name();
+    }
+    Hide(view, "errors.cut.name", names);
+  }
 
   // The cause's kind, rank, code and time stay; its text is the job's.
   auto message = [&](v1::RootCause* c, const char* path) {

@@ -15,10 +15,12 @@ namespace ltd {
 inline constexpr std::string_view kHiddenNote = "(hidden: not your job)";
 
 // Empties, in `view` of a job the caller does not own, the cwd, the
-// arguments after the program, the --output and --error paths, every
-// root cause's message, the ranks' error text, the hang report and the
-// unkillable processes' kernel stacks; lists in view->hidden each of those
-// that had content.
+// arguments after the program and the client's label of the command, the
+// --output and --error paths, every root cause's message, the ranks'
+// error text and the names of the files they left in errors/, the last
+// refused rendezvous record's words, the hang report and the unkillable
+// processes' kernel stacks; lists in view->hidden each of those that had
+// content.
 void HideOthersDetails(v1::Job* view);
 
 }  // namespace ltd
