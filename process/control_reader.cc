@@ -92,11 +92,11 @@ absl::StatusOr<ControlReader::Id> ControlReader::Add(Fd fd, OnData on_data, std:
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
     return absl::UnavailableError(Cat("epoll_ctl(ADD, fd ", fd.get(), "): ", std::strerror(errno)));
   }
-  Entry entry{.fd = std::move(fd), .on_data = std::move(on_data), .name = std::move(name)};
-  entry.rate = bytes_per_second_;
-  entry.budget = bytes_per_second_;  // a second's worth at once
   uv_update_time(loop_);
-  entry.budget_at_ms = uv_now(loop_);
+  Entry entry{.fd = std::move(fd),
+              .on_data = std::move(on_data),
+              .name = std::move(name),
+              .budget = TokenBucket::Full(bytes_per_second_, uv_now(loop_))};
   entries_.emplace(id, std::move(entry));
   return id;
 }
@@ -139,22 +139,17 @@ void ControlReader::ReadBatch() {
 }
 
 bool ControlReader::ReadAll(Id id, Entry& entry) {
-  const uint64_t now = uv_now(loop_);
-  if (entry.budget < entry.rate) {
-    const double grown = static_cast<double>(now - entry.budget_at_ms) * entry.rate / 1000;
-    entry.budget = std::min(entry.rate, entry.budget + grown);
-  }
-  entry.budget_at_ms = now;
+  entry.budget.Grow(uv_now(loop_));
   for (;;) {
-    if (entry.budget < 1) {
+    if (entry.budget.bytes < 1) {
       Park(id, entry);
       return true;
     }
     const size_t want =
-        entry.budget >= sizeof buf_ ? sizeof buf_ : static_cast<size_t>(entry.budget);
+        entry.budget.bytes >= sizeof buf_ ? sizeof buf_ : static_cast<size_t>(entry.budget.bytes);
     const ssize_t n = read(entry.fd.get(), buf_, want);
     if (n > 0) {
-      entry.budget -= static_cast<double>(n);
+      entry.budget.bytes -= static_cast<double>(n);
       entry.on_data(std::string_view(buf_, static_cast<size_t>(n)));
       if (static_cast<size_t>(n) < want) return true;  // drained for now
       continue;
@@ -169,13 +164,13 @@ void ControlReader::Park(Id id, Entry& entry) {
   if (!entry.warned) {
     entry.warned = true;
     spdlog::warn("{}heartbeat fd sends over {:.0f} KiB/s; read at that rate, its writes wait",
-                 entry.name.empty() ? "" : entry.name + ": ", entry.rate / 1024);
+                 entry.name.empty() ? "" : entry.name + ": ", entry.budget.rate / 1024);
   }
   entry.parked = true;
   parked_.push_back(id);
   if (uv_is_active(reinterpret_cast<uv_handle_t*>(unpark_.get()))) return;
   // Back when a read's worth of budget has grown.
-  const double ms = static_cast<double>(sizeof buf_) * 1000 / entry.rate;
+  const double ms = static_cast<double>(sizeof buf_) * 1000 / entry.budget.rate;
   uv_timer_start(
       unpark_.get(), [](uv_timer_t* t) { static_cast<ControlReader*>(t->data)->Unpark(); },
       static_cast<uint64_t>(std::clamp(ms, 5.0, 1000.0)), 0);
@@ -204,7 +199,7 @@ void ControlReader::DrainAndRemove(Id id) {
   if (it == entries_.end()) return;
   // Its last words whatever its budget, up to the most a pipe can hold:
   // its process has ended, though a child of it may still write.
-  it->second.budget = std::max(it->second.budget, kMaxPipeBytes);
+  it->second.budget.bytes = std::max(it->second.budget.bytes, kMaxPipeBytes);
   it->second.parked = false;
   ReadAll(id, it->second);
   Remove(it);

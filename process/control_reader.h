@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "fd.h"
+#include "token_bucket.h"
 #include "uv_handle.h"
 
 namespace ltd {
@@ -70,9 +71,7 @@ class ControlReader {
     Fd fd;
     OnData on_data;
     std::string name;
-    double rate = 0;    // bytes a second
-    double budget = 0;  // bytes it may be read now
-    uint64_t budget_at_ms = 0;
+    TokenBucket budget;
     bool parked = false;  // over budget: left unread until it grew back
     bool warned = false;
   };

@@ -18,10 +18,8 @@ ReadPacer::ReadPacer(uv_loop_t* loop, double bytes_per_second, uv_alloc_cb alloc
 }
 
 std::shared_ptr<ReadPacer::Budget> ReadPacer::NewBudget() const {
-  auto b = std::make_shared<Budget>();
-  b->bytes = rate_;
-  b->at_ms = uv_now(loop_);
-  return b;
+  if (rate_ <= 0) return nullptr;
+  return std::make_shared<Budget>(Budget::Full(rate_, uv_now(loop_)));
 }
 
 int ReadPacer::Start(Stream& s) {
@@ -29,17 +27,10 @@ int ReadPacer::Start(Stream& s) {
   return uv_read_start(s.handle, alloc_, read_);
 }
 
-void ReadPacer::Grow(Budget& b, uint64_t now) const {
-  if (now <= b.at_ms) return;
-  b.bytes = std::min(rate_, b.bytes + static_cast<double>(now - b.at_ms) * rate_ / 1000);
-  b.at_ms = now;
-}
-
 void ReadPacer::Took(Stream& s, size_t n, size_t len) {
-  const bool metered = rate_ > 0 && s.budget;
-  if (metered) s.budget->bytes -= static_cast<double>(n);
-  if (n < len && (!metered || s.budget->bytes > 0)) return;  // empty pipe, budget left
-  if (!prepare_ || !wake_) return;                           // reads on, as libuv would
+  if (s.budget) s.budget->bytes -= static_cast<double>(n);
+  if (n < len && (!s.budget || s.budget->bytes > 0)) return;  // empty pipe, budget left
+  if (!prepare_ || !wake_) return;                            // reads on, as libuv would
   uv_read_stop(s.handle);
   s.waiting = true;
   waiting_.push_back(&s);
@@ -57,14 +48,13 @@ void ReadPacer::OnPrepare(uv_prepare_t* prepare) {
   double soonest_ms = -1;
   // Those that may read again read; the rest stay, in place.
   std::erase_if(self->waiting_, [&](Stream* s) {
-    const bool metered = self->rate_ > 0 && s->budget;
-    if (metered) self->Grow(*s->budget, now);
-    if (!metered || s->budget->bytes > 0) {
+    if (s->budget) s->budget->Grow(now);
+    if (!s->budget || s->budget->bytes > 0) {
       s->waiting = false;
       uv_read_start(s->handle, self->alloc_, self->read_);
       return true;
     }
-    const double ms = std::ceil(-s->budget->bytes * 1000 / self->rate_) + 1;
+    const double ms = std::ceil(-s->budget->bytes * 1000 / s->budget->rate) + 1;
     if (soonest_ms < 0 || ms < soonest_ms) soonest_ms = ms;
     return false;
   });

@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "token_bucket.h"
 #include "uv_handle.h"
 
 namespace ltd {
@@ -24,15 +25,12 @@ namespace ltd {
 class ReadPacer {
  public:
   // What a job's streams may still read, shared by them.
-  struct Budget {
-    double bytes = 0;
-    uint64_t at_ms = 0;
-  };
+  using Budget = TokenBucket;
   // A stream as the pacer sees it; its owner keeps it beside the handle.
   struct Stream {
     uv_stream_t* handle = nullptr;
-    std::shared_ptr<Budget> budget;
-    bool waiting = false;  // not reading until its turn or its budget
+    std::shared_ptr<Budget> budget;  // none: read a buffer a turn, unmetered
+    bool waiting = false;            // not reading until its turn or its budget
   };
 
   // `bytes_per_second`: each budget's rate (0: none, a buffer a turn
@@ -41,7 +39,7 @@ class ReadPacer {
   ReadPacer(const ReadPacer&) = delete;
   ReadPacer& operator=(const ReadPacer&) = delete;
 
-  // A new budget, of a second's worth.
+  // A new budget, of a second's worth; none when the rate is 0.
   std::shared_ptr<Budget> NewBudget() const;
   // Starts reading `s` (its handle and budget set); a libuv error else.
   int Start(Stream& s);
@@ -55,7 +53,6 @@ class ReadPacer {
 
  private:
   static void OnPrepare(uv_prepare_t* prepare);
-  void Grow(Budget& b, uint64_t now) const;
 
   uv_loop_t* loop_;
   double rate_;
