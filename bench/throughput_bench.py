@@ -48,6 +48,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -106,7 +107,7 @@ class Ltd:
         self.state = state or os.path.join(self.dir, "state")
         self.sock = os.path.join(self.dir, "ltd.sock")
         self.args = [f"{build}/daemon/ltd", "--socket", self.sock, "--state-dir", self.state,
-                     "--devices", str(devices), "--log-level", "warn", *extra]
+                     "--devices", str(devices), "--log-level", "warn", *LTD_ARGS, *extra]
         self.start()
 
     def start(self):
@@ -196,16 +197,21 @@ def submit_many(client, n, threads, argv=("/bin/true",), wait=False, devices=1, 
     return time.monotonic() - t0
 
 
-def in_child(fn, build):
+# Arguments every ltd of the measurement in this process gets (--ltd-args).
+LTD_ARGS = []
+
+
+def in_child(fn, build, ltd_args=()):
     """fn(build) in a child process: each build's Python client registers
     its own ltd.proto, and protobuf's one descriptor pool a process takes
-    one version of a file only."""
+    one version of a file only. Its ltds get `ltd_args`."""
     import pickle
 
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        LTD_ARGS[:] = list(ltd_args)
         code = 0
         try:
             data = pickle.dumps(("ok", fn(build)))
@@ -446,18 +452,22 @@ def main():
     p.add_argument("--kept", type=int, default=10000)
     p.add_argument("--floor-seconds", type=float, default=5)
     p.add_argument("--only", default="queued,run,restart,slurm")
+    p.add_argument("--ltd-args", default="", help="more arguments for this build's ltd")
+    p.add_argument("--base-ltd-args", default="", help="more arguments for the base's ltd "
+                   "(with --base the same build: one build measured two ways)")
     args = p.parse_args()
     only = set(args.only.split(","))
     pendings = [int(x) for x in args.pending.split(",")]
     builds = [("this", os.path.abspath(args.build))]
     if args.base:
         builds.insert(0, ("base", os.path.abspath(args.base)))
+    ltd_args = {"this": shlex.split(args.ltd_args), "base": shlex.split(args.base_ltd_args)}
     results = {name: {} for name, _ in builds}
 
     def turn(key, fn):
         for _ in range(args.runs):
             for name, build in builds:
-                results[name].setdefault(key, []).append(in_child(fn, build))
+                results[name].setdefault(key, []).append(in_child(fn, build, ltd_args[name]))
 
     if "queued" in only:
         turn("queued", lambda b: bench_queued(b, pendings, args.threads, args.window))
@@ -480,7 +490,7 @@ def main():
         r = results[name]
         if not r:
             continue
-        print(f"== ltd ({name}: {dict(builds)[name]})")
+        print(f"== ltd ({name}: {dict(builds)[name]} {' '.join(ltd_args[name])})")
         if "queued" in r:
             for depth in sorted(pendings):
                 rates = [q[0][depth][0] for q in r["queued"]]

@@ -201,8 +201,11 @@ absl::Status Daemon::OpenState() {
   if (!activated.ok()) return activated.status();
   activated_ = activated->has_value();
   const auto max_conns = static_cast<size_t>(config_.user_max_connections);
-  auto listener = activated_ ? Listener::Adopt(std::move(**activated), max_conns)
-                             : Listener::Bind(config_.socket, max_conns);
+  const FdRelay relay = config_.fd_relay == "yes"  ? FdRelay::kAlways
+                        : config_.fd_relay == "no" ? FdRelay::kNever
+                                                   : FdRelay::kAuto;
+  auto listener = activated_ ? Listener::Adopt(std::move(**activated), max_conns, relay)
+                             : Listener::Bind(config_.socket, max_conns, relay);
   if (!listener.ok()) return listener.status();
   listener_ = std::move(*listener);
   listener_->set_connect_rate(config_.user_max_connects, 2 * config_.user_max_connects);
@@ -387,7 +390,7 @@ absl::Status Daemon::Serve(const ConfigSources& sources) {
       static_cast<int>(std::min<int64_t>(config_.idle_timeout.count(), INT32_MAX)));
   server_ = builder.BuildAndStart();
   if (!server_) return absl::UnavailableError("gRPC server failed to start");
-  listener_->Start(server_.get());
+  if (auto started = listener_->Start(server_.get()); !started.ok()) return started;
   // Said once ltd is up, as the rest: a refusal to start is one line.
   const SchedulerConfig& placement = manager_config_.placement;
   spdlog::info("{}; {}", LTD_VERSION_LINE("ltd"), sources.Describe());

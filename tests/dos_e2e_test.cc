@@ -47,6 +47,31 @@ int FdsTo(pid_t pid, const std::string& part) {
   return n;
 }
 
+// The line of /proc/PID/status that starts with `key`; "" when none.
+std::string StatusLine(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(key)) return line;
+  }
+  return "";
+}
+
+// The children of `parent` whose name (comm) is `name`.
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string pid = it->path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (StatusLine(std::stoi(pid), "Name:") == "Name:\t" + name &&
+        StatusLine(std::stoi(pid), "PPid:") == "PPid:\t" + std::to_string(parent)) {
+      out.push_back(std::stoi(pid));
+    }
+  }
+  return out;
+}
+
 // Each thread of `pid`: its tid, name and niceness.
 struct ThreadNice {
   std::string tid, name;
@@ -362,6 +387,93 @@ s.close()
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Has(r.out, "refused: Operation not permitted")) << r.out << r.err;
   ExpectOthersServed(3);
+}
+
+// Where the kernel cannot refuse them (before Linux 6.16), ltd relays its
+// clients' connections (--fd-relay, forced here): a client that sends a
+// TCP socket set to linger an hour, its peer never reading, has its
+// connection ended; the socket is closed in ltd's sink, a process of
+// nobody's, and every other user is served meanwhile.
+TEST_F(Dos, ARelayedClientsDescriptorIsClosedInASinkNotInLtd) {
+  ASSERT_TRUE(d_.Start({"--fd-relay", "yes"})) << d_.log();
+  const std::string go_on = d_.state_dir() + "/../go-on";
+  const std::string client = R"(
+import os, socket, struct, sys, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(1)
+c = socket.create_connection(l.getsockname())
+s, _ = l.accept()  # never read, and open until the test is done
+c.setblocking(False)
+try:
+    while True:
+        c.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+u = socket.socket(socket.AF_UNIX)
+u.connect(sys.argv[1])
+socket.send_fds(u, [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"], [c.fileno()])
+c.close()  # ltd's copy is the last
+u.settimeout(20)
+try:
+    print("ended" if u.recv(4096) == b"" else "answered", flush=True)
+except OSError as e:
+    print("ended:", e.strerror, flush=True)
+deadline = time.time() + 60
+while not os.path.exists(sys.argv[2]) and time.time() < deadline:
+    time.sleep(0.05)
+)";
+  CmdResult r;
+  std::thread attacker([&] {
+    r = RunCommandAs(a_->As(), {"/usr/bin/python3", "-c", client, d_.socket(), go_on},
+                     {"HOME=" + a_->home()}, 90s);
+  });
+  const bool logged = WaitFor([&] { return Has(d_.log(), "sent 1 file descriptor(s)"); }, 20s);
+  EXPECT_TRUE(logged) << d_.log();
+  // While the close waits in the sink, every user is served.
+  ExpectOthersServed(3);
+  CmdResult mine = CtlAs(*a_, {"ps"}, 20s);
+  EXPECT_EQ(mine.exit_code, 0) << mine.err;
+  const std::vector<pid_t> sinks = ChildrenNamed(d_.pid(), "ltd-fd-sink");
+  EXPECT_EQ(sinks.size(), 1u);
+  for (pid_t sink : sinks) EXPECT_TRUE(Has(StatusLine(sink, "Uid:"), "65534")) << sink;
+  std::ofstream(go_on).put('\n');
+  attacker.join();
+  fs::remove(go_on);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "ended")) << r.out << r.err;
+}
+
+// A relayed client is served as any other: a job's 20,000 lines through an
+// attached submit, every one in order, and ltd holds no more sockets once
+// its clients are gone than before they came.
+TEST_F(Dos, ARelayedClientIsServedAsAnyOther) {
+  ASSERT_TRUE(d_.Start({"--fd-relay", "yes"})) << d_.log();
+  // Once a few clients have come and gone (and the sink, should one of
+  // them have ended before ltd read its end, holds its socket).
+  for (int i = 0; i < 3; ++i) (void)CtlAs(*b_, {"ps"});
+  // Sockets less the sink's (a sink is started when first needed).
+  const auto sockets = [&] {
+    return FdsTo(d_.pid(), "socket:") -
+           static_cast<int>(ChildrenNamed(d_.pid(), "ltd-fd-sink").size());
+  };
+  int before = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const int n = sockets();
+        const bool settled = n == before;
+        before = n;
+        return settled;
+      },
+      10s));
+  CmdResult run = CtlAs(*a_, {"submit", "--devices", "1", "--", child_, "print:20000"}, 60s);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(Count(run.out, "line "), 20000u) << run.out.substr(0, 2000);
+  EXPECT_TRUE(Has(run.out, "line 19999 of 20000")) << run.out.substr(run.out.size() - 200);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(CtlAs(*b_, {"ps", "-a"}).exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] { return sockets() <= before; }, 20s))
+      << "ltd holds " << sockets() << " sockets, " << before << " before";
 }
 
 }  // namespace

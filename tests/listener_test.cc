@@ -21,11 +21,11 @@ namespace {
 // Answers every call with "PEER UID PID" as the listener knows the caller.
 class WhoService final : public grpc::CallbackGenericService {
  public:
-  explicit WhoService(const Listener*& listener) : listener_(listener) {}
+  explicit WhoService(const ltd::Listener*& listener) : listener_(listener) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
     class Reactor final : public grpc::ServerGenericBidiReactor {
      public:
-      Reactor(grpc::GenericCallbackServerContext* ctx, const Listener* listener) {
+      Reactor(grpc::GenericCallbackServerContext* ctx, const ltd::Listener* listener) {
         std::string text = ctx->peer();
         if (auto who = listener->Lookup(ctx->peer())) {
           text += " " + std::to_string(who->uid) + " " + std::to_string(who->pid);
@@ -44,7 +44,7 @@ class WhoService final : public grpc::CallbackGenericService {
   }
 
  private:
-  const Listener*& listener_;
+  const ltd::Listener*& listener_;
 };
 
 std::string Call(const std::string& socket) {
@@ -74,19 +74,26 @@ std::string Call(const std::string& socket) {
   return text;
 }
 
-TEST(Listener, CallersAreKnownByTheirConnectionAndForgottenWhenItCloses) {
+// Directly, or through the relay of clients' connections (ClientRelay):
+// the caller is who connected, not the relay's end.
+class Listener : public ::testing::TestWithParam<FdRelay> {};
+
+TEST_P(Listener, CallersAreKnownByTheirConnectionAndForgottenWhenItCloses) {
   char tmpl[] = "/tmp/ltd-listener.XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string socket = dir + "/ltd.sock";
-  auto listener = Listener::Bind(socket);
+  auto listener = ltd::Listener::Bind(socket, 0, GetParam());
   ASSERT_TRUE(listener.ok()) << listener.status();
-  const Listener* raw = listener->get();
+  const ltd::Listener* raw = listener->get();
   WhoService service(raw);
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(&service);
   auto server = builder.BuildAndStart();
   ASSERT_TRUE(server);
-  (*listener)->Start(server.get());
+  ASSERT_TRUE((*listener)->Start(server.get()).ok());
+  if (GetParam() == FdRelay::kAlways) {
+    ASSERT_NE((*listener)->relay(), nullptr);
+  }
 
   const std::string answer = Call(socket);
   std::smatch m;
@@ -102,12 +109,20 @@ TEST(Listener, CallersAreKnownByTheirConnectionAndForgottenWhenItCloses) {
   for (int i = 0; i < 300; ++i) ASSERT_NE(Call(socket).find(" "), std::string::npos);
   EXPECT_TRUE(WaitFor([&] { return (*listener)->known_connections() == 0; }, 30s))
       << (*listener)->known_connections();
+  if (const ClientRelay* relay = (*listener)->relay()) {
+    EXPECT_TRUE(WaitFor([&] { return relay->connections() == 0; }, 30s)) << relay->connections();
+  }
 
   (*listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   listener->reset();
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Relay, Listener, ::testing::Values(FdRelay::kAuto, FdRelay::kAlways),
+                         [](const auto& info) {
+                           return info.param == FdRelay::kAlways ? "relayed" : "direct";
+                         });
 
 }  // namespace
 }  // namespace ltd::test

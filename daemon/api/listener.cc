@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "fd_sink.h"
 #include "job_store.h"
 #include "spdlog/spdlog.h"
 #include "str_util.h"
@@ -41,13 +42,18 @@ constexpr std::chrono::milliseconds kStaleListenerWait{1000};
 // TCP socket set to linger with its send queue full, a file whose lock a
 // stalled FUSE server must release. Linux 6.16 refuses the send
 // (SO_PASSRIGHTS); the sockets accepted take the listener's setting.
+// Whether it is refused so; else ltd relays its clients (client_relay.h).
 constexpr int kOff = 0;
-void RefuseDescriptors(int fd, const std::string& path) {
-  if (setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff) == 0) return;
-  spdlog::warn(
-      "this kernel cannot refuse file descriptors sent over {} (SO_PASSRIGHTS, Linux 6.16): "
-      "a local user can hold a thread of ltd's in closing one; run Linux 6.16 or later",
-      path);
+bool RefuseDescriptors(int fd, const std::string& path, FdRelay relay) {
+  if (relay == FdRelay::kAlways) return false;
+  if (setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff) == 0) return true;
+  if (relay == FdRelay::kNever) {
+    spdlog::warn(
+        "this kernel cannot refuse file descriptors sent over {} (SO_PASSRIGHTS, Linux 6.16), and "
+        "--fd-relay is no: a local user can hold a thread of ltd's in closing one",
+        path);
+  }
+  return false;
 }
 
 }  // namespace
@@ -64,7 +70,7 @@ absl::Status CheckSocketPath(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path,
-                                                         size_t max_per_user) {
+                                                         size_t max_per_user, FdRelay relay) {
   if (auto s = CheckSocketPath(path); !s.ok()) return s;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -106,9 +112,11 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   // is the others' delay. ltctl and the Python client connect blocking:
   // while it is full they wait in the kernel for room, in turn with the
   // flood, instead of failing.
-  RefuseDescriptors(fd.get(), path);
+  const bool refusing = RefuseDescriptors(fd.get(), path, relay);
   if (listen(fd.get(), kListenBacklog) != 0) return PosixError("listen", path, errno);
   auto listener = std::unique_ptr<Listener>(new Listener(path, std::move(fd), max_per_user));
+  listener->relay_mode_ = relay;
+  listener->refusing_ = refusing;
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
   listener->wake_[0].reset(p[0]);
@@ -116,7 +124,8 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
   return listener;
 }
 
-absl::StatusOr<std::unique_ptr<Listener>> Listener::Adopt(Fd fd, size_t max_per_user) {
+absl::StatusOr<std::unique_ptr<Listener>> Listener::Adopt(Fd fd, size_t max_per_user,
+                                                          FdRelay relay) {
   sockaddr_un addr{};
   socklen_t len = sizeof addr;
   if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
@@ -125,10 +134,12 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Adopt(Fd fd, size_t max_per_
   std::string path = len > offsetof(sockaddr_un, sun_path)
                          ? std::string(addr.sun_path, strnlen(addr.sun_path, sizeof addr.sun_path))
                          : std::string("(unnamed)");
-  RefuseDescriptors(fd.get(), path);
+  const bool refusing = RefuseDescriptors(fd.get(), path, relay);
   auto listener =
       std::unique_ptr<Listener>(new Listener(std::move(path), std::move(fd), max_per_user));
   listener->owns_path_ = false;
+  listener->relay_mode_ = relay;
+  listener->refusing_ = refusing;
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return PosixError("pipe2", "listener", errno);
   listener->wake_[0].reset(p[0]);
@@ -141,8 +152,20 @@ Listener::~Listener() {
   if (owns_path_) unlink(path_.c_str());
 }
 
-void Listener::Start(grpc::Server* server) {
+absl::Status Listener::Start(grpc::Server* server) {
+  if (!refusing_ && relay_mode_ != FdRelay::kNever) {
+    auto relay = ClientRelay::Start();
+    if (!relay.ok()) return relay.status();
+    relay_ = std::move(*relay);
+    if (relay_mode_ == FdRelay::kAuto) {
+      spdlog::info(
+          "this kernel cannot refuse file descriptors sent over {} (SO_PASSRIGHTS, Linux 6.16): "
+          "ltd relays its clients' connections, taking any sent",
+          path_);
+    }
+  }
   thread_ = std::thread([this, server] { AcceptLoop(server); });
+  return absl::OkStatus();
 }
 
 void Listener::Stop() {
@@ -252,6 +275,16 @@ void Listener::AcceptLoop(grpc::Server* server) {
   const int flags = fcntl(fd_.get(), F_GETFL);
   if (flags >= 0) (void)fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
   int draining = 0;  // accepts since the last poll, while the backlog gives
+  // A connection refused or dropped: with a relay, its sink closes it, for
+  // its queue may hold a client's descriptors (see RefuseDescriptors).
+  const auto let_go = [this](int conn) {
+    if (relay_) {
+      relay_->Drop(Fd(conn));
+    } else {
+      close(conn);
+    }
+  };
+  bool relay_full = false;
   for (;;) {
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_[0].get(), POLLIN, 0}};
     if (draining >= kAcceptsPerPoll) draining = 0;
@@ -280,6 +313,25 @@ void Listener::AcceptLoop(grpc::Server* server) {
       }
       continue;
     }
+    if (relay_ && relay_->saturated()) {
+      // Every sink is stuck where even SIGKILL cannot end it: no more
+      // connections, whose ends could only add to what waits.
+      if (!relay_full) {
+        spdlog::error(
+            "{} client descriptors wait for a sink to close them, and every sink is stuck in "
+            "the kernel; taking no connections until they drain",
+            FdSink::kMaxHeld);
+        relay_full = true;
+      }
+      pollfd wake{wake_[0].get(), POLLIN, 0};
+      if (poll(&wake, 1, kStarvedPauseMs) > 0) return;
+      draining = 0;
+      continue;
+    }
+    if (relay_full) {
+      spdlog::info("client descriptors closed; taking connections again");
+      relay_full = false;
+    }
     const int conn = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     draining = conn >= 0 ? draining + 1 : 0;
     if (conn < 0) {
@@ -291,7 +343,7 @@ void Listener::AcceptLoop(grpc::Server* server) {
         }
         reserve.reset();
         const int drop = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (drop >= 0) close(drop);
+        if (drop >= 0) let_go(drop);
         reserve.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
         // Pressure lasts: look again in a while, never in a loop.
         pollfd wake{wake_[0].get(), POLLIN, 0};
@@ -301,15 +353,11 @@ void Listener::AcceptLoop(grpc::Server* server) {
       }
       continue;
     }
-    if (starved) {
-      spdlog::info("file descriptors available again; accepting connections");
-      starved = false;
-    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
       spdlog::warn("SO_PEERCRED: {}; dropping the connection", std::strerror(errno));
-      close(conn);
+      let_go(conn);
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -323,22 +371,18 @@ void Listener::AcceptLoop(grpc::Server* server) {
             "refusing the excess",
             cred.uid, connect_rate_);
       }
-      close(conn);
+      let_go(conn);
       refused(now);
       continue;
     }
     // A connection systemd queued before Adopt set the listener has not
     // its setting: refuse the descriptors it sends from now on.
-    if (!owns_path_) (void)setsockopt(conn, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff);
+    if (!owns_path_ && refusing_) {
+      (void)setsockopt(conn, SOL_SOCKET, SO_PASSRIGHTS, &kOff, sizeof kOff);
+    }
     Peer peer;
     peer.creds = PeerCreds{cred.uid, cred.gid, cred.pid, PeerGroups(conn)};
-    if (!SocketIdentity(conn, &peer.dev, &peer.ino)) {
-      close(conn);
-      continue;
-    }
     {
-      // gRPC names a connection handed over by fd "fd:N"; N is unique among
-      // open connections, and a reused N is overwritten here first.
       std::lock_guard lock(mu_);
       if (peers_.size() > sweep_at_) SweepLocked();
       if (max_per_user_ > 0 && cred.uid != 0 && OpenOfLocked(cred.uid) >= max_per_user_) {
@@ -346,19 +390,49 @@ void Listener::AcceptLoop(grpc::Server* server) {
           spdlog::warn("uid {} holds {} connections (--user-max-connections); refusing more",
                        cred.uid, max_per_user_);
         }
-        close(conn);
+        let_go(conn);
         refused(now);
         continue;
       }
       over_limit.erase(cred.uid);
-      peers_[conn] = peer;
+    }
+    // gRPC reads the connection itself, or the relay's end in its place.
+    int grpc_fd = conn;
+    if (relay_) {
+      auto end = relay_->Take(Fd(conn), cred.uid);
+      if (!end.ok()) {
+        // Its socket pair refused: out of fds (or kernel memory), as above.
+        if (!starved) {
+          spdlog::error("cannot relay a connection ({}); refusing connections until fds free up",
+                        std::string(end.status().message()));
+          starved = true;
+        }
+        pollfd wake{wake_[0].get(), POLLIN, 0};
+        if (poll(&wake, 1, kStarvedPauseMs) > 0) return;
+        continue;
+      }
+      grpc_fd = end->release();
+    }
+    if (starved) {
+      spdlog::info("file descriptors available again; accepting connections");
+      starved = false;
+    }
+    if (!SocketIdentity(grpc_fd, &peer.dev, &peer.ino)) {
+      let_go(grpc_fd);
+      continue;
+    }
+    {
+      // gRPC names a connection handed over by fd "fd:N"; N is unique among
+      // open connections, and a reused N is overwritten here first.
+      std::lock_guard lock(mu_);
+      peers_[grpc_fd] = peer;
     }
     // gRPC may start a thread of its pool in this call, and a new thread
     // keeps its creator's niceness for good: at 0, as ltd's other threads,
     // not ahead of every user's processes, nor behind them once a flood
     // is over.
     (void)setpriority(PRIO_PROCESS, tid, 0);
-    grpc::AddInsecureChannelFromFd(server, conn);
+    grpc::AddInsecureChannelFromFd(server, grpc_fd);
     (void)setpriority(PRIO_PROCESS, tid, refusing ? kRefusingNice : kServingNice);
   }
 }

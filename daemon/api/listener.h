@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client_relay.h"
 #include "fd.h"
 
 namespace ltd {
@@ -36,6 +37,12 @@ struct PeerCreds {
   std::optional<std::vector<gid_t>> groups;
 };
 
+// Where descriptors a client sends over ltd's socket go (--fd-relay):
+// kAuto refuses them where the kernel can (Linux 6.16) and relays the
+// connections where it cannot (ClientRelay); kAlways relays them; kNever
+// neither relays nor, on an older kernel, refuses.
+enum class FdRelay { kAuto, kAlways, kNever };
+
 class Listener {
  public:
   static constexpr int kListenBacklog = 256;
@@ -46,10 +53,12 @@ class Listener {
   // closed at accept. When ltd runs out of fds, waiting connections are
   // refused at a bounded rate rather than left to spin the accept loop.
   static absl::StatusOr<std::unique_ptr<Listener>> Bind(const std::string& path,
-                                                        size_t max_per_user = 0);
+                                                        size_t max_per_user = 0,
+                                                        FdRelay relay = FdRelay::kAuto);
   // Takes a socket already bound and listening (socket activation). Its
   // file belongs to whoever made it (systemd) and stays when ltd stops.
-  static absl::StatusOr<std::unique_ptr<Listener>> Adopt(Fd fd, size_t max_per_user = 0);
+  static absl::StatusOr<std::unique_ptr<Listener>> Adopt(Fd fd, size_t max_per_user = 0,
+                                                         FdRelay relay = FdRelay::kAuto);
 
   // A user (root excepted) may open `per_second` connections a second, in
   // bursts of up to `burst`; past that, connections are closed as soon as
@@ -65,8 +74,9 @@ class Listener {
   // The path of the socket, for logs.
   const std::string& path() const { return path_; }
 
-  // Starts handing accepted connections to `server`.
-  void Start(grpc::Server* server);
+  // Starts handing accepted connections to `server` (through a relay,
+  // where one is needed).
+  absl::Status Start(grpc::Server* server);
   // Stops accepting; connections already handed over stay.
   void Stop();
 
@@ -74,6 +84,8 @@ class Listener {
   std::optional<PeerCreds> Lookup(const std::string& peer) const;
   // Connections known now (closed ones linger until the next sweep).
   size_t known_connections() const;
+  // The relay of clients' connections; null where none is needed (tests).
+  const ClientRelay* relay() const { return relay_.get(); }
 
  private:
   Listener(std::string path, Fd fd, size_t max_per_user)
@@ -93,6 +105,9 @@ class Listener {
 
   std::string path_;
   bool owns_path_ = true;  // Bind made the file; Adopt did not
+  FdRelay relay_mode_ = FdRelay::kAuto;
+  bool refusing_ = false;               // the kernel refuses descriptors sent over it
+  std::unique_ptr<ClientRelay> relay_;  // made by Start where needed
   Fd fd_;
   const size_t max_per_user_;
   Fd wake_[2];  // a pipe that tells the accept thread to stop

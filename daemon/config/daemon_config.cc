@@ -66,6 +66,7 @@ absl::StatusOr<DaemonConfig> FromFlags(const Options& opt) {
   c.max_state_bytes = *bound;
   c.admin_group = opt.admin_group;
   c.private_jobs = opt.private_data != "no";
+  c.fd_relay = opt.fd_relay;
   c.max_restarts_limit = opt.max_restarts_limit;
   c.user_max_running_jobs = opt.user_max_running_jobs;
   c.user_max_pending_jobs = opt.user_max_pending_jobs;

@@ -53,6 +53,8 @@ struct DaemonConfig {
   std::string admin_group;         // may drain and resume ltd, as root may
   // --private-data jobs: another user's job's details are hidden (JobPrivacy).
   bool private_jobs = true;
+  // --fd-relay: "auto", "yes" or "no" (Listener's FdRelay).
+  std::string fd_relay = "auto";
   uint64_t max_state_bytes = 0;  // the state dir's bound; 0: none
   std::string nvml_library;
   uint64_t gpu_leftover_mib = 0;

@@ -95,6 +95,13 @@ void AddOptions(CLI::App& app, Options& opt) {
                  "are its owner's, root's and --admin-group's); no: everyone sees them")
       ->check(CLI::IsMember({"jobs", "no"}))
       ->capture_default_str();
+  app.add_option("--fd-relay", opt.fd_relay,
+                 "auto: file descriptors a client sends over ltd's socket are refused where the "
+                 "kernel can (Linux 6.16), else ltd relays its clients' connections and closes "
+                 "any sent in a child process; yes: relay always; no: never (on an older "
+                 "kernel a local user can then hold a thread of ltd's)")
+      ->check(CLI::IsMember({"auto", "yes", "no"}))
+      ->capture_default_str();
   app.add_option("--stack-budget", opt.stack_budget,
                  "time a hung job's stacks may take before its teardown; 0: take none")
       ->capture_default_str();

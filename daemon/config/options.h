@@ -27,6 +27,8 @@ struct Options {
   // "jobs": another user's job shows its owner, name, state, devices,
   // times and root-cause kind only; "no": everything (but the environment).
   std::string private_data = "jobs";
+  // Descriptors sent over ltd's socket: "auto", "yes" (relay), "no".
+  std::string fd_relay = "auto";
   // Per-user bounds, so that no user can take the server from the others.
   int user_max_running_jobs = 0;
   int user_max_pending_jobs = 1000;
