@@ -42,28 +42,25 @@ grpc::ServerWriteReactor<v1::ListReply>* LtdService::List(grpc::CallbackServerCo
     // (gRPC refuses a message over 4 MB); each job's text is cut short.
     constexpr int kPageJobs = 500;
     constexpr size_t kPageBytes = 1 << 20;
-    const std::vector<const Job*> jobs = manager_.List(/*all=*/true);
-    auto it = listing->after.empty() ? jobs.begin()
-                                     : std::upper_bound(jobs.begin(), jobs.end(), listing->after,
-                                                        [](const std::string& id, const Job* job) {
-                                                          return IdBefore(id, job->id);
-                                                        });
     v1::ListReply reply;
     size_t bytes = 0;
-    for (; it != jobs.end(); ++it) {
-      const Job& job = **it;
-      if (!listing->filter.Matches(job)) continue;
+    bool more = false;  // a job is left for the next page
+    manager_.ForEachAfter(listing->after, [&](const Job& job) {
+      if (!listing->filter.Matches(job)) return true;
       v1::Job view;
       View(job, listing->limits, &view);
       ForCaller(job, listing->uid, listing->all, &view);
       const size_t size = view.ByteSizeLong();
-      if (reply.jobs_size() >= kPageJobs || (bytes + size > kPageBytes && reply.jobs_size() > 0))
-        break;
+      if (reply.jobs_size() >= kPageJobs || (bytes + size > kPageBytes && reply.jobs_size() > 0)) {
+        more = true;
+        return false;
+      }
       bytes += size;
       *reply.add_jobs() = std::move(view);
       listing->after = job.id;
-    }
-    if (it != jobs.end()) return out->Send(std::move(reply), std::nullopt);
+      return true;
+    });
+    if (more) return out->Send(std::move(reply), std::nullopt);
     if (reply.jobs_size() == 0) return out->Finish(grpc::Status::OK);
     out->Send(std::move(reply), grpc::Status::OK);
   };

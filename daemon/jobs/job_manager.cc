@@ -176,9 +176,15 @@ std::vector<const Job*> JobManager::List(bool all) const {
   for (const auto& [id, job] : jobs_) {
     if (all || !IsFinal(job->state)) out.push_back(job.get());
   }
-  std::sort(out.begin(), out.end(),
-            [](const Job* a, const Job* b) { return IdBefore(a->id, b->id); });
-  return out;
+  return out;  // in id order: the table's own
+}
+
+void JobManager::ForEachAfter(std::string_view after,
+                              const std::function<bool(const Job&)>& fn) const {
+  for (auto it = after.empty() ? jobs_.begin() : jobs_.upper_bound(after); it != jobs_.end();
+       ++it) {
+    if (!fn(*it->second)) return;
+  }
 }
 
 std::vector<SlotView> JobManager::Slots() const {

@@ -157,6 +157,10 @@ class JobManager {
   // The job of this id exactly (no name, no array); nullptr: none.
   const Job* Find(const std::string& id) const;
   std::vector<const Job*> List(bool all) const;
+  // Calls `fn` with each job whose id comes after `after` ("": every job),
+  // in id order, until it returns false: a page of a listing costs its
+  // jobs, not the table.
+  void ForEachAfter(std::string_view after, const std::function<bool(const Job&)>& fn) const;
   // Why a PENDING job waits, in words ("needs 4 devices, 2 free", "after
   // job 7"); "" for any other. Worked out when asked, not on every
   // scheduling pass: a pass costs the same whatever the queue holds.
@@ -346,7 +350,13 @@ class JobManager {
   PortAllocator& ports_;
   ManagerConfig config_;
 
-  std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;  // every job ever, by id
+  // Job ids in the order they were handed out (IdBefore), so that a
+  // listing walks them as they are, and a page starts where the last ended.
+  struct IdOrder {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return IdBefore(a, b); }
+  };
+  std::map<std::string, std::unique_ptr<Job>, IdOrder> jobs_;  // every job ever, by id
   std::map<std::string, std::unique_ptr<Supervised>, std::less<>> supervised_;  // placed ones
   std::map<std::string, std::map<ObserverId, std::shared_ptr<JobObserver>>, std::less<>> observers_;
   // Supervisions of ended jobs, destroyed on the next turn of the loop.
