@@ -20,6 +20,7 @@ Usage: bench/attach_bench.py [--build DIR] [--baseline-build DIR] [--runs N]
 import argparse
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,9 @@ def main():
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--lines", type=int, default=100000)
     p.add_argument("--modes", default="quiet,hogs")
+    p.add_argument("--ltd-args", default="", help="more arguments for this build's ltd")
+    p.add_argument("--baseline-ltd-args", default="",
+                   help="more arguments for the baseline's ltd (the same build: one build two ways)")
     args = p.parse_args()
     builds = {"this": os.path.abspath(args.build)}
     if args.baseline_build:
@@ -94,7 +98,8 @@ def main():
     ranks = 2
     tmp = tempfile.mkdtemp(prefix="console-bench.")
     out = os.path.join(tmp, "out.txt")
-    ltds = {name: Ltd(build, devices=4) for name, build in builds.items()}
+    extra = {"this": shlex.split(args.ltd_args), "baseline": shlex.split(args.baseline_ltd_args)}
+    ltds = {name: Ltd(build, devices=4, extra=extra[name]) for name, build in builds.items()}
     print(f"{ranks} ranks x {args.lines:,} lines, submit to exit, into a file; CPU per line "
           f"that reached the file (ltrun's includes its ranks'):")
     try:
