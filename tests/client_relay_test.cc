@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "spare_wire.h"
 
 namespace ltd::test {
 namespace {
@@ -88,22 +89,8 @@ Lingering MakeLingering() {
   return out;
 }
 
-bool SendFd(int over, int fd) {
-  char byte = 'x';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return sendmsg(over, &m, MSG_NOSIGNAL) == 1;
-}
+// Sends `fd` over `over` as a client would (spare_wire's framing will do).
+bool SendFd(int over, int fd) { return SendJob(over, "x", fd).ok(); }
 
 // The Uid: line of /proc/PID/status; "" once the process is gone.
 std::string UidLine(pid_t pid) {
@@ -245,8 +232,8 @@ TEST(ClientRelay, ASinkKilledFromOutsideIsReplaced) {
   ASSERT_TRUE(WaitFor([&] { return (*relay)->sink_pid() != 0; }, 10s));
   const pid_t first = (*relay)->sink_pid();
   ASSERT_EQ(kill(first, SIGKILL), 0);
-  EXPECT_TRUE(WaitFor([&] { return (*relay)->sink_pid() != first && (*relay)->sink_pid() != 0; },
-                      10s));
+  EXPECT_TRUE(
+      WaitFor([&] { return (*relay)->sink_pid() != first && (*relay)->sink_pid() != 0; }, 10s));
   int p[2];
   ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
   Fd reader(p[0]);

@@ -137,17 +137,22 @@ void FdSink::Check(std::chrono::steady_clock::time_point now) {
     behind_since_.reset();
     return;
   }
-  if (!behind_since_) {
+  // Batches are a byte each: what the sinks have read since the last look.
+  const uint64_t read = sent_ - static_cast<uint64_t>(unread);
+  if (!behind_since_ || read != read_at_look_) {
     behind_since_ = now;
+    read_at_look_ = read;
     return;
   }
   if (now - *behind_since_ < kBehindAfter) return;
+  // Nothing read for a second, batches waiting: no sink is between a
+  // token and its batch (that takes no time), so tokens short of the
+  // batches were taken by a sink that died there.
   behind_since_ = now;
   const int tokens = Pending(tokens_out_.get());
   if (tokens < unread) {
-    // A sink killed between a token and its batch: the batch is ltd's no
-    // more, so its token may go again.
-    spdlog::info("giving the descriptor sink back {} token(s) a killed sink took", unread - tokens);
+    spdlog::info("giving the descriptor sinks back {} token(s) a killed sink took",
+                 unread - tokens);
     const std::string again(static_cast<size_t>(unread - tokens), 't');
     (void)!write(tokens_in_.get(), again.data(), again.size());
     return;
@@ -189,7 +194,11 @@ void FdSink::Flush() {
     // In the vault, which no one else holds: these closes are not last.
     held_.erase(held_.begin(), held_.begin() + static_cast<ptrdiff_t>(n));
     (void)!write(tokens_in_.get(), "t", 1);
-    if (!behind_since_) behind_since_ = std::chrono::steady_clock::now();
+    ++sent_;
+    if (!behind_since_) {
+      behind_since_ = std::chrono::steady_clock::now();
+      read_at_look_ = sent_ - static_cast<uint64_t>(Pending(vault_out_.get()));
+    }
   }
 }
 

@@ -17,12 +17,12 @@
 // A sink is a copy of ltd (clone3, no exec) that has fully become
 // `nobody`, not dumpable, holding none of ltd's descriptors but the
 // vault's end and the tokens' and none of its environment. A sink that
-// leaves batches unread for a second, tokens waiting, is stuck in a
+// reads no batch for a second, batches and tokens waiting, is stuck in a
 // close: it is killed (SIGKILL ends the wait; a dying process closes
 // without lingering) and another started, which goes on where it
 // stopped. A sink killed by someone else between a token and its batch
-// loses a token; a batch unread a second with no token for it gets one
-// again. At most kMaxSinks live at once, stuck ones included. What the
+// loses a token; when no batch was read for a second, batches short of
+// tokens get theirs again. At most kMaxSinks live at once, stuck ones included. What the
 // vault cannot take now waits, up to kMaxHeld (`saturated`: ltd then
 // takes no connections until it drains). Sinks die with the thread that
 // made them (PR_SET_PDEATHSIG).
@@ -100,8 +100,11 @@ class FdSink {
   Sink* active_ = nullptr;
   std::map<pid_t, Sink> sinks_;  // live ones, the active one among them
   std::deque<Fd> held_;
-  // Since when batches have been in the vault unread.
+  uint64_t sent_ = 0;  // batches put in the vault, ever
+  // Since when batches have been in the vault and none was read, and how
+  // many had been read then.
   std::optional<std::chrono::steady_clock::time_point> behind_since_;
+  uint64_t read_at_look_ = 0;
   bool told_start_failed_ = false;
 };
 
