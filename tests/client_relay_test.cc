@@ -116,6 +116,7 @@ TEST(ClientRelay, BytesGoBothWaysAndEachEndIsPassedOn) {
   EXPECT_EQ(ReadSome(r.user.get(), 16), "");
   EXPECT_TRUE(WaitFor([&] { return (*relay)->connections() == 0; }, 10s))
       << (*relay)->connections();
+  EXPECT_EQ((*relay)->sink_batches(), 0u) << "a connection read to its end goes to no sink";
 }
 
 // gRPC's close ends the connection though the client keeps its own open
@@ -130,6 +131,9 @@ TEST(ClientRelay, GrpcsCloseEndsTheConnectionWhetherOrNotTheClientCloses) {
   EXPECT_EQ(ReadSome(r.user.get(), 16), "");
   EXPECT_TRUE(WaitFor([&] { return (*relay)->connections() == 0; }, 10s))
       << (*relay)->connections();
+  // Nothing was left unread in the client's socket: closed by the relay,
+  // not handed to the sink.
+  EXPECT_EQ((*relay)->sink_batches(), 0u);
 }
 
 // 16 MiB each way at once, the client reading slowly: every byte, in order.
@@ -184,6 +188,7 @@ TEST(ClientRelay, ADescriptorSentIsClosedInTheSinkAndTheOthersAreServed) {
   ASSERT_TRUE(SendFd(bad.user.get(), lingering.sock.get()));
   lingering.sock.reset();  // the relay's copy, wherever it went, is the last
   EXPECT_EQ(ReadSome(bad.user.get(), 16), "");
+  EXPECT_TRUE(WaitFor([&] { return (*relay)->sink_batches() >= 1; }, 10s));
   ASSERT_TRUE(WaitFor([&] { return (*relay)->sink_pid() != 0; }, 10s));
   const pid_t sink = (*relay)->sink_pid();
   EXPECT_TRUE(WaitFor([&] { return Has(UidLine(sink), "65534\t65534\t65534\t65534"); }, 10s))

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -98,9 +99,23 @@ absl::StatusOr<Fd> ClientRelay::Take(Fd client, uid_t uid) {
   return grpc_end;
 }
 
-void ClientRelay::Drop(Fd fd) {
-  if (!fd.valid()) return;
+namespace {
+
+// Closes a client's socket here when nothing is left in it, which is
+// known once it takes no more: descriptors ride on bytes, and after
+// SHUT_RD its peer's sends fail. Else it stays for the sink.
+bool ClosedIfEmpty(Fd& fd) {
   (void)shutdown(fd.get(), SHUT_RDWR);  // its peer sees the end now, not at the sink's close
+  int unread = 0;
+  if (ioctl(fd.get(), FIONREAD, &unread) != 0 || unread != 0) return false;
+  fd.reset();
+  return true;
+}
+
+}  // namespace
+
+void ClientRelay::Drop(Fd fd) {
+  if (!fd.valid() || ClosedIfEmpty(fd)) return;
   {
     const std::lock_guard lock(mu_);
     drops_.push_back(std::move(fd));
@@ -147,6 +162,7 @@ void ClientRelay::Loop() {
     if (sink_->busy()) sink_->Flush();
     saturated_.store(sink_->saturated(), std::memory_order_relaxed);
     sink_pid_.store(sink_->active_pid());
+    sink_batches_.store(sink_->sent());
   }
 }
 
@@ -289,8 +305,7 @@ void ClientRelay::End(uint64_t id) {
   c.server.reset();  // gRPC's end sees the connection end
   if (c.up.eof && !c.refused) {
     c.client.reset();  // read to its end: nothing unread can hold a descriptor
-  } else {
-    (void)shutdown(c.client.get(), SHUT_RDWR);
+  } else if (!ClosedIfEmpty(c.client)) {
     std::vector<Fd> drop;
     drop.push_back(std::move(c.client));
     sink_->Drop(std::move(drop));

@@ -66,6 +66,8 @@ class ClientRelay {
   // descriptors now (0: none yet).
   size_t connections() const { return connections_.load(); }
   pid_t sink_pid() const { return sink_pid_.load(); }
+  // Batches of descriptors handed to the sink, ever.
+  uint64_t sink_batches() const { return sink_batches_.load(); }
 
  private:
   ClientRelay() = default;
@@ -106,6 +108,7 @@ class ClientRelay {
   std::atomic<bool> saturated_{false};
   std::atomic<size_t> connections_{0};
   std::atomic<pid_t> sink_pid_{0};
+  std::atomic<uint64_t> sink_batches_{0};
 };
 
 }  // namespace ltd

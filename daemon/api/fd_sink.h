@@ -74,6 +74,8 @@ class FdSink {
   bool saturated() const { return held_.size() >= kMaxHeld; }
   // Descriptors wait, or batches are unread: call Flush again soon.
   bool busy() const { return !held_.empty() || behind_since_.has_value(); }
+  // Batches put in the vault, ever (tests).
+  uint64_t sent() const { return sent_; }
   // The sink that takes batches now; 0 when none (tests).
   pid_t active_pid() const { return active_ ? active_->pid : 0; }
 
